@@ -1,0 +1,290 @@
+"""The resource graph: the cluster's nodes plus the virtual resources, Fluxion-shaped.
+
+The shape is Fluxion's: a root ``cluster``; a ``node`` vertex per schedulable
+node (``virtual=false``) holding one vertex per core, per GPU and per memory
+chunk; and every virtual resource, at every level, a ``node``-typed vertex
+(Fluxion applies property constraints only to node vertices) carrying
+``virtual=true``, ``class=<t>`` for its own and every descendant type, and its
+attributes as key-only properties.
+
+Cores, GPUs and memory chunks are *counted* here rather than stored as objects:
+a 1000-node, 64-core cluster would otherwise mean 130,000 Python objects to
+build and walk. :meth:`ResourceGraph.to_jgf` expands them when Fluxion needs
+the full vertex list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from fluence_core import names
+from fluence_core.log import logger
+from fluence_core.models import NodeInfo
+from fluence_core.resource_config import CLUSTER, ResourceConfig, VirtualResource
+
+
+@dataclass(slots=True)
+class NodeVertex:
+    """A real node: its rank and counts of cores, GPUs and memory chunks."""
+
+    name: str
+    rank: int
+    cores: int
+    gpus: int
+    memory_chunks: int
+    chunk_mib: int
+    properties: frozenset[str]
+    labels: dict[str, str] = field(default_factory=dict)
+    down: bool = False
+
+
+@dataclass(slots=True)
+class VirtualVertex:
+    """One instance of a virtual resource (a ``node``-typed vertex in Fluxion's eyes)."""
+
+    index: int
+    type: str
+    basename: str
+    instance: int
+    parent: int | None
+    attach_to: str
+    backend: str
+    attributes: dict[str, str]
+    properties: frozenset[str]
+    path: str
+    children: list[int] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.basename}{self.instance}"
+
+
+class ResourceGraph:
+    """Nodes and virtual resources, changeable node by node without a rebuild."""
+
+    def __init__(
+        self,
+        nodes: Iterable[NodeInfo] = (),
+        config: ResourceConfig | None = None,
+        *,
+        memory_chunks_per_core: int = 1,
+    ) -> None:
+        self.config = config or ResourceConfig()
+        self.memory_chunks_per_core = memory_chunks_per_core
+        self._nodes: dict[str, NodeVertex] = {}
+        self._next_rank = 0
+        self.virtual: list[VirtualVertex] = []
+        self.virtual_roots: list[int] = []
+        for node in nodes:
+            self.add_node(node)
+        self.config.check_parents(set(self._nodes))
+        self._build_virtual()
+
+    # -- nodes ---------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[NodeVertex]:
+        """Nodes in rank order."""
+        return list(self._nodes.values())
+
+    def node(self, name: str) -> NodeVertex:
+        return self._nodes[name]
+
+    def has_node(self, name: str) -> bool:
+        return name in self._nodes
+
+    def add_node(self, info: NodeInfo) -> NodeVertex | None:
+        """Add a schedulable node (cordoned or NoSchedule-tainted nodes are left out)."""
+        if not info.schedulable:
+            logger.debug("node %s left out of the graph: cordoned or tainted", info.name)
+            return None
+        if info.name in self._nodes:
+            raise ValueError(f"node {info.name} is already in the graph")
+        chunks = info.cores * self.memory_chunks_per_core
+        chunk_mib = info.memory_mib // chunks if chunks else 0
+        properties = {names.VIRTUAL_FALSE}
+        zone = info.labels.get(names.ZONE_LABEL)
+        if zone:
+            properties.add(f"zone={zone}")
+        vertex = NodeVertex(
+            name=info.name,
+            rank=self._next_rank,
+            cores=info.cores,
+            gpus=info.gpus,
+            memory_chunks=chunks if chunk_mib else 0,
+            chunk_mib=chunk_mib,
+            properties=frozenset(properties),
+            labels=dict(info.labels),
+        )
+        self._next_rank += 1
+        self._nodes[info.name] = vertex
+        return vertex
+
+    def remove_node(self, name: str) -> NodeVertex:
+        """Take a node out; its rank is never reused."""
+        attached = [v.name for v in self.virtual if v.attach_to == name and v.parent is None]
+        if attached:
+            raise ValueError(f"node {name} hosts virtual resources {attached}; cannot remove it")
+        return self._nodes.pop(name)
+
+    def set_down(self, name: str, down: bool = True) -> None:
+        self._nodes[name].down = down
+
+    # -- virtual resources -----------------------------------------------------
+
+    def _build_virtual(self) -> None:
+        for resource in self.config.resources:
+            for i in range(resource.count):
+                self.virtual_roots.append(
+                    self._add_virtual(resource, i, None, resource.parent, backend=resource.name)
+                )
+
+    def _add_virtual(
+        self, resource: VirtualResource, instance: int, parent: int | None, attach_to: str, backend: str
+    ) -> int:
+        properties = {names.VIRTUAL_TRUE, names.attribute_property("backend", backend)}
+        properties.update(names.class_property(t) for t in resource.types())
+        properties.update(names.attribute_property(k, v) for k, v in resource.attributes.items())
+        if parent is not None:
+            base = self.virtual[parent].path
+        else:
+            base = "/cluster0" if attach_to == CLUSTER else f"/cluster0/{attach_to}"
+        vertex = VirtualVertex(
+            index=len(self.virtual),
+            type=resource.type,
+            basename=resource.name,
+            instance=instance,
+            parent=parent,
+            attach_to=attach_to,
+            backend=backend,
+            attributes=dict(resource.attributes),
+            properties=frozenset(properties),
+            path=f"{base}/{resource.name}{instance}",
+        )
+        self.virtual.append(vertex)
+        for child in resource.children:
+            for j in range(child.count):
+                vertex.children.append(self._add_virtual(child, j, vertex.index, attach_to, backend))
+        return vertex.index
+
+    def virtual_subtree(self, index: int) -> Iterator[int]:
+        """The vertex and its descendants, depth first."""
+        stack = [index]
+        while stack:
+            current = stack.pop()
+            yield current
+            stack.extend(reversed(self.virtual[current].children))
+
+    def virtual_rank(self, vertex: VirtualVertex) -> int:
+        """The rank of the node a virtual vertex hangs under, -1 under the cluster."""
+        return -1 if vertex.attach_to == CLUSTER else self._nodes[vertex.attach_to].rank
+
+    @property
+    def virtual_types(self) -> set[str]:
+        return {v.type for v in self.virtual}
+
+    # -- summaries -------------------------------------------------------------
+
+    def vertex_count(self) -> int:
+        """How many vertices the JGF export holds (cluster, nodes, cores, GPUs, memory, virtual)."""
+        per_node = sum(1 + n.cores + n.gpus + n.memory_chunks for n in self._nodes.values())
+        return 1 + per_node + len(self.virtual)
+
+    def summary(self) -> dict[str, int]:
+        nodes = self._nodes.values()
+        return {
+            "nodes": len(self._nodes),
+            "cores": sum(n.cores for n in nodes),
+            "gpus": sum(n.gpus for n in nodes),
+            "memory_mib": sum(n.memory_chunks * n.chunk_mib for n in nodes),
+            "virtual": len(self.virtual),
+            "vertices": self.vertex_count(),
+        }
+
+    # -- JGF -------------------------------------------------------------------
+
+    def to_jgf(self) -> dict[str, Any]:
+        """The graph as JSON Graph Format that Fluxion's ``reapi_cli`` loads.
+
+        Ids are strings, every property value is a string, and each vertex
+        carries ``type/basename/name/id/uniq_id/rank/exclusive/unit/size/paths``.
+        """
+        writer = _JgfWriter()
+        root = writer.vertex("cluster", "cluster", 0, -1, "/cluster0", name="cluster0")
+        node_uid: dict[str, str] = {}
+        for node in self._nodes.values():
+            path = f"/cluster0/{node.name}"
+            uid = writer.vertex(
+                "node", node.name, node.rank, node.rank, path, name=node.name,
+                properties=node.properties,
+            )
+            writer.edge(root, uid)
+            node_uid[node.name] = uid
+            for i in range(node.cores):
+                writer.edge(uid, writer.vertex("core", "core", i, node.rank, f"{path}/core{i}"))
+            for i in range(node.gpus):
+                writer.edge(uid, writer.vertex("gpu", "gpu", i, node.rank, f"{path}/gpu{i}"))
+            for i in range(node.memory_chunks):
+                writer.edge(uid, writer.vertex(
+                    "memory", "memory", i, node.rank, f"{path}/memory{i}",
+                    size=node.chunk_mib, unit="MiB",
+                ))
+        virtual_uid: dict[int, str] = {}
+        for vertex in self.virtual:
+            if vertex.parent is not None:
+                parent_uid = virtual_uid[vertex.parent]
+            else:
+                parent_uid = root if vertex.attach_to == CLUSTER else node_uid[vertex.attach_to]
+            uid = writer.vertex(
+                "node", vertex.basename, vertex.instance, self.virtual_rank(vertex), vertex.path,
+                properties=vertex.properties,
+            )
+            writer.edge(parent_uid, uid)
+            virtual_uid[vertex.index] = uid
+        return {"graph": {"nodes": writer.vertices, "edges": writer.edges}}
+
+
+class _JgfWriter:
+    """Accumulates JGF vertices with sequential ``uniq_id``s."""
+
+    def __init__(self) -> None:
+        self.vertices: list[dict[str, Any]] = []
+        self.edges: list[dict[str, Any]] = []
+
+    def vertex(
+        self,
+        vtype: str,
+        basename: str,
+        vid: int,
+        rank: int,
+        path: str,
+        *,
+        name: str | None = None,
+        size: int = 1,
+        unit: str = "",
+        properties: Iterable[str] = (),
+    ) -> str:
+        uniq = len(self.vertices)
+        metadata: dict[str, Any] = {
+            "type": vtype,
+            "basename": basename,
+            "name": name if name is not None else f"{basename}{vid}",
+            "id": vid,
+            "uniq_id": uniq,
+            "rank": rank,
+            "exclusive": False,
+            "unit": unit,
+            "size": size,
+            "paths": {"containment": path},
+        }
+        props = sorted(properties)
+        if props:
+            metadata["properties"] = {key: "" for key in props}
+        self.vertices.append({"id": str(uniq), "metadata": metadata})
+        return str(uniq)
+
+    def edge(self, source: str, target: str) -> None:
+        self.edges.append(
+            {"source": source, "target": target, "metadata": {"name": {"containment": "contains"}}}
+        )

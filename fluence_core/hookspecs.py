@@ -1,0 +1,122 @@
+"""Every Fluence hook, in one module.
+
+Plugins implement these with ``@fluence_core.hookimpl`` and register through the
+``fluence`` entry-point group; Fluence's own built-ins register the same way.
+Hooks marked *firstresult* stop at the first non-``None`` answer; the others
+collect every plugin's answer into a list.
+
+Scheduler hooks run in the order of one scheduling cycle for a group:
+``fluence_prefilter`` -> match -> ``fluence_filter`` per pod -> (on failure)
+``fluence_postfilter`` -> ``fluence_reserve`` -> ``fluence_prebind`` -> bind,
+with ``fluence_unreserve`` undoing a reservation whenever a later step fails.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import pluggy
+
+from fluence_core import names
+
+if TYPE_CHECKING:
+    from fluence_core.matcher.base import Matcher
+    from fluence_core.models import Group, PodRequest
+    from fluence_core.placement import PodPlacement
+    from fluence_core.graph import ResourceGraph
+    from fluence_core.settings import Settings
+
+hookspec = pluggy.HookspecMarker(names.ENTRY_POINT_GROUP)
+
+SchedulingContext = Mapping[str, Any]
+"""What the scheduler hands every scheduler hook: ``settings``, ``graph``,
+``matcher`` and, during a cycle, ``cluster`` (the Kubernetes wrapper)."""
+
+
+@hookspec(firstresult=True)
+def fluence_matcher(settings: "Settings", graph: "ResourceGraph") -> "Matcher | None":
+    """Return the matcher that places jobspecs on ``graph``.
+
+    Called once when the scheduler (or ``fluence plan``) starts, and again when
+    the graph is rebuilt. Stops at the first non-``None`` result: a plugin that
+    cannot serve (say, its library is missing) returns ``None`` so the next one
+    is asked. The embedded matcher is the ``trylast`` default.
+    """
+
+
+@hookspec(firstresult=True)
+def fluence_prefilter(group: "Group", ctx: SchedulingContext) -> str | None:
+    """Veto a group before it is matched.
+
+    Return a reason (a non-empty string) to keep the group waiting this cycle;
+    ``None`` lets it through. Stops at the first reason.
+    """
+
+
+@hookspec(firstresult=True)
+def fluence_filter(pod: "PodRequest", node: str, ctx: SchedulingContext) -> str | None:
+    """Veto placing ``pod`` on ``node`` after the match chose it.
+
+    Return a reason to reject the node (the group is then handed to
+    ``fluence_postfilter``); ``None`` accepts. Stops at the first reason.
+    """
+
+
+@hookspec(firstresult=True)
+def fluence_postfilter(group: "Group", reason: str, ctx: SchedulingContext) -> Sequence[str] | None:
+    """Decide what to do when a group did not fit or a node was vetoed.
+
+    Return node names to exclude before one rematch (an empty list means
+    "rematch as is"), or ``None`` to let the group back off. Stops at the first
+    non-``None`` answer.
+    """
+
+
+@hookspec
+def fluence_reserve(
+    group: "Group", placements: Mapping[str, "PodPlacement"], ctx: SchedulingContext
+) -> None:
+    """Stamp a group's placement before binding (every implementation runs).
+
+    Raising aborts the cycle; ``fluence_unreserve`` then runs for everyone.
+    """
+
+
+@hookspec
+def fluence_unreserve(
+    group: "Group", placements: Mapping[str, "PodPlacement"], ctx: SchedulingContext
+) -> None:
+    """Roll back a reservation after a failed step (every implementation runs).
+
+    The scheduler cancels the group's allocation itself after these run, so a
+    failed bind never leaks resources.
+    """
+
+
+@hookspec
+def fluence_prebind(
+    group: "Group", placements: Mapping[str, "PodPlacement"], ctx: SchedulingContext
+) -> Mapping[str, str] | None:
+    """Contribute annotations to write on the owning object before binding.
+
+    Every implementation runs; the returned mappings are merged in plugin order.
+    """
+
+
+@hookspec
+def fluence_webhook_handlers(settings: "Settings") -> Sequence[Any] | None:
+    """Contribute admission handlers (objects with ``name``, ``applies(pod)``
+    and ``mutate(pod, ctx)``). Every implementation runs; the lists are joined
+    and ordered by the webhook settings."""
+
+
+@hookspec(firstresult=True)
+def fluence_admit(pod: Mapping[str, Any], ctx: SchedulingContext) -> str | None:
+    """Refuse a pod at admission: return the message to deny with, or ``None``
+    to admit. Stops at the first refusal."""
+
+
+@hookspec
+def fluence_providers() -> Sequence[Any] | None:
+    """Contribute quantum vendor providers (interceptor and sidecar halves).
+    Every implementation runs; the lists are joined."""

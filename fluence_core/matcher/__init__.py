@@ -1,0 +1,11 @@
+"""Matchers: what turns a jobspec into an allocation on the resource graph."""
+
+from fluence_core.matcher.base import (
+    Allocation,
+    Matcher,
+    MatchOutcome,
+    NodeShare,
+    VirtualShare,
+)
+
+__all__ = ["Allocation", "Matcher", "MatchOutcome", "NodeShare", "VirtualShare"]

@@ -1,0 +1,116 @@
+"""The Matcher protocol and the matcher-neutral allocation record.
+
+An :class:`Allocation` says which cores, GPUs and memory chunks of which node,
+and which virtual vertices, a job holds. It is the same whichever matcher made
+it, so the durable record written on a PodGroup restores into either matcher
+after a restart.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Mapping, Protocol, runtime_checkable
+
+from fluence_core.models import NodeInfo
+
+
+@dataclass(frozen=True)
+class NodeShare:
+    """What a job holds on one real node."""
+
+    node: str
+    cores: tuple[int, ...] = ()
+    gpus: tuple[int, ...] = ()
+    memory: tuple[int, ...] = ()
+    memory_mib: int = 0
+
+
+@dataclass(frozen=True)
+class VirtualShare:
+    """One virtual vertex a job holds, with its whole subtree."""
+
+    path: str
+    type: str
+    name: str
+    backend: str
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A held match: its job id and what it holds."""
+
+    jobid: int
+    nodes: tuple[NodeShare, ...] = ()
+    virtual: tuple[VirtualShare, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | Mapping[str, Any]) -> "Allocation":
+        data = json.loads(text) if isinstance(text, str) else dict(text)
+        return cls(
+            jobid=int(data["jobid"]),
+            nodes=tuple(
+                NodeShare(
+                    node=n["node"],
+                    cores=tuple(n.get("cores", ())),
+                    gpus=tuple(n.get("gpus", ())),
+                    memory=tuple(n.get("memory", ())),
+                    memory_mib=int(n.get("memory_mib", 0)),
+                )
+                for n in data.get("nodes", ())
+            ),
+            virtual=tuple(
+                VirtualShare(
+                    path=v["path"], type=v["type"], name=v["name"], backend=v["backend"],
+                    attributes=dict(v.get("attributes", {})),
+                )
+                for v in data.get("virtual", ())
+            ),
+        )
+
+    def summary(self) -> str:
+        parts = [
+            f"{n.node}(cores={len(n.cores)},gpus={len(n.gpus)},mem={n.memory_mib}MiB)" for n in self.nodes
+        ]
+        parts += [f"{v.type}:{v.name}@{v.backend}" for v in self.virtual]
+        return f"jobid {self.jobid}: " + (", ".join(parts) or "nothing")
+
+
+class MatchOutcome(str, Enum):
+    """Why a match returned no allocation."""
+
+    BUSY = "does not fit now"
+    UNSATISFIABLE = "can never fit on this graph"
+
+
+@runtime_checkable
+class Matcher(Protocol):
+    """What the scheduler needs of a matcher.
+
+    ``match_allocate`` returns ``None`` when the jobspec does not fit now; the
+    job ids it hands out are never reused. Allocations are held until
+    cancelled (duration 0).
+    """
+
+    name: str
+
+    def match_allocate(self, jobspec: Mapping[str, Any]) -> Allocation | None: ...
+
+    def cancel(self, jobid: int) -> bool: ...
+
+    def restore(self, allocation: Allocation) -> None: ...
+
+    def satisfiable(self, jobspec: Mapping[str, Any]) -> bool: ...
+
+    def add_node(self, node: NodeInfo) -> None: ...
+
+    def remove_node(self, name: str) -> None: ...
+
+    def set_node_down(self, name: str, down: bool = True) -> None: ...
+
+    def allocations(self) -> Mapping[int, Allocation]: ...

@@ -1,0 +1,166 @@
+"""Plain objects the graph and placement work on, read from Kubernetes dicts.
+
+Everything past the Kubernetes wrapper takes these, never client objects, so the
+core can be exercised with YAML files, the simulator or a real API server alike.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from fluence_core import names
+from fluence_core.quantity import cpu_cores, memory_mib
+
+KubeObject = Mapping[str, Any]
+
+_BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What the graph needs of a Kubernetes Node."""
+
+    name: str
+    cores: int
+    memory_mib: int
+    gpus: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+    @property
+    def schedulable(self) -> bool:
+        """Cordoned nodes and NoSchedule/NoExecute-tainted nodes take no new pods."""
+        return not self.unschedulable and not any(t.effect in _BLOCKING_EFFECTS for t in self.taints)
+
+    @classmethod
+    def from_kube(cls, node: KubeObject) -> "NodeInfo":
+        metadata = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        status = node.get("status") or {}
+        name = metadata.get("name")
+        if not name:
+            raise ValueError("a Node without metadata.name")
+        allocatable = status.get("allocatable") or status.get("capacity") or {}
+        try:
+            cores = math.floor(cpu_cores(allocatable.get("cpu", 0)))
+            memory = math.floor(memory_mib(allocatable.get("memory", 0)))
+            gpus = math.floor(cpu_cores(allocatable.get(names.GPU_RESOURCE, 0)))
+        except ValueError as error:
+            raise ValueError(f"node {name}: {error}") from None
+        taints = tuple(
+            Taint(t.get("key", ""), t.get("value", "") or "", t.get("effect", ""))
+            for t in spec.get("taints") or []
+        )
+        return cls(
+            name=name,
+            cores=cores,
+            memory_mib=memory,
+            gpus=gpus,
+            labels=dict(metadata.get("labels") or {}),
+            taints=taints,
+            unschedulable=bool(spec.get("unschedulable", False)),
+        )
+
+
+@dataclass(frozen=True)
+class PodRequest:
+    """One pod's demand: whole cores, MiB of memory, GPUs, virtual types and pins."""
+
+    name: str
+    namespace: str = "default"
+    cores: int = 1
+    memory_mib: int = 0
+    gpus: int = 0
+    virtual: Mapping[str, int] = field(default_factory=dict)
+    requires: Mapping[str, str] = field(default_factory=dict)
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_kube(cls, pod: KubeObject) -> "PodRequest":
+        """Sum the containers' requests (limits when a request is absent).
+
+        Init containers run before the others, so a pod needs the larger of the
+        biggest init container and the sum of the app containers, as the
+        kube-scheduler counts it. Every pod gets at least one core.
+        """
+        metadata = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        name = metadata.get("name") or metadata.get("generateName") or "pod"
+        app = _sum_requests(spec.get("containers") or [], name)
+        init = [_sum_requests([c], name) for c in spec.get("initContainers") or []]
+        totals: dict[str, Any] = {}
+        for key in set(app) | {k for i in init for k in i}:
+            totals[key] = max([app.get(key, 0)] + [i.get(key, 0) for i in init])
+        virtual = {}
+        for resource, amount in totals.items():
+            vtype = names.virtual_type_of(resource)
+            if vtype is not None and amount > 0:
+                virtual[vtype] = math.ceil(amount)
+        annotations = metadata.get("annotations") or {}
+        requires = {
+            key[len(names.REQUIRE_ANNOTATION_PREFIX):]: str(value)
+            for key, value in annotations.items()
+            if key.startswith(names.REQUIRE_ANNOTATION_PREFIX)
+        }
+        return cls(
+            name=name,
+            namespace=metadata.get("namespace") or "default",
+            cores=max(1, math.ceil(totals.get("cpu", 0))),
+            memory_mib=math.ceil(totals.get("memory", 0)),
+            gpus=math.ceil(totals.get(names.GPU_RESOURCE, 0)),
+            virtual=virtual,
+            requires=requires,
+            uid=metadata.get("uid") or "",
+        )
+
+
+def _sum_requests(containers: list[KubeObject], pod_name: str) -> dict[str, Any]:
+    totals: dict[str, Any] = {}
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests = dict(resources.get("limits") or {})
+        requests.update(resources.get("requests") or {})
+        for resource, raw in requests.items():
+            try:
+                if resource == "memory":
+                    amount = memory_mib(raw)
+                else:
+                    amount = cpu_cores(raw)
+            except ValueError as error:
+                raise ValueError(
+                    f"pod {pod_name}, container {container.get('name')}, {resource}: {error}"
+                ) from None
+            totals[resource] = totals.get(resource, 0) + amount
+    return totals
+
+
+@dataclass(frozen=True)
+class Group:
+    """Pods placed together, all or nothing (a group of one for a lone pod)."""
+
+    name: str
+    pods: tuple[PodRequest, ...]
+    namespace: str = "default"
+
+    @property
+    def virtual_types(self) -> list[str]:
+        """Virtual types any member asks for, in first-seen order."""
+        seen: dict[str, None] = {}
+        for pod in self.pods:
+            for vtype in pod.virtual:
+                seen.setdefault(vtype, None)
+        return list(seen)

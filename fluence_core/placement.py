@@ -1,0 +1,92 @@
+"""Reading allocations back into a placement per pod.
+
+A matcher reports what a job holds per node, not which slot went where (Fluxion
+does not label slots in its output). Each pod is assigned to a node whose held
+cores, GPUs and memory still cover it, by a small backtracking search, so the
+same reader serves every matcher.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from fluence_core.errors import MatcherError
+from fluence_core.jobspec import COMPUTE
+from fluence_core.log import logger
+from fluence_core.matcher.base import Allocation, NodeShare
+from fluence_core.models import Group, PodRequest
+
+
+@dataclass
+class PodPlacement:
+    """Where one pod goes and what virtual resources it got."""
+
+    pod: str
+    node: str | None = None
+    backend: str | None = None
+    attributes: dict[str, str] = field(default_factory=dict)
+    virtual: dict[str, list[str]] = field(default_factory=dict)
+
+
+def read_placements(group: Group, allocations: Mapping[str, Allocation]) -> dict[str, PodPlacement]:
+    """Per-pod placements from the group's allocations, keyed by jobspec kind."""
+    placements = {pod.key: PodPlacement(pod=pod.key) for pod in group.pods}
+    compute = allocations.get(COMPUTE)
+    if compute is not None:
+        for pod_key, node in _assign_nodes(list(group.pods), compute.nodes).items():
+            placements[pod_key].node = node
+    for kind, allocation in allocations.items():
+        if kind == COMPUTE:
+            continue
+        shares = list(allocation.virtual)
+        for pod in group.pods:
+            wanted = pod.virtual.get(kind, 0)
+            taken, shares = shares[:wanted], shares[wanted:]
+            if len(taken) < wanted:
+                raise MatcherError(f"allocation {allocation.jobid} holds too few {kind} for {pod.key}")
+            placement = placements[pod.key]
+            placement.virtual[kind] = [s.name for s in taken]
+            if taken and placement.backend is None:
+                placement.backend = taken[0].backend
+                placement.attributes = dict(taken[0].attributes)
+    for placement in placements.values():
+        logger.debug(
+            "placement %s -> node=%s backend=%s", placement.pod, placement.node, placement.backend
+        )
+    return placements
+
+
+def _assign_nodes(pods: list[PodRequest], shares: tuple[NodeShare, ...]) -> dict[str, str]:
+    capacity = {s.node: [len(s.cores), len(s.gpus), s.memory_mib] for s in shares}
+    order = sorted(pods, key=lambda p: (p.cores, p.gpus, p.memory_mib), reverse=True)
+    chosen: dict[str, str] = {}
+
+    def place(i: int) -> bool:
+        if i == len(order):
+            return True
+        pod = order[i]
+        tried: set[tuple[int, int, int]] = set()
+        for node, free in capacity.items():
+            signature = (free[0], free[1], free[2])
+            if signature in tried:
+                continue
+            tried.add(signature)
+            if free[0] >= pod.cores and free[1] >= pod.gpus and free[2] >= pod.memory_mib:
+                free[0] -= pod.cores
+                free[1] -= pod.gpus
+                free[2] -= pod.memory_mib
+                chosen[pod.key] = node
+                if place(i + 1):
+                    return True
+                free[0] += pod.cores
+                free[1] += pod.gpus
+                free[2] += pod.memory_mib
+        return False
+
+    if not place(0):
+        raise MatcherError(
+            "the allocation does not cover the group's pods: "
+            + ", ".join(f"{n}={c}" for n, c in capacity.items())
+        )
+    return chosen

@@ -1,0 +1,70 @@
+"""A pytest plugin for Fluence plugin authors (entry point ``pytest11``).
+
+Fixtures build the small things every provider or matcher test needs, with the
+same code the scheduler uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fluence_core.graph import ResourceGraph
+from fluence_core.models import Group, NodeInfo, PodRequest
+from fluence_core.resource_config import ResourceConfig, parse_resource_config
+
+BRAKET_EXAMPLE = """
+attributes:
+  aws-east: {provider: braket, region: us-east-1}
+resources:
+  - type: qdevice
+    name: rigetti_cepheus
+    attributes: aws-east
+    with:
+      - type: qpu
+        with:
+          - type: qubit
+            count: 80
+"""
+
+
+def make_nodes(count: int, cores: int = 8, memory_mib: int = 8192, gpus: int = 0) -> list[NodeInfo]:
+    """``count`` identical nodes named node0, node1, ..."""
+    return [NodeInfo(f"node{i}", cores, memory_mib, gpus) for i in range(count)]
+
+
+def make_pod_dict(
+    name: str, cpu: str = "1", memory: str | None = None, extra: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None, namespace: str = "default",
+) -> dict[str, Any]:
+    """A Pod manifest with one container and the given requests."""
+    requests: dict[str, Any] = {"cpu": cpu}
+    if memory:
+        requests["memory"] = memory
+    requests.update(extra or {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
+        "spec": {"schedulerName": "fluence",
+                 "containers": [{"name": "app", "image": "busybox", "resources": {"requests": requests}}]},
+    }
+
+
+@pytest.fixture
+def braket_config() -> ResourceConfig:
+    """The Braket example: one rigetti_cepheus qdevice -> qpu -> 80 qubits."""
+    return parse_resource_config(BRAKET_EXAMPLE, "braket-example.yaml")
+
+
+@pytest.fixture
+def small_graph(braket_config: ResourceConfig) -> ResourceGraph:
+    """Four 8-core nodes with 8 GiB each, plus the Braket example."""
+    return ResourceGraph(make_nodes(4), braket_config)
+
+
+@pytest.fixture
+def pod_group() -> Group:
+    """A gang of three 2-core pods."""
+    return Group("gang", tuple(PodRequest(f"p{i}", cores=2) for i in range(3)))
