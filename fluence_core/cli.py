@@ -156,9 +156,20 @@ def plan(
     console.print(table)
 
 
-def main() -> None:  # pragma: no cover - console script shim
+def load_plugin_commands() -> None:
+    """Let plugins add sub-commands through ``fluence_cli``; a bad setting is reported, not raised."""
+    try:
+        manager = get_plugin_manager(load_settings())
+    except FluenceError:
+        return  # the command itself reports the bad setting
+    manager.hook.fluence_cli(app=app)
+
+
+def main() -> None:
+    """The console script: core commands plus those plugins contribute."""
+    load_plugin_commands()
     app()
 
 
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

@@ -117,6 +117,12 @@ def fluence_admit(pod: Mapping[str, Any], ctx: SchedulingContext) -> str | None:
 
 
 @hookspec
+def fluence_cli(app: Any) -> None:
+    """Add sub-commands to the ``fluence`` command line (``app`` is a
+    :class:`typer.Typer`). Called once at start, every implementation runs."""
+
+
+@hookspec
 def fluence_providers() -> Sequence[Any] | None:
     """Contribute quantum vendor providers (interceptor and sidecar halves).
     Every implementation runs; the lists are joined."""

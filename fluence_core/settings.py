@@ -71,6 +71,10 @@ class Settings(BaseSettings):
     )
     kube_qps: float = Field(default=20.0, gt=0, description="API requests per second (token bucket).")
     kube_burst: int = Field(default=40, ge=1, description="Token bucket burst size.")
+    device_plugin_dir: Path = Field(
+        default=Path("/var/lib/kubelet/device-plugins"),
+        description="The kubelet's device-plugins directory (registration socket lives here).",
+    )
     log_level: str = Field(default="INFO", description="Log level of the fluence logger.")
 
     _split_disable = field_validator("disable_plugins", mode="before")(_split_csv)
