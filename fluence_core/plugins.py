@@ -41,7 +41,10 @@ class FluencePluginManager(pluggy.PluginManager):
         self.infos: dict[str, PluginInfo] = {}
 
     def register_plugin(self, plugin: Any, name: str, distribution: str = "", version: str = "") -> None:
-        self.register(plugin, name=name)
+        try:
+            self.register(plugin, name=name)
+        except pluggy.PluginValidationError as error:
+            raise FluenceError(f"plugin {name}: {error}") from None
         hooks = sorted(
             caller.name for caller in self.get_hookcallers(plugin) or []
         )
