@@ -42,7 +42,10 @@ class Settings(BaseSettings):
     """Fluence's configuration, read from ``FLUENCE_*`` environment variables."""
 
     model_config = SettingsConfigDict(
-        env_prefix=names.SETTINGS_ENV_PREFIX, case_sensitive=False, extra="ignore"
+        env_prefix=names.SETTINGS_ENV_PREFIX,
+        case_sensitive=False,
+        extra="ignore",
+        env_ignore_empty=True,  # FLUENCE_RESOURCES="" means absent, not the directory "."
     )
 
     resources: Path | None = Field(
