@@ -139,6 +139,9 @@ def plan(
         for spec in specs:
             console.print(f"[bold]{spec.kind} jobspec[/]")
             console.print(spec.to_json(), highlight=False, soft_wrap=True)
+        if matcher is None:
+            console.print("[yellow]no matcher available[/]: jobspecs only, no placement")
+            return
         result = match_group(group, built, matcher)
     except (FluenceError, ValueError) as error:
         _fail(error)
