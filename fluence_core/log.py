@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Final
+import sys
+from typing import Any, Final
 
 from fluence_core import names
 
@@ -13,12 +14,28 @@ logger: Final = logging.getLogger(names.LOGGER_NAME)
 _FORMAT: Final = "[fluence] %(asctime)s %(levelname)s %(message)s"
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at emit time, not the stream of the first call.
+
+    An in-process caller that swaps stderr (a CLI runner, a test) would otherwise
+    leave the handler writing to a closed stream.
+    """
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def configure(level: str | int | None = None) -> None:
     """Attach a stderr handler once; the level comes from the argument or ``FLUENCE_LOG_LEVEL``."""
     chosen = level if level is not None else os.environ.get("FLUENCE_LOG_LEVEL", "INFO")
     logger.setLevel(chosen if isinstance(chosen, int) else chosen.upper())
     if not any(getattr(h, "_fluence", False) for h in logger.handlers):
-        handler = logging.StreamHandler()
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter(_FORMAT))
         handler._fluence = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
