@@ -1,0 +1,280 @@
+"""One conformance suite every matcher must pass, embedded or Fluxion.
+
+Each case builds a graph, then runs a sequence of steps (match a group,
+cancel, restore into a fresh matcher, mark a node down, ask satisfiability)
+with the expected outcome of each. Where two matchers may legitimately pick
+different vertices, the expectations name properties (how many nodes, which
+node set, which backend), not exact ids.
+
+Plugin authors run it against their own matcher with :func:`run_case`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from fluence_core.graph import ResourceGraph
+from fluence_core.jobspec import COMPUTE, group_jobspecs
+from fluence_core.match import GroupMatch, match_group
+from fluence_core.matcher.base import Allocation, Matcher
+from fluence_core.models import Group, NodeInfo, PodRequest
+from fluence_core.resource_config import parse_resource_config
+
+MatcherFactory = Callable[[ResourceGraph, str], Matcher]
+
+TWO_BACKENDS = """
+attributes:
+  aws: {provider: braket, region: us-east-1}
+resources:
+  - type: qpu
+    name: cepheus
+    attributes: aws
+    with: [{type: qubit, count: 4}]
+  - type: qpu
+    name: ankaa
+    attributes: {provider: braket, region: us-west-1}
+    with: [{type: qubit, count: 4}]
+"""
+
+
+def pods(*cores: int, memory: int = 0, gpus: int = 0, virtual: dict[str, int] | None = None,
+         requires: dict[str, str] | None = None, prefix: str = "p") -> tuple[PodRequest, ...]:
+    """Pods with the given core counts and shared other requests."""
+    return tuple(
+        PodRequest(f"{prefix}{i}", cores=c, memory_mib=memory, gpus=gpus,
+                   virtual=dict(virtual or {}), requires=dict(requires or {}))
+        for i, c in enumerate(cores)
+    )
+
+
+@dataclass
+class Step:
+    """One action and what must follow from it."""
+
+    action: str
+    """``match``, ``cancel``, ``restart`` (fresh matcher + restore), ``down``, ``up``, ``satisfiable``."""
+    label: str = ""
+    group: tuple[PodRequest, ...] = ()
+    fits: bool = True
+    node: str = ""
+    exclude: Sequence[str] = ()
+    node_count: int | None = None
+    on_nodes: set[str] | None = None
+    backend: str | None = None
+    virtual_type: str | None = None
+    cores_on: dict[str, int] | None = None
+    memory_on: dict[str, int] | None = None
+    gpus_on: dict[str, int] | None = None
+
+
+@dataclass
+class Case:
+    name: str
+    nodes: list[NodeInfo]
+    steps: list[Step]
+    resources: str = ""
+    policy: str = "first"
+
+
+@dataclass
+class _Run:
+    graph: ResourceGraph
+    matcher: Matcher
+    held: dict[str, GroupMatch] = field(default_factory=dict)
+    last_jobid: int = 0
+
+
+def _nodes(count: int, cores: int = 4, memory: int = 4096, gpus: int = 0) -> list[NodeInfo]:
+    return [NodeInfo(f"n{i}", cores, memory, gpus) for i in range(count)]
+
+
+CASES: list[Case] = [
+    Case("gang fits only all together", _nodes(2), [
+        Step("match", "too-big", pods(3, 3, 3), fits=False),
+        Step("match", "two", pods(3, 3), node_count=2),
+        Step("match", "rest", pods(1, 1), node_count=2, cores_on={"n0": 1, "n1": 1}),
+    ]),
+    Case("heterogeneous slots share nodes within capacity", _nodes(2), [
+        Step("match", "mixed", pods(3, 1, 4), cores_on={"n0": 4, "n1": 4}),
+        Step("match", "none-left", pods(1), fits=False),
+    ]),
+    Case("memory takes the whole chunks that cover it", _nodes(1, cores=4, memory=4096), [
+        Step("match", "a", pods(1, memory=1500), memory_on={"n0": 2048}),
+        Step("match", "b", pods(1, memory=3000), fits=False),
+        Step("match", "c", pods(1, memory=2048), memory_on={"n0": 2048}),
+    ]),
+    Case("gpu slots land where the gpus are",
+         [NodeInfo("n0", 4, 4096, 0), NodeInfo("n1", 4, 4096, 2)], [
+        Step("match", "g1", pods(1, gpus=1), on_nodes={"n1"}, gpus_on={"n1": 1}),
+        Step("match", "g2", pods(1, gpus=1), on_nodes={"n1"}),
+        Step("match", "g3", pods(1, gpus=1), fits=False),
+        Step("match", "cpu", pods(1), on_nodes={"n0"}),
+    ]),
+    Case("hostlist exclusion keeps a group off named nodes", _nodes(3), [
+        Step("match", "x", pods(4), exclude=["n0", "n1"], on_nodes={"n2"}),
+        Step("match", "y", pods(4), exclude=["n0", "n1"], fits=False),
+    ]),
+    Case("virtual resources are chosen by class", _nodes(1), [
+        Step("match", "q1", pods(1, virtual={"qpu": 1}), virtual_type="qpu"),
+        Step("match", "q2", pods(1, virtual={"qpu": 1}), virtual_type="qpu"),
+        Step("match", "q3", pods(1, virtual={"qpu": 1}), fits=False),
+    ], resources=TWO_BACKENDS),
+    Case("virtual resources are pinned by attribute", _nodes(1), [
+        Step("match", "west", pods(1, virtual={"qpu": 1}, requires={"region": "us-west-1"}), backend="ankaa"),
+        Step("match", "west-again", pods(1, virtual={"qpu": 1}, requires={"region": "us-west-1"}), fits=False),
+        Step("match", "by-backend", pods(1, virtual={"qpu": 1}, requires={"backend": "cepheus"}), backend="cepheus"),
+    ], resources=TWO_BACKENDS),
+    Case("depletion, cancel, refit", _nodes(2), [
+        Step("match", "a", pods(4, 4)),
+        Step("match", "b", pods(4), fits=False),
+        Step("cancel", "a"),
+        Step("match", "c", pods(4, 4), node_count=2),
+    ]),
+    Case("restore after a restart never double-allocates", _nodes(2), [
+        Step("match", "a", pods(4), on_nodes={"n0"}),
+        Step("restart"),
+        Step("match", "b", pods(4), on_nodes={"n1"}),
+        Step("match", "c", pods(1), fits=False),
+        Step("cancel", "a"),
+        Step("match", "d", pods(4), on_nodes={"n0"}),
+    ]),
+    Case("restore holds virtual resources too", _nodes(1), [
+        Step("match", "q", pods(1, virtual={"qpu": 1}, requires={"backend": "ankaa"}), backend="ankaa"),
+        Step("restart"),
+        Step("match", "again", pods(1, virtual={"qpu": 1}, requires={"backend": "ankaa"}), fits=False),
+    ], resources=TWO_BACKENDS),
+    Case("down nodes take no work until up again", _nodes(2), [
+        Step("down", node="n0"),
+        Step("match", "a", pods(4), on_nodes={"n1"}),
+        Step("match", "b", pods(4), fits=False),
+        Step("up", node="n0"),
+        Step("match", "c", pods(4), on_nodes={"n0"}),
+    ]),
+    Case("satisfiable ignores what is held, not what exists", _nodes(2), [
+        Step("match", "a", pods(4, 4)),
+        Step("satisfiable", "busy", pods(4, 4), fits=True),
+        Step("satisfiable", "never", pods(4, 4, 4), fits=False),
+        Step("satisfiable", "too-wide", pods(5), fits=False),
+    ]),
+    Case("policy high prefers the highest ranks", _nodes(3), [
+        Step("match", "a", pods(4), on_nodes={"n2"}),
+        Step("match", "b", pods(1), on_nodes={"n1"}),
+    ], policy="high"),
+    Case("policy hinode prefers the highest ranks", _nodes(3), [
+        Step("match", "a", pods(2), on_nodes={"n2"}),
+    ], policy="hinode"),
+    Case("policy lonode prefers the lowest ranks", _nodes(3), [
+        Step("match", "a", pods(2), on_nodes={"n0"}),
+    ], policy="lonode"),
+    Case("policy low prefers the lowest ranks", _nodes(3), [
+        Step("match", "a", pods(4), on_nodes={"n0"}),
+        Step("match", "b", pods(4), on_nodes={"n1"}),
+    ], policy="low"),
+    Case("job ids are never reused", _nodes(1), [
+        Step("match", "a", pods(1)),
+        Step("cancel", "a"),
+        Step("match", "b", pods(1)),
+    ]),
+]
+
+
+def build_graph(case: Case) -> ResourceGraph:
+    config = parse_resource_config(case.resources, f"<{case.name}>") if case.resources else None
+    return ResourceGraph(case.nodes, config)
+
+
+def run_case(case: Case, factory: MatcherFactory) -> None:
+    """Run every step of ``case`` against a matcher made by ``factory``; AssertionError on a miss."""
+    graph = build_graph(case)
+    run = _Run(graph, factory(graph, case.policy))
+    for index, step in enumerate(case.steps):
+        where = f"{case.name}: step {index} ({step.action} {step.label})"
+        _STEP[step.action](run, step, where, factory, case)
+
+
+def _match(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Case) -> None:
+    group = Group(step.label, step.group)
+    result = match_group(group, run.graph, run.matcher, exclude_nodes=list(step.exclude))
+    fitted = isinstance(result, GroupMatch)
+    assert fitted == step.fits, f"{where}: expected fits={step.fits}, got {result}"
+    if not isinstance(result, GroupMatch):
+        return
+    run.held[step.label] = result
+    jobids = result.jobids
+    assert min(jobids) > run.last_jobid, f"{where}: job ids {jobids} reuse one <= {run.last_jobid}"
+    run.last_jobid = max(jobids)
+    compute = result.allocations.get(COMPUTE)
+    _check_compute(compute, step, where)
+    for pod in group.pods:
+        placement = result.placements[pod.key]
+        assert placement.node is not None, f"{where}: pod {pod.key} has no node"
+        if step.on_nodes is not None:
+            assert placement.node in step.on_nodes, f"{where}: {pod.key} on {placement.node}, expected {step.on_nodes}"
+        if pod.virtual:
+            assert placement.backend, f"{where}: pod {pod.key} got no backend"
+            if step.backend is not None:
+                assert placement.backend == step.backend, f"{where}: backend {placement.backend} != {step.backend}"
+    for kind, allocation in result.allocations.items():
+        if kind == COMPUTE:
+            continue
+        for share in allocation.virtual:
+            vertex = next(v for v in run.graph.virtual if v.path == share.path)
+            assert f"class={kind}" in vertex.properties, f"{where}: {share.path} cannot serve {kind}"
+            assert "virtual=true" in vertex.properties
+            if step.virtual_type is not None:
+                assert kind == step.virtual_type
+
+
+def _check_compute(compute: Allocation | None, step: Step, where: str) -> None:
+    assert compute is not None, f"{where}: no compute allocation"
+    nodes = {share.node: share for share in compute.nodes}
+    for share in compute.nodes:
+        assert len(set(share.cores)) == len(share.cores), f"{where}: duplicate core ids on {share.node}"
+    if step.node_count is not None:
+        assert len(nodes) == step.node_count, f"{where}: used nodes {sorted(nodes)}, expected {step.node_count}"
+    if step.on_nodes is not None:
+        assert set(nodes) <= step.on_nodes, f"{where}: used {sorted(nodes)}, expected within {step.on_nodes}"
+    for expected, measure in ((step.cores_on, "cores"), (step.gpus_on, "gpus")):
+        for node, count in (expected or {}).items():
+            got = len(getattr(nodes[node], measure)) if node in nodes else 0
+            assert got == count, f"{where}: {measure} on {node} = {got}, expected {count}"
+    for node, mib in (step.memory_on or {}).items():
+        got = nodes[node].memory_mib if node in nodes else 0
+        assert got == mib, f"{where}: memory on {node} = {got} MiB, expected {mib}"
+
+
+def _cancel(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Case) -> None:
+    result = run.held.pop(step.label)
+    for jobid in result.jobids:
+        assert run.matcher.cancel(jobid), f"{where}: cancel of job {jobid} failed"
+
+
+def _restart(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Case) -> None:
+    records = [a.to_json() for held in run.held.values() for a in held.allocations.values()]
+    run.matcher = factory(run.graph, case.policy)
+    for record in records:
+        run.matcher.restore(Allocation.from_json(record))
+    held_ids = set(run.matcher.allocations())
+    expected = {Allocation.from_json(r).jobid for r in records}
+    assert expected <= held_ids, f"{where}: restored {held_ids}, expected {expected}"
+
+
+def _down(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Case) -> None:
+    run.matcher.set_node_down(step.node, step.action == "down")
+
+
+def _satisfiable(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Case) -> None:
+    specs = group_jobspecs(Group(step.label, step.group), run.graph)
+    answer = all(run.matcher.satisfiable(spec.jobspec) for spec in specs)
+    assert answer == step.fits, f"{where}: satisfiable={answer}, expected {step.fits}"
+
+
+_STEP = {
+    "match": _match,
+    "cancel": _cancel,
+    "restart": _restart,
+    "down": _down,
+    "up": _down,
+    "satisfiable": _satisfiable,
+}
