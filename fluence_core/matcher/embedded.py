@@ -74,6 +74,8 @@ def _take_bits(mask: int, count: int, highest: bool) -> int:
     """The ``count`` lowest (or highest) set bits of ``mask``, as a mask."""
     if count <= 0:
         return 0
+    if mask.bit_count() == count:
+        return mask
     taken = 0
     if highest:
         while count:
@@ -82,8 +84,6 @@ def _take_bits(mask: int, count: int, highest: bool) -> int:
             mask ^= bit
             count -= 1
         return taken
-    if mask.bit_count() == count:
-        return mask
     while count:
         bit = mask & -mask
         taken |= bit
