@@ -1,0 +1,87 @@
+"""Shared fixtures for the core tests.
+
+The ``fluence_core.testing`` pytest plugin (entry point ``pytest11``) already
+provides ``braket_config``, ``small_graph`` and ``pod_group``; these add the
+file helpers the CLI and config tests need.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples" / "cluster"
+CONFIG = REPO / "config"
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No FLUENCE_* variable set, whatever the shell has (modules opt in with
+    ``pytestmark = pytest.mark.usefixtures("clean_env")``; the matcher suite
+    below needs FLUENCE_FLUXION_LIB, so this is not autouse)."""
+    for variable in list(os.environ):
+        if variable.upper().startswith("FLUENCE_"):
+            monkeypatch.delenv(variable)
+
+
+def node_dict(
+    name: str,
+    cpu: str | int = "8",
+    memory: str = "8Gi",
+    gpus: int | None = None,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    """A Kubernetes Node manifest with the given allocatable resources."""
+    allocatable: dict[str, Any] = {"cpu": str(cpu), "memory": memory, "pods": "110"}
+    if gpus is not None:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = taints
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": spec,
+        "status": {"allocatable": allocatable},
+    }
+
+
+def node_list(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """What ``kubectl get nodes -o yaml`` prints."""
+    return {"apiVersion": "v1", "kind": "List", "items": nodes}
+
+
+@pytest.fixture
+def write_yaml(tmp_path: Path) -> Callable[..., Path]:
+    """Write objects (one document each) or raw text to a file under tmp_path."""
+
+    def write(name: str, *documents: Any, text: str | None = None) -> Path:
+        path = tmp_path / name
+        if text is not None:
+            path.write_text(text)
+        else:
+            path.write_text(yaml.safe_dump_all(list(documents), sort_keys=False))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def make_node() -> Callable[..., dict[str, Any]]:
+    """:func:`node_dict` as a fixture (test modules cannot import conftest)."""
+    return node_dict
+
+
+@pytest.fixture
+def make_node_list() -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+    return node_list

@@ -1,0 +1,138 @@
+"""fluence_core.settings: every FLUENCE_* variable, its default and its errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fluence_core.errors import SettingsError
+from fluence_core.settings import MatchPolicy, Settings, Switch, load_settings
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+def test_fluence_resources_defaults_to_absent_meaning_classical_only() -> None:
+    assert load_settings().resources is None
+
+
+def test_fluence_match_policy_defaults_to_first() -> None:
+    assert load_settings().match_policy is MatchPolicy.FIRST
+
+
+def test_fluence_resource_capacity_defaults_to_1000() -> None:
+    assert load_settings().resource_capacity == 1000
+
+
+def test_fluence_admission_defaults_to_on() -> None:
+    assert load_settings().admission is Switch.ON
+
+
+def test_fluence_reserve_cores_defaults_to_0() -> None:
+    assert load_settings().reserve_cores == 0
+
+
+def test_fluence_worker_timeout_defaults_to_0_meaning_forever() -> None:
+    assert load_settings().worker_timeout == 0
+
+
+def test_fluence_session_hold_timeout_defaults_to_0_meaning_forever() -> None:
+    assert load_settings().session_hold_timeout == 0
+
+
+def test_fluence_disable_plugins_defaults_to_none_disabled() -> None:
+    assert load_settings().disable_plugins == []
+
+
+def test_other_defaults() -> None:
+    settings = load_settings()
+    assert settings.fluxion_lib is None
+    assert settings.memory_chunks_per_core == 1
+    assert (settings.kube_qps, settings.kube_burst) == (20.0, 40)
+    assert settings.device_plugin_dir == Path("/var/lib/kubelet/device-plugins")
+    assert settings.log_level == "INFO"
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "field", "value"),
+    [
+        ("FLUENCE_RESOURCES", "/etc/fluence/resources.yaml", "resources", Path("/etc/fluence/resources.yaml")),
+        ("FLUENCE_MATCH_POLICY", "lonode", "match_policy", MatchPolicy.LONODE),
+        ("FLUENCE_RESOURCE_CAPACITY", "64", "resource_capacity", 64),
+        ("FLUENCE_ADMISSION", "off", "admission", Switch.OFF),
+        ("FLUENCE_RESERVE_CORES", "4", "reserve_cores", 4),
+        ("FLUENCE_WORKER_TIMEOUT", "30", "worker_timeout", 30.0),
+        ("FLUENCE_SESSION_HOLD_TIMEOUT", "2.5", "session_hold_timeout", 2.5),
+        ("FLUENCE_FLUXION_LIB", "/usr/lib/libreapi_cli.so", "fluxion_lib", Path("/usr/lib/libreapi_cli.so")),
+        ("FLUENCE_MEMORY_CHUNKS_PER_CORE", "4", "memory_chunks_per_core", 4),
+        ("FLUENCE_LOG_LEVEL", "DEBUG", "log_level", "DEBUG"),
+    ],
+)
+def test_each_variable_is_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, variable: str, text: str, field: str, value: object
+) -> None:
+    monkeypatch.setenv(variable, text)
+    assert getattr(load_settings(), field) == value
+
+
+@pytest.mark.parametrize("policy", ["first", "low", "high", "lonode", "hinode"])
+def test_every_fluxion_match_policy_is_accepted(monkeypatch: pytest.MonkeyPatch, policy: str) -> None:
+    monkeypatch.setenv("FLUENCE_MATCH_POLICY", policy)
+    assert load_settings().match_policy.value == policy
+
+
+def test_disable_plugins_is_a_comma_separated_list_ignoring_blanks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUENCE_DISABLE_PLUGINS", "fluxion, braket,,")
+    assert load_settings().disable_plugins == ["fluxion", "braket"]
+
+
+def test_an_empty_variable_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUENCE_RESOURCES", "")
+    monkeypatch.setenv("FLUENCE_MATCH_POLICY", "")
+    settings = load_settings()
+    assert settings.resources is None
+    assert settings.match_policy is MatchPolicy.FIRST
+
+
+def test_overrides_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUENCE_RESERVE_CORES", "4")
+    assert load_settings(reserve_cores=2).reserve_cores == 2
+
+
+@pytest.mark.parametrize(
+    ("variable", "text"),
+    [
+        ("FLUENCE_MATCH_POLICY", "best"),
+        ("FLUENCE_RESOURCE_CAPACITY", "lots"),
+        ("FLUENCE_RESOURCE_CAPACITY", "0"),
+        ("FLUENCE_ADMISSION", "maybe"),
+        ("FLUENCE_RESERVE_CORES", "-1"),
+        ("FLUENCE_WORKER_TIMEOUT", "soon"),
+        ("FLUENCE_WORKER_TIMEOUT", "-5"),
+        ("FLUENCE_SESSION_HOLD_TIMEOUT", "-1"),
+        ("FLUENCE_MEMORY_CHUNKS_PER_CORE", "0"),
+        ("FLUENCE_KUBE_QPS", "0"),
+        ("FLUENCE_KUBE_BURST", "0"),
+    ],
+)
+def test_a_bad_value_is_a_settings_error_naming_the_variable_and_value(
+    monkeypatch: pytest.MonkeyPatch, variable: str, text: str
+) -> None:
+    monkeypatch.setenv(variable, text)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert f"{variable}={text!r}" in str(caught.value)
+
+
+def test_a_settings_error_lists_every_bad_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUENCE_MATCH_POLICY", "best")
+    monkeypatch.setenv("FLUENCE_ADMISSION", "maybe")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert "FLUENCE_MATCH_POLICY" in str(caught.value)
+    assert "FLUENCE_ADMISSION" in str(caught.value)
+
+
+def test_unknown_fluence_variables_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUENCE_NOT_A_SETTING", "x")
+    assert isinstance(load_settings(), Settings)
