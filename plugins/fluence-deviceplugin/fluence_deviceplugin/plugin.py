@@ -1,0 +1,61 @@
+"""The ``fluence`` plugin: contributes the ``fluence deviceplugin`` command.
+
+Registered through the ``fluence`` entry-point group like every other plugin.
+grpc is imported only when the command runs, so every other ``fluence``
+command starts without paying for it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from fluence_core import hookimpl, log
+from fluence_core.errors import FluenceError
+from fluence_core.settings import load_settings
+
+
+def deviceplugin(
+    resources: Optional[Path] = typer.Option(
+        None, "--resources", help="resources.yaml whose types to advertise (default: $FLUENCE_RESOURCES)."),
+    plugin_dir: Optional[Path] = typer.Option(
+        None, "--dir", help="The kubelet's device-plugins directory (default: $FLUENCE_DEVICE_PLUGIN_DIR)."),
+    capacity: Optional[int] = typer.Option(
+        None, "--capacity", min=1, help="Devices per type (default: $FLUENCE_RESOURCE_CAPACITY)."),
+) -> None:
+    """Advertise every virtual type to the kubelet as fluxion.flux-framework.org/<type>."""
+    from fluence_deviceplugin.manager import DevicePluginManager
+
+    try:
+        settings = load_settings()
+    except FluenceError as error:
+        log.configure()
+        log.logger.error("%s", error)
+        raise typer.Exit(code=2) from None
+    log.configure(settings.log_level)
+    manager = DevicePluginManager.from_settings(
+        settings, resources=resources, plugin_dir=plugin_dir, capacity=capacity)
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: Any) -> None:
+        log.logger.info("device plugin: %s received; removing sockets", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        manager.start()
+    except (FluenceError, OSError, ValueError) as error:
+        manager.close()
+        log.logger.error("device plugin cannot start: %s", error)
+        raise typer.Exit(code=2) from None
+    manager.run(stop)
+
+
+@hookimpl
+def fluence_cli(app: Any) -> None:
+    app.command(name="deviceplugin")(deviceplugin)
