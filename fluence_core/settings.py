@@ -78,9 +78,54 @@ class Settings(BaseSettings):
         default=Path("/var/lib/kubelet/device-plugins"),
         description="The kubelet's device-plugins directory (registration socket lives here).",
     )
+    pod_uid: str | None = Field(default=None, description="This pod's uid (downward API).")
+    pod_name: str | None = Field(default=None, description="This pod's name (downward API).")
+    pod_namespace: str | None = Field(default=None, description="This pod's namespace (downward API).")
+    runtime_dir: Path = Field(
+        default=Path(names.DEFAULT_RUNTIME_DIR),
+        description="Directory the scout's app and its sidecar share (job records, release marker).",
+    )
+    sidecar_poll_interval: float = Field(
+        default=10.0, gt=0, description="Seconds between the sidecar's queue polls."
+    )
+    ungate_position: int = Field(
+        default=1, ge=0, description="Ungate workers when the scout's task is at or under this queue position."
+    )
+    find_task_timeout: float = Field(
+        default=600.0, ge=0, description="Seconds the sidecar looks for the scout's task; 0 looks forever."
+    )
+    observe_only: bool = Field(
+        default=False, description="The sidecar records the queue series and ungates nothing."
+    )
+    scheduling_gate: str = Field(
+        default=names.QUANTUM_GATE, description="The scheduling gate workers wait behind."
+    )
     log_level: str = Field(default="INFO", description="Log level of the fluence logger.")
+    webhook_handlers: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated webhook handlers to run, in order; empty runs all in default order.",
+    )
+    webhook_port: int = Field(default=8443, ge=1, le=65535, description="HTTPS port of the webhook.")
+    webhook_cert_dir: Path | None = Field(
+        default=None,
+        description="Directory with a mounted tls.crt/tls.key; absent means self-managed TLS.",
+    )
+    webhook_service: str = Field(default="fluence-webhook", description="The webhook's Service name.")
+    webhook_namespace: str = Field(default="fluence-system", description="The webhook's namespace.")
+    webhook_config: str = Field(
+        default="fluence-webhook",
+        description="MutatingWebhookConfiguration whose caBundle self-managed TLS patches.",
+    )
+    runtime_image: str = Field(
+        default="ghcr.io/flux-framework/fluence:latest",
+        description="Image of the stage init container and the sidecar.",
+    )
+    quantum_gate: str = Field(
+        default=names.QUANTUM_GATE, description="Scheduling gate shared-coordination workers wait behind."
+    )
 
     _split_disable = field_validator("disable_plugins", mode="before")(_split_csv)
+    _split_handlers = field_validator("webhook_handlers", mode="before")(_split_csv)
 
 
 def _describe(error: ValidationError) -> str:
