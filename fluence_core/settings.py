@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     pod_name: str | None = Field(default=None, description="This pod's name (downward API).")
     pod_namespace: str | None = Field(default=None, description="This pod's namespace (downward API).")
     runtime_dir: Path = Field(
-        default=Path(names.DEFAULT_RUNTIME_DIR),
+        default=Path(names.RUNTIME_MOUNT),
         description="Directory the scout's app and its sidecar share (job records, release marker).",
     )
     sidecar_poll_interval: float = Field(
@@ -96,9 +96,6 @@ class Settings(BaseSettings):
     )
     observe_only: bool = Field(
         default=False, description="The sidecar records the queue series and ungates nothing."
-    )
-    scheduling_gate: str = Field(
-        default=names.QUANTUM_GATE, description="The scheduling gate workers wait behind."
     )
     log_level: str = Field(default="INFO", description="Log level of the fluence logger.")
     webhook_handlers: Annotated[list[str], NoDecode] = Field(
