@@ -1,8 +1,8 @@
 """Groups of pods become jobspecs in the canonical form Fluxion accepts.
 
-One compute jobspec per group holds a slot per pod (pods with identical
-requests share a slot entry with a count), each slot holding that pod's cores,
-GPUs and memory, constrained to ``virtual=false``. Each virtual type asked for
+Each distinct pod shape of a group gets a compute jobspec holding a slot per pod
+(Fluxion allows no sibling slots, so one jobspec per shape), each slot holding
+that pod's cores, GPUs and memory, constrained to ``virtual=false``. Each virtual type asked for
 gets its own jobspec constrained to ``virtual=true``, ``class=<type>`` and the
 pods' ``require-*`` pins. Duration 0: held until cancelled. Memory is in MiB
 in both the graph and the jobspec.
@@ -34,26 +34,40 @@ class GroupJobspec:
         return json.dumps(self.jobspec, separators=(",", ":"))
 
 
-def compute_jobspec(pods: list[PodRequest], constraint: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The compute jobspec: a slot per distinct run of identical pod requests."""
-    resources: list[dict[str, Any]] = []
-    tasks: list[dict[str, Any]] = []
-    runs: list[tuple[tuple[int, int, int], int]] = []
+def compute_parts(pods: list[PodRequest]) -> list[tuple[str, list[PodRequest]]]:
+    """The group's pods split by shape (cores, memory, GPUs), each part with its jobspec kind.
+
+    Fluxion refuses sibling resources of one type in a jobspec ("siblings in
+    jobspec request same resource type"), so pods of different shapes cannot be
+    sibling slots. Each shape gets its own compute jobspec (``compute``,
+    ``compute-1``, ...) and the group matcher holds them all or none.
+    """
+    parts: dict[tuple[int, int, int], list[PodRequest]] = {}
     for pod in pods:
-        shape = (pod.cores, pod.memory_mib, pod.gpus)
-        if runs and runs[-1][0] == shape:
-            runs[-1] = (shape, runs[-1][1] + 1)
-        else:
-            runs.append((shape, 1))
-    for i, ((cores, memory, gpus), count) in enumerate(runs):
-        inner: list[dict[str, Any]] = [{"type": "core", "count": cores}]
-        if gpus:
-            inner.append({"type": "gpu", "count": gpus})
-        if memory:
-            inner.append({"type": "memory", "count": memory, "unit": "MiB"})
-        label = f"s{i}"
-        resources.append({"type": "slot", "count": count, "label": label, "with": inner})
-        tasks.append({"command": ["fluence"], "slot": label, "count": {"per_slot": 1}})
+        parts.setdefault((pod.cores, pod.memory_mib, pod.gpus), []).append(pod)
+    return [
+        (COMPUTE if i == 0 else f"{COMPUTE}-{i}", members) for i, members in enumerate(parts.values())
+    ]
+
+
+def is_compute(kind: str) -> bool:
+    """Whether a jobspec kind names one of the group's compute jobspecs."""
+    return kind == COMPUTE or kind.startswith(f"{COMPUTE}-")
+
+
+def compute_jobspec(pods: list[PodRequest], constraint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The compute jobspec for pods of one shape: one slot entry, a slot per pod."""
+    shapes = {(p.cores, p.memory_mib, p.gpus) for p in pods}
+    if len(shapes) != 1:
+        raise ValueError(f"a compute jobspec holds pods of one shape, got {sorted(shapes)}")
+    cores, memory, gpus = shapes.pop()
+    inner: list[dict[str, Any]] = [{"type": "core", "count": cores}]
+    if gpus:
+        inner.append({"type": "gpu", "count": gpus})
+    if memory:
+        inner.append({"type": "memory", "count": memory, "unit": "MiB"})
+    resources = [{"type": "slot", "count": len(pods), "label": "task", "with": inner}]
+    tasks = [{"command": ["fluence"], "slot": "task", "count": {"per_slot": 1}}]
     properties: dict[str, Any] = {"properties": [names.VIRTUAL_FALSE]}
     constraints = {"and": [properties, constraint]} if constraint else properties
     return _envelope(resources, tasks, constraints)
@@ -97,7 +111,10 @@ def group_jobspecs(
                     f"graph has no virtual type {vtype!r} (known: {sorted(known) or 'none'})"
                 )
     exclusion = {"not": [{"hostlist": sorted(exclude_nodes)}]} if exclude_nodes else None
-    specs = [GroupJobspec(COMPUTE, compute_jobspec(list(group.pods), exclusion))]
+    specs = [
+        GroupJobspec(kind, compute_jobspec(members, exclusion))
+        for kind, members in compute_parts(list(group.pods))
+    ]
     for vtype in group.virtual_types:
         members = [p for p in group.pods if vtype in p.virtual]
         count = sum(p.virtual[vtype] for p in members)

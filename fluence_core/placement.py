@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from fluence_core.errors import MatcherError
-from fluence_core.jobspec import COMPUTE
+from fluence_core.jobspec import compute_parts, is_compute
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, NodeShare
 from fluence_core.models import Group, PodRequest
@@ -32,12 +32,13 @@ class PodPlacement:
 def read_placements(group: Group, allocations: Mapping[str, Allocation]) -> dict[str, PodPlacement]:
     """Per-pod placements from the group's allocations, keyed by jobspec kind."""
     placements = {pod.key: PodPlacement(pod=pod.key) for pod in group.pods}
-    compute = allocations.get(COMPUTE)
-    if compute is not None:
-        for pod_key, node in _assign_nodes(list(group.pods), compute.nodes).items():
-            placements[pod_key].node = node
+    for kind, members in compute_parts(list(group.pods)):
+        compute = allocations.get(kind)
+        if compute is not None:
+            for pod_key, node in _assign_nodes(members, compute.nodes).items():
+                placements[pod_key].node = node
     for kind, allocation in allocations.items():
-        if kind == COMPUTE:
+        if is_compute(kind):
             continue
         shares = list(allocation.virtual)
         for pod in group.pods:

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import COMPUTE, group_jobspecs
+from fluence_core.jobspec import group_jobspecs, is_compute
 from fluence_core.match import GroupMatch, match_group
-from fluence_core.matcher.base import Allocation, Matcher
+from fluence_core.matcher.base import Allocation, Matcher, NodeShare
 from fluence_core.models import Group, NodeInfo, PodRequest
 from fluence_core.resource_config import parse_resource_config
 
@@ -98,7 +98,7 @@ CASES: list[Case] = [
     Case("heterogeneous slots share nodes within capacity", _nodes(2), [
         Step("match", "mixed", pods(3, 1, 4), cores_on={"n0": 4, "n1": 4}),
         Step("match", "none-left", pods(1), fits=False),
-    ]),
+    ], policy="lonode"),
     Case("memory takes the whole chunks that cover it", _nodes(1, cores=4, memory=4096), [
         Step("match", "a", pods(1, memory=1500), memory_on={"n0": 2048}),
         Step("match", "b", pods(1, memory=3000), fits=False),
@@ -110,7 +110,7 @@ CASES: list[Case] = [
         Step("match", "g2", pods(1, gpus=1), on_nodes={"n1"}),
         Step("match", "g3", pods(1, gpus=1), fits=False),
         Step("match", "cpu", pods(1), on_nodes={"n0"}),
-    ]),
+    ], policy="lonode"),
     Case("hostlist exclusion keeps a group off named nodes", _nodes(3), [
         Step("match", "x", pods(4), exclude=["n0", "n1"], on_nodes={"n2"}),
         Step("match", "y", pods(4), exclude=["n0", "n1"], fits=False),
@@ -138,7 +138,7 @@ CASES: list[Case] = [
         Step("match", "c", pods(1), fits=False),
         Step("cancel", "a"),
         Step("match", "d", pods(4), on_nodes={"n0"}),
-    ]),
+    ], policy="lonode"),
     Case("restore holds virtual resources too", _nodes(1), [
         Step("match", "q", pods(1, virtual={"qpu": 1}, requires={"backend": "ankaa"}), backend="ankaa"),
         Step("restart"),
@@ -150,27 +150,40 @@ CASES: list[Case] = [
         Step("match", "b", pods(4), fits=False),
         Step("up", node="n0"),
         Step("match", "c", pods(4), on_nodes={"n0"}),
-    ]),
+    ], policy="lonode"),
     Case("satisfiable ignores what is held, not what exists", _nodes(2), [
         Step("match", "a", pods(4, 4)),
         Step("satisfiable", "busy", pods(4, 4), fits=True),
         Step("satisfiable", "never", pods(4, 4, 4), fits=False),
         Step("satisfiable", "too-wide", pods(5), fits=False),
     ]),
-    Case("policy high prefers the highest ranks", _nodes(3), [
-        Step("match", "a", pods(4), on_nodes={"n2"}),
-        Step("match", "b", pods(1), on_nodes={"n1"}),
-    ], policy="high"),
-    Case("policy hinode prefers the highest ranks", _nodes(3), [
-        Step("match", "a", pods(2), on_nodes={"n2"}),
-    ], policy="hinode"),
-    Case("policy lonode prefers the lowest ranks", _nodes(3), [
+    Case("policy lonode packs nodes from the lowest rank", _nodes(3), [
         Step("match", "a", pods(2), on_nodes={"n0"}),
+        Step("match", "b", pods(2), on_nodes={"n0"}),
+        Step("match", "c", pods(1), on_nodes={"n1"}),
     ], policy="lonode"),
-    Case("policy low prefers the lowest ranks", _nodes(3), [
+    Case("policy hinode packs nodes from the highest rank", _nodes(3), [
+        Step("match", "a", pods(2), on_nodes={"n2"}),
+        Step("match", "b", pods(1), on_nodes={"n2"}),
+        Step("match", "c", pods(2), on_nodes={"n1"}),
+    ], policy="hinode"),
+    Case("policy low prefers the lowest free core id, spreading", _nodes(3), [
         Step("match", "a", pods(4), on_nodes={"n0"}),
-        Step("match", "b", pods(4), on_nodes={"n1"}),
+        Step("match", "b", pods(1), on_nodes={"n1"}),
+        Step("match", "c", pods(1), on_nodes={"n2"}),
+        Step("match", "d", pods(2), on_nodes={"n1"}),
     ], policy="low"),
+    Case("policy high prefers the highest free core id, spreading", _nodes(3), [
+        Step("match", "a", pods(4), on_nodes={"n0"}),
+        Step("match", "b", pods(1), on_nodes={"n1"}),
+        Step("match", "c", pods(1), on_nodes={"n2"}),
+        Step("match", "d", pods(2), on_nodes={"n1"}),
+    ], policy="high"),
+    Case("policy first fills the cluster without overlap", _nodes(3), [
+        Step("match", "a", pods(4)),
+        Step("match", "b", pods(2, 2, 2, 2), node_count=2),
+        Step("match", "c", pods(1), fits=False),
+    ]),
     Case("job ids are never reused", _nodes(1), [
         Step("match", "a", pods(1)),
         Step("cancel", "a"),
@@ -204,8 +217,7 @@ def _match(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Cas
     jobids = result.jobids
     assert min(jobids) > run.last_jobid, f"{where}: job ids {jobids} reuse one <= {run.last_jobid}"
     run.last_jobid = max(jobids)
-    compute = result.allocations.get(COMPUTE)
-    _check_compute(compute, step, where)
+    _check_compute(_merged_compute(result), step, where)
     for pod in group.pods:
         placement = result.placements[pod.key]
         assert placement.node is not None, f"{where}: pod {pod.key} has no node"
@@ -216,7 +228,7 @@ def _match(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Cas
             if step.backend is not None:
                 assert placement.backend == step.backend, f"{where}: backend {placement.backend} != {step.backend}"
     for kind, allocation in result.allocations.items():
-        if kind == COMPUTE:
+        if is_compute(kind):
             continue
         for share in allocation.virtual:
             vertex = next(v for v in run.graph.virtual if v.path == share.path)
@@ -226,10 +238,25 @@ def _match(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Cas
                 assert kind == step.virtual_type
 
 
-def _check_compute(compute: Allocation | None, step: Step, where: str) -> None:
-    assert compute is not None, f"{where}: no compute allocation"
-    nodes = {share.node: share for share in compute.nodes}
-    for share in compute.nodes:
+def _merged_compute(result: GroupMatch) -> list[NodeShare]:
+    """Every compute allocation's node shares, merged per node."""
+    merged: dict[str, NodeShare] = {}
+    for kind, allocation in result.allocations.items():
+        if not is_compute(kind):
+            continue
+        for share in allocation.nodes:
+            if share.node in merged:
+                old = merged[share.node]
+                share = NodeShare(share.node, old.cores + share.cores, old.gpus + share.gpus,
+                                  old.memory + share.memory, old.memory_mib + share.memory_mib)
+            merged[share.node] = share
+    return list(merged.values())
+
+
+def _check_compute(shares: list[NodeShare], step: Step, where: str) -> None:
+    assert shares, f"{where}: no compute allocation"
+    nodes = {share.node: share for share in shares}
+    for share in shares:
         assert len(set(share.cores)) == len(share.cores), f"{where}: duplicate core ids on {share.node}"
     if step.node_count is not None:
         assert len(nodes) == step.node_count, f"{where}: used nodes {sorted(nodes)}, expected {step.node_count}"

@@ -5,9 +5,12 @@ memory chunks, and a max segment tree of free cores so a first-fit search never
 walks the node list. Virtual vertices keep a count of held vertices per subtree
 so a whole-subtree check is one comparison.
 
-Policies follow Fluxion: ``first``, ``low`` and ``lonode`` prefer low node ranks
-and low resource ids; ``high`` prefers high ranks and high ids; ``hinode``
-prefers high ranks and low ids within a node.
+Policies follow what Fluxion does with them (see :mod:`.node_order`):
+``lonode`` packs nodes from the lowest rank, ``hinode`` from the highest, taking
+low (``lonode``) or high (``hinode``) core ids; ``low`` and ``high`` prefer the
+lowest or highest free core id anywhere, which spreads work over equally-used
+nodes. ``first`` is Fluxion's "stop at the first match": its traversal order is
+not a promise, and here it is the fastest order, ``lonode``'s.
 """
 
 from __future__ import annotations
@@ -21,13 +24,20 @@ from fluence_core.graph import NodeVertex, ResourceGraph, VirtualVertex
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, MatchOutcome, NodeShare, VirtualShare
 from fluence_core.matcher.constraints import Predicate, compile_constraint
-from fluence_core.matcher.maxtree import MaxTree
+from fluence_core.matcher.node_order import IdOrder, NodeOrder, RankOrder
 from fluence_core.models import NodeInfo
 from fluence_core.resource_config import CLUSTER
 from fluence_core.settings import MatchPolicy
 
-_DESCENDING_NODES = frozenset({MatchPolicy.HIGH, MatchPolicy.HINODE})
-_DESCENDING_IDS = frozenset({MatchPolicy.HIGH})
+_HIGH_IDS = frozenset({MatchPolicy.HIGH, MatchPolicy.HINODE})
+
+
+def _node_order(policy: MatchPolicy) -> NodeOrder:
+    if policy is MatchPolicy.LOW:
+        return IdOrder(highest=False)
+    if policy is MatchPolicy.HIGH:
+        return IdOrder(highest=True)
+    return RankOrder(descending=policy is MatchPolicy.HINODE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,14 +125,13 @@ class EmbeddedMatcher:
     def __init__(self, graph: ResourceGraph, policy: MatchPolicy | str = MatchPolicy.FIRST) -> None:
         self.graph = graph
         self.policy = MatchPolicy(policy)
-        self._descending = self.policy in _DESCENDING_NODES
-        self._high_ids = self.policy in _DESCENDING_IDS
+        self._descending = self.policy in _HIGH_IDS
+        self._high_ids = self.policy in _HIGH_IDS
         self._states: list[_NodeState] = []
         self._position: dict[str, int] = {}
+        self._order = _node_order(self.policy)
         for vertex in graph.nodes:
-            self._position[vertex.name] = len(self._states)
-            self._states.append(_NodeState(vertex))
-        self._tree = MaxTree([self._free_core_count(s) for s in self._states])
+            self._append(_NodeState(vertex))
         self._held_below = [0] * len(graph.virtual)
         self._held_virtual = [False] * len(graph.virtual)
         self._jobs: dict[int, _Held] = {}
@@ -194,18 +203,21 @@ class EmbeddedMatcher:
         vertex = self.graph.add_node(node)
         if vertex is None:
             return
-        state = _NodeState(vertex)
-        self._position[vertex.name] = len(self._states)
-        self._states.append(state)
-        self._tree.append(self._free_core_count(state))
+        self._append(_NodeState(vertex))
         self._pristine = None
+
+    def _append(self, state: _NodeState) -> None:
+        self._position[state.vertex.name] = len(self._states)
+        self._states.append(state)
+        self._order.add(state.free_cores, state.usable)
 
     def remove_node(self, name: str) -> None:
         """Take the node out of matching; allocations on it stay until cancelled."""
         self.graph.remove_node(name)
         position = self._position.pop(name)
-        self._states[position].usable = False
-        self._tree.set(position, -1)
+        state = self._states[position]
+        state.usable = False
+        self._order.update(position, state.free_cores, False)
         self._pristine = None
 
     def set_node_down(self, name: str, down: bool = True) -> None:
@@ -213,7 +225,7 @@ class EmbeddedMatcher:
         position = self._position[name]
         state = self._states[position]
         state.usable = not down
-        self._tree.set(position, self._free_core_count(state))
+        self._order.update(position, state.free_cores, state.usable)
         self._pristine = None
 
     def allocations(self) -> Mapping[int, Allocation]:
@@ -285,13 +297,8 @@ class EmbeddedMatcher:
         self, slot: _SlotRequest, predicate: Predicate, cursor: int | None
     ) -> tuple[int, int, int, int] | None:
         """Find a node for one slot and take its resources (already deducted on return)."""
-        tree = self._tree
         need = slot.cores
-        if self._descending:
-            position = tree.last_at_least(need, cursor)
-        else:
-            position = tree.first_at_least(need, cursor or 0)
-        while position >= 0:
+        for position in self._order.candidates(need, cursor):
             state = self._states[position]
             vertex = state.vertex
             chunks = -(-slot.memory_mib // vertex.chunk_mib) if slot.memory_mib else 0
@@ -308,12 +315,8 @@ class EmbeddedMatcher:
                 state.free_cores ^= cores
                 state.free_gpus ^= gpus
                 state.free_memory ^= memory
-                tree.set(position, self._free_core_count(state))
+                self._order.update(position, state.free_cores, state.usable)
                 return position, cores, gpus, memory
-            if self._descending:
-                position = tree.last_at_least(need, position - 1) if position else -1
-            else:
-                position = tree.first_at_least(need, position + 1)
         return None
 
     def _choose_virtual(self, count: int, predicate: Predicate) -> list[int] | None:
@@ -365,15 +368,12 @@ class EmbeddedMatcher:
 
     # -- bookkeeping -------------------------------------------------------------
 
-    def _free_core_count(self, state: _NodeState) -> int:
-        return state.free_cores.bit_count() if state.usable else -1
-
     def _give_back(self, position: int, cores: int, gpus: int, memory: int) -> None:
         state = self._states[position]
         state.free_cores |= cores
         state.free_gpus |= gpus
         state.free_memory |= memory
-        self._tree.set(position, self._free_core_count(state))
+        self._order.update(position, state.free_cores, state.usable)
 
     def _hold(self, held: _Held) -> None:
         for position, cores, gpus, memory in held.masks:
@@ -381,7 +381,7 @@ class EmbeddedMatcher:
             state.free_cores &= ~cores
             state.free_gpus &= ~gpus
             state.free_memory &= ~memory
-            self._tree.set(position, self._free_core_count(state))
+            self._order.update(position, state.free_cores, state.usable)
         for index in held.virtual:
             self._mark_virtual(index, held=True)
 

@@ -1,0 +1,1 @@
+"""Fluxion (flux-sched ``reapi_cli``) as a Fluence matcher."""

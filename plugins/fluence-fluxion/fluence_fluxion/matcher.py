@@ -1,0 +1,271 @@
+"""The Fluxion matcher: jobspecs go to flux-sched's ``reapi_cli``, allocations come back as JGF.
+
+Facts of the library this module is written around:
+
+* it must be initialised with ``load_format: jgf`` (its default is another
+  format) and ``match_format: jgf`` (an unknown format silently becomes
+  ``simple``);
+* a failed match returns only ``errno``: ``EBUSY`` = does not fit now,
+  ``ENODEV`` = can never fit; the text comes from :class:`MatchOutcome`;
+* its job-id counter advances even on failure, so Fluence hands out its own ids
+  (``match_with_jobid``) and a restore can re-hold any recorded id;
+* a property value that is not a string aborts the process, so the graph is
+  checked before it is loaded;
+* every string it returns (R, R_out, error messages, modes) is ``strdup``-ed and
+  freed here.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from typing import Any, Mapping
+
+from fluence_core.errors import MatcherError
+from fluence_core.graph import ResourceGraph
+from fluence_core.log import logger
+from fluence_core.matcher.base import Allocation, MatchOutcome, NodeShare, VirtualShare
+from fluence_core.models import NodeInfo
+from fluence_core.settings import MatchPolicy
+
+from fluence_fluxion.binding import Library, ffi, library_path
+
+_ERRNO_OUTCOME = {errno.EBUSY: MatchOutcome.BUSY, errno.ENODEV: MatchOutcome.UNSATISFIABLE}
+
+
+def load_library(setting: str) -> Library:
+    """Load ``libreapi_cli.so`` from a file path or an install prefix."""
+    return Library(library_path(setting))
+
+
+def check_jgf(jgf: Mapping[str, Any]) -> None:
+    """Refuse a graph Fluxion would abort on: every property value must be a string."""
+    for vertex in jgf["graph"]["nodes"]:
+        for key, value in (vertex["metadata"].get("properties") or {}).items():
+            if not isinstance(value, str):
+                raise MatcherError(f"vertex {vertex['id']}: property {key!r} has a non-string value {value!r}")
+
+
+class FluxionMatcher:
+    """A :class:`fluence_core.matcher.Matcher` backed by one ``reapi_cli`` context."""
+
+    name = "fluxion"
+
+    def __init__(self, graph: ResourceGraph, policy: MatchPolicy | str, library: Library) -> None:
+        self.graph = graph
+        self.policy = MatchPolicy(policy)
+        self.lib = library
+        self._jobs: dict[int, Allocation] = {}
+        self._next_jobid = 1
+        self._ctx: Any = ffi.NULL
+        self.last_outcome: MatchOutcome | None = None
+        self.last_error = ""
+        self._load()
+
+    # -- life cycle -------------------------------------------------------------
+
+    def _load(self) -> None:
+        """(Re)create the context from the graph and re-hold every known allocation."""
+        if self._ctx != ffi.NULL:
+            self.lib.api.reapi_cli_destroy(self._ctx)
+        jgf = self.graph.to_jgf()
+        check_jgf(jgf)
+        self._virtual_by_path = {v.path: v for v in self.graph.virtual}
+        self._vertex_by_path = {v["metadata"]["paths"]["containment"]: v for v in jgf["graph"]["nodes"]}
+        self._ctx = self.lib.api.reapi_cli_new()
+        if self._ctx == ffi.NULL:
+            raise MatcherError("reapi_cli_new failed")
+        options = json.dumps(
+            {"load_format": "jgf", "matcher_policy": self.policy.value, "match_format": "jgf"}
+        )
+        rc = self.lib.api.reapi_cli_initialize(self._ctx, json.dumps(jgf).encode(), options.encode())
+        if rc != 0:
+            raise MatcherError(f"Fluxion refused the graph: {self._error() or f'errno {ffi.errno}'}")
+        for node in self.graph.nodes:
+            if node.down:
+                self._set_status(node.name, down=True)
+        held, self._jobs = self._jobs, {}
+        for allocation in held.values():
+            self.restore(allocation)
+
+    def __del__(self) -> None:
+        ctx = getattr(self, "_ctx", ffi.NULL)
+        if ctx != ffi.NULL:
+            self.lib.api.reapi_cli_destroy(ctx)
+            self._ctx = ffi.NULL
+
+    def _error(self) -> str:
+        text = self.lib.take_string(self.lib.api.reapi_cli_get_err_msg(self._ctx))
+        self.lib.api.reapi_cli_clear_err_msg(self._ctx)
+        return text.strip()
+
+    # -- the Matcher protocol ---------------------------------------------------
+
+    def match_allocate(self, jobspec: Mapping[str, Any]) -> Allocation | None:
+        jobid = self._next_jobid
+        self._next_jobid += 1
+        reserved = ffi.new("bool *")
+        r_out = ffi.new("char **")
+        at = ffi.new("int64_t *")
+        overhead = ffi.new("double *")
+        ffi.errno = 0
+        rc = self.lib.api.reapi_cli_match_with_jobid(
+            self._ctx, self.lib.api.MATCH_ALLOCATE_W_SATISFIABILITY, json.dumps(jobspec).encode(),
+            jobid, reserved, r_out, at, overhead,
+        )
+        code = ffi.errno
+        text = self.lib.take_string(r_out[0])
+        if rc != 0:
+            message = self._error()
+            outcome = _ERRNO_OUTCOME.get(code)
+            if outcome is None:
+                raise MatcherError(
+                    f"Fluxion failed to match (errno {code} {errno.errorcode.get(code, '?')}): {message}"
+                )
+            self.last_outcome = outcome
+            self.last_error = message
+            if message:
+                logger.debug("Fluxion: %s", message)
+            return None
+        self.last_outcome = None
+        allocation = self._read(jobid, json.loads(text))
+        self._jobs[jobid] = allocation
+        return allocation
+
+    def satisfiable(self, jobspec: Mapping[str, Any]) -> bool:
+        sat = ffi.new("bool *")
+        overhead = ffi.new("double *")
+        ffi.errno = 0
+        rc = self.lib.api.reapi_cli_match_satisfy(self._ctx, json.dumps(jobspec).encode(), sat, overhead)
+        code = ffi.errno
+        if rc != 0 and code not in (errno.ENODEV, errno.EBUSY, 0):
+            raise MatcherError(f"Fluxion satisfiability check failed (errno {code}): {self._error()}")
+        self._error()
+        return rc == 0 and bool(sat[0])
+
+    def cancel(self, jobid: int) -> bool:
+        if jobid not in self._jobs:
+            return False
+        rc = self.lib.api.reapi_cli_cancel(self._ctx, jobid, False)
+        if rc != 0:
+            logger.error("Fluxion could not cancel job %d: %s", jobid, self._error())
+            return False
+        del self._jobs[jobid]
+        return True
+
+    def restore(self, allocation: Allocation) -> None:
+        if allocation.jobid in self._jobs:
+            raise MatcherError(f"job {allocation.jobid} is already held")
+        subgraph = self._allocation_jgf(allocation)
+        at = ffi.new("int64_t *")
+        overhead = ffi.new("double *")
+        r_out = ffi.new("const char **")
+        rc = self.lib.api.reapi_cli_update_allocate(
+            self._ctx, allocation.jobid, json.dumps(subgraph).encode(), at, overhead, r_out
+        )
+        if r_out[0] != ffi.NULL:
+            self.lib.take_string(ffi.cast("char *", r_out[0]))
+        if rc != 0:
+            raise MatcherError(f"cannot restore job {allocation.jobid}: {self._error() or 'refused by Fluxion'}")
+        self._jobs[allocation.jobid] = allocation
+        self._next_jobid = max(self._next_jobid, allocation.jobid + 1)
+
+    def add_node(self, node: NodeInfo) -> None:
+        if self.graph.add_node(node) is not None:
+            self._load()
+
+    def remove_node(self, name: str) -> None:
+        """Take the node out; held allocations keep their other shares."""
+        self.graph.remove_node(name)
+        self._jobs = {
+            jobid: Allocation(jobid, tuple(s for s in a.nodes if s.node != name), a.virtual)
+            for jobid, a in self._jobs.items()
+        }
+        self._load()
+
+    def set_node_down(self, name: str, down: bool = True) -> None:
+        self.graph.set_down(name, down)
+        self._set_status(name, down=down)
+
+    def allocations(self) -> Mapping[int, Allocation]:
+        return dict(self._jobs)
+
+    def _set_status(self, name: str, *, down: bool) -> None:
+        status = self.lib.api.RESOURCE_DOWN if down else self.lib.api.RESOURCE_UP
+        if self.lib.api.reapi_cli_set_status(self._ctx, f"/cluster0/{name}".encode(), status) != 0:
+            raise MatcherError(f"Fluxion could not mark {name} {'down' if down else 'up'}: {self._error()}")
+
+    # -- reading and writing allocations ------------------------------------------
+
+    def _read(self, jobid: int, r: Mapping[str, Any]) -> Allocation:
+        """Turn Fluxion's JGF allocation into the matcher-neutral record."""
+        graph = r.get("graph", r)
+        per_node: dict[str, dict[str, list[int]]] = {}
+        chunk_mib: dict[str, int] = {}
+        virtual_paths: list[str] = []
+        for vertex in graph.get("nodes", []):
+            meta = vertex["metadata"]
+            path = meta["paths"]["containment"]
+            vtype = meta["type"]
+            if vtype == "node":
+                if path in self._virtual_by_path:
+                    virtual_paths.append(path)
+                continue
+            if vtype not in ("core", "gpu", "memory"):
+                continue
+            node = path.split("/")[2]
+            entry = per_node.setdefault(node, {"core": [], "gpu": [], "memory": []})
+            entry[vtype].append(int(meta["id"]))
+            if vtype == "memory":
+                chunk_mib[node] = int(meta.get("size", 0))
+        held = set(virtual_paths)
+        outermost = [p for p in virtual_paths if p.rsplit("/", 1)[0] not in held]
+        nodes = tuple(
+            NodeShare(
+                node=node,
+                cores=tuple(sorted(entry["core"])),
+                gpus=tuple(sorted(entry["gpu"])),
+                memory=tuple(sorted(entry["memory"])),
+                memory_mib=len(entry["memory"]) * chunk_mib.get(node, 0),
+            )
+            for node, entry in per_node.items()
+        )
+        virtual = tuple(
+            VirtualShare(
+                path=path, type=v.type, name=v.name, backend=v.backend, attributes=dict(v.attributes)
+            )
+            for path in outermost
+            for v in [self._virtual_by_path[path]]
+        )
+        return Allocation(jobid=jobid, nodes=nodes, virtual=virtual)
+
+    def _allocation_jgf(self, allocation: Allocation) -> dict[str, Any]:
+        """The allocation as Fluxion writes one: held vertices marked exclusive, with
+        their ancestors, so that ``update_allocate`` re-holds exactly them."""
+        by_path = self._vertex_by_path
+        held: set[str] = set()
+        for share in allocation.nodes:
+            base = f"/cluster0/{share.node}"
+            held.update(f"{base}/core{i}" for i in share.cores)
+            held.update(f"{base}/gpu{i}" for i in share.gpus)
+            held.update(f"{base}/memory{i}" for i in share.memory)
+        held.update(share.path for share in allocation.virtual)
+        wanted = set(held)
+        for path in held:
+            parts = path.split("/")
+            wanted.update("/".join(parts[:i]) for i in range(2, len(parts)))
+        missing = sorted(p for p in wanted if p not in by_path)
+        if missing:
+            raise MatcherError(f"cannot restore job {allocation.jobid}: unknown vertices {missing[:3]}")
+        vertices = []
+        for path in sorted(wanted):
+            vertex = by_path[path]
+            vertices.append(
+                {"id": vertex["id"], "metadata": {**vertex["metadata"], "exclusive": path in held}}
+            )
+        edges = [
+            {"source": by_path[path.rsplit("/", 1)[0]]["id"], "target": by_path[path]["id"]}
+            for path in sorted(wanted)
+            if path != "/cluster0"
+        ]
+        return {"graph": {"nodes": vertices, "edges": edges}}

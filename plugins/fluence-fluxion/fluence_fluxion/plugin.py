@@ -1,0 +1,43 @@
+"""Registers the Fluxion matcher; it wins over the embedded one when its library loads."""
+
+from __future__ import annotations
+
+from fluence_core import hookimpl
+from fluence_core.graph import ResourceGraph
+from fluence_core.log import logger
+from fluence_core.matcher.base import Matcher
+from fluence_core.settings import Settings, load_settings
+
+from fluence_fluxion.binding import Library
+
+
+def _library(settings: Settings) -> tuple[Library | None, str]:
+    if settings.fluxion_lib is None:
+        return None, "inactive: FLUENCE_FLUXION_LIB is not set (embedded matcher in charge)"
+    from fluence_fluxion.matcher import load_library
+
+    try:
+        library = load_library(str(settings.fluxion_lib))
+    except OSError as error:
+        return None, f"inactive: cannot load {settings.fluxion_lib}: {error}"
+    return library, f"active: {library.path}"
+
+
+def plugin_status() -> str:
+    """What ``fluence plugins`` shows: whether the library loads, and if not, why."""
+    try:
+        return _library(load_settings())[1]
+    except Exception as error:  # a bad setting is reported where settings are read
+        return f"inactive: {error}"
+
+
+@hookimpl
+def fluence_matcher(settings: Settings, graph: ResourceGraph) -> Matcher | None:
+    library, status = _library(settings)
+    if library is None:
+        logger.info("fluxion plugin %s", status)
+        return None
+    from fluence_fluxion.matcher import FluxionMatcher
+
+    logger.info("fluxion plugin %s", status)
+    return FluxionMatcher(graph, settings.match_policy, library)
