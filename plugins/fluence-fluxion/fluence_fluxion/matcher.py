@@ -12,7 +12,9 @@ Facts of the library this module is written around:
 * a property value that is not a string aborts the process, so the graph is
   checked before it is loaded;
 * every string it returns (R, R_out, error messages, modes) is ``strdup``-ed and
-  freed here.
+  freed here;
+* ``update_allocate`` does not refuse an allocation that overlaps a held one,
+  so :meth:`FluxionMatcher.restore` checks overlap itself.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class FluxionMatcher:
         self.policy = MatchPolicy(policy)
         self.lib = library
         self._jobs: dict[int, Allocation] = {}
+        self._holder: dict[str, int] = {}
         self._next_jobid = 1
         self._ctx: Any = ffi.NULL
         self.last_outcome: MatchOutcome | None = None
@@ -84,7 +87,7 @@ class FluxionMatcher:
         for node in self.graph.nodes:
             if node.down:
                 self._set_status(node.name, down=True)
-        held, self._jobs = self._jobs, {}
+        held, self._jobs, self._holder = self._jobs, {}, {}
         for allocation in held.values():
             self.restore(allocation)
 
@@ -129,7 +132,7 @@ class FluxionMatcher:
             return None
         self.last_outcome = None
         allocation = self._read(jobid, json.loads(text))
-        self._jobs[jobid] = allocation
+        self._remember(allocation)
         return allocation
 
     def satisfiable(self, jobspec: Mapping[str, Any]) -> bool:
@@ -150,12 +153,20 @@ class FluxionMatcher:
         if rc != 0:
             logger.error("Fluxion could not cancel job %d: %s", jobid, self._error())
             return False
-        del self._jobs[jobid]
+        for path in _held_paths(self._jobs.pop(jobid)):
+            self._holder.pop(path, None)
         return True
 
     def restore(self, allocation: Allocation) -> None:
         if allocation.jobid in self._jobs:
             raise MatcherError(f"job {allocation.jobid} is already held")
+        paths = _held_paths(allocation)
+        overlap = sorted(p for p in paths if p in self._holder)
+        if overlap:
+            raise MatcherError(
+                f"cannot restore job {allocation.jobid}: {overlap[0]} is already held by job "
+                f"{self._holder[overlap[0]]}"
+            )
         subgraph = self._allocation_jgf(allocation)
         at = ffi.new("int64_t *")
         overhead = ffi.new("double *")
@@ -167,7 +178,7 @@ class FluxionMatcher:
             self.lib.take_string(ffi.cast("char *", r_out[0]))
         if rc != 0:
             raise MatcherError(f"cannot restore job {allocation.jobid}: {self._error() or 'refused by Fluxion'}")
-        self._jobs[allocation.jobid] = allocation
+        self._remember(allocation)
         self._next_jobid = max(self._next_jobid, allocation.jobid + 1)
 
     def add_node(self, node: NodeInfo) -> None:
@@ -189,6 +200,11 @@ class FluxionMatcher:
 
     def allocations(self) -> Mapping[int, Allocation]:
         return dict(self._jobs)
+
+    def _remember(self, allocation: Allocation) -> None:
+        self._jobs[allocation.jobid] = allocation
+        for path in _held_paths(allocation):
+            self._holder[path] = allocation.jobid
 
     def _set_status(self, name: str, *, down: bool) -> None:
         status = self.lib.api.RESOURCE_DOWN if down else self.lib.api.RESOURCE_UP
@@ -243,13 +259,7 @@ class FluxionMatcher:
         """The allocation as Fluxion writes one: held vertices marked exclusive, with
         their ancestors, so that ``update_allocate`` re-holds exactly them."""
         by_path = self._vertex_by_path
-        held: set[str] = set()
-        for share in allocation.nodes:
-            base = f"/cluster0/{share.node}"
-            held.update(f"{base}/core{i}" for i in share.cores)
-            held.update(f"{base}/gpu{i}" for i in share.gpus)
-            held.update(f"{base}/memory{i}" for i in share.memory)
-        held.update(share.path for share in allocation.virtual)
+        held = _held_paths(allocation)
         wanted = set(held)
         for path in held:
             parts = path.split("/")
@@ -269,3 +279,15 @@ class FluxionMatcher:
             if path != "/cluster0"
         ]
         return {"graph": {"nodes": vertices, "edges": edges}}
+
+
+def _held_paths(allocation: Allocation) -> set[str]:
+    """The containment paths of the vertices an allocation holds exclusively."""
+    held: set[str] = set()
+    for share in allocation.nodes:
+        base = f"/cluster0/{share.node}"
+        held.update(f"{base}/core{i}" for i in share.cores)
+        held.update(f"{base}/gpu{i}" for i in share.gpus)
+        held.update(f"{base}/memory{i}" for i in share.memory)
+    held.update(share.path for share in allocation.virtual)
+    return held

@@ -1,0 +1,132 @@
+"""The fluence-fluxion plugin: finding the library, choosing the matcher, talking to reapi_cli.
+
+Tests that need flux-sched's library skip unless ``FLUENCE_FLUXION_LIB`` names it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from fluence_core.errors import MatcherError
+from fluence_core.graph import ResourceGraph
+from fluence_core.jobspec import compute_jobspec
+from fluence_core.matcher.base import MatchOutcome
+from fluence_core.matcher.embedded import EmbeddedMatcher
+from fluence_core.models import NodeInfo, PodRequest
+from fluence_core.plugins import get_plugin_manager
+from fluence_core.settings import load_settings
+from fluence_fluxion import plugin
+from fluence_fluxion.binding import library_path
+from fluence_fluxion.matcher import FluxionMatcher, check_jgf, load_library
+
+LIBRARY = os.environ.get("FLUENCE_FLUXION_LIB")
+needs_library = pytest.mark.skipif(
+    not LIBRARY, reason="FLUENCE_FLUXION_LIB is not set (path to flux-sched's libreapi_cli.so)"
+)
+
+
+def _graph(nodes: int = 2, cores: int = 4) -> ResourceGraph:
+    return ResourceGraph([NodeInfo(f"n{i}", cores, cores * 1024) for i in range(nodes)])
+
+
+def test_library_path_accepts_a_file_or_an_install_prefix(tmp_path: Path) -> None:
+    library = tmp_path / "lib" / "flux" / "libreapi_cli.so"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"")
+    assert library_path(tmp_path) == library
+    assert library_path(library) == library
+
+
+def test_library_path_names_what_is_missing(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match="no libreapi_cli.so under"):
+        library_path(tmp_path)
+    with pytest.raises(OSError, match="does not exist"):
+        library_path(tmp_path / "nope.so")
+
+
+def test_without_the_library_the_embedded_matcher_stays_in_charge(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FLUENCE_FLUXION_LIB", raising=False)
+    settings = load_settings()
+    manager = get_plugin_manager(settings)
+    matcher = manager.hook.fluence_matcher(settings=settings, graph=_graph())
+    assert isinstance(matcher, EmbeddedMatcher)
+    assert "FLUENCE_FLUXION_LIB is not set" in manager.infos["fluxion"].status
+
+
+def test_an_unloadable_library_is_reported_in_the_plugin_status(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    broken = tmp_path / "libreapi_cli.so"
+    broken.write_bytes(b"not an ELF file")
+    monkeypatch.setenv("FLUENCE_FLUXION_LIB", str(broken))
+    assert plugin.plugin_status().startswith(f"inactive: cannot load {broken}")
+    assert plugin.fluence_matcher(load_settings(), _graph()) is None
+
+
+def test_a_non_string_property_is_refused_before_fluxion_sees_it() -> None:
+    jgf = _graph().to_jgf()
+    jgf["graph"]["nodes"][1]["metadata"]["properties"] = {"virtual=false": 1}
+    with pytest.raises(MatcherError, match="non-string value"):
+        check_jgf(jgf)
+
+
+@needs_library
+def test_with_the_library_the_fluxion_matcher_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUENCE_FLUXION_LIB", str(LIBRARY))
+    settings = load_settings()
+    manager = get_plugin_manager(settings)
+    assert isinstance(manager.hook.fluence_matcher(settings=settings, graph=_graph()), FluxionMatcher)
+    assert manager.infos["fluxion"].status.startswith("active:")
+
+
+@needs_library
+def test_busy_and_unsatisfiable_are_told_apart_from_errno() -> None:
+    matcher = FluxionMatcher(_graph(), "first", load_library(str(LIBRARY)))
+    whole = compute_jobspec([PodRequest(f"p{i}", cores=4) for i in range(2)])
+    assert matcher.match_allocate(whole) is not None
+    assert matcher.match_allocate(whole) is None
+    assert matcher.last_outcome is MatchOutcome.BUSY
+    too_big = compute_jobspec([PodRequest("big", cores=5)])
+    assert matcher.match_allocate(too_big) is None
+    assert matcher.last_outcome is MatchOutcome.UNSATISFIABLE
+    assert matcher.satisfiable(whole) and not matcher.satisfiable(too_big)
+
+
+@needs_library
+def test_job_ids_come_from_fluence_and_survive_failed_matches() -> None:
+    matcher = FluxionMatcher(_graph(), "first", load_library(str(LIBRARY)))
+    first = matcher.match_allocate(compute_jobspec([PodRequest("a", cores=1)]))
+    assert matcher.match_allocate(compute_jobspec([PodRequest("x", cores=99)])) is None
+    second = matcher.match_allocate(compute_jobspec([PodRequest("b", cores=1)]))
+    assert first is not None and second is not None
+    assert second.jobid > first.jobid
+    assert matcher.cancel(first.jobid) and not matcher.cancel(first.jobid)
+
+
+@needs_library
+def test_a_restore_that_overlaps_a_held_allocation_is_refused() -> None:
+    library = load_library(str(LIBRARY))
+    graph = _graph(nodes=1)
+    matcher = FluxionMatcher(graph, "lonode", library)
+    held = matcher.match_allocate(compute_jobspec([PodRequest("a", cores=4)]))
+    assert held is not None
+    other = FluxionMatcher(graph, "lonode", library)
+    assert other.match_allocate(compute_jobspec([PodRequest("b", cores=4)])) is not None
+    record = dataclasses.replace(held, jobid=99)
+    with pytest.raises(MatcherError, match="cannot restore job 99: .* is already held by job 1"):
+        other.restore(record)
+
+
+@needs_library
+def test_adding_a_node_keeps_what_is_held() -> None:
+    matcher = FluxionMatcher(_graph(nodes=1), "lonode", load_library(str(LIBRARY)))
+    held = matcher.match_allocate(compute_jobspec([PodRequest("a", cores=4)]))
+    assert held is not None
+    matcher.add_node(NodeInfo("n9", 4, 4096))
+    placed = matcher.match_allocate(compute_jobspec([PodRequest("b", cores=4)]))
+    assert placed is not None and placed.nodes[0].node == "n9"
+    assert held.jobid in matcher.allocations()
