@@ -1,0 +1,363 @@
+"""The sidecar: release the workers when the scout's quantum task is about to run.
+
+This is the two-queue problem's answer. The workers of a shared-coordination
+group wait behind a scheduling gate (holding no node) while the scout's task
+sits in the vendor queue. The sidecar, next to the scout:
+
+1. finds the scout's task through the provider (by the pod-uid tag, or the
+   interceptor's job record), giving up after ``find_task_timeout``;
+2. polls it every ``sidecar_poll_interval`` seconds, logging each change of
+   queue position;
+3. when the task is at or under ``ungate_position``, or already running or
+   finished, stamps the job id and session onto every gated worker and removes
+   *the named gate* from it, in one JSON patch per pod;
+4. waits for the workers to finish (``worker_timeout``, 0 = forever), ungating
+   late arrivals too, then writes the release marker the scout's session close
+   waits for.
+
+Failure modes are explicit and fail open, so workers are never stranded: a task
+not found in time, or one that failed with no result, still ungates the
+workers, with ``scout-status`` saying so, and the sidecar exits non-zero.
+Observe-only mode records the queue series and ungates nothing.
+
+It talks to Kubernetes only through :class:`~fluence_core.cluster_api.ClusterAPI`
+and keeps time through a :class:`Clock`, so tests run it in virtual time.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from fluence_core import names
+from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
+from fluence_core.kube_errors import ApiError, NotFound
+from fluence_core.log import logger
+from fluence_core.runtime.provider import Backend, Provider
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+SERIES_FILE = "queue-series.jsonl"
+
+
+class Clock(Protocol):
+    """Monotonic seconds and a way to wait: real in a pod, virtual in tests and ``fluence sim``."""
+
+    def now(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class RealClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class VirtualClock:
+    """Time that moves only when someone sleeps; ``on_sleep`` lets a test act at a moment."""
+
+    def __init__(self, start: float = 0.0, on_sleep: Callable[[float], None] | None = None) -> None:
+        self.t = start
+        self.on_sleep = on_sleep
+        self.slept = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+        self.slept += seconds
+        if self.on_sleep is not None:
+            self.on_sleep(self.t)
+
+
+class Outcome(str, enum.Enum):
+    READY = names.SCOUT_STATUS_READY
+    NO_RESULT = names.SCOUT_STATUS_NO_RESULT
+    NOT_FOUND = names.SCOUT_STATUS_NOT_FOUND
+    OBSERVED = "observed"
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    """Who the scout is and how patient to be (normally from :class:`~fluence_core.settings.Settings`)."""
+
+    pod_name: str
+    namespace: str
+    pod_uid: str
+    backend: Backend
+    poll_interval: float = 10.0
+    ungate_position: int = 1
+    find_timeout: float = 600.0
+    worker_timeout: float = 0.0
+    observe_only: bool = False
+    gate: str = names.QUANTUM_GATE
+    runtime_dir: Path | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Any, backend: Backend) -> "SidecarConfig":
+        missing = [n for n in ("pod_name", "pod_namespace", "pod_uid") if not getattr(settings, n)]
+        if missing:
+            from fluence_core.errors import SettingsError
+
+            raise SettingsError(
+                "the sidecar needs " + ", ".join(names.SETTINGS_ENV_PREFIX + m.upper() for m in missing)
+                + " (downward API)"
+            )
+        return cls(
+            pod_name=settings.pod_name, namespace=settings.pod_namespace, pod_uid=settings.pod_uid,
+            backend=backend, poll_interval=settings.sidecar_poll_interval,
+            ungate_position=settings.ungate_position, find_timeout=settings.find_task_timeout,
+            worker_timeout=settings.worker_timeout, observe_only=settings.observe_only,
+            gate=settings.quantum_gate, runtime_dir=settings.runtime_dir,
+        )
+
+
+@dataclass
+class SidecarResult:
+    outcome: Outcome
+    job_id: str | None = None
+    session: str | None = None
+    ungated: list[str] = field(default_factory=list)
+    series: list[tuple[float, int | None]] = field(default_factory=list)
+    workers_finished: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.outcome in (Outcome.READY, Outcome.OBSERVED) else 1
+
+
+def _pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def ungate_patch(pod: Mapping[str, Any], gate: str, annotations: Mapping[str, str]) -> list[dict[str, Any]] | None:
+    """The JSON patch stamping ``annotations`` and removing exactly ``gate``; None if the pod lacks it.
+
+    The ``test`` op pins the gate's index, so a concurrent change to the gate
+    list makes the patch fail instead of removing some other gate.
+    """
+    gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+    if gate not in gates:
+        return None
+    ops: list[dict[str, Any]] = []
+    if not (pod.get("metadata") or {}).get("annotations"):
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": dict(annotations)})
+    else:
+        ops.extend({"op": "add", "path": f"/metadata/annotations/{_pointer(k)}", "value": v}
+                   for k, v in annotations.items())
+    index = gates.index(gate)
+    ops.append({"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": gate})
+    ops.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
+    return ops
+
+
+class Sidecar:
+    """One run of the sidecar for one scout (see the module docstring)."""
+
+    def __init__(self, cluster: ClusterAPI, provider: Provider, config: SidecarConfig,
+                 clock: Clock | None = None) -> None:
+        self.cluster = cluster
+        self.provider = provider
+        self.config = config
+        self.clock = clock or RealClock()
+        self.result = SidecarResult(Outcome.NOT_FOUND)
+        self._group: str | None = None
+
+    # -- the whole run -----------------------------------------------------
+
+    def run(self) -> SidecarResult:
+        cfg = self.config
+        logger.info("sidecar for %s/%s (uid %s) on %s via %s%s", cfg.namespace, cfg.pod_name,
+                    cfg.pod_uid, cfg.backend.name or "?", self.provider.name,
+                    " (observe only)" if cfg.observe_only else "")
+        task = self._find_task()
+        if task is None:
+            logger.error("task of pod %s not found within %ss", cfg.pod_uid, cfg.find_timeout)
+            return self._finish(Outcome.NOT_FOUND)
+        self.result.job_id = self.provider.job_id(task)
+        logger.info("found task %s", self.result.job_id)
+        outcome = self._watch_queue(task)
+        return self._finish(outcome, task)
+
+    def _finish(self, outcome: Outcome, task: Any = None) -> SidecarResult:
+        self.result.outcome = outcome
+        if task is not None:
+            try:
+                self.result.session = self.provider.session(task)
+            except Exception as error:
+                logger.warning("session of task %s unknown: %s", self.result.job_id, error)
+        if outcome is Outcome.OBSERVED:
+            return self.result
+        self._annotate_self()
+        self.ungate_workers()
+        if outcome is Outcome.READY:
+            self.result.workers_finished = self._wait_for_workers()
+        else:
+            logger.error("workers released without a result (%s); exiting non-zero", outcome.value)
+        self._release_scout()
+        return self.result
+
+    # -- steps -------------------------------------------------------------
+
+    def _find_task(self) -> Any | None:
+        cfg = self.config
+        deadline = None if cfg.find_timeout == 0 else self.clock.now() + cfg.find_timeout
+        while True:
+            try:
+                task = self.provider.find_my_task(cfg.pod_uid, cfg.backend, cfg.poll_interval)
+            except Exception as error:
+                logger.warning("looking for the task failed (will retry): %s", error)
+                task = None
+            if task is not None:
+                return task
+            if deadline is not None and self.clock.now() >= deadline:
+                return None
+            self.clock.sleep(cfg.poll_interval)
+
+    def _watch_queue(self, task: Any) -> Outcome:
+        cfg = self.config
+        last: object = object()
+        while True:
+            try:
+                task = self.provider.refresh(task)
+                position = self.provider.queue_position(task)
+                failed = self.provider.task_failed(task)
+                ready = self.provider.is_ready(task, cfg.ungate_position)
+            except Exception as error:
+                logger.warning("polling task %s failed (will retry): %s", self.result.job_id, error)
+                self.clock.sleep(cfg.poll_interval)
+                continue
+            if position != last:
+                logger.info("task %s queue position %s -> %s", self.result.job_id,
+                            "?" if not isinstance(last, (int, type(None))) else last, position)
+                last = position
+                self.result.series.append((self.clock.now(), position))
+                self._record_series(position)
+            if failed:
+                logger.error("task %s failed with no result", self.result.job_id)
+                return Outcome.OBSERVED if cfg.observe_only else Outcome.NO_RESULT
+            if cfg.observe_only:
+                if ready and position is None:  # out of the queue: running or done
+                    return Outcome.OBSERVED
+            elif ready:
+                logger.info("task %s is ready (position %s <= %s or running)", self.result.job_id,
+                            position, cfg.ungate_position)
+                return Outcome.READY
+            self.clock.sleep(cfg.poll_interval)
+
+    def _record_series(self, position: int | None) -> None:
+        directory = self.config.runtime_dir
+        if directory is None:
+            return
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            with (directory / SERIES_FILE).open("a") as out:
+                out.write(json.dumps({"t": self.clock.now(), "job_id": self.result.job_id,
+                                      "position": position}) + "\n")
+        except OSError as error:
+            logger.warning("cannot record the queue series: %s", error)
+
+    # -- Kubernetes --------------------------------------------------------
+
+    def group(self) -> str | None:
+        """The scout's group, from its own pod's label."""
+        if self._group is None:
+            me = self.cluster.get(PODS, self.config.pod_name, self.config.namespace)
+            if me is None:
+                raise NotFound(404, f"pod {self.config.namespace}/{self.config.pod_name} not found")
+            self._group = ((me.get("metadata") or {}).get("labels") or {}).get(names.GROUP_LABEL)
+        return self._group
+
+    def workers(self) -> list[KubeDict]:
+        """Every other pod of the group that is not a scout."""
+        group = self.group()
+        if not group:
+            return []
+        listed = self.cluster.list(PODS, self.config.namespace,
+                                   label_selector=f"{names.GROUP_LABEL}={group}")
+        return [
+            pod for pod in listed.items
+            if pod["metadata"]["name"] != self.config.pod_name
+            and ((pod["metadata"].get("labels") or {}).get(names.ROLE_LABEL) != names.ROLE_SCOUT)
+        ]
+
+    def _stamp(self) -> dict[str, str]:
+        stamp = {names.SCOUT_STATUS_ANNOTATION: self.result.outcome.value}
+        if self.result.job_id:
+            stamp[names.SCOUT_JOB_ID_ANNOTATION] = self.result.job_id
+        if self.result.session:
+            stamp[names.SCOUT_SESSION_ANNOTATION] = self.result.session
+        return stamp
+
+    def _annotate_self(self) -> None:
+        try:
+            self.cluster.patch(PODS, self.config.pod_name, {"metadata": {"annotations": self._stamp()}},
+                               self.config.namespace)
+        except ApiError as error:
+            logger.warning("cannot annotate the scout: %s", error)
+
+    def ungate_workers(self) -> list[str]:
+        """Stamp and ungate every worker still behind the gate; returns who was ungated now."""
+        done: list[str] = []
+        stamp = self._stamp()
+        for pod in self.workers():
+            name = pod["metadata"]["name"]
+            for _attempt in range(5):
+                ops = ungate_patch(pod, self.config.gate, stamp)
+                if ops is None:
+                    break
+                try:
+                    self.cluster.patch(PODS, name, ops, self.config.namespace, patch_type="json")
+                except NotFound:
+                    break
+                except ApiError as error:  # the gate list moved under us: read again
+                    logger.info("ungating %s raced (%s); retrying", name, error)
+                    fresh = self.cluster.get(PODS, name, self.config.namespace)
+                    if fresh is None:
+                        break
+                    pod = fresh
+                    continue
+                logger.info("ungated %s (%s)", name, stamp[names.SCOUT_STATUS_ANNOTATION])
+                done.append(name)
+                break
+        self.result.ungated.extend(done)
+        return done
+
+    def _wait_for_workers(self) -> bool:
+        cfg = self.config
+        deadline = None if cfg.worker_timeout == 0 else self.clock.now() + cfg.worker_timeout
+        while True:
+            try:
+                self.ungate_workers()  # late arrivals (a Job replacing a pod) are released too
+                running = [p["metadata"]["name"] for p in self.workers()
+                           if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES]
+            except ApiError as error:
+                logger.warning("listing workers failed (will retry): %s", error)
+                running = ["?"]
+            if not running:
+                logger.info("all workers finished")
+                return True
+            if deadline is not None and self.clock.now() >= deadline:
+                logger.warning("workers still running after %ss: %s", cfg.worker_timeout,
+                               ", ".join(running))
+                return False
+            self.clock.sleep(cfg.poll_interval)
+
+    def _release_scout(self) -> None:
+        """Tell the scout's session close it may go ahead (the marker the interceptor waits for)."""
+        directory = self.config.runtime_dir
+        if directory is None:
+            return
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / names.RELEASE_MARKER_FILE).write_text(self.result.outcome.value + "\n")
+        except OSError as error:
+            logger.warning("cannot write the release marker: %s", error)
