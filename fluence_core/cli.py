@@ -159,6 +159,18 @@ def plan(
     console.print(table)
 
 
+@app.command()
+def webhook() -> None:
+    """Serve the mutating admission webhook (HTTPS, AdmissionReview v1) until SIGTERM."""
+    settings = _settings()
+    from fluence_core.webhook.main import run
+
+    try:
+        run(settings)
+    except FluenceError as error:
+        _fail(error)
+
+
 def load_plugin_commands() -> None:
     """Let plugins add sub-commands through ``fluence_cli``; a bad setting is reported, not raised."""
     try:

@@ -1,0 +1,79 @@
+"""The mutating admission webhook: prepares pods for Fluence before they reach the queue.
+
+Public surface: :class:`Handler` (what a plugin contributes through
+``fluence_webhook_handlers``), :class:`AdmissionContext`, :class:`AdmissionDenied`,
+:func:`select_handlers`, :func:`build_service` and :class:`AdmissionService`.
+The HTTPS server lives in :mod:`fluence_core.webhook.server`, TLS bootstrap in
+:mod:`fluence_core.webhook.tls`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from fluence_core.cluster_api import ClusterAPI
+from fluence_core.errors import FluenceError
+from fluence_core.log import logger
+from fluence_core.resource_config import ResourceConfig, load_resource_config
+from fluence_core.settings import Settings
+from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler, env_contract_of
+from fluence_core.webhook.review import AdmissionService
+
+DEFAULT_ORDER = 100
+
+
+def select_handlers(contributed: Sequence[Any], chosen: Sequence[str] = ()) -> list[Handler]:
+    """The handlers to run, in order.
+
+    With ``chosen`` empty: every contributed handler, by its ``order`` attribute
+    (then name). Otherwise exactly the named ones, in the order named; a name no
+    plugin contributed is a :class:`FluenceError`, as is a duplicate name.
+    """
+    by_name: dict[str, Any] = {}
+    for handler in contributed:
+        for attribute in ("name", "applies", "mutate"):
+            if not hasattr(handler, attribute):
+                raise FluenceError(f"webhook handler {handler!r} has no {attribute!r}")
+        if handler.name in by_name:
+            raise FluenceError(f"two webhook handlers are named {handler.name!r}")
+        by_name[handler.name] = handler
+    if not chosen:
+        return sorted(by_name.values(), key=lambda h: (getattr(h, "order", DEFAULT_ORDER), h.name))
+    unknown = [name for name in chosen if name not in by_name]
+    if unknown:
+        raise FluenceError(f"FLUENCE_WEBHOOK_HANDLERS names unknown handlers {unknown}; "
+                           f"known: {sorted(by_name)}")
+    if len(set(chosen)) != len(chosen):
+        raise FluenceError(f"FLUENCE_WEBHOOK_HANDLERS repeats a handler: {list(chosen)}")
+    return [by_name[name] for name in chosen]
+
+
+def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None) -> AdmissionService:
+    """Collect the handlers from the plugins, order them and wire admission control."""
+    contributed = [h for batch in manager.hook.fluence_webhook_handlers(settings=settings) or []
+                   for h in batch or []]
+    handlers = select_handlers(contributed, settings.webhook_handlers)
+    try:
+        config = load_resource_config(settings.resources)
+    except FluenceError as error:
+        logger.error("webhook: %s", error)
+        config = ResourceConfig()
+
+    def admit(pod: Any, ctx: Any) -> str | None:
+        result: str | None = manager.hook.fluence_admit(pod=pod, ctx=ctx)
+        return result
+
+    return AdmissionService(settings, handlers, cluster=cluster, admit=admit, resource_config=config)
+
+
+def log_contract(service: AdmissionService) -> None:
+    """Say at start which handlers run and which env variables they inject from where."""
+    logger.info("webhook handlers, in order: %s", ", ".join(h.name for h in service.handlers) or "none")
+    for handler, variable, source in env_contract_of(service.handlers):
+        logger.info("webhook env contract: %s <- %s [%s]", variable, source, handler)
+
+
+__all__ = [
+    "AdmissionContext", "AdmissionDenied", "AdmissionService", "Handler", "build_service",
+    "log_contract", "select_handlers",
+]

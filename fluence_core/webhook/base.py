@@ -1,0 +1,104 @@
+"""What a webhook handler is, and the context it runs in.
+
+A handler is any object with a ``name``, an ``applies(pod)`` test and a
+``mutate(pod, ctx)`` step returning a JSON patch (a list of operations) against
+the pod it was given. Handlers must be idempotent: the API server may call the
+webhook again for a pod Fluence already mutated, and the answer must then be an
+empty patch. Handlers never touch the cluster directly while mutating; they
+``ctx.defer`` their side effects (PodGroups, RBAC objects), which run only once
+every handler has succeeded and never for a dry-run request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+
+from fluence_core.cluster_api import ClusterAPI
+from fluence_core.errors import FluenceError
+from fluence_core.resource_config import ResourceConfig
+from fluence_core.settings import Settings
+from fluence_core.webhook._patch import JsonPatch
+
+Pod = dict[str, Any]
+
+
+class AdmissionDenied(FluenceError):
+    """A handler refuses the pod on purpose; the message is shown to the user."""
+
+
+@runtime_checkable
+class Handler(Protocol):
+    """One admission step. ``order`` (optional, default 100) sets the default order."""
+
+    name: str
+
+    def applies(self, pod: Mapping[str, Any]) -> bool:
+        """Whether this handler has anything to say about ``pod``."""
+        ...
+
+    def mutate(self, pod: Mapping[str, Any], ctx: "AdmissionContext") -> JsonPatch:
+        """The JSON patch for ``pod`` (empty when it is already mutated)."""
+        ...
+
+
+@dataclass
+class Deferred:
+    handler: str
+    description: str
+    action: Callable[[], None]
+
+
+@dataclass
+class AdmissionContext:
+    """What a handler knows about the request beyond the pod."""
+
+    settings: Settings
+    cluster: ClusterAPI | None
+    namespace: str
+    dry_run: bool = False
+    resource_config: ResourceConfig = field(default_factory=ResourceConfig)
+    uid: str = ""
+    warnings: list[str] = field(default_factory=list)
+    deferred: list[Deferred] = field(default_factory=list)
+    current_handler: str = ""
+    _cache: dict[Any, Any] = field(default_factory=dict)
+
+    def defer(self, description: str, action: Callable[[], None]) -> None:
+        """Run ``action`` after every handler succeeded, unless the request is a dry run."""
+        self.deferred.append(Deferred(self.current_handler, description, action))
+
+    def warn(self, message: str) -> None:
+        """A warning the API server shows the user (kubectl prints it)."""
+        self.warnings.append(message)
+
+    def cached(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """Memoise a cluster read for the length of one request."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    def require_cluster(self) -> ClusterAPI:
+        if self.cluster is None:
+            raise AdmissionDenied("this webhook has no cluster connection")
+        return self.cluster
+
+    def as_mapping(self) -> Mapping[str, Any]:
+        """The mapping ``fluence_admit`` receives."""
+        return {
+            "settings": self.settings,
+            "cluster": self.cluster,
+            "namespace": self.namespace,
+            "dry_run": self.dry_run,
+            "resource_config": self.resource_config,
+            "warnings": self.warnings,
+        }
+
+
+def env_contract_of(handlers: Sequence[Any]) -> Iterator[tuple[str, str, str]]:
+    """``(handler, env variable, source)`` for every handler that declares an env contract."""
+    for handler in handlers:
+        contract = getattr(handler, "env_contract", None)
+        if callable(contract):
+            for variable, source in contract():
+                yield handler.name, variable, source

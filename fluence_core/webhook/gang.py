@@ -1,0 +1,41 @@
+"""Built-in handler ``gang``: point a grouped pod at its PodGroup, creating it if missing.
+
+A pod labelled ``fluence.flux-framework.org/group: <name>`` gets
+``spec.schedulingGroup.podGroupName: <name>``; the PodGroup is created with
+``minCount`` from ``group-size``, else the owning Job's parallelism/completions,
+else 1, labelled as Fluence's. A pod that already has a scheduling group (the
+job controller's, under ``WorkloadWithJob``) keeps it. Shared-coordination
+quantum groups belong to the ``quantum`` handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from fluence_core import hookimpl
+from fluence_core.settings import Settings
+from fluence_core.webhook import pods
+from fluence_core.webhook._patch import JsonPatch, pointer
+from fluence_core.webhook.base import AdmissionContext
+
+
+class GangHandler:
+    name = "gang"
+    order = 20
+
+    def applies(self, pod: Mapping[str, Any]) -> bool:
+        return pods.group_of(pod) is not None and not pods.is_shared_quantum(pod)
+
+    def mutate(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
+        if pods.scheduling_group(pod) is not None:
+            return []  # already grouped: ours on a re-invocation, or the job controller's
+        group = pods.group_of(pod)
+        assert group is not None
+        size = pods.group_size(pod, ctx)
+        pods.ensure_pod_group(ctx, group, size)
+        return [{"op": "add", "path": pointer("spec", "schedulingGroup"), "value": {"podGroupName": group}}]
+
+
+@hookimpl
+def fluence_webhook_handlers(settings: Settings) -> list[Any]:
+    return [GangHandler()]

@@ -1,0 +1,50 @@
+"""``fluence webhook``: wire settings, plugins, cluster, TLS and the server, then serve."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from fluence_core.cluster_api import ClusterAPI
+from fluence_core.log import logger
+from fluence_core.plugins import get_plugin_manager
+from fluence_core.settings import Settings
+from fluence_core.webhook import build_service, log_contract, tls
+from fluence_core.webhook.server import WebhookServer, server_context
+
+
+def connect(settings: Settings) -> ClusterAPI:
+    from fluence_core.kube import KubeCluster
+
+    return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)
+
+
+def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "0.0.0.0",
+                port: int | None = None, manager: Any = None) -> WebhookServer:
+    """Everything but the serving loop (tests call this with a fake cluster and port 0)."""
+    manager = manager or get_plugin_manager(settings)
+    service = build_service(settings, manager, cluster)
+    log_contract(service)
+    cert = tls.bootstrap(settings, cluster)
+    server = WebhookServer((host, settings.webhook_port if port is None else port), service,
+                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+    return server
+
+
+def run(settings: Settings, cluster: ClusterAPI | None = None) -> None:
+    """Serve until SIGTERM/SIGINT."""
+    cluster = cluster or connect(settings)
+    server = make_server(settings, cluster)
+    logger.info("webhook: serving AdmissionReview on https://0.0.0.0:%d", server.port)
+
+    def stop(signum: int, frame: Any) -> None:
+        logger.info("webhook: signal %d, shutting down", signum)
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()

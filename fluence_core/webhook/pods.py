@@ -1,0 +1,168 @@
+"""Reading pods the way every handler needs to, and the shared cluster steps."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from fluence_core import names
+from fluence_core.cluster_api import JOBS, PODGROUPS
+from fluence_core.kube_errors import Conflict
+from fluence_core.log import logger
+from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+def metadata(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return pod.get("metadata") or {}
+
+
+def spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return pod.get("spec") or {}
+
+
+def labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return metadata(pod).get("labels") or {}
+
+
+def annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return metadata(pod).get("annotations") or {}
+
+
+def pod_label(pod: Mapping[str, Any]) -> str:
+    """``namespace/name`` (or the generateName prefix) for messages."""
+    meta = metadata(pod)
+    return f"{meta.get('namespace') or '?'}/{meta.get('name') or (meta.get('generateName') or '') + '*'}"
+
+
+def is_fluence_pod(pod: Mapping[str, Any]) -> bool:
+    return spec(pod).get("schedulerName") == names.SCHEDULER_NAME
+
+
+def group_of(pod: Mapping[str, Any]) -> str | None:
+    value = labels(pod).get(names.GROUP_LABEL)
+    return str(value) if value else None
+
+
+def containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(spec(pod).get("containers") or [])
+
+
+def virtual_requests(container: Mapping[str, Any]) -> dict[str, str]:
+    """``{extended resource name: section}`` for every virtual resource the container names."""
+    found: dict[str, str] = {}
+    resources = container.get("resources") or {}
+    for section in ("requests", "limits"):
+        for key in resources.get(section) or {}:
+            if names.virtual_type_of(str(key)) is not None:
+                found.setdefault(str(key), section)
+    return found
+
+
+def asks_for_virtual(pod: Mapping[str, Any]) -> bool:
+    every = containers(pod) + list(spec(pod).get("initContainers") or [])
+    return any(virtual_requests(c) for c in every)
+
+
+def coordination(pod: Mapping[str, Any]) -> str:
+    return str(annotations(pod).get(names.COORDINATION_ANNOTATION) or names.COORDINATION_INDEPENDENT)
+
+
+def role(pod: Mapping[str, Any]) -> str | None:
+    value = labels(pod).get(names.ROLE_LABEL)
+    return str(value) if value else None
+
+
+def is_quantum(pod: Mapping[str, Any]) -> bool:
+    """A pod holding (or, as a split worker, having held) a virtual request."""
+    return asks_for_virtual(pod) or role(pod) in (names.ROLE_SCOUT, names.ROLE_WORKER)
+
+
+def is_shared_quantum(pod: Mapping[str, Any]) -> bool:
+    """A member of a grouped quantum job with ``coordination: shared`` (the quantum split's pods)."""
+    return (
+        group_of(pod) is not None
+        and coordination(pod) == names.COORDINATION_SHARED
+        and is_quantum(pod)
+    )
+
+
+def completion_index(pod: Mapping[str, Any]) -> int | None:
+    raw = labels(pod).get(names.JOB_COMPLETION_INDEX) or annotations(pod).get(names.JOB_COMPLETION_INDEX)
+    if raw is None:
+        return None
+    try:
+        return int(str(raw))
+    except ValueError:
+        raise AdmissionDenied(f"{names.JOB_COMPLETION_INDEX}={raw!r} is not an integer") from None
+
+
+def scheduling_group(pod: Mapping[str, Any]) -> str | None:
+    group = spec(pod).get("schedulingGroup") or {}
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    return str(name) if name else None
+
+
+def owning_job(pod: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, Any] | None:
+    """The Job that owns the pod (owner reference, else the job-name label), or None."""
+    name = None
+    for ref in metadata(pod).get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
+            name = ref.get("name")
+            break
+    name = name or labels(pod).get(JOB_NAME_LABEL)
+    if not name or ctx.cluster is None:
+        return None
+    cluster = ctx.cluster
+    return ctx.cached(("job", ctx.namespace, name), lambda: cluster.get(JOBS, name, ctx.namespace))
+
+
+def group_size(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
+    """The gang's minCount: annotation ``group-size``, else the Job's parallelism/completions, else 1."""
+    raw = annotations(pod).get(names.GROUP_SIZE_ANNOTATION)
+    if raw is not None:
+        try:
+            size = int(str(raw))
+        except ValueError:
+            size = 0
+        if size < 1:
+            raise AdmissionDenied(f"{names.GROUP_SIZE_ANNOTATION}={raw!r} must be a positive integer")
+        return size
+    job = owning_job(pod, ctx)
+    if job is not None:
+        job_spec = job.get("spec") or {}
+        for key in ("parallelism", "completions"):
+            value = job_spec.get(key)
+            if isinstance(value, int) and value >= 1:
+                return value
+    return 1
+
+
+def pod_group_body(name: str, namespace: str, min_count: int) -> dict[str, Any]:
+    return {
+        "apiVersion": PODGROUPS.api_version,
+        "kind": PODGROUPS.kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {names.MANAGED_BY_LABEL: names.SCHEDULER_NAME},
+        },
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
+
+
+def ensure_pod_group(ctx: AdmissionContext, name: str, min_count: int) -> None:
+    """Defer creating PodGroup ``name`` (gang of ``min_count``) unless it exists."""
+    namespace = ctx.namespace
+
+    def create() -> None:
+        cluster = ctx.require_cluster()
+        if cluster.get(PODGROUPS, name, namespace) is not None:
+            return
+        try:
+            cluster.create(PODGROUPS, pod_group_body(name, namespace, min_count), namespace)
+            logger.info("webhook: created PodGroup %s/%s (minCount %d)", namespace, name, min_count)
+        except Conflict:
+            pass  # a sibling pod's admission created it first
+
+    ctx.defer(f"PodGroup {namespace}/{name}", create)

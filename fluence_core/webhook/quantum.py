@@ -1,0 +1,265 @@
+"""Built-in handler ``quantum``: split a shared-coordination quantum group into scout and workers.
+
+A group asking for a virtual type with ``coordination: shared`` submits one
+quantum task, from its **scout** (Job completion index 0); the classical
+**workers** wait, holding no node, until the task is about to run.
+
+* scout: PodGroup ``<group>-scout`` of one, never gated; an init container
+  stages the interceptor (``fluence stage``) into an emptyDir that every app
+  container mounts and finds on ``PYTHONPATH`` (its ``sitecustomize`` runs at
+  interpreter start); a sidecar container (``fluence sidecar``) runs under the
+  ``fluence-sidecar`` ServiceAccount, whose Role (pods get/list/patch in the
+  namespace) lets it ungate the workers.
+* workers: PodGroup ``<group>`` of N-1, scheduling gate, priority class
+  ``fluence-quantum-classical`` unless one is set, role and scout env, and no
+  virtual request (the scout holds it).
+
+``independent`` groups (the default) are not this handler's: each pod submits
+its own task, ungated. A pod that arrives with the job controller's scheduling
+group is re-pointed (allowed at CREATE), and that PodGroup, which would hold a
+gang of N the split never fills, is deleted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from fluence_core import hookimpl, names
+from fluence_core.cluster_api import PODGROUPS, PRIORITY_CLASSES, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS
+from fluence_core.kube_errors import Conflict, NotFound
+from fluence_core.log import logger
+from fluence_core.settings import Settings
+from fluence_core.webhook import pods
+from fluence_core.webhook._patch import JsonPatch, pointer
+from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
+from fluence_core.webhook.env import add_env, add_to_list, annotation_env, field_env
+
+SIDECAR_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}]
+
+
+class QuantumSplitHandler:
+    name = "quantum"
+    order = 10
+
+    def __init__(self, settings: Settings) -> None:
+        self.image = settings.runtime_image
+        self.gate = settings.quantum_gate
+        self._rbac_ready: set[tuple[str, str]] = set()
+
+    def env_contract(self) -> list[tuple[str, str]]:
+        return [
+            (names.ENV_ROLE, f"'{names.ROLE_SCOUT}' or '{names.ROLE_WORKER}' (shared groups)"),
+            (names.ENV_SCOUT_JOB_ID, f"annotation {names.SCOUT_JOB_ID_ANNOTATION} (workers)"),
+            (names.ENV_SCOUT_SESSION, f"annotation {names.SCOUT_SESSION_ANNOTATION} (workers)"),
+            ("PYTHONPATH", f"{names.RUNTIME_MOUNT} prepended (scout)"),
+        ]
+
+    def applies(self, pod: Mapping[str, Any]) -> bool:
+        return pods.is_shared_quantum(pod)
+
+    def mutate(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
+        if pods.role(pod) is not None:
+            return []  # split already: a re-invocation
+        group = pods.group_of(pod)
+        assert group is not None
+        index = pods.completion_index(pod)
+        if index is None:
+            raise AdmissionDenied(
+                f"coordination {names.COORDINATION_SHARED!r} needs the pods of an Indexed Job "
+                f"(label {names.JOB_COMPLETION_INDEX}) to choose the scout"
+            )
+        size = pods.group_size(pod, ctx)
+        previous = pods.scheduling_group(pod)
+        ops: JsonPatch = []  # the group label exists, so metadata.labels does too
+        if index == 0:
+            target = group + names.SCOUT_GROUP_SUFFIX
+            ops.append(self._label(names.ROLE_SCOUT))
+            ops += self._scout(pod, group, size, ctx.resource_config.attribute_keys)
+            pods.ensure_pod_group(ctx, target, 1)
+            self._ensure_rbac(ctx, pods.spec(pod).get("serviceAccountName"))
+        else:
+            target = group
+            ops.append(self._label(names.ROLE_WORKER))
+            ops += self._worker(pod, ctx)
+            pods.ensure_pod_group(ctx, target, max(1, size - 1))
+        ops.append({"op": "add", "path": pointer("spec", "schedulingGroup"),
+                    "value": {"podGroupName": target}})
+        if previous is not None and previous not in (group, group + names.SCOUT_GROUP_SUFFIX):
+            self._drop_orphan(ctx, previous)
+        return ops
+
+    @staticmethod
+    def _label(value: str) -> dict[str, Any]:
+        return {"op": "add", "path": pointer("metadata", "labels", names.ROLE_LABEL), "value": value}
+
+    def _scout(self, pod: Mapping[str, Any], group: str, size: int,
+               attribute_keys: tuple[str, ...] = ()) -> JsonPatch:
+        spec = pods.spec(pod)
+        ops: JsonPatch = []
+        gates = spec.get("schedulingGates") or []
+        for index in reversed(range(len(gates))):
+            if gates[index].get("name") == self.gate:  # the scout is never gated
+                ops.append({"op": "remove", "path": pointer("spec", "schedulingGates", index)})
+        ops += add_to_list(spec, "/spec", "volumes", {"name": names.RUNTIME_VOLUME, "emptyDir": {}})
+        mount = {"name": names.RUNTIME_VOLUME, "mountPath": names.RUNTIME_MOUNT}
+        ops += add_to_list(spec, "/spec", "initContainers", {
+            "name": names.STAGE_CONTAINER,
+            "image": self.image,
+            "command": ["fluence", "stage", names.RUNTIME_MOUNT],
+            "volumeMounts": [mount],
+        })
+        # The interceptor writes its job records into the runtime dir the sidecar reads.
+        runtime = {"name": names.ENV_RUNTIME_DIR, "value": names.RUNTIME_MOUNT}
+        pod_uid = field_env(names.ENV_POD_UID, "metadata.uid")
+        for index, container in enumerate(spec.get("containers") or []):
+            base = pointer("spec", "containers", index)
+            ops += add_to_list(container, base, "volumeMounts", dict(mount))
+            ops += self._pythonpath(container, base)
+            ops += add_env(container, base, [
+                {"name": names.ENV_ROLE, "value": names.ROLE_SCOUT}, pod_uid, runtime])
+        backend_env = [annotation_env(names.ENV_BACKEND, names.BACKEND_ANNOTATION)] + [
+            annotation_env(names.env_name_for_attribute(key), names.attr_annotation(key))
+            for key in attribute_keys]
+        ops += add_to_list(spec, "/spec", "containers", {
+            "name": names.SIDECAR_CONTAINER,
+            "image": self.image,
+            "command": ["fluence", "sidecar"],
+            "env": [
+                {"name": names.ENV_ROLE, "value": "sidecar"},
+                {"name": names.ENV_GROUP, "value": group},
+                {"name": names.ENV_GROUP_SIZE, "value": str(size)},
+                {"name": names.SETTINGS_ENV_PREFIX + "QUANTUM_GATE", "value": self.gate},
+                runtime,
+                field_env(names.ENV_POD_NAME, "metadata.name"),
+                field_env(names.ENV_POD_NAMESPACE, "metadata.namespace"),
+                pod_uid,
+                *backend_env,
+            ],
+            "volumeMounts": [dict(mount)],
+            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+        })
+        if spec.get("serviceAccountName") in (None, "", "default"):
+            ops.append({"op": "add", "path": "/spec/serviceAccountName",
+                        "value": names.SIDECAR_SERVICE_ACCOUNT})
+            if "serviceAccount" in spec:  # the deprecated alias must agree
+                ops.append({"op": "remove", "path": "/spec/serviceAccount"})
+        return ops
+
+    @staticmethod
+    def _pythonpath(container: Mapping[str, Any], base: str) -> JsonPatch:
+        for index, entry in enumerate(container.get("env") or []):
+            if entry.get("name") == "PYTHONPATH":
+                value = entry.get("value")
+                if value is None or value.split(":")[0] == names.RUNTIME_MOUNT:
+                    return []  # from a valueFrom (left alone) or already staged
+                return [{"op": "replace", "path": base + pointer("env", index, "value"),
+                         "value": f"{names.RUNTIME_MOUNT}:{value}" if value else names.RUNTIME_MOUNT}]
+        return add_env(container, base, [{"name": "PYTHONPATH", "value": names.RUNTIME_MOUNT}])
+
+    def _worker(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
+        spec = pods.spec(pod)
+        ops: JsonPatch = []
+        ops += add_to_list(spec, "/spec", "schedulingGates", {"name": self.gate})
+        if not spec.get("priorityClassName"):
+            ops += self._priority(ctx)
+        env = [
+            {"name": names.ENV_ROLE, "value": names.ROLE_WORKER},
+            annotation_env(names.ENV_SCOUT_JOB_ID, names.SCOUT_JOB_ID_ANNOTATION),
+            annotation_env(names.ENV_SCOUT_SESSION, names.SCOUT_SESSION_ANNOTATION),
+        ]
+        for index, container in enumerate(spec.get("containers") or []):
+            base = pointer("spec", "containers", index)
+            ops += add_env(container, base, env)
+            for resource, section in sorted(pods.virtual_requests(container).items()):
+                ops.append({"op": "remove", "path": base + pointer("resources", section, resource)})
+                other = "limits" if section == "requests" else "requests"
+                if resource in ((container.get("resources") or {}).get(other) or {}):
+                    ops.append({"op": "remove", "path": base + pointer("resources", other, resource)})
+        return ops
+
+    def _priority(self, ctx: AdmissionContext) -> JsonPatch:
+        """Name the class and its value: the Priority admission plugin ran before webhooks."""
+        cluster = ctx.cluster
+        found = None if cluster is None else ctx.cached(
+            "priority-class", lambda: cluster.get(PRIORITY_CLASSES, names.QUANTUM_PRIORITY_CLASS))
+        if found is None:
+            ctx.warn(f"PriorityClass {names.QUANTUM_PRIORITY_CLASS} does not exist; "
+                     "workers keep their priority (apply deploy/webhook.yaml)")
+            return []
+        ops: JsonPatch = [
+            {"op": "add", "path": "/spec/priorityClassName", "value": names.QUANTUM_PRIORITY_CLASS},
+            {"op": "add", "path": "/spec/priority", "value": int(found.get("value", 0))},
+        ]
+        if found.get("preemptionPolicy"):
+            ops.append({"op": "add", "path": "/spec/preemptionPolicy", "value": found["preemptionPolicy"]})
+        return ops
+
+    def _ensure_rbac(self, ctx: AdmissionContext, account: str | None) -> None:
+        namespace = ctx.namespace
+        custom = account if account not in (None, "", "default") else None
+        key = (namespace, custom or "")
+        if key in self._rbac_ready:
+            return
+        sa = names.SIDECAR_SERVICE_ACCOUNT
+        binding = sa if custom is None else f"{sa}-{custom}"
+        subject = custom or sa
+        objects: list[tuple[Any, dict[str, Any]]] = []
+        if custom is None:
+            objects.append((SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount",
+                                               "metadata": self._meta(sa, namespace)}))
+        objects.append((ROLES, {"apiVersion": ROLES.api_version, "kind": "Role",
+                                "metadata": self._meta(sa, namespace), "rules": SIDECAR_RULES}))
+        objects.append((ROLE_BINDINGS, {
+            "apiVersion": ROLE_BINDINGS.api_version, "kind": "RoleBinding",
+            "metadata": self._meta(binding, namespace),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
+            "subjects": [{"kind": "ServiceAccount", "name": subject, "namespace": namespace}],
+        }))
+        if custom is not None:
+            ctx.warn(f"the scout runs as ServiceAccount {custom}; it is granted pods get/list/patch "
+                     f"in {namespace} for the sidecar")
+
+        def create() -> None:
+            cluster = ctx.require_cluster()
+            for resource, body in objects:
+                if cluster.get(resource, body["metadata"]["name"], namespace) is not None:
+                    continue
+                try:
+                    cluster.create(resource, body, namespace)
+                    logger.info("webhook: created %s %s/%s", body["kind"], namespace, body["metadata"]["name"])
+                except Conflict:
+                    pass
+            self._rbac_ready.add(key)
+
+        ctx.defer(f"sidecar RBAC in {namespace}", create)
+
+    @staticmethod
+    def _meta(name: str, namespace: str) -> dict[str, Any]:
+        return {"name": name, "namespace": namespace,
+                "labels": {names.MANAGED_BY_LABEL: names.SCHEDULER_NAME}}
+
+    @staticmethod
+    def _drop_orphan(ctx: AdmissionContext, name: str) -> None:
+        """Delete the job controller's PodGroup of N: the split leaves it empty forever."""
+        namespace = ctx.namespace
+
+        def delete() -> None:
+            cluster = ctx.require_cluster()
+            existing = cluster.get(PODGROUPS, name, namespace)
+            if existing is None:
+                return
+            owned = (existing.get("metadata", {}).get("labels") or {}).get(names.MANAGED_BY_LABEL)
+            if owned == names.SCHEDULER_NAME:
+                return  # one of ours (another group's): never touch it
+            try:
+                cluster.delete(PODGROUPS, name, namespace)
+                logger.info("webhook: deleted PodGroup %s/%s replaced by the quantum split", namespace, name)
+            except NotFound:
+                pass
+
+        ctx.defer(f"drop PodGroup {namespace}/{name}", delete)
+
+
+@hookimpl
+def fluence_webhook_handlers(settings: Settings) -> list[Any]:
+    return [QuantumSplitHandler(settings)]

@@ -1,0 +1,176 @@
+"""From an AdmissionReview in to an AdmissionReview out; never raises.
+
+The HTTP layer hands :meth:`AdmissionService.review` the raw body and sends
+back whatever it returns. Everything that can go wrong — a body that is not
+JSON, a review of the wrong version, a handler that raises, a side effect the
+API server refuses — becomes a response with a message, so the API server
+always gets an answer it can show the user.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from fluence_core import names
+from fluence_core.cluster_api import ClusterAPI
+from fluence_core.errors import FluenceError
+from fluence_core.log import logger
+from fluence_core.resource_config import ResourceConfig
+from fluence_core.settings import Settings
+from fluence_core.webhook import pods
+from fluence_core.webhook._patch import JsonPatch, apply_patch
+from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+
+AdmitHook = Callable[[Mapping[str, Any], Mapping[str, Any]], "str | None"]
+
+
+class BadReview(Exception):
+    """The body is not an AdmissionReview request we can answer normally."""
+
+
+@dataclass
+class Outcome:
+    """The HTTP status and the AdmissionReview to send back."""
+
+    status: int
+    body: dict[str, Any]
+
+    @property
+    def response(self) -> dict[str, Any]:
+        return self.body["response"]
+
+
+def _review(uid: str, response: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": {"uid": uid, **response}}
+
+
+def deny(uid: str, message: str, code: int = 403, warnings: Sequence[str] = ()) -> dict[str, Any]:
+    response: dict[str, Any] = {"allowed": False, "status": {"code": code, "message": message,
+                                                             "reason": "Forbidden" if code == 403 else "BadRequest"}}
+    if warnings:
+        response["warnings"] = list(warnings)
+    return _review(uid, response)
+
+
+def allow(uid: str, patch: JsonPatch | None = None, warnings: Sequence[str] = ()) -> dict[str, Any]:
+    response: dict[str, Any] = {"allowed": True}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
+    if warnings:
+        response["warnings"] = list(warnings)
+    return _review(uid, response)
+
+
+def _parse(body: bytes) -> dict[str, Any]:
+    try:
+        review = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        raise BadReview(f"body is not JSON: {error}") from None
+    if not isinstance(review, dict):
+        raise BadReview("body is not a JSON object")
+    if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
+        raise BadReview(f"expected {KIND} {API_VERSION}, got {review.get('kind')!r} "
+                        f"{review.get('apiVersion')!r}")
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise BadReview("AdmissionReview has no request")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("AdmissionReview request has no uid")
+    return request
+
+
+class AdmissionService:
+    """Runs admission control and the ordered handlers for one AdmissionReview."""
+
+    def __init__(self, settings: Settings, handlers: Sequence[Handler], *,
+                 cluster: ClusterAPI | None = None, admit: AdmitHook | None = None,
+                 resource_config: ResourceConfig | None = None) -> None:
+        self.settings = settings
+        self.handlers = list(handlers)
+        self.cluster = cluster
+        self.admit = admit
+        self.resource_config = resource_config or ResourceConfig()
+
+    def review(self, body: bytes) -> Outcome:
+        """The answer to one request body; never raises."""
+        try:
+            request = _parse(body)
+        except BadReview as error:
+            return Outcome(400, deny("", f"fluence webhook: {error}", code=400))
+        uid = request["uid"]
+        try:
+            return Outcome(200, self._review(uid, request))
+        except Exception as error:  # the last line: an answer, never a 500 or a hang
+            logger.exception("webhook: unexpected failure on request %s", uid)
+            return Outcome(200, deny(uid, f"fluence webhook: internal error: {error}", code=500))
+
+    def _review(self, uid: str, request: dict[str, Any]) -> dict[str, Any]:
+        resource = request.get("resource") or {}
+        if (request.get("operation") != "CREATE" or request.get("subResource")
+                or not isinstance(resource, dict)
+                or (resource.get("group", ""), resource.get("resource")) != ("", "pods")):
+            return allow(uid)  # not ours to judge: the configuration should not even send it
+        namespace = str(request.get("namespace") or "")
+        if namespace == names.KUBE_SYSTEM:
+            return allow(uid)
+        pod = request.get("object")
+        if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod" or not isinstance(
+                pod.get("spec"), dict):
+            return deny(uid, "fluence webhook: the request carries no Pod object", code=400)
+        if not pods.is_fluence_pod(pod):
+            return allow(uid)
+        pod = copy.deepcopy(pod)
+        metadata = pod.setdefault("metadata", {})
+        if not isinstance(metadata, dict):
+            return deny(uid, "fluence webhook: pod metadata is not an object", code=400)
+        namespace = namespace or str(metadata.get("namespace") or "default")
+        metadata.setdefault("namespace", namespace)
+        ctx = AdmissionContext(
+            settings=self.settings, cluster=self.cluster, namespace=namespace,
+            dry_run=bool(request.get("dryRun")), resource_config=self.resource_config, uid=uid,
+        )
+        if self.admit is not None:
+            try:
+                refusal = self.admit(pod, ctx.as_mapping())
+            except Exception as error:
+                logger.exception("webhook: admission control raised")
+                return deny(uid, f"fluence admission control failed: {error}")
+            if refusal:
+                return deny(uid, str(refusal), warnings=ctx.warnings)
+        patch: JsonPatch = []
+        for handler in self.handlers:
+            ctx.current_handler = handler.name
+            try:
+                if not handler.applies(pod):
+                    continue
+                ops = list(handler.mutate(pod, ctx))
+                apply_patch(pod, copy.deepcopy(ops))
+            except AdmissionDenied as error:
+                return deny(uid, f"fluence webhook handler {handler.name}: {error}", warnings=ctx.warnings)
+            except Exception as error:
+                logger.exception("webhook: handler %s raised on %s", handler.name, pods.pod_label(pod))
+                return deny(uid, f"fluence webhook handler {handler.name} failed: "
+                                 f"{type(error).__name__}: {error}", warnings=ctx.warnings)
+            patch += ops
+        if not ctx.dry_run:
+            for step in ctx.deferred:
+                try:
+                    step.action()
+                except Exception as error:
+                    logger.error("webhook: %s (handler %s) failed: %s", step.description, step.handler, error)
+                    message = error.message if isinstance(error, FluenceError) and hasattr(
+                        error, "message") else str(error)
+                    return deny(uid, f"fluence webhook handler {step.handler}: "
+                                     f"{step.description}: {message}", warnings=ctx.warnings)
+        if patch:
+            logger.debug("webhook: %s patched by %d ops", pods.pod_label(pod), len(patch))
+        return allow(uid, patch, ctx.warnings)

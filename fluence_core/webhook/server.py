@@ -1,0 +1,150 @@
+"""The HTTPS server: stdlib ``ThreadingHTTPServer`` + ``ssl``, hardened for the API server.
+
+Why the standard library: the webhook answers small JSON requests from one
+client (the API server) and its work is Python anyway; a thread per connection
+with keep-alive is plenty (see ``benchmarks/bench_webhook.py``) and adds no
+dependency. Hardening:
+
+* the TLS handshake runs in the connection's thread with a timeout, so a client
+  that connects and never speaks cannot stall the accept loop;
+* every read has a timeout; a body must declare its length (no chunked
+  uploads) and may not exceed ``max_body`` bytes;
+* at most ``max_connections`` connections are served at once; more are closed;
+* every POST gets an AdmissionReview back, whatever the body held.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from fluence_core.log import logger
+from fluence_core.webhook.review import AdmissionService, deny
+
+MAX_BODY = 4 * 1024 * 1024
+"""Bytes: an AdmissionReview carries one pod (etcd caps objects at 1.5 MiB)."""
+READ_TIMEOUT = 10.0
+"""Seconds a connection may sit idle or take over a handshake or a body."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: the API server reuses connections
+    server: "WebhookServer"
+    server_version = "fluence-webhook"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("webhook http: " + format, *args)
+
+    def _send(self, status: int, payload: dict[str, Any] | str, *, close: bool = False) -> None:
+        if isinstance(payload, str):
+            data, kind = payload.encode(), "text/plain; charset=utf-8"
+        else:
+            data, kind = json.dumps(payload, separators=(",", ":")).encode(), "application/json"
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _refuse(self, status: int, message: str) -> None:
+        """An error as an AdmissionReview; the connection closes (the body may be unread)."""
+        self._send(status, deny("", f"fluence webhook: {message}", code=status), close=True)
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+        if self.path in ("/healthz", "/readyz", "/livez"):
+            self._send(200, "ok")
+        else:
+            self._send(404, "not found")
+
+    def do_POST(self) -> None:  # noqa: N802
+        if self.headers.get("Transfer-Encoding"):
+            return self._refuse(411, "send the body with a Content-Length, not chunked")
+        raw_length = self.headers.get("Content-Length")
+        if raw_length is None:
+            return self._refuse(411, "Content-Length is required")
+        try:
+            length = int(raw_length)
+            if length < 0:
+                raise ValueError
+        except ValueError:
+            return self._refuse(400, f"bad Content-Length {raw_length!r}")
+        if length > self.server.max_body:
+            return self._refuse(413, f"body of {length} bytes exceeds {self.server.max_body}")
+        body = self.rfile.read(length)
+        if len(body) != length:
+            self.close_connection = True
+            return  # the client went away mid-body: nobody to answer
+        outcome = self.server.service.review(body)
+        self._send(outcome.status, outcome.body)
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._refuse(405, "only POST carries an AdmissionReview")
+
+    do_DELETE = do_PATCH = do_PUT  # noqa: N815
+
+
+class WebhookServer(ThreadingHTTPServer):
+    """One thread per connection; TLS when ``ssl_context`` is given."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], service: AdmissionService, *,
+                 ssl_context: ssl.SSLContext | None = None, max_body: int = MAX_BODY,
+                 timeout: float = READ_TIMEOUT, max_connections: int = 512) -> None:
+        self.service = service
+        self.ssl_context = ssl_context
+        self.max_body = max_body
+        self.read_timeout = timeout
+        self._slots = threading.BoundedSemaphore(max_connections)
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, _Handler)
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            logger.warning("webhook: too many connections; closing one from %s", client_address)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            request.settimeout(self.read_timeout)
+            if self.ssl_context is not None:
+                try:
+                    request = self.ssl_context.wrap_socket(request, server_side=True)
+                except (OSError, ssl.SSLError) as error:
+                    logger.debug("webhook: TLS handshake with %s failed: %s", client_address, error)
+                    self.shutdown_request(request)
+                    return
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        logger.debug("webhook: connection from %s ended with an error", client_address, exc_info=True)
+
+
+def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    return context

@@ -1,0 +1,149 @@
+"""TLS for the webhook: a mounted certificate, or a self-managed CA and serving certificate.
+
+Self-managed (the default): at start the webhook makes a CA and a serving
+certificate for its Service DNS names, keeps both in a private directory and
+patches the CA into the ``caBundle`` of every webhook of its
+MutatingWebhookConfiguration, so the API server trusts it. A restart makes a
+new pair and patches again. Needs the ``cryptography`` package.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from fluence_core.cluster_api import MUTATING_WEBHOOKS, ClusterAPI
+from fluence_core.errors import FluenceError
+from fluence_core.kube_errors import Conflict, NotFound
+from fluence_core.log import logger
+from fluence_core.settings import Settings
+
+CERT_FILE = "tls.crt"
+KEY_FILE = "tls.key"
+CA_FILE = "ca.crt"
+
+
+@dataclass(frozen=True)
+class ServingCert:
+    cert_file: Path
+    key_file: Path
+    ca_pem: bytes
+
+
+def service_dns_names(service: str, namespace: str) -> list[str]:
+    """Every name the API server may use to reach ``service`` in ``namespace``."""
+    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc",
+            f"{service}.{namespace}.svc.cluster.local"]
+
+
+def generate(dns_names: Sequence[str], directory: Path, *, ip_addresses: Sequence[str] = (),
+             days: int = 365) -> ServingCert:
+    """Write a new CA and a serving certificate for ``dns_names`` into ``directory``."""
+    try:
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    except ImportError:  # pragma: no cover - depends on the install
+        raise FluenceError("self-managed webhook TLS needs the 'cryptography' package; "
+                           "install it or mount a certificate (FLUENCE_WEBHOOK_CERT_DIR)") from None
+    now = datetime.datetime.now(datetime.timezone.utc)
+    not_before = now - datetime.timedelta(minutes=5)
+    not_after = now + datetime.timedelta(days=days)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fluence-webhook-ca")])
+    ca_cert = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(not_before).not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False,
+                                     encipher_only=False, decipher_only=False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    alt_names: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
+        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(not_before).not_valid_after(not_after)
+        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    pem = serialization.Encoding.PEM
+    ca_pem = ca_cert.public_bytes(pem)
+    (directory / CA_FILE).write_bytes(ca_pem)
+    (directory / CERT_FILE).write_bytes(cert.public_bytes(pem))
+    key_path = directory / KEY_FILE
+    key_path.touch(mode=0o600)
+    key_path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return ServingCert(directory / CERT_FILE, key_path, ca_pem)
+
+
+def mounted(directory: Path) -> ServingCert:
+    """A certificate someone else manages (cert-manager, a Secret): tls.crt, tls.key, ca.crt."""
+    cert, key = directory / CERT_FILE, directory / KEY_FILE
+    for path in (cert, key):
+        if not path.is_file():
+            raise FluenceError(f"FLUENCE_WEBHOOK_CERT_DIR={directory}: {path.name} is missing")
+    ca = directory / CA_FILE
+    return ServingCert(cert, key, ca.read_bytes() if ca.is_file() else b"")
+
+
+def patch_ca_bundle(cluster: ClusterAPI, config_name: str, ca_pem: bytes, *,
+                    attempts: int = 30, delay: float = 2.0) -> int:
+    """Put ``ca_pem`` into every webhook of the MutatingWebhookConfiguration; returns how many.
+
+    The configuration may be applied after the webhook starts, so a missing one
+    is waited for (``attempts`` x ``delay``); a conflict is retried.
+    """
+    bundle = base64.b64encode(ca_pem).decode()
+    for attempt in range(attempts):
+        try:
+            config = cluster.get(MUTATING_WEBHOOKS, config_name)
+            if config is None:
+                raise NotFound(404, f"mutatingwebhookconfigurations {config_name} not found")
+            webhooks = config.get("webhooks") or []
+            ops = [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
+                    for i in range(len(webhooks))]
+            if webhooks:
+                cluster.patch(MUTATING_WEBHOOKS, config_name, ops, patch_type="json")
+            logger.info("webhook: caBundle set on %d webhook(s) of %s", len(webhooks), config_name)
+            return len(webhooks)
+        except (NotFound, Conflict) as error:
+            logger.info("webhook: waiting for MutatingWebhookConfiguration %s (%s)", config_name, error)
+        time.sleep(delay)
+    raise FluenceError(f"MutatingWebhookConfiguration {config_name} never appeared; caBundle not set")
+
+
+def bootstrap(settings: Settings, cluster: ClusterAPI | None) -> ServingCert:
+    """The certificate to serve with: mounted if configured, else generated and published."""
+    if settings.webhook_cert_dir is not None:
+        logger.info("webhook: serving the mounted certificate in %s", settings.webhook_cert_dir)
+        return mounted(settings.webhook_cert_dir)
+    directory = Path(tempfile.mkdtemp(prefix="fluence-webhook-tls-"))
+    os.chmod(directory, 0o700)
+    names = service_dns_names(settings.webhook_service, settings.webhook_namespace)
+    serving = generate(names, directory)
+    logger.info("webhook: generated a CA and a serving certificate for %s", ", ".join(names))
+    if cluster is None:
+        logger.warning("webhook: no cluster connection; caBundle not patched (CA in %s)", directory)
+    else:
+        patch_ca_bundle(cluster, settings.webhook_config, serving.ca_pem)
+    return serving
