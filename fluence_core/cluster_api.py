@@ -1,0 +1,256 @@
+"""The boundary between Fluence and Kubernetes: one protocol, one resource table.
+
+The scheduler, the webhook, the sidecar and the simulator are typed against
+:class:`ClusterAPI`, never against the ``kubernetes`` client. Two classes
+satisfy it: :class:`fluence_core.kube.KubeCluster` (a real API server) and
+:class:`fluence_core.fake_cluster.FakeCluster` (in memory, for tests and
+``fluence sim``). Objects cross the boundary as plain JSON dicts, exactly as
+the API server sends them, so code past this line can be fed from YAML files
+as easily as from a cluster.
+
+Resources are named by their plural (``"pods"``, ``"podgroups"``, ...) and
+looked up in :data:`RESOURCES`; a caller needing one more kind passes its own
+:class:`Resource` instead of a name, without touching either implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
+
+KubeDict: TypeAlias = dict[str, Any]
+"""One Kubernetes object (or Status, or List) as decoded JSON."""
+
+Patch: TypeAlias = Mapping[str, Any] | Sequence[Mapping[str, Any]]
+"""A JSON merge patch (a mapping) or a JSON patch (a list of operations)."""
+
+PatchType: TypeAlias = Literal["merge", "json"]
+
+ADDED: Final = "ADDED"
+MODIFIED: Final = "MODIFIED"
+DELETED: Final = "DELETED"
+RESYNC: Final = "RESYNC"
+"""Synthetic watch event: history was lost (410 Gone), the object is a fresh
+List (``items`` + ``metadata.resourceVersion``). Callers rebuild their view from
+it; the watch continues after it without a gap."""
+
+WatchEvent: TypeAlias = tuple[str, KubeDict]
+"""``(type, object)`` with type one of ADDED, MODIFIED, DELETED, RESYNC."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the API and how it behaves.
+
+    ``status_subresource`` says the main endpoint ignores ``status`` and
+    ``patch_status`` writes it; ``reset_status_on_create`` says the server
+    drops a client-supplied status on create (pods, PodGroups) rather than
+    keeping it (nodes, which tests create with their capacity).
+    """
+
+    plural: str
+    kind: str
+    group: str = ""
+    version: str = "v1"
+    namespaced: bool = True
+    status_subresource: bool = False
+    reset_status_on_create: bool = False
+
+    @property
+    def api_version(self) -> str:
+        """``v1`` for the core group, ``group/version`` otherwise."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        """The REST path: ``/api/v1/...`` for the core group, ``/apis/g/v/...`` otherwise."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+            if subresource is not None:
+                base += f"/{subresource}"
+        return base
+
+
+PODS: Final = Resource("pods", "Pod", status_subresource=True, reset_status_on_create=True)
+NODES: Final = Resource("nodes", "Node", namespaced=False, status_subresource=True)
+EVENTS: Final = Resource("events", "Event")
+NAMESPACES: Final = Resource("namespaces", "Namespace", namespaced=False, status_subresource=True)
+SERVICE_ACCOUNTS: Final = Resource("serviceaccounts", "ServiceAccount")
+PODGROUPS: Final = Resource(
+    "podgroups", "PodGroup", group="scheduling.k8s.io", version="v1alpha2",
+    status_subresource=True, reset_status_on_create=True,
+)
+WORKLOADS: Final = Resource("workloads", "Workload", group="scheduling.k8s.io", version="v1alpha2")
+PRIORITY_CLASSES: Final = Resource(
+    "priorityclasses", "PriorityClass", group="scheduling.k8s.io", namespaced=False
+)
+JOBS: Final = Resource(
+    "jobs", "Job", group="batch", status_subresource=True, reset_status_on_create=True
+)
+LEASES: Final = Resource("leases", "Lease", group="coordination.k8s.io")
+ROLES: Final = Resource("roles", "Role", group="rbac.authorization.k8s.io")
+ROLE_BINDINGS: Final = Resource("rolebindings", "RoleBinding", group="rbac.authorization.k8s.io")
+CLUSTER_ROLES: Final = Resource(
+    "clusterroles", "ClusterRole", group="rbac.authorization.k8s.io", namespaced=False
+)
+CLUSTER_ROLE_BINDINGS: Final = Resource(
+    "clusterrolebindings", "ClusterRoleBinding", group="rbac.authorization.k8s.io",
+    namespaced=False,
+)
+MUTATING_WEBHOOKS: Final = Resource(
+    "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+    group="admissionregistration.k8s.io", namespaced=False,
+)
+
+RESOURCES: Final[Mapping[str, Resource]] = {
+    r.plural: r
+    for r in (
+        PODS, NODES, EVENTS, NAMESPACES, SERVICE_ACCOUNTS, PODGROUPS, WORKLOADS,
+        PRIORITY_CLASSES, JOBS, LEASES, ROLES, ROLE_BINDINGS, CLUSTER_ROLES,
+        CLUSTER_ROLE_BINDINGS, MUTATING_WEBHOOKS,
+    )
+}
+"""Every kind Fluence touches, by plural."""
+
+ResourceRef: TypeAlias = str | Resource
+"""A plural from :data:`RESOURCES`, or a :class:`Resource` for anything else."""
+
+
+def resolve(resource: ResourceRef) -> Resource:
+    """The :class:`Resource` behind a plural name; a KeyError names the unknown one."""
+    if isinstance(resource, Resource):
+        return resource
+    try:
+        return RESOURCES[resource]
+    except KeyError:
+        raise KeyError(f"unknown resource {resource!r}; known: {sorted(RESOURCES)}") from None
+
+
+@dataclass(frozen=True)
+class ObjectList:
+    """A list response: the items and the resourceVersion to watch from."""
+
+    items: list[KubeDict] = field(default_factory=list)
+    resource_version: str = ""
+
+
+EVENT_COMPONENT: Final = "fluence"
+"""``source.component`` / ``reportingComponent`` of the Events Fluence posts."""
+
+
+def build_event(involved: Mapping[str, Any], type: str, reason: str, message: str,
+                now: datetime, *, action: str | None = None, instance: str = "") -> KubeDict:
+    """A core/v1 Event body about ``involved``, shared by both implementations.
+
+    Named ``<object>.<nanoseconds hex>`` as client-go names them. An object
+    without a namespace (a Node) gets its Event in ``default``, the only
+    namespace the API server accepts for it.
+    """
+    metadata = involved.get("metadata") or {}
+    name = str(metadata.get("name") or "unknown")
+    namespace = metadata.get("namespace")
+    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    nanos = int(now.timestamp() * 1_000_000_000)
+    reference: KubeDict = {
+        "apiVersion": involved.get("apiVersion", ""),
+        "kind": involved.get("kind", ""),
+        "name": name,
+        "uid": metadata.get("uid", ""),
+        "resourceVersion": metadata.get("resourceVersion", ""),
+    }
+    if namespace:
+        reference["namespace"] = namespace
+    event: KubeDict = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{nanos:x}", "namespace": namespace or "default"},
+        "involvedObject": reference,
+        "type": type,
+        "reason": reason,
+        "message": message,
+        "source": {"component": EVENT_COMPONENT},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "reportingComponent": EVENT_COMPONENT,
+        "reportingInstance": instance,
+    }
+    if action:
+        event["action"] = action
+    return event
+
+
+@runtime_checkable
+class ClusterAPI(Protocol):
+    """What Fluence needs of a Kubernetes API server.
+
+    Errors are the classes of :mod:`fluence_core.kube_errors`: ``NotFound``
+    (404), ``Conflict`` (409: already exists, stale resourceVersion, second
+    binding, binding a gated pod), ``Gone`` (410), ``ApiError`` otherwise.
+    ``namespace`` is ignored for cluster-scoped kinds; for ``list``/``watch``
+    None means all namespaces.
+    """
+
+    def get(self, resource: ResourceRef, name: str, namespace: str | None = None) -> KubeDict | None:
+        """The object, or None when it does not exist."""
+        ...
+
+    def list(self, resource: ResourceRef, namespace: str | None = None, *,
+             label_selector: str | None = None,
+             field_selector: str | None = None) -> ObjectList:
+        """Every matching object and the collection's resourceVersion."""
+        ...
+
+    def watch(self, resource: ResourceRef, namespace: str | None = None, *,
+              resource_version: str | None = None, label_selector: str | None = None,
+              field_selector: str | None = None,
+              timeout: float | None = None) -> Iterator[WatchEvent]:
+        """Changes after ``resource_version`` (without one: ADDED for what exists now, then changes).
+
+        Bookmarks are consumed, never yielded. When history is gone (410) the
+        watch re-lists and yields one RESYNC event, then carries on. The
+        generator ends after ``timeout`` seconds (None: never; 0: deliver what
+        is already pending and stop — the way tests drive it without threads).
+        """
+        ...
+
+    def create(self, resource: ResourceRef, body: Mapping[str, Any],
+               namespace: str | None = None) -> KubeDict:
+        """Create and return the stored object (Conflict if the name is taken)."""
+        ...
+
+    def replace(self, resource: ResourceRef, body: Mapping[str, Any],
+                namespace: str | None = None) -> KubeDict:
+        """PUT the whole object; a stale ``metadata.resourceVersion`` raises Conflict (leases)."""
+        ...
+
+    def patch(self, resource: ResourceRef, name: str, patch: Patch,
+              namespace: str | None = None, *, patch_type: PatchType = "merge") -> KubeDict:
+        """Apply a merge patch (mapping) or JSON patch (list) to the object, not its status."""
+        ...
+
+    def patch_status(self, resource: ResourceRef, name: str, patch: Patch,
+                     namespace: str | None = None, *,
+                     patch_type: PatchType = "merge") -> KubeDict:
+        """Apply a patch through the ``status`` subresource (only status changes)."""
+        ...
+
+    def delete(self, resource: ResourceRef, name: str, namespace: str | None = None, *,
+               grace_period_seconds: int | None = None) -> bool:
+        """Delete; False when it was already gone."""
+        ...
+
+    def bind(self, namespace: str, pod: str, node: str, *, uid: str | None = None) -> None:
+        """Bind the pod to the node through ``pods/binding`` (Conflict if bound or gated)."""
+        ...
+
+    def post_event(self, involved: Mapping[str, Any], type: str, reason: str, message: str, *,
+                   action: str | None = None) -> KubeDict:
+        """Record a core/v1 Event about ``involved`` (any object dict) and return it."""
+        ...
