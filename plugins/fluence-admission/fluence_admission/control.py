@@ -1,0 +1,212 @@
+"""Can the cluster support a new hybrid group? The ledger, the budget and the verdict."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from fluence_core import names
+from fluence_core.cluster_api import ClusterAPI, NODES, PODS, PRIORITY_CLASSES
+from fluence_core.log import logger
+from fluence_core.models import NodeInfo, PodRequest
+from fluence_core.settings import Settings, Switch
+from fluence_core.webhook import pods as podlib
+from fluence_core.webhook._patch import JsonPatch, pointer
+from fluence_core.webhook.base import AdmissionContext
+
+PENDING_TTL = 120.0
+"""Seconds an in-memory promise waits for its pods to appear in the cluster."""
+_FLUENCE_CONTAINERS = frozenset({names.SIDECAR_CONTAINER, names.STAGE_CONTAINER})
+_TERMINAL = frozenset({"Succeeded", "Failed"})
+
+GroupKey = tuple[str, str]
+
+
+def group_key(pod: Mapping[str, Any], namespace: str) -> GroupKey:
+    """A group by its label; a lone pod is a group of its own (by name)."""
+    group = podlib.group_of(pod)
+    if group:
+        return namespace, group
+    meta = podlib.metadata(pod)
+    return namespace, "pod:" + str(meta.get("name") or meta.get("generateName") or meta.get("uid") or "?")
+
+
+def pod_cores(pod: Mapping[str, Any]) -> int:
+    """Whole cores the pod asks for, without the containers Fluence adds (stable on re-invocation)."""
+    spec = dict(podlib.spec(pod))
+    spec["containers"] = [c for c in spec.get("containers") or [] if c.get("name") not in _FLUENCE_CONTAINERS]
+    spec["initContainers"] = [c for c in spec.get("initContainers") or []
+                              if c.get("name") not in _FLUENCE_CONTAINERS]
+    return PodRequest.from_kube({"metadata": podlib.metadata(pod), "spec": spec}).cores
+
+
+def is_protected(pod: Mapping[str, Any]) -> bool:
+    """Protected pods are Fluence's: the webhook strips a mark users set themselves."""
+    return podlib.is_fluence_pod(pod) and str(
+        podlib.annotations(pod).get(names.PROTECTED_ANNOTATION, "")).lower() == "true"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The numbers behind a verdict (all in whole cores)."""
+
+    free: int
+    preemptible: int
+    reserved: int
+    promised: int
+
+    @property
+    def available(self) -> int:
+        return self.free + self.preemptible - self.reserved - self.promised
+
+    def explain(self) -> str:
+        return (f"free {self.free} + preemptible {self.preemptible} - reserved {self.reserved}"
+                f" - promised to admitted groups {self.promised}")
+
+
+class AdmissionControl:
+    """Admits a hybrid group only when its cores will be there when its quantum task runs."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.enabled: bool | None = None  # None: not configured yet, read from the first ctx
+        self.reserve = 0
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pending: dict[GroupKey, tuple[int, float]] = {}
+
+    def configure(self, settings: Settings) -> None:
+        self.enabled = settings.admission == Switch.ON
+        self.reserve = settings.reserve_cores
+        logger.info("admission control %s (reserve %d cores)",
+                    "on" if self.enabled else "off", self.reserve)
+
+    # -- the verdict --------------------------------------------------------
+
+    def admit(self, pod: Mapping[str, Any], ctx: Mapping[str, Any]) -> str | None:
+        if self.enabled is None and isinstance(ctx.get("settings"), Settings):
+            self.configure(ctx["settings"])
+        if self.enabled is False or not podlib.is_quantum(pod):
+            return None
+        cluster: ClusterAPI | None = ctx.get("cluster")
+        if cluster is None:
+            return None
+        namespace = str(ctx.get("namespace") or podlib.metadata(pod).get("namespace") or "default")
+        key = group_key(pod, namespace)
+        wctx = AdmissionContext(settings=ctx.get("settings") or Settings(), cluster=cluster,
+                                namespace=namespace)
+        with self._lock:
+            if key in self._pending or self._group_exists(cluster, key):
+                return None  # admitted before: a sibling, a re-invocation, or before a restart
+            size = podlib.group_size(pod, wctx) if podlib.group_of(pod) else 1
+            per_pod = pod_cores(pod)
+            needed = size * per_pod
+            budget = self.budget(cluster, self._priority_of(pod, cluster), exclude=key)
+            if needed > budget.available:
+                what = f"group {key[1]}" if podlib.group_of(pod) else f"pod {key[1][4:]}"
+                logger.info("admission: refused %s/%s: needs %d, %d available", namespace, key[1],
+                            needed, budget.available)
+                return (f"fluence admission control: {what} needs {needed} cores "
+                        f"({size} pods x {per_pod}) but {max(0, budget.available)} are available "
+                        f"({budget.explain()})")
+            if not ctx.get("dry_run"):
+                self._pending[key] = (needed, self._clock())
+        return None
+
+    def group_cores(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
+        """The promise a quantum pod carries: N x its cores."""
+        size = podlib.group_size(pod, ctx) if podlib.group_of(pod) else 1
+        return size * pod_cores(pod)
+
+    # -- the cluster's side -------------------------------------------------
+
+    def budget(self, cluster: ClusterAPI, priority: int, *, exclude: GroupKey | None = None) -> Budget:
+        nodes = [NodeInfo.from_kube(n) for n in cluster.list(NODES).items]
+        capacity = sum(n.cores for n in nodes if n.schedulable)
+        schedulable = {n.name for n in nodes if n.schedulable}
+        used = preemptible = 0
+        promises: dict[GroupKey, int] = {}
+        bound_by_group: dict[GroupKey, int] = {}
+        for pod in cluster.list(PODS).items:
+            if (pod.get("status") or {}).get("phase") in _TERMINAL:
+                continue
+            node = podlib.spec(pod).get("nodeName")
+            cores = _request_cores(pod)
+            protected = is_protected(pod)
+            namespace = str(podlib.metadata(pod).get("namespace") or "default")
+            if node:
+                if node in schedulable:
+                    used += cores
+                    if not protected and int(podlib.spec(pod).get("priority") or 0) < priority:
+                        preemptible += cores
+            if protected:
+                key = group_key(pod, namespace)
+                raw = podlib.annotations(pod).get(names.PROMISED_CORES_ANNOTATION)
+                try:
+                    promises[key] = max(promises.get(key, 0), int(str(raw)))
+                except (TypeError, ValueError):
+                    pass
+                if node:
+                    bound_by_group[key] = bound_by_group.get(key, 0) + cores
+        outstanding = {key: max(0, total - bound_by_group.get(key, 0)) for key, total in promises.items()}
+        now = self._clock()
+        for key, (total, since) in list(self._pending.items()):
+            if key in promises or now - since > PENDING_TTL:
+                del self._pending[key]  # the cluster has the record now (or the pods never came)
+            else:
+                outstanding[key] = total
+        if exclude is not None:
+            outstanding.pop(exclude, None)
+        return Budget(free=max(0, capacity - used), preemptible=preemptible, reserved=self.reserve,
+                      promised=sum(outstanding.values()))
+
+    def _group_exists(self, cluster: ClusterAPI, key: GroupKey) -> bool:
+        namespace, group = key
+        if group.startswith("pod:"):
+            return False
+        return bool(cluster.list(PODS, namespace, label_selector=f"{names.GROUP_LABEL}={group}").items)
+
+    @staticmethod
+    def _priority_of(pod: Mapping[str, Any], cluster: ClusterAPI) -> int:
+        found = cluster.get(PRIORITY_CLASSES, names.QUANTUM_PRIORITY_CLASS)
+        if found is not None:
+            return int(found.get("value") or 0)
+        return int(podlib.spec(pod).get("priority") or 0)
+
+
+def _request_cores(pod: Mapping[str, Any]) -> int:
+    try:
+        return PodRequest.from_kube(pod).cores
+    except ValueError:
+        return 1
+
+
+class MarkHandler:
+    """``admission-mark``: quantum pods carry the protected mark and their group's promise;
+    nobody else may carry either."""
+
+    name = "admission-mark"
+    order = 5  # before the quantum split removes the workers' virtual requests
+
+    def __init__(self, control: AdmissionControl) -> None:
+        self.control = control
+
+    def applies(self, pod: Mapping[str, Any]) -> bool:
+        return podlib.is_quantum(pod) or any(
+            key in podlib.annotations(pod) for key in (names.PROTECTED_ANNOTATION,
+                                                        names.PROMISED_CORES_ANNOTATION))
+
+    def mutate(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
+        annotations = podlib.annotations(pod)
+        if not podlib.is_quantum(pod):
+            return [{"op": "remove", "path": pointer("metadata", "annotations", key)}
+                    for key in (names.PROTECTED_ANNOTATION, names.PROMISED_CORES_ANNOTATION)
+                    if key in annotations]
+        wanted = {names.PROTECTED_ANNOTATION: "true",
+                  names.PROMISED_CORES_ANNOTATION: str(self.control.group_cores(pod, ctx))}
+        if podlib.metadata(pod).get("annotations") is None:
+            return [{"op": "add", "path": "/metadata/annotations", "value": wanted}]
+        return [{"op": "add", "path": pointer("metadata", "annotations", key), "value": value}
+                for key, value in wanted.items() if annotations.get(key) != value]
