@@ -232,3 +232,35 @@ def test_jobspecs_are_canonical_fluxion_v1() -> None:
         assert all(r["type"] == "slot" and r["label"] and r["count"] >= 1 for r in jobspec["resources"])
         assert all(isinstance(r["count"], int) and r["count"] >= 1
                    for slot in jobspec["resources"] for r in slot["with"])
+
+
+# -- one compute jobspec per pod shape (Fluxion forbids sibling slots) ----------
+
+
+def test_each_pod_shape_gets_its_own_compute_jobspec_named_compute_n(small_graph: ResourceGraph) -> None:
+    group = Group("g", (PodRequest("a", cores=2), PodRequest("b", cores=8), PodRequest("c", cores=2, gpus=1)))
+    assert [s.kind for s in group_jobspecs(group, small_graph)] == ["compute", "compute-1", "compute-2"]
+
+
+def test_a_compute_jobspec_holds_a_single_slot_entry(small_graph: ResourceGraph) -> None:
+    group = Group("g", (PodRequest("a", cores=2), PodRequest("b", cores=8), PodRequest("c", cores=8)))
+    for spec in group_jobspecs(group, small_graph):
+        assert len(spec.jobspec["resources"]) == 1
+
+
+def test_identical_pods_share_a_slot_entry_even_when_not_adjacent(small_graph: ResourceGraph) -> None:
+    group = Group("g", (PodRequest("a", cores=2), PodRequest("b", cores=8), PodRequest("c", cores=2)))
+    assert [(s["count"], inner(s)["core"]["count"]) for s in compute_slots(group, small_graph)] == [
+        (2, 2), (1, 8),
+    ]
+
+
+def test_a_compute_jobspec_refuses_pods_of_different_shapes() -> None:
+    with pytest.raises(ValueError, match="one shape"):
+        compute_jobspec([PodRequest("a", cores=1), PodRequest("b", cores=2)])
+
+
+def test_every_compute_jobspec_of_a_group_carries_the_exclusion(small_graph: ResourceGraph) -> None:
+    group = Group("g", (PodRequest("a", cores=2), PodRequest("b", cores=4)))
+    for spec in group_jobspecs(group, small_graph, exclude_nodes=["node0"]):
+        assert {"not": [{"hostlist": ["node0"]}]} in spec.jobspec["attributes"]["system"]["constraints"]["and"]

@@ -111,3 +111,13 @@ def test_a_matched_hybrid_group_reads_back_a_node_per_pod_and_the_backend(small_
     assert nodes["default/w1"] != nodes["default/w2"]  # 8 cores each fill a node
     assert result.placements["default/scout"].backend == "rigetti_cepheus"
     assert result.placements["default/scout"].attributes["provider"] == "braket"
+
+
+def test_a_heterogeneous_group_reads_each_shape_from_its_own_compute_allocation() -> None:
+    group = Group("g", (PodRequest("small", cores=1), PodRequest("big", cores=8), PodRequest("small2", cores=1)))
+    placements = read_placements(group, {
+        "compute": Allocation(1, nodes=(share("n0", 1), share("n1", 1))),
+        "compute-1": Allocation(2, nodes=(share("n2", 8),)),
+    })
+    assert placements["default/big"].node == "n2"
+    assert sorted(placements[k].node or "" for k in ("default/small", "default/small2")) == ["n0", "n1"]
