@@ -1,0 +1,309 @@
+"""A real kube-apiserver (+ etcd, + kube-controller-manager) for tests and benchmarks.
+
+Follows the envtest convention: ``KUBEBUILDER_ASSETS`` names a folder holding
+``etcd`` and ``kube-apiserver`` (and optionally ``kube-controller-manager``).
+:func:`start_apiserver` runs them on loopback ports with a throw-away CA,
+serving certificate, service-account key pair and an admin bearer token, so the
+end-to-end suite and the benchmark exercise :class:`~fluence_core.kube.KubeCluster`
+against the same server Fluence meets in production, with no kubelet.
+
+Flags that matter, and why:
+
+* ``GenericWorkload,GangScheduling,WorkloadWithJob`` feature gates and the
+  ``scheduling.k8s.io/v1alpha2`` runtime config serve PodGroups (and let the
+  Job controller create them for Indexed Jobs).
+* ``TaintNodesByCondition`` is disabled: with no kubelet, hand-made Nodes would
+  otherwise be tainted not-ready forever.
+* etcd 3.4 needs ``--experimental-watch-progress-notify-interval``, else a watch
+  started right after a write fails with 504 "Too large resource version".
+* The controller manager runs without ``node-lifecycle-controller``, which
+  would evict every pod from nodes whose kubelet never reports.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Final
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+
+from fluence_core.kube import KubeCluster
+from fluence_core.log import logger
+
+ASSETS_ENV: Final = "KUBEBUILDER_ASSETS"
+FEATURE_GATES: Final = "GenericWorkload=true,GangScheduling=true,WorkloadWithJob=true"
+RUNTIME_CONFIG: Final = "scheduling.k8s.io/v1alpha2=true"
+ADMIN_TOKEN: Final = "fluence-e2e-admin-token"
+SERVICE_CIDR: Final = "10.0.0.0/24"
+
+
+class HarnessError(RuntimeError):
+    """A binary failed to start or never became ready; the message carries its log tail."""
+
+
+def find_assets(environ: Mapping[str, str] = os.environ) -> tuple[Path | None, str]:
+    """The assets folder, or None and the reason it cannot be used."""
+    raw = environ.get(ASSETS_ENV)
+    if not raw:
+        return None, (f"{ASSETS_ENV} not set: point it at a folder holding etcd and "
+                      "kube-apiserver (1.36, for scheduling.k8s.io/v1alpha2)")
+    folder = Path(raw)
+    missing = [b for b in ("etcd", "kube-apiserver") if not os.access(folder / b, os.X_OK)]
+    if missing:
+        return None, f"{ASSETS_ENV}={raw} lacks executable {', '.join(missing)}"
+    return folder, ""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Pki:
+    """The files a throw-away control plane needs."""
+
+    ca_cert: Path
+    ca_key: Path
+    serving_cert: Path
+    serving_key: Path
+    sa_key: Path
+    sa_pub: Path
+    tokens: Path
+
+
+def _key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _write_key(path: Path, key: rsa.RSAPrivateKey) -> None:
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                       serialization.PrivateFormat.TraditionalOpenSSL,
+                                       serialization.NoEncryption()))
+    path.chmod(0o600)
+
+
+def make_pki(folder: Path, token: str = ADMIN_TOKEN) -> Pki:
+    """A CA, a serving certificate for loopback and the in-cluster names, an SA key pair, a token file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = _key()
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fluence-e2e-ca")])
+    ca_cert = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False,
+                                     encipher_only=False, decipher_only=False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    serving_key = _key()
+    names: list[x509.GeneralName] = [
+        x509.DNSName(n) for n in ("localhost", "kubernetes", "kubernetes.default",
+                                  "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+    ]
+    names += [x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", "10.0.0.1")]
+    serving_cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name).public_key(serving_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
+                       critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    sa_key = _key()
+    pki = Pki(folder / "ca.crt", folder / "ca.key", folder / "apiserver.crt",
+              folder / "apiserver.key", folder / "sa.key", folder / "sa.pub",
+              folder / "tokens.csv")
+    pki.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki.ca_key, ca_key)
+    pki.serving_cert.write_bytes(serving_cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki.serving_key, serving_key)
+    _write_key(pki.sa_key, sa_key)
+    pki.sa_pub.write_bytes(sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    pki.tokens.write_text(f'{token},admin,admin-uid,"system:masters"\n')
+    return pki
+
+
+@dataclass
+class ApiServer:
+    """A running control plane: where it is, how to reach it, and its processes."""
+
+    url: str
+    token: str
+    ca_file: Path
+    workdir: Path
+    controller_manager: bool
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def cluster(self, **options: object) -> KubeCluster:
+        """A :class:`KubeCluster` logged in as the admin (system:masters)."""
+        return KubeCluster.from_token(self.url, self.token, ca_file=self.ca_file,
+                                      **options)  # type: ignore[arg-type]
+
+    def kubeconfig(self) -> Path:
+        """A kubeconfig for the admin, for kubectl or the controller manager."""
+        path = self.workdir / "admin.kubeconfig"
+        path.write_text(_kubeconfig(self.url, self.ca_file, self.token))
+        return path
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        """The last lines a component wrote, for failure messages."""
+        log = self.workdir / f"{name}.log"
+        if not log.exists():
+            return ""
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Terminate every process, newest first."""
+        for name, process in reversed(list(self.processes.items())):
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            logger.debug("%s stopped (exit %s)", name, process.returncode)
+        self.processes.clear()
+
+
+def _kubeconfig(url: str, ca_file: Path, token: str) -> str:
+    return (
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: e2e\n  cluster:\n    server: {url}\n"
+        f"    certificate-authority: {ca_file}\n"
+        f"users:\n- name: admin\n  user:\n    token: {token}\n"
+        "contexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: admin\n"
+        "current-context: e2e\n"
+    )
+
+
+def _spawn(server: ApiServer, name: str, argv: list[str]) -> None:
+    log: IO[bytes] = open(server.workdir / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
+    server.processes[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                              stdin=subprocess.DEVNULL)
+    log.close()
+
+
+def _wait_ready(server: ApiServer, name: str, path: str, deadline: float) -> None:
+    context = ssl.create_default_context(cafile=str(server.ca_file))
+    request = urllib.request.Request(server.url + path,
+                                     headers={"Authorization": f"Bearer {server.token}"})
+    last = ""
+    while time.monotonic() < deadline:
+        process = server.processes[name]
+        if process.poll() is not None:
+            raise HarnessError(f"{name} exited with {process.returncode}:\n"
+                               f"{server.log_tail(name)}")
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as error:
+            last = str(error)
+        time.sleep(0.2)
+    raise HarnessError(f"{name} not ready at {path} in time ({last}):\n{server.log_tail(name)}")
+
+
+def _wait_port(server: ApiServer, name: str, port: int, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if server.processes[name].poll() is not None:
+            raise HarnessError(f"{name} exited:\n{server.log_tail(name)}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise HarnessError(f"{name} never listened on {port}:\n{server.log_tail(name)}")
+
+
+@contextmanager
+def start_apiserver(assets: Path, workdir: Path, *, controller_manager: bool | None = None,
+                    timeout: float = 90.0) -> Iterator[ApiServer]:
+    """Run etcd, kube-apiserver (and the controller manager when present) until the block exits.
+
+    ``controller_manager`` None means "if the binary is in ``assets``".
+    """
+    if controller_manager is None:
+        controller_manager = os.access(assets / "kube-controller-manager", os.X_OK)
+    pki = make_pki(workdir / "pki")
+    etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+    server = ApiServer(f"https://127.0.0.1:{api_port}", ADMIN_TOKEN, pki.ca_cert, workdir,
+                       controller_manager)
+    deadline = time.monotonic() + timeout
+    try:
+        etcd = [
+            str(assets / "etcd"), "--name=e2e", f"--data-dir={workdir / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-cluster=e2e=http://127.0.0.1:{peer_port}",
+            "--experimental-watch-progress-notify-interval=1s",
+        ]
+        _spawn(server, "etcd", etcd)
+        _wait_port(server, "etcd", etcd_port, deadline)
+        apiserver = [
+            str(assets / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}", f"--cert-dir={workdir / 'certs'}",
+            f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_cert}", f"--token-auth-file={pki.tokens}",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+            f"--feature-gates={FEATURE_GATES}", f"--runtime-config={RUNTIME_CONFIG}",
+            "--disable-admission-plugins=TaintNodesByCondition",
+            "--profiling=false",
+        ]
+        _spawn(server, "kube-apiserver", apiserver)
+        _wait_ready(server, "kube-apiserver", "/readyz", deadline)
+        if controller_manager:
+            kcm = [
+                str(assets / "kube-controller-manager"),
+                f"--kubeconfig={server.kubeconfig()}", "--leader-elect=false",
+                "--controllers=*,-node-lifecycle-controller",
+                f"--service-account-private-key-file={pki.sa_key}",
+                f"--root-ca-file={pki.ca_cert}",
+                f"--cluster-signing-cert-file={pki.ca_cert}",
+                f"--cluster-signing-key-file={pki.ca_key}",
+                f"--feature-gates={FEATURE_GATES}",
+                "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+                f"--cert-dir={workdir / 'kcm-certs'}",
+            ]
+            _spawn(server, "kube-controller-manager", kcm)
+        logger.info("test API server ready at %s (controller manager: %s)",
+                    server.url, controller_manager)
+        yield server
+    finally:
+        server.stop()
