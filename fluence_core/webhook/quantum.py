@@ -114,8 +114,10 @@ class QuantumSplitHandler:
         for index, container in enumerate(spec.get("containers") or []):
             base = pointer("spec", "containers", index)
             ops += add_to_list(container, base, "volumeMounts", dict(mount))
+            # One add_env per container: each op list is computed against the original.
             ops += self._pythonpath(container, base)
             ops += add_env(container, base, [
+                {"name": "PYTHONPATH", "value": names.RUNTIME_MOUNT},
                 {"name": names.ENV_ROLE, "value": names.ROLE_SCOUT}, pod_uid, runtime])
         backend_env = [annotation_env(names.ENV_BACKEND, names.BACKEND_ANNOTATION)] + [
             annotation_env(names.env_name_for_attribute(key), names.attr_annotation(key))
@@ -154,7 +156,7 @@ class QuantumSplitHandler:
                     return []  # from a valueFrom (left alone) or already staged
                 return [{"op": "replace", "path": base + pointer("env", index, "value"),
                          "value": f"{names.RUNTIME_MOUNT}:{value}" if value else names.RUNTIME_MOUNT}]
-        return add_env(container, base, [{"name": "PYTHONPATH", "value": names.RUNTIME_MOUNT}])
+        return []  # absent: added with the other variables
 
     def _worker(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
         spec = pods.spec(pod)

@@ -1,0 +1,141 @@
+"""The HTTPS server: TLS bootstrap with a generated CA, hardening, fuzzing."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import socket
+import ssl
+import threading
+import time
+
+import pytest
+from webhook_helpers import decode_patch, pod, review
+
+from fluence_core.webhook import tls
+from fluence_core.webhook.gang import GangHandler
+from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.server import WebhookServer, server_context
+
+
+@pytest.fixture
+def served(tmp_path, settings, cluster):
+    """A webhook on 127.0.0.1 with a certificate from a freshly generated CA."""
+    cert = tls.generate(["localhost"], tmp_path, ip_addresses=["127.0.0.1"])
+    service = AdmissionService(settings, [GangHandler()], cluster=cluster)
+    server = WebhookServer(("127.0.0.1", 0), service, max_body=64 * 1024, timeout=1.0,
+                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    client_ctx = ssl.create_default_context(cadata=cert.ca_pem.decode())
+    yield server, client_ctx
+    server.shutdown()
+    server.server_close()
+
+
+def post(server, ctx, body: bytes, headers=None):
+    conn = http.client.HTTPSConnection("localhost", server.port, context=ctx, timeout=5)
+    conn.request("POST", "/mutate", body=body, headers=headers or {})
+    response = conn.getresponse()
+    data = response.read()
+    conn.close()
+    return response.status, data
+
+
+def test_a_real_https_request_verified_with_the_generated_ca_is_mutated(served, cluster):
+    server, ctx = served
+    status, data = post(server, ctx, json.dumps(review(pod("g-0", group="g"))).encode())
+    assert status == 200
+    response = json.loads(data)["response"]
+    assert response["allowed"] and decode_patch(response)[0]["value"] == {"podGroupName": "g"}
+    assert cluster.get("podgroups", "g", "default") is not None
+
+
+def test_a_client_trusting_another_ca_is_refused_by_tls(served, tmp_path):
+    server, _ = served
+    other = tls.generate(["localhost"], tmp_path / "other")
+    with pytest.raises(ssl.SSLCertVerificationError):
+        post(server, ssl.create_default_context(cadata=other.ca_pem.decode()), b"{}")
+
+
+def test_the_serving_certificate_names_the_service(tmp_path):
+    from cryptography import x509
+
+    names = tls.service_dns_names("fluence-webhook", "fluence-system")
+    cert = tls.generate(names, tmp_path)
+    loaded = x509.load_pem_x509_certificate(cert.cert_file.read_bytes())
+    san = loaded.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "fluence-webhook.fluence-system.svc" in san.get_values_for_type(x509.DNSName)
+    assert oct(cert.key_file.stat().st_mode & 0o777) == "0o600"
+
+
+def test_bootstrap_patches_the_ca_bundle_of_every_webhook(settings, cluster):
+    cluster.create("mutatingwebhookconfigurations", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": settings.webhook_config},
+        "webhooks": [{"name": f"w{i}.fluence.flux-framework.org", "admissionReviewVersions": ["v1"],
+                      "sideEffects": "NoneOnDryRun",
+                      "clientConfig": {"service": {"name": "fluence-webhook", "namespace": "fluence-system"}}}
+                     for i in range(2)]})
+    cert = tls.bootstrap(settings, cluster)
+    config = cluster.get("mutatingwebhookconfigurations", settings.webhook_config)
+    import base64
+    assert [base64.b64decode(w["clientConfig"]["caBundle"]) for w in config["webhooks"]] == [cert.ca_pem] * 2
+
+
+def test_a_mounted_certificate_is_used_as_is(settings, tmp_path):
+    made = tls.generate(["x"], tmp_path)
+    cert = tls.bootstrap(settings.model_copy(update={"webhook_cert_dir": tmp_path}), None)
+    assert cert.cert_file == made.cert_file and cert.ca_pem == made.ca_pem
+
+
+def test_an_oversized_body_is_answered_413_without_reading_it(served):
+    server, ctx = served
+    conn = http.client.HTTPSConnection("localhost", server.port, context=ctx, timeout=5)
+    conn.putrequest("POST", "/mutate")
+    conn.putheader("Content-Length", str(server.max_body + 1))
+    conn.endheaders()  # and no body: the answer must not wait for it
+    response = conn.getresponse()
+    assert response.status == 413 and json.loads(response.read())["kind"] == "AdmissionReview"
+
+
+def test_a_silent_client_does_not_block_others(served):
+    server, ctx = served
+    idle = socket.create_connection(("127.0.0.1", server.port))  # never handshakes
+    started = time.monotonic()
+    status, _ = post(server, ctx, json.dumps(review(pod("p"))).encode())
+    assert status == 200 and time.monotonic() - started < 1.0
+    idle.close()
+
+
+def test_fuzzed_bodies_are_all_answered_with_an_admission_review(served):
+    server, ctx = served
+    rng = random.Random(5)
+    valid = json.dumps(review(pod("p", group="g"))).encode()
+    bodies = [bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 300))) for _ in range(40)]
+    for _ in range(40):  # valid JSON, mangled: truncated, spliced, bytes flipped
+        cut = rng.randrange(len(valid))
+        mangled = bytearray(valid[:cut] + valid[cut + rng.randrange(5):])
+        for _ in range(rng.randrange(3)):
+            mangled[rng.randrange(len(mangled))] = rng.getrandbits(8)
+        bodies.append(bytes(mangled))
+    conn = http.client.HTTPSConnection("localhost", server.port, context=ctx, timeout=5)
+    for body in bodies:
+        conn.request("POST", "/mutate", body=body)
+        response = conn.getresponse()
+        answer = json.loads(response.read())
+        assert response.status in (200, 400)
+        assert answer["kind"] == "AdmissionReview" and "allowed" in answer["response"]
+    conn.close()
+
+
+def test_a_body_without_a_length_is_refused(served):
+    server, ctx = served
+    conn = http.client.HTTPSConnection("localhost", server.port, context=ctx, timeout=5)
+    conn.putrequest("POST", "/mutate")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    conn.send(b"0\r\n\r\n")
+    response = conn.getresponse()
+    assert response.status == 411 and json.loads(response.read())["response"]["allowed"] is False

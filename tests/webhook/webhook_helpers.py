@@ -1,0 +1,83 @@
+"""Build AdmissionReviews, send them through a service, apply the patch with jsonpatch."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from typing import Any
+
+import jsonpatch
+
+from fluence_core import names
+from fluence_core.webhook.review import AdmissionService
+
+QPU = names.extended_resource("qpu")
+
+
+def pod(name: str = "p", *, group: str | None = None, cpu: str = "1", qpu: int = 0,
+        annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+        index: int | None = None, job: str | None = None, namespace: str = "default",
+        scheduler: str = names.SCHEDULER_NAME, **spec: Any) -> dict[str, Any]:
+    requests: dict[str, Any] = {"cpu": cpu}
+    if qpu:
+        requests[QPU] = str(qpu)
+    meta: dict[str, Any] = {"name": name, "namespace": namespace,
+                            "labels": dict(labels or {}), "annotations": dict(annotations or {})}
+    if group:
+        meta["labels"][names.GROUP_LABEL] = group
+    if index is not None:
+        meta["labels"][names.JOB_COMPLETION_INDEX] = str(index)
+        meta["annotations"][names.JOB_COMPLETION_INDEX] = str(index)
+    if job:
+        meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                                    "uid": "job-uid", "controller": True}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"schedulerName": scheduler, "containers": [
+                {"name": "app", "image": "python:3.12", "resources": {"requests": requests}}], **spec}}
+
+
+def shared(name: str, index: int, *, group: str = "qj", job: str | None = "qj", **kw: Any) -> dict[str, Any]:
+    return pod(name, group=group, qpu=1, index=index, job=job,
+               annotations={names.COORDINATION_ANNOTATION: names.COORDINATION_SHARED}, **kw)
+
+
+def review(obj: Any, *, operation: str = "CREATE", namespace: str = "default", dry_run: bool = False,
+           uid: str = "req-1", resource: str = "pods") -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "resource": {"group": "", "version": "v1", "resource": resource},
+                        "operation": operation, "namespace": namespace, "dryRun": dry_run,
+                        "object": obj}}
+
+
+def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
+    if "patch" not in response:
+        return []
+    assert response["patchType"] == "JSONPatch"
+    return json.loads(base64.b64decode(response["patch"]))
+
+
+def admit(service: AdmissionService, obj: dict[str, Any], **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(response, the pod after applying the patch with the jsonpatch library)."""
+    outcome = service.review(json.dumps(review(obj, **kw)).encode())
+    assert outcome.status == 200
+    response = outcome.body["response"]
+    assert response["uid"] == kw.get("uid", "req-1")
+    patched = jsonpatch.apply_patch(copy.deepcopy(obj), decode_patch(response))
+    return response, patched
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    """name -> value, or the annotation a downward-API variable reads."""
+    out: dict[str, Any] = {}
+    for entry in container.get("env") or []:
+        if "value" in entry:
+            out[entry["name"]] = entry["value"]
+        else:
+            out[entry["name"]] = entry["valueFrom"]["fieldRef"]["fieldPath"]
+    return out
+
+
+def container(obj: dict[str, Any], name: str, section: str = "containers") -> dict[str, Any]:
+    return next(c for c in obj["spec"].get(section) or [] if c["name"] == name)
