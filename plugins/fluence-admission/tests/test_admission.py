@@ -1,0 +1,195 @@
+"""Admission control: the budget, the verdict, promises and the protected mark."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonpatch
+import pytest
+
+from fluence_admission.control import AdmissionControl, MarkHandler
+from fluence_core import names
+from fluence_core.fake_cluster import FakeCluster
+from fluence_core.settings import load_settings
+from fluence_core.webhook.base import AdmissionContext
+from fluence_core.webhook.review import AdmissionService
+
+QPU = names.extended_resource("qpu")
+
+
+def node(name: str, cpu: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": str(cpu), "memory": "16Gi"}}}
+
+
+def pod(name: str, *, cpu: int = 1, qpu: bool = False, group: str | None = None, size: int | None = None,
+        node_name: str | None = None, priority: int = 0, annotations: dict | None = None,
+        scheduler: str = names.SCHEDULER_NAME) -> dict:
+    requests = {"cpu": str(cpu)}
+    if qpu:
+        requests[QPU] = "1"
+    meta = {"name": name, "namespace": "default", "labels": {}, "annotations": dict(annotations or {})}
+    if group:
+        meta["labels"][names.GROUP_LABEL] = group
+    if size:
+        meta["annotations"][names.GROUP_SIZE_ANNOTATION] = str(size)
+    spec = {"schedulerName": scheduler, "priority": priority,
+            "containers": [{"name": "app", "image": "x", "resources": {"requests": requests}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+@pytest.fixture
+def settings():
+    return load_settings(admission="on", reserve_cores=0)
+
+
+@pytest.fixture
+def cluster():
+    fake = FakeCluster()
+    fake.create("nodes", node("n1", 8))
+    fake.create("nodes", node("n2", 8))
+    return fake
+
+
+@pytest.fixture
+def control(settings):
+    made = AdmissionControl()
+    made.configure(settings)
+    return made
+
+
+def ctx(settings, cluster, **extra):
+    return {"settings": settings, "cluster": cluster, "namespace": "default", "dry_run": False, **extra}
+
+
+def store(cluster, obj, control=None, settings=None):
+    """Create a pod as the webhook would leave it (with the admission marks)."""
+    obj = copy.deepcopy(obj)
+    if control is not None:
+        handler = MarkHandler(control)
+        wctx = AdmissionContext(settings=settings, cluster=cluster, namespace="default")
+        if handler.applies(obj):
+            obj = jsonpatch.apply_patch(obj, handler.mutate(obj, wctx))
+    return cluster.create("pods", obj, "default")
+
+
+def test_a_group_that_fits_in_free_cores_is_admitted(control, settings, cluster):
+    assert control.admit(pod("q-0", cpu=4, qpu=True, group="q", size=4), ctx(settings, cluster)) is None
+
+
+def test_a_group_that_does_not_fit_is_refused_with_needed_and_available(control, settings, cluster):
+    store(cluster, pod("busy", cpu=6, node_name="n1", priority=100))
+    verdict = control.admit(pod("q-0", cpu=4, qpu=True, group="q", size=3), ctx(settings, cluster))
+    assert verdict.startswith("fluence admission control: group q needs 12 cores (3 pods x 4) "
+                              "but 10 are available")
+
+
+def test_lower_priority_unprotected_pods_count_as_preemptible(control, settings, cluster):
+    cluster.create("priorityclasses", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                       "metadata": {"name": names.QUANTUM_PRIORITY_CLASS}, "value": 50})
+    store(cluster, pod("low", cpu=8, node_name="n1", priority=0))
+    store(cluster, pod("high", cpu=4, node_name="n2", priority=100))
+    budget = control.budget(cluster, 50)
+    assert (budget.free, budget.preemptible) == (4, 8)
+    assert control.admit(pod("q-0", cpu=4, qpu=True, group="q", size=3), ctx(settings, cluster)) is None
+
+
+def test_protected_quantum_pods_are_never_preemptible(control, settings, cluster):
+    store(cluster, pod("other-0", cpu=8, qpu=True, group="other", size=1, node_name="n1"), control, settings)
+    assert control.budget(cluster, 1000).preemptible == 0
+
+
+def test_a_mark_only_counts_on_a_fluence_pod(control, cluster):
+    forged = pod("forged", cpu=8, node_name="n1", scheduler="default-scheduler",
+                 annotations={names.PROTECTED_ANNOTATION: "true"})
+    store(cluster, forged)
+    assert control.budget(cluster, 1000).preemptible == 8
+
+
+def test_the_reserve_is_kept_free(settings, cluster):
+    control = AdmissionControl()
+    control.configure(settings.model_copy(update={"reserve_cores": 6}))
+    verdict = control.admit(pod("q-0", cpu=4, qpu=True, group="q", size=3), ctx(settings, cluster))
+    assert "needs 12 cores" in verdict and "but 10 are available" in verdict
+
+
+def test_promised_cores_count_against_the_next_group_until_it_starts(control, settings, cluster):
+    first = pod("a-0", cpu=4, qpu=True, group="a", size=3)
+    assert control.admit(first, ctx(settings, cluster)) is None  # promises 12 of 16
+    verdict = control.admit(pod("b-0", cpu=4, qpu=True, group="b", size=2), ctx(settings, cluster))
+    assert "needs 8 cores" in verdict and "but 4 are available" in verdict
+    # The group's pods are created and all three bind: the promise becomes real usage.
+    for i, where in enumerate(("n1", "n2", "n2")):
+        store(cluster, pod(f"a-{i}", cpu=4, qpu=True, group="a", size=3, node_name=where), control, settings)
+    assert control.budget(cluster, 0).promised == 0
+
+
+def test_promises_are_rebuilt_from_the_cluster_after_a_restart(control, settings, cluster):
+    store(cluster, pod("a-0", cpu=4, qpu=True, group="a", size=3), control, settings)  # admitted, pending
+    restarted = AdmissionControl()
+    restarted.configure(settings)
+    assert restarted.budget(cluster, 0).promised == 12
+    verdict = restarted.admit(pod("b-0", cpu=4, qpu=True, group="b", size=2), ctx(settings, cluster))
+    assert "but 4 are available" in verdict
+
+
+def test_a_deleted_group_gives_its_promise_back(control, settings, cluster):
+    store(cluster, pod("a-0", cpu=4, qpu=True, group="a", size=3), control, settings)
+    control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=3), ctx(settings, cluster))
+    cluster.delete("pods", "a-0", "default")
+    assert control.budget(cluster, 0).promised == 0
+
+
+def test_later_pods_of_an_admitted_group_are_not_rechecked(control, settings, cluster):
+    assert control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=4), ctx(settings, cluster)) is None
+    cluster.create("nodes", node("n3", 0))  # nothing changes the verdict for a sibling
+    assert control.admit(pod("a-1", cpu=4, qpu=True, group="a", size=4), ctx(settings, cluster)) is None
+
+
+def test_a_dry_run_promises_nothing(control, settings, cluster):
+    control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=3), ctx(settings, cluster, dry_run=True))
+    assert control.budget(cluster, 0).promised == 0
+
+
+def test_admission_off_admits_everything(settings, cluster):
+    control = AdmissionControl()
+    control.configure(settings.model_copy(update={"admission": "off"}))
+    assert control.admit(pod("q-0", cpu=64, qpu=True, group="q", size=9), ctx(settings, cluster)) is None
+
+
+def test_classical_pods_are_not_judged(control, settings, cluster):
+    assert control.admit(pod("big", cpu=640, group="g", size=9), ctx(settings, cluster)) is None
+
+
+def test_quantum_pods_are_marked_and_users_cannot_mark_their_own(control, settings, cluster):
+    handler = MarkHandler(control)
+    wctx = AdmissionContext(settings=settings, cluster=cluster, namespace="default")
+    quantum = pod("q-0", cpu=2, qpu=True, group="q", size=3)
+    marked = jsonpatch.apply_patch(quantum, handler.mutate(quantum, wctx))
+    assert marked["metadata"]["annotations"][names.PROTECTED_ANNOTATION] == "true"
+    assert marked["metadata"]["annotations"][names.PROMISED_CORES_ANNOTATION] == "6"
+    assert handler.mutate(marked, wctx) == []  # idempotent
+    forged = pod("f", annotations={names.PROTECTED_ANNOTATION: "true", names.PROMISED_CORES_ANNOTATION: "0"})
+    assert handler.applies(forged)
+    cleaned = jsonpatch.apply_patch(forged, handler.mutate(forged, wctx))
+    assert names.PROTECTED_ANNOTATION not in cleaned["metadata"]["annotations"]
+    assert names.PROMISED_CORES_ANNOTATION not in cleaned["metadata"]["annotations"]
+
+
+def test_through_the_webhook_an_over_budget_group_is_denied_with_the_message(control, settings, cluster):
+    import json
+
+    from fluence_admission import plugin
+
+    service = AdmissionService(settings, [MarkHandler(control)], cluster=cluster,
+                               admit=lambda p, c: control.admit(p, c))
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u1", "operation": "CREATE", "namespace": "default",
+                        "resource": {"group": "", "version": "v1", "resource": "pods"},
+                        "object": pod("q-0", cpu=8, qpu=True, group="q", size=4)}}
+    response = service.review(json.dumps(body).encode()).response
+    assert response["allowed"] is False
+    assert "group q needs 32 cores (4 pods x 8) but 16 are available" in response["status"]["message"]
+    assert plugin.fluence_admit is not None
