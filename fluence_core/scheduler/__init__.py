@@ -1,0 +1,1 @@
+"""The Fluence scheduler: a process of its own that places pods with ``schedulerName: fluence``."""

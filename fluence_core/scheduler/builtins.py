@@ -1,0 +1,39 @@
+"""The scheduler's built-in hook implementations, registered like any plugin."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from fluence_core import hookimpl, names
+from fluence_core.cluster_api import PODS
+from fluence_core.models import Group
+from fluence_core.placement import PodPlacement
+
+
+@hookimpl
+def fluence_reserve(group: Group, placements: Mapping[str, PodPlacement], ctx: Mapping[str, Any]) -> None:
+    """Write the chosen backend and its attributes where the pods' downward-API env reads them."""
+    cluster = ctx["cluster"]
+    for pod in group.pods:
+        placement = placements[pod.key]
+        if placement.backend is None:
+            continue
+        annotations = {names.BACKEND_ANNOTATION: placement.backend}
+        annotations.update({names.attr_annotation(k): v for k, v in placement.attributes.items()})
+        cluster.patch(PODS, pod.name, {"metadata": {"annotations": annotations}}, pod.namespace)
+
+
+@hookimpl
+def fluence_unreserve(group: Group, placements: Mapping[str, PodPlacement], ctx: Mapping[str, Any]) -> None:
+    """Take the backend annotations back off pods that were not bound."""
+    cluster = ctx["cluster"]
+    for pod in group.pods:
+        placement = placements.get(pod.key)
+        if placement is None or placement.backend is None:
+            continue
+        removal: dict[str, None] = {names.BACKEND_ANNOTATION: None}
+        removal.update({names.attr_annotation(k): None for k in placement.attributes})
+        try:
+            cluster.patch(PODS, pod.name, {"metadata": {"annotations": removal}}, pod.namespace)
+        except Exception:  # the pod may be gone; nothing else to undo
+            pass

@@ -1,0 +1,167 @@
+"""Pending pods grouped the way they must be placed, and in what order.
+
+A pod with ``spec.schedulingGroup.podGroupName`` belongs to that PodGroup: a
+``gang`` policy places at least ``minCount`` members together, ``basic`` places
+each pod alone. A pod without one is a group of one. Gated pods
+(``spec.schedulingGates``) are never placed and do not count toward
+``minCount``. Groups are ordered by priority (highest first), then age.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from fluence_core import names
+from fluence_core.models import Group, KubeObject, PodRequest
+
+PodKey = tuple[str, str]
+"""(namespace, name)"""
+
+
+def pod_key(pod: KubeObject) -> PodKey:
+    metadata = pod.get("metadata") or {}
+    return (metadata.get("namespace") or "default", metadata.get("name") or "")
+
+
+def is_ours(pod: KubeObject) -> bool:
+    return (pod.get("spec") or {}).get("schedulerName") == names.SCHEDULER_NAME
+
+
+def is_bound(pod: KubeObject) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName"))
+
+
+def is_finished(pod: KubeObject) -> bool:
+    """Succeeded, Failed or being deleted: holds nothing any more."""
+    phase = (pod.get("status") or {}).get("phase")
+    return phase in ("Succeeded", "Failed") or bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def is_gated(pod: KubeObject) -> bool:
+    return bool((pod.get("spec") or {}).get("schedulingGates"))
+
+
+def pod_group_name(pod: KubeObject) -> str | None:
+    group = (pod.get("spec") or {}).get("schedulingGroup") or {}
+    name = group.get("podGroupName")
+    return str(name) if name else None
+
+
+def priority(pod: KubeObject) -> int:
+    return int((pod.get("spec") or {}).get("priority") or 0)
+
+
+def created(pod: KubeObject) -> str:
+    return str((pod.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+@dataclass
+class PendingGroup:
+    """A group with pods waiting to be placed, or the reason it cannot be tried yet."""
+
+    key: str
+    namespace: str
+    pods: list[KubeObject]
+    min_count: int = 1
+    pod_group: KubeObject | None = None
+    waiting: str | None = None
+    gated: int = 0
+    priority: int = 0
+    created: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return self.waiting is None
+
+    def requests(self) -> Group:
+        """The matcher's view of the pods to place now."""
+        return Group(self.key, tuple(PodRequest.from_kube(p) for p in self.pods), self.namespace)
+
+
+@dataclass
+class GroupPolicy:
+    gang: bool
+    min_count: int
+
+
+def policy_of(pod_group: KubeObject) -> GroupPolicy:
+    """The PodGroup's scheduling policy: ``gang`` with its minCount, or ``basic``."""
+    policy = ((pod_group.get("spec") or {}).get("schedulingPolicy")) or {}
+    gang = policy.get("gang")
+    if gang is not None:
+        return GroupPolicy(True, max(1, int(gang.get("minCount") or 1)))
+    return GroupPolicy(False, 1)
+
+
+def pending_groups(
+    pods: Iterable[KubeObject],
+    pod_groups: Mapping[PodKey, KubeObject],
+    held_members: Mapping[PodKey, int] | None = None,
+) -> list[PendingGroup]:
+    """Group the pending Fluence pods and order them (priority desc, then age).
+
+    ``held_members`` counts, per PodGroup, members already placed: a gang whose
+    minCount was met by an earlier placement lets late members in one by one.
+    """
+    held_members = held_members or {}
+    gangs: dict[PodKey, list[KubeObject]] = {}
+    gated: dict[PodKey, int] = {}
+    singles: list[PendingGroup] = []
+    for pod in pods:
+        if not is_ours(pod) or is_bound(pod) or is_finished(pod):
+            continue
+        namespace, name = pod_key(pod)
+        group_name = pod_group_name(pod)
+        if group_name is None:
+            if not is_gated(pod):
+                singles.append(_single(pod, namespace, name))
+            continue
+        key = (namespace, group_name)
+        if is_gated(pod):
+            gated[key] = gated.get(key, 0) + 1
+            continue
+        gangs.setdefault(key, []).append(pod)
+    result = list(singles)
+    for key, members in gangs.items():
+        namespace, group_name = key
+        pod_group = pod_groups.get(key)
+        if pod_group is None:
+            result.append(PendingGroup(
+                f"{namespace}/{group_name}", namespace, members,
+                waiting=f"PodGroup {namespace}/{group_name} does not exist yet",
+                priority=max(priority(p) for p in members), created=min(created(p) for p in members),
+            ))
+            continue
+        policy = policy_of(pod_group)
+        if not policy.gang:
+            result.extend(_single(p, namespace, pod_key(p)[1]) for p in members)
+            continue
+        still_needed = max(1, policy.min_count - held_members.get(key, 0))
+        group = PendingGroup(
+            f"{namespace}/{group_name}", namespace, sorted(members, key=lambda p: pod_key(p)[1]),
+            min_count=still_needed, pod_group=pod_group, gated=gated.get(key, 0),
+            priority=max(priority(p) for p in members), created=min(created(p) for p in members),
+        )
+        if len(members) < still_needed:
+            group.waiting = (
+                f"gang {group.key} has {len(members)} of {still_needed} members ready"
+                + (f" ({group.gated} gated)" if group.gated else "")
+            )
+        result.append(group)
+    result.sort(key=lambda g: (-g.priority, g.created, g.key))
+    return result
+
+
+def _single(pod: KubeObject, namespace: str, name: str) -> PendingGroup:
+    return PendingGroup(
+        f"{namespace}/{name}", namespace, [pod], priority=priority(pod), created=created(pod)
+    )
+
+
+def member_keys(pods: Iterable[KubeObject]) -> list[PodKey]:
+    return [pod_key(p) for p in pods]
+
+
+def annotations(obj: KubeObject) -> dict[str, Any]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
