@@ -1,0 +1,68 @@
+"""A scout with gated workers in the in-memory cluster, and a virtual clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fluence_core import names
+from fluence_core.fake_cluster import FakeCluster
+from fluence_core.runtime.provider import Backend
+from fluence_core.runtime.sidecar import SidecarConfig, VirtualClock
+
+GROUP = "qaoa"
+OTHER_GATE = "example.com/other"
+
+
+def pod(name: str, *, gates: list[str] = (), role: str | None = None, group: str = GROUP) -> dict[str, Any]:  # type: ignore[assignment]
+    labels = {names.GROUP_LABEL: group}
+    if role:
+        labels[names.ROLE_LABEL] = role
+    return {"metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": {"schedulerName": "fluence",
+                     "schedulingGates": [{"name": g} for g in gates],
+                     "containers": [{"name": "app", "image": "python:3.11"}]}}
+
+
+@pytest.fixture
+def cluster() -> FakeCluster:
+    fake = FakeCluster()
+    fake.create("pods", pod("scout", role=names.ROLE_SCOUT))
+    fake.create("pods", pod("worker-1", gates=[OTHER_GATE, names.QUANTUM_GATE], role=names.ROLE_WORKER))
+    fake.create("pods", pod("worker-2", gates=[names.QUANTUM_GATE], role=names.ROLE_WORKER))
+    fake.create("pods", pod("stranger", gates=[names.QUANTUM_GATE], group="other"))
+    return fake
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+def config(tmp_path: Any, **overrides: Any) -> SidecarConfig:
+    values: dict[str, Any] = dict(
+        pod_name="scout", namespace="default", pod_uid="scout-uid",
+        backend=Backend("sim_qpu", {"provider": "fake", "backend": "sim_qpu"}),
+        poll_interval=10.0, ungate_position=1, find_timeout=60.0, worker_timeout=0.0,
+        runtime_dir=tmp_path / "runtime",
+    )
+    values.update(overrides)
+    return SidecarConfig(**values)
+
+
+def gates(cluster: FakeCluster, name: str) -> list[str]:
+    found = cluster.get("pods", name, "default")
+    assert found is not None
+    return [g["name"] for g in found["spec"].get("schedulingGates") or []]
+
+
+def annotations(cluster: FakeCluster, name: str) -> dict[str, str]:
+    found = cluster.get("pods", name, "default")
+    assert found is not None
+    return found["metadata"].get("annotations") or {}
+
+
+def finish(cluster: FakeCluster, *pods: str, phase: str = "Succeeded") -> None:
+    for name in pods:
+        cluster.patch_status("pods", name, {"status": {"phase": phase}}, "default")
