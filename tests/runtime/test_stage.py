@@ -1,0 +1,49 @@
+"""``fluence stage`` / ``python -m fluence_core.runtime.stage`` lay out a self-contained runtime."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from fluence_core.cli import app, load_plugin_commands
+from fluence_core.runtime import boot
+
+
+def test_module_entry_stages_every_installed_provider(tmp_path) -> None:
+    done = subprocess.run([sys.executable, "-m", "fluence_core.runtime.stage", str(tmp_path / "s")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "s" / "fluence_staged" / "manifest.json").read_text())
+    staged = {e["name"]: e for e in manifest["providers"]}
+    assert staged["braket"]["module"] == "fluence_staged.interceptors.braket"
+    assert staged["braket"]["match"] == {"provider": "braket"}
+    for name in staged:
+        assert (tmp_path / "s" / "fluence_staged" / "interceptors" / f"{name}.py").is_file()
+    assert (tmp_path / "s" / "sitecustomize.py").is_file()
+
+
+def test_cli_stage_command(tmp_path) -> None:
+    load_plugin_commands()
+    result = CliRunner().invoke(app, ["stage", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    assert "braket" in result.output and (tmp_path / "d" / "fluence_staged" / "names.py").is_file()
+
+
+def test_boot_needs_a_pod_uid_and_respects_the_provider_attribute(tmp_path, monkeypatch) -> None:
+    package = tmp_path / "fluence_staged"
+    (package / "interceptors").mkdir(parents=True)
+    for file in ("__init__.py", "interceptors/__init__.py"):
+        (package / file).write_text("")
+    (package / "interceptors" / "a.py").write_text("def install_interceptor(uid):\n    return uid == 'u'\n")
+    (package / "interceptors" / "b.py").write_text("def install_interceptor(uid):\n    raise RuntimeError('x')\n")
+    (package / "manifest.json").write_text(json.dumps({"providers": [
+        {"name": "a", "module": "fluence_staged.interceptors.a", "match": {"provider": "a"}},
+        {"name": "b", "module": "fluence_staged.interceptors.b", "match": {"provider": "b"}}]}))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(boot, "__file__", str(package / "__init__.py"))
+    assert boot.boot({}) == {}
+    assert boot.boot({"FLUENCE_POD_UID": "u", "FLUXION_PROVIDER": "a"}) == {"a": True}
+    assert boot.boot({"FLUENCE_POD_UID": "u"}) == {"a": True, "b": False}  # no attributes: all, soft
