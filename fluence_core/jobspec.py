@@ -35,16 +35,16 @@ class GroupJobspec:
 
 
 def compute_parts(pods: list[PodRequest]) -> list[tuple[str, list[PodRequest]]]:
-    """The group's pods split by shape (cores, memory, GPUs), each part with its jobspec kind.
+    """The group's pods split by shape (cores, memory, GPUs, node selector), each part with its jobspec kind.
 
     Fluxion refuses sibling resources of one type in a jobspec ("siblings in
     jobspec request same resource type"), so pods of different shapes cannot be
     sibling slots. Each shape gets its own compute jobspec (``compute``,
     ``compute-1``, ...) and the group matcher holds them all or none.
     """
-    parts: dict[tuple[int, int, int], list[PodRequest]] = {}
+    parts: dict[tuple[Any, ...], list[PodRequest]] = {}
     for pod in pods:
-        parts.setdefault((pod.cores, pod.memory_mib, pod.gpus), []).append(pod)
+        parts.setdefault((pod.cores, pod.memory_mib, pod.gpus, pod.node_selector), []).append(pod)
     return [
         (COMPUTE if i == 0 else f"{COMPUTE}-{i}", members) for i, members in enumerate(parts.values())
     ]
@@ -98,7 +98,8 @@ def group_jobspecs(
 ) -> list[GroupJobspec]:
     """Every jobspec the group needs, compute first, then one per virtual type.
 
-    ``exclude_nodes`` adds a ``hostlist`` exclusion (the postfilter's rematch).
+    ``exclude_nodes`` adds a ``hostlist`` exclusion (the postfilter's rematch);
+    a pod's ``nodeSelector`` becomes a ``hostlist`` of the nodes whose labels match.
     A request for a virtual type the graph lacks raises
     :class:`UnknownResourceTypeError` naming the pod and the type.
     """
@@ -111,10 +112,14 @@ def group_jobspecs(
                     f"graph has no virtual type {vtype!r} (known: {sorted(known) or 'none'})"
                 )
     exclusion = {"not": [{"hostlist": sorted(exclude_nodes)}]} if exclude_nodes else None
-    specs = [
-        GroupJobspec(kind, compute_jobspec(members, exclusion))
-        for kind, members in compute_parts(list(group.pods))
-    ]
+    specs = []
+    for kind, members in compute_parts(list(group.pods)):
+        constraint = exclusion
+        selector = members[0].node_selector
+        if selector:
+            chosen = {"hostlist": [n.name for n in graph.nodes if set(selector) <= set(n.labels.items())]}
+            constraint = {"and": [chosen, exclusion]} if exclusion else chosen
+        specs.append(GroupJobspec(kind, compute_jobspec(members, constraint)))
     for vtype in group.virtual_types:
         members = [p for p in group.pods if vtype in p.virtual]
         count = sum(p.virtual[vtype] for p in members)

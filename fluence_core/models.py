@@ -84,6 +84,8 @@ class PodRequest:
     virtual: Mapping[str, int] = field(default_factory=dict)
     requires: Mapping[str, str] = field(default_factory=dict)
     uid: str = ""
+    node_selector: tuple[tuple[str, str], ...] = ()
+    """``spec.nodeSelector`` as sorted pairs: the pod goes only to nodes with these labels."""
 
     @property
     def key(self) -> str:
@@ -124,6 +126,7 @@ class PodRequest:
             gpus=math.ceil(totals.get(names.GPU_RESOURCE, 0)),
             virtual=virtual,
             requires=requires,
+            node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
             uid=metadata.get("uid") or "",
         )
 

@@ -264,3 +264,17 @@ def test_every_compute_jobspec_of_a_group_carries_the_exclusion(small_graph: Res
     group = Group("g", (PodRequest("a", cores=2), PodRequest("b", cores=4)))
     for spec in group_jobspecs(group, small_graph, exclude_nodes=["node0"]):
         assert {"not": [{"hostlist": ["node0"]}]} in spec.jobspec["attributes"]["system"]["constraints"]["and"]
+
+
+def test_a_node_selector_becomes_a_hostlist_of_matching_nodes() -> None:
+    from fluence_core.graph import ResourceGraph
+    from fluence_core.jobspec import group_jobspecs
+    from fluence_core.models import Group, NodeInfo, PodRequest
+
+    graph = ResourceGraph([NodeInfo("a", 4, 4096, labels={"pool": "x"}), NodeInfo("b", 4, 4096)])
+    picky = PodRequest("p", cores=1, node_selector=(("pool", "x"),))
+    plain = PodRequest("q", cores=1)
+    specs = group_jobspecs(Group("g", (picky, plain)), graph)
+    constraints = [s.jobspec["attributes"]["system"]["constraints"] for s in specs]
+    assert {"hostlist": ["a"]} in constraints[0]["and"]
+    assert constraints[1] == {"properties": ["virtual=false"]}

@@ -249,6 +249,9 @@ class Scheduler:
             logger.info("node %s schedulable again", name)
         if old is not None and NodeInfo.from_kube(old) != info:
             vertex = self.graph.node(name)
+            if vertex.labels != dict(info.labels):
+                vertex.labels = dict(info.labels)
+                self.generation += 1
             if (vertex.cores, vertex.gpus) != (info.cores, info.gpus) or vertex.memory_chunks * vertex.chunk_mib != info.memory_mib:
                 self._replace_node(info)
 

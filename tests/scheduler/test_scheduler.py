@@ -308,3 +308,14 @@ def test_metrics_count_attempts_and_pending_groups(harness_factory: Factory) -> 
     assert registry.get_sample_value("fluence_scheduling_attempts_total", {"result": "unschedulable"}) == 1
     assert registry.get_sample_value("fluence_pending_groups") == 2
     assert registry.get_sample_value("fluence_graph_utilisation", {"resource": "cores"}) == 1.0
+
+
+def test_a_node_selector_keeps_a_pod_on_matching_nodes(harness_factory: Factory) -> None:
+    picky = pod("picky", "1")
+    picky["spec"]["nodeSelector"] = {"pool": "gpu"}
+    h = harness_factory(node("n0"), node("n1"), picky)
+    h.cycle()
+    assert h.node_of("picky") is None
+    h.cluster.patch(NODES, "n1", {"metadata": {"labels": {"pool": "gpu"}}})
+    h.cycle()
+    assert h.node_of("picky") == "n1"
