@@ -26,7 +26,8 @@ whole API server, and each one was checked against a real 1.36 server in
   ``kube-node-lease`` do from the start).
 
 Deliberately simpler: deletion is immediate (a real server keeps a bound pod
-with a ``deletionTimestamp`` until its kubelet confirms, and a PodGroup until
+with a ``deletionTimestamp`` until its kubelet confirms — the fake emits that
+MODIFIED, then DELETED at once — and a PodGroup until
 its finalizer goes; here neither waits), there is no garbage collection, and no
 controller runs (Jobs create no pods).
 
@@ -296,13 +297,20 @@ class FakeCluster:
 
     def delete(self, resource: ResourceRef, name: str, namespace: str | None = None, *,
                grace_period_seconds: int | None = None) -> bool:
-        """Remove at once (whatever the grace period) and emit DELETED."""
+        """Remove at once, whatever the grace period; a bound pod is marked terminating first."""
         res = resolve(resource)
         with self._cond:
             key = self._key(res, name, namespace)
             old = self._objects.get(key)
             if old is None:
                 return False
+            if res == PODS and (old.get("spec") or {}).get("nodeName"):
+                # A bound pod is first marked terminating (MODIFIED), as the
+                # server does even with grace 0, then removed.
+                marked = copy.deepcopy(old)
+                marked["metadata"]["deletionTimestamp"] = _stamp(self._now())
+                marked["metadata"]["deletionGracePeriodSeconds"] = grace_period_seconds or 0
+                old = self._commit(res, key, MODIFIED, old, marked)
             self._commit(res, key, DELETED, old, copy.deepcopy(old))
             return True
 

@@ -386,3 +386,13 @@ def test_events_about_nodes_go_to_the_default_namespace(cluster: FakeCluster) ->
     event = cluster.post_event(target, "Normal", "Cordoned", "n1 cordoned")
     assert event["metadata"]["namespace"] == "default"
     assert "namespace" not in event["involvedObject"]
+
+
+def test_deleting_a_bound_pod_marks_it_terminating_first(cluster: FakeCluster) -> None:
+    cluster.create("pods", pod("a"), "default")
+    cluster.bind("default", "a", "n1")
+    watch = cluster.watch("pods", resource_version=cluster.resource_version, timeout=0)
+    cluster.delete("pods", "a", "default", grace_period_seconds=0)
+    events = list(watch)
+    assert [t for t, _ in events] == [MODIFIED, DELETED]
+    assert events[0][1]["metadata"]["deletionTimestamp"]
