@@ -1,0 +1,169 @@
+"""The scheduler against a real kube-apiserver (skipped without KUBEBUILDER_ASSETS).
+
+Each test runs ``Scheduler.run`` in a thread, exactly as ``fluence up`` does,
+and watches what it did through the API. Nodes are hand-made (no kubelet) and
+labelled with the test's namespace; every pod selects that label, so tests
+never see each other's nodes. Pods are finished by writing their phase.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from fluence_core import names
+from fluence_core.kube import KubeCluster
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.settings import load_settings
+
+pytestmark = pytest.mark.e2e
+
+
+class Run:
+    """A scheduler thread plus helpers scoped to one namespace."""
+
+    def __init__(self, kube: KubeCluster, namespace: str) -> None:
+        self.kube = kube
+        self.ns = namespace
+        self.nodes: list[str] = []
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+        self.scheduler: Scheduler | None = None
+
+    def start_scheduler(self) -> Scheduler:
+        self.stop_scheduler()
+        scheduler = Scheduler(self.kube, load_settings())
+        scheduler.start()
+        stop = threading.Event()
+        thread = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": 0.5}, daemon=True)
+        thread.start()
+        self.scheduler, self._stop, self._thread = scheduler, stop, thread
+        return scheduler
+
+    def stop_scheduler(self) -> None:
+        if self._stop is not None and self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=90)
+
+    def node(self, suffix: str, cpu: int = 4) -> str:
+        name = f"{self.ns}-{suffix}"
+        self.kube.create("nodes", {
+            "metadata": {"name": name, "labels": {"e2e-ns": self.ns}},
+            "status": {"capacity": {"cpu": str(cpu), "memory": "8Gi", "pods": "110"},
+                       "allocatable": {"cpu": str(cpu), "memory": "8Gi", "pods": "110"}},
+        })
+        self.nodes.append(name)
+        return name
+
+    def pod(self, name: str, cpu: str = "1", group: str | None = None, **extra: Any) -> None:
+        spec: dict[str, Any] = {
+            "schedulerName": names.SCHEDULER_NAME,
+            "nodeSelector": {"e2e-ns": self.ns},
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+            **extra,
+        }
+        if group:
+            spec["schedulingGroup"] = {"podGroupName": group}
+        self.kube.create("pods", {"metadata": {"name": name}, "spec": spec}, self.ns)
+
+    def gang(self, name: str, size: int, cpu: str = "1") -> None:
+        self.kube.create("podgroups", {"metadata": {"name": name},
+                                       "spec": {"schedulingPolicy": {"gang": {"minCount": size}}}}, self.ns)
+        for i in range(size):
+            self.pod(f"{name}-{i}", cpu, group=name)
+
+    def node_of(self, pod: str) -> str | None:
+        found = self.kube.get("pods", pod, self.ns)
+        return None if found is None else found["spec"].get("nodeName")
+
+    def wait(self, check: Callable[[], bool], what: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def finish(self, pod: str) -> None:
+        self.kube.patch_status("pods", pod, {"status": {"phase": "Succeeded"}}, self.ns)
+
+    def events(self, pod: str, reason: str) -> list[dict[str, Any]]:
+        items = self.kube.list("events", self.ns, field_selector=f"involvedObject.name={pod}").items
+        return [e for e in items if e.get("reason") == reason]
+
+
+@pytest.fixture
+def run(kube: KubeCluster, kube_namespace: str) -> Iterator[Run]:
+    harness = Run(kube, kube_namespace)
+    yield harness
+    harness.stop_scheduler()
+    for node in harness.nodes:
+        kube.delete("nodes", node)
+
+
+def test_a_single_pod_is_bound_with_an_event(run: Run) -> None:
+    node = run.node("n0")
+    run.start_scheduler()
+    run.pod("solo", "2")
+    run.wait(lambda: run.node_of("solo") == node, "solo to be bound")
+    run.wait(lambda: bool(run.events("solo", "Scheduled")), "a Scheduled event")
+
+
+def test_a_gang_is_placed_whole(run: Run) -> None:
+    run.node("n0")
+    run.node("n1")
+    run.start_scheduler()
+    run.gang("g", 4, "2")
+    run.wait(lambda: all(run.node_of(f"g-{i}") for i in range(4)), "the whole gang bound")
+    group = run.kube.get("podgroups", "g", run.ns)
+    assert names.JOBIDS_ANNOTATION in group["metadata"]["annotations"]
+    conditions = {c["type"]: c["status"] for c in group["status"]["conditions"]}
+    assert conditions["PodGroupScheduled"] == "True"
+
+
+def test_contending_gangs_one_whole_one_waiting_then_freed(run: Run) -> None:
+    run.node("n0")
+    run.node("n1")
+    run.start_scheduler()
+    run.gang("a", 2, "4")
+    run.wait(lambda: all(run.node_of(f"a-{i}") for i in range(2)), "gang a bound")
+    run.gang("b", 2, "4")
+    run.wait(lambda: bool(run.events("b-0", "FailedScheduling")), "gang b told why it waits")
+    assert not any(run.node_of(f"b-{i}") for i in range(2)), "gang b must not run partially"
+    run.kube.delete("pods", "a-0", run.ns)
+    run.finish("a-1")
+    run.wait(lambda: all(run.node_of(f"b-{i}") for i in range(2)), "gang b bound after a finished")
+
+
+def test_a_restart_mid_run_never_double_allocates(run: Run) -> None:
+    run.node("n0")
+    run.start_scheduler()
+    run.pod("first", "4")
+    run.wait(lambda: run.node_of("first") is not None, "first bound")
+    run.stop_scheduler()
+    run.pod("second", "4")
+    scheduler = run.start_scheduler()
+    assert len(scheduler.matcher.allocations()) >= 1
+    time.sleep(2)
+    assert run.node_of("second") is None, "the restarted scheduler forgot what first holds"
+    run.finish("first")
+    run.wait(lambda: run.node_of("second") is not None, "second bound once first finished")
+
+
+def test_a_node_cordoned_mid_run_takes_no_new_pods(run: Run) -> None:
+    n0 = run.node("n0")
+    n1 = run.node("n1")
+    run.start_scheduler()
+    run.kube.patch("nodes", n0, {"spec": {"unschedulable": True}})
+    time.sleep(1.5)
+    run.pod("p0", "4")
+    run.wait(lambda: run.node_of("p0") == n1, "p0 on the uncordoned node")
+    run.pod("p1", "4")
+    time.sleep(2)
+    assert run.node_of("p1") is None
+    run.kube.patch("nodes", n0, {"spec": {"unschedulable": False}})
+    run.wait(lambda: run.node_of("p1") == n0, "p1 once n0 is uncordoned")
