@@ -1,0 +1,12 @@
+"""Entry point ``qrmi``: contributes the QRMI provider."""
+
+from __future__ import annotations
+
+from fluence_core import hookimpl
+
+from fluence_qrmi.provider import QrmiProvider
+
+
+@hookimpl
+def fluence_providers() -> list[QrmiProvider]:
+    return [QrmiProvider()]

@@ -1,0 +1,134 @@
+"""The QRMI provider's sidecar half: the job record, job status, held sessions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fluence_core import names
+from fluence_core.runtime.provider import Backend, BackendInfo, Provider
+
+QUEUED, RUNNING, COMPLETED, FAILED = "QUEUED", "RUNNING", "COMPLETED", "FAILED"
+_NORMAL = {
+    # QRMI TaskStatus names and qiskit-ibm-runtime JobStatus names, upper-cased
+    "QUEUED": QUEUED, "INITIALIZING": QUEUED, "VALIDATING": QUEUED, "PENDING": QUEUED,
+    "RUNNING": RUNNING, "COMPLETED": COMPLETED, "DONE": COMPLETED,
+    "FAILED": FAILED, "ERROR": FAILED, "CANCELLED": FAILED, "CANCELED": FAILED,
+}
+_RESOURCE_TYPES = {"qiskit-runtime-service": "IBMQiskitRuntimeService", "ibm": "IBMQiskitRuntimeService",
+                   "direct-access": "IBMDirectAccess", "pasqal": "PasqalCloud", "iqm": "IQMServer"}
+
+
+@dataclass
+class QrmiTask:
+    job_id: str
+    session: str | None
+    backend: str
+    api: str = "qrmi"
+    status: str = QUEUED
+
+
+def normal_status(raw: object) -> str:
+    """A vendor status (enum or text, e.g. ``TaskStatus.Running``, ``DONE``) as QUEUED/RUNNING/COMPLETED/FAILED."""
+    text = str(getattr(raw, "name", raw)).rsplit(".", 1)[-1].upper()
+    return _NORMAL.get(text, QUEUED)
+
+
+def qrmi_status(task: QrmiTask, backend: Backend) -> str:
+    """Ask the vendor through QRMI (credentials from the QRMI_* environment)."""
+    import qrmi
+
+    kind = backend.attributes.get("qrmi_type") or backend.attributes.get("vendor") or "ibm"
+    resource_type = getattr(qrmi.ResourceType, _RESOURCE_TYPES.get(kind, "IBMQiskitRuntimeService"))
+    resource = qrmi.QuantumResource(task.backend or backend.name, resource_type)
+    return normal_status(resource.task_status(task.job_id))
+
+
+def runtime_status(task: QrmiTask, backend: Backend) -> str:
+    """Ask qiskit-ibm-runtime (credentials from the saved account or QISKIT_IBM_* environment)."""
+    from qiskit_ibm_runtime import QiskitRuntimeService
+
+    return normal_status(QiskitRuntimeService().job(task.job_id).status())
+
+
+def _default_status(task: QrmiTask, backend: Backend) -> str:
+    return runtime_status(task, backend) if task.api == "qiskit-ibm-runtime" else qrmi_status(task, backend)
+
+
+def _default_info(backend: Backend) -> BackendInfo | None:
+    from qiskit_ibm_runtime import QiskitRuntimeService
+
+    ibm_backend = QiskitRuntimeService().backend(backend.name)
+    status = ibm_backend.status()
+    return BackendInfo(backend.name, queue=status.pending_jobs,
+                       status="online" if status.operational else "offline",
+                       qubits=ibm_backend.num_qubits, source="qiskit-ibm-runtime")
+
+
+@dataclass
+class QrmiProvider(Provider):
+    """Serves ``provider: qrmi`` whatever the vendor. ``status_of(task, backend)`` and
+    ``info_of(backend)`` are the vendor boundary (tests pass fakes)."""
+
+    runtime_dir: Path | None = None
+    status_of: Callable[[QrmiTask, Backend], str] = _default_status
+    info_of: Callable[[Backend], BackendInfo | None] = _default_info
+    name: str = "qrmi"
+    interceptor_module: str = "fluence_qrmi.interceptor"
+    interceptor_match: Mapping[str, str] = field(default_factory=lambda: {"provider": "qrmi"})
+    _backend: Backend | None = None
+
+    def matches(self, attributes: Mapping[str, str]) -> bool:
+        return attributes.get("provider") == "qrmi"
+
+    def _records(self) -> Path:
+        if self.runtime_dir is not None:
+            return self.runtime_dir / names.JOB_RECORD_FILE
+        from fluence_core.settings import load_settings
+
+        return load_settings().runtime_dir / names.JOB_RECORD_FILE
+
+    def find_my_task(self, pod_uid: str, backend: Backend, timeout: float) -> QrmiTask | None:
+        self._backend = backend
+        try:
+            lines = self._records().read_text().splitlines()
+        except FileNotFoundError:
+            return None
+        first: dict[str, Any] | None = None
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if entry.get("pod_uid") == pod_uid:
+                first = entry
+                break  # the scout's first job opens the session the workers join
+        if first is None:
+            return None
+        return QrmiTask(first["job_id"], first.get("session"), first.get("backend") or backend.name,
+                        first.get("api", "qrmi"))
+
+    def refresh(self, task: QrmiTask) -> QrmiTask:
+        backend = self._backend or Backend(task.backend)
+        return QrmiTask(task.job_id, task.session, task.backend, task.api, self.status_of(task, backend))
+
+    def queue_position(self, task: QrmiTask) -> int | None:
+        return None  # IBM Quantum reports no queue position: readiness is "running"
+
+    def is_ready(self, task: QrmiTask, position: int) -> bool:
+        return task.status in (RUNNING, COMPLETED)
+
+    def task_failed(self, task: QrmiTask) -> bool:
+        return task.status == FAILED
+
+    def job_id(self, task: QrmiTask) -> str:
+        return task.job_id
+
+    def session(self, task: QrmiTask) -> str | None:
+        return task.session
+
+    def backend_info(self, backend: Backend) -> BackendInfo | None:
+        return self.info_of(backend)
