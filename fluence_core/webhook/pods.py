@@ -25,7 +25,7 @@ def labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
     return metadata(pod).get("labels") or {}
 
 
-def annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+def annotations_of(pod: Mapping[str, Any]) -> Mapping[str, str]:
     return metadata(pod).get("annotations") or {}
 
 
@@ -65,7 +65,7 @@ def asks_for_virtual(pod: Mapping[str, Any]) -> bool:
 
 
 def coordination(pod: Mapping[str, Any]) -> str:
-    return str(annotations(pod).get(names.COORDINATION_ANNOTATION) or names.COORDINATION_INDEPENDENT)
+    return str(annotations_of(pod).get(names.COORDINATION_ANNOTATION) or names.COORDINATION_INDEPENDENT)
 
 
 def role(pod: Mapping[str, Any]) -> str | None:
@@ -88,7 +88,7 @@ def is_shared_quantum(pod: Mapping[str, Any]) -> bool:
 
 
 def completion_index(pod: Mapping[str, Any]) -> int | None:
-    raw = labels(pod).get(names.JOB_COMPLETION_INDEX) or annotations(pod).get(names.JOB_COMPLETION_INDEX)
+    raw = labels(pod).get(names.JOB_COMPLETION_INDEX) or annotations_of(pod).get(names.JOB_COMPLETION_INDEX)
     if raw is None:
         return None
     try:
@@ -114,12 +114,14 @@ def owning_job(pod: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, An
     if not name or ctx.cluster is None:
         return None
     cluster = ctx.cluster
-    return ctx.cached(("job", ctx.namespace, name), lambda: cluster.get(JOBS, name, ctx.namespace))
+    job: Mapping[str, Any] | None = ctx.cached(
+        ("job", ctx.namespace, name), lambda: cluster.get(JOBS, name, ctx.namespace))
+    return job
 
 
 def group_size(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
     """The gang's minCount: annotation ``group-size``, else the Job's parallelism/completions, else 1."""
-    raw = annotations(pod).get(names.GROUP_SIZE_ANNOTATION)
+    raw = annotations_of(pod).get(names.GROUP_SIZE_ANNOTATION)
     if raw is not None:
         try:
             size = int(str(raw))

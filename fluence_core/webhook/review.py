@@ -44,7 +44,8 @@ class Outcome:
 
     @property
     def response(self) -> dict[str, Any]:
-        return self.body["response"]
+        response: dict[str, Any] = self.body["response"]
+        return response
 
 
 def _review(uid: str, response: dict[str, Any]) -> dict[str, Any]:

@@ -46,7 +46,7 @@ def pod_cores(pod: Mapping[str, Any]) -> int:
 def is_protected(pod: Mapping[str, Any]) -> bool:
     """Protected pods are Fluence's: the webhook strips a mark users set themselves."""
     return podlib.is_fluence_pod(pod) and str(
-        podlib.annotations(pod).get(names.PROTECTED_ANNOTATION, "")).lower() == "true"
+        podlib.annotations_of(pod).get(names.PROTECTED_ANNOTATION, "")).lower() == "true"
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class AdmissionControl:
                         preemptible += cores
             if protected:
                 key = group_key(pod, namespace)
-                raw = podlib.annotations(pod).get(names.PROMISED_CORES_ANNOTATION)
+                raw = podlib.annotations_of(pod).get(names.PROMISED_CORES_ANNOTATION)
                 try:
                     promises[key] = max(promises.get(key, 0), int(str(raw)))
                 except (TypeError, ValueError):
@@ -195,11 +195,11 @@ class MarkHandler:
 
     def applies(self, pod: Mapping[str, Any]) -> bool:
         return podlib.is_quantum(pod) or any(
-            key in podlib.annotations(pod) for key in (names.PROTECTED_ANNOTATION,
+            key in podlib.annotations_of(pod) for key in (names.PROTECTED_ANNOTATION,
                                                         names.PROMISED_CORES_ANNOTATION))
 
     def mutate(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
-        annotations = podlib.annotations(pod)
+        annotations = podlib.annotations_of(pod)
         if not podlib.is_quantum(pod):
             return [{"op": "remove", "path": pointer("metadata", "annotations", key)}
                     for key in (names.PROTECTED_ANNOTATION, names.PROMISED_CORES_ANNOTATION)
