@@ -98,6 +98,12 @@ class Settings(BaseSettings):
         default=False, description="The sidecar records the queue series and ungates nothing."
     )
     log_level: str = Field(default="INFO", description="Log level of the fluence logger.")
+    metrics_port: int = Field(default=9402, ge=0, le=65535, description="Prometheus metrics port of `fluence up` (0: off).")
+    leader_elect: bool = Field(default=True, description="Take a Lease before scheduling, so one replica schedules.")
+    lease_name: str = Field(default="fluence-scheduler", description="The leader-election Lease's name.")
+    lease_namespace: str = Field(default="fluence-system", description="The leader-election Lease's namespace.")
+    lease_duration: float = Field(default=15, gt=0, description="Seconds a leader's Lease lasts without renewal.")
+    lease_renew: float = Field(default=5, gt=0, description="Seconds between Lease renewals.")
     webhook_handlers: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Comma-separated webhook handlers to run, in order; empty runs all in default order.",

@@ -37,3 +37,11 @@ def fluence_unreserve(group: Group, placements: Mapping[str, PodPlacement], ctx:
             cluster.patch(PODS, pod.name, {"metadata": {"annotations": removal}}, pod.namespace)
         except Exception:  # the pod may be gone; nothing else to undo
             pass
+
+
+@hookimpl
+def fluence_cli(app: Any) -> None:
+    """``fluence up`` and ``fluence status``."""
+    from fluence_core.scheduler.commands import register
+
+    register(app)

@@ -71,8 +71,11 @@ class Scheduler:
         *,
         config: ResourceConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
+        read_only: bool = False,
     ) -> None:
         self.cluster = cluster
+        self.read_only = read_only
+        """``fluence status`` rebuilds the scheduler's view without writing anything."""
         self.settings = settings
         self.manager = manager or get_plugin_manager(settings)
         self.config = config if config is not None else load_resource_config(settings.resources)
@@ -317,6 +320,8 @@ class Scheduler:
         logger.info("Cancel jobid %s (%s)", ",".join(map(str, record.jobids)), why)
 
     def _write_record(self, owner_resource: str, namespace: str, name: str) -> None:
+        if self.read_only:
+            return
         placements = self.held.get((owner_resource, namespace, name), [])
         patch = {"metadata": {"annotations": record_annotations(placements)}}
         try:

@@ -1,0 +1,104 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, so two replicas never both schedule.
+
+The holder renews the Lease every ``renew`` seconds; another replica takes it
+over only once ``renewTime + leaseDurationSeconds`` has passed. Updates use the
+Lease's resourceVersion, so two candidates racing for it cannot both win.
+A leader that fails to renew before its Lease would expire stops leading.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Callable
+
+from fluence_core.cluster_api import LEASES, ClusterAPI, KubeDict
+from fluence_core.kube_errors import ApiError, Conflict
+from fluence_core.log import logger
+
+
+def _micro(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(stamp: str | None) -> float:
+    if not stamp:
+        return 0.0
+    text = stamp.rstrip("Z")
+    fmt = "%Y-%m-%dT%H:%M:%S.%f" if "." in text else "%Y-%m-%dT%H:%M:%S"
+    return datetime.strptime(text, fmt).replace(tzinfo=UTC).timestamp()
+
+
+class LeaderElector:
+    """Acquire and keep one Lease as ``identity``."""
+
+    def __init__(
+        self, cluster: ClusterAPI, name: str, namespace: str, identity: str, *,
+        duration: float = 15, renew: float = 5, clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cluster = cluster
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity
+        self.duration = duration
+        self.renew = renew
+        self.clock = clock
+
+    def try_acquire(self) -> bool:
+        """One attempt to take or renew the Lease; True while we hold it."""
+        now = self.clock()
+        lease = self.cluster.get(LEASES, self.name, self.namespace)
+        spec_now = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.duration),
+            "renewTime": _micro(now),
+        }
+        try:
+            if lease is None:
+                spec_now.update(acquireTime=_micro(now), leaseTransitions=0)
+                self.cluster.create(LEASES, {"metadata": {"name": self.name}, "spec": spec_now}, self.namespace)
+                logger.info("became leader (new lease %s/%s)", self.namespace, self.name)
+                return True
+            spec = lease.get("spec") or {}
+            holder = spec.get("holderIdentity")
+            expires = _parse(spec.get("renewTime")) + float(spec.get("leaseDurationSeconds") or self.duration)
+            if holder not in (None, "", self.identity) and expires > now:
+                return False
+            if holder != self.identity:
+                spec_now.update(
+                    acquireTime=_micro(now), leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1
+                )
+                logger.info("taking over lease %s/%s from %s", self.namespace, self.name, holder or "nobody")
+            else:
+                spec_now["acquireTime"] = spec.get("acquireTime") or _micro(now)
+                spec_now["leaseTransitions"] = int(spec.get("leaseTransitions") or 0)
+            body: KubeDict = {"metadata": {"name": self.name, "resourceVersion": lease["metadata"]["resourceVersion"]},
+                              "spec": spec_now}
+            self.cluster.replace(LEASES, body, self.namespace)
+            return True
+        except Conflict:
+            return False
+        except ApiError as error:
+            logger.warning("lease %s/%s: %s", self.namespace, self.name, error)
+            return False
+
+    def run(self, lead: Callable[[threading.Event], None], stop: threading.Event) -> None:
+        """Wait for the Lease, then call ``lead(stop_leading)`` in a thread while renewing it."""
+        while not stop.is_set() and not self.try_acquire():
+            stop.wait(self.renew)
+        if stop.is_set():
+            return
+        leading = threading.Event()
+        worker = threading.Thread(target=lead, args=(leading,), daemon=True, name="leader")
+        worker.start()
+        last = self.clock()
+        while not stop.is_set() and worker.is_alive():
+            stop.wait(self.renew)
+            if self.try_acquire():
+                last = self.clock()
+            elif self.clock() - last > self.duration:
+                logger.error("lost the lease %s/%s; stopping", self.namespace, self.name)
+                break
+        leading.set()
+        worker.join(timeout=30)
