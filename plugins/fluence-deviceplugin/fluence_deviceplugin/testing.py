@@ -168,7 +168,7 @@ class LogRecords(logging.Handler):
 
     def wait_for(self, level: int, text: str) -> logging.LogRecord:
         """The first record at ``level`` whose message contains ``text``."""
-        seen = []
+        seen: list[str] = []
         while True:
             try:
                 record = self.records.get(timeout=WAIT)

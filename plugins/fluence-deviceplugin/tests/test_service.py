@@ -98,3 +98,7 @@ def test_stop_leaves_a_socket_that_is_not_its_own(qpu: TypePluginServer) -> None
 def test_a_path_too_long_for_a_unix_socket_is_refused_up_front(plugin_dir: Path) -> None:
     with pytest.raises(ValueError, match="unix socket path"):
         TypePluginServer("q" * 120, plugin_dir, capacity=1)
+
+
+def test_no_type_can_take_the_kubelets_socket_name() -> None:
+    assert socket_name("kubelet") != "kubelet.sock"
