@@ -1,0 +1,95 @@
+"""``fluence up`` and ``fluence status`` as processes against a real kube-apiserver.
+
+Two ``fluence up`` replicas share one Lease: only the holder schedules. The
+test then reads the metrics endpoint and ``fluence status``' tables.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fluence_core import names
+from fluence_core.kube import KubeCluster
+from fluence_core.testing_apiserver import ApiServer, free_port
+
+pytestmark = pytest.mark.e2e
+
+
+def _fluence(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from fluence_core.cli import main; main()", *args]
+
+
+@pytest.fixture
+def env(apiserver: ApiServer, kube_namespace: str) -> dict[str, str]:
+    environ = dict(os.environ)
+    environ.update({
+        "KUBECONFIG": str(apiserver.kubeconfig()),
+        "FLUENCE_LEASE_NAMESPACE": kube_namespace,
+        "FLUENCE_LEASE_DURATION": "4",
+        "FLUENCE_LEASE_RENEW": "1",
+    })
+    environ.pop("KUBERNETES_SERVICE_HOST", None)
+    return environ
+
+
+@pytest.fixture
+def node(kube: KubeCluster, kube_namespace: str) -> Iterator[str]:
+    name = f"{kube_namespace}-cli"
+    kube.create("nodes", {"metadata": {"name": name, "labels": {"e2e-ns": kube_namespace}},
+                          "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                                     "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    yield name
+    kube.delete("nodes", name)
+
+
+def _replica(env: dict[str, str], name: str, port: int, logs: Path) -> subprocess.Popen[bytes]:
+    environ = dict(env, POD_NAME=name, FLUENCE_METRICS_PORT=str(port))
+    return subprocess.Popen(_fluence("up"), env=environ, stdout=subprocess.DEVNULL,
+                            stderr=open(logs / f"{name}.log", "wb"))
+
+
+def test_one_replica_leads_schedules_and_reports(kube: KubeCluster, kube_namespace: str, node: str,
+                                                env: dict[str, str], tmp_path: Path) -> None:
+    ports = [free_port(), free_port()]
+    replicas = [_replica(env, f"replica-{i}", ports[i], tmp_path) for i in range(2)]
+    try:
+        deadline = time.monotonic() + 30
+        lease = None
+        while time.monotonic() < deadline:
+            lease = kube.get("leases", "fluence-scheduler", kube_namespace)
+            if lease and lease["spec"].get("holderIdentity"):
+                break
+            time.sleep(0.3)
+        assert lease is not None, (tmp_path / "replica-0.log").read_text()[-2000:]
+        leader = lease["spec"]["holderIdentity"]
+        kube.create("pods", {"metadata": {"name": "via-cli"}, "spec": {
+            "schedulerName": names.SCHEDULER_NAME, "nodeSelector": {"e2e-ns": kube_namespace},
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}]}},
+            kube_namespace)
+        while time.monotonic() < deadline + 30:
+            if kube.get("pods", "via-cli", kube_namespace)["spec"].get("nodeName"):
+                break
+            time.sleep(0.3)
+        assert kube.get("pods", "via-cli", kube_namespace)["spec"]["nodeName"] == node
+        assert kube.get("leases", "fluence-scheduler", kube_namespace)["spec"]["holderIdentity"] == leader
+        port = ports[int(leader.rsplit("-", 1)[1])]
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert 'fluence_scheduling_attempts_total{result="scheduled"}' in metrics
+        status = subprocess.run(_fluence("status"), env=dict(env, COLUMNS="200"),
+                                capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert "via-cli" in status.stdout
+        assert node in status.stdout
+    finally:
+        for replica in replicas:
+            replica.terminate()
+        for replica in replicas:
+            replica.wait(timeout=30)
