@@ -104,8 +104,10 @@ class DevicePluginManager:
         self.step_ms = step_ms
         self.watching = threading.Event()
         """Set once the file watch is live: from then on no change is missed."""
+        # Both are replaced, never mutated in place, so another thread may read
+        # them (the properties below) while the watch thread reconciles.
         self._servers: dict[str, TypePluginServer] = {}
-        self._registered: set[str] = set()
+        self._registered: frozenset[str] = frozenset()
         self._kubelet: _Identity | None = None
         self._config_digest: str | None = None
         self._started = False
@@ -162,12 +164,12 @@ class DevicePluginManager:
                 logger.info("device plugin: kubelet is up (%s); registering %d types",
                             KUBELET_SOCKET, len(self._servers))
             self._kubelet = kubelet
-            self._registered.clear()
+            self._registered = frozenset()
         for resource_type, server in self._servers.items():
             if not server.socket_alive():
                 logger.warning("device plugin: socket of %s vanished; serving it again", server.resource_name)
                 server.restart()
-                self._registered.discard(resource_type)
+                self._registered -= {resource_type}
         if kubelet is None:
             return
         for resource_type, server in self._servers.items():
@@ -181,7 +183,7 @@ class DevicePluginManager:
                 if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     break  # the kubelet is not answering: do not wait out a timeout per type
                 continue
-            self._registered.add(resource_type)
+            self._registered |= {resource_type}
             logger.info("device plugin: registered %s (endpoint %s)", server.resource_name, server.endpoint)
 
     def run(self, stop: threading.Event) -> None:
@@ -208,10 +210,9 @@ class DevicePluginManager:
 
     def close(self) -> None:
         """Stop every server and remove its socket (a clean shutdown leaves no files)."""
-        for server in self._servers.values():
+        servers, self._servers, self._registered = self._servers, {}, frozenset()
+        for server in servers.values():
             server.stop()
-        self._servers.clear()
-        self._registered.clear()
 
     # -- internals -------------------------------------------------------
 
@@ -253,20 +254,26 @@ class DevicePluginManager:
             logger.info("device plugin: %s changed; its types did not", self.config_path)
             return
         logger.info("device plugin: %s changed; types %s -> %s", self.config_path, self.types, config.types)
-        self._apply_types(config.types)
+        try:
+            self._apply_types(config.types)
+        except (OSError, ValueError) as error:
+            logger.error("device plugin: cannot serve every new type (now serving %s): %s", self.types, error)
 
     def _apply_types(self, wanted: Iterable[str]) -> None:
         """Stop the servers of types no longer wanted and start the new ones."""
         wanted = list(wanted)
-        for resource_type in [t for t in self._servers if t not in wanted]:
-            self._servers.pop(resource_type).stop()
-            self._registered.discard(resource_type)
-        for resource_type in wanted:
-            if resource_type not in self._servers:
-                server = TypePluginServer(resource_type, self.plugin_dir, self.capacity)
-                server.start()
-                self._servers[resource_type] = server
-        self._servers = {t: self._servers[t] for t in wanted}
+        servers = dict(self._servers)
+        for resource_type in [t for t in servers if t not in wanted]:
+            servers.pop(resource_type).stop()
+            self._registered -= {resource_type}
+        try:
+            for resource_type in wanted:
+                if resource_type not in servers:
+                    server = TypePluginServer(resource_type, self.plugin_dir, self.capacity)
+                    server.start()
+                    servers[resource_type] = server
+        finally:  # whatever started is tracked, so close() removes its socket
+            self._servers = {t: servers[t] for t in wanted if t in servers}
 
     def _kubelet_identity(self) -> _Identity | None:
         try:

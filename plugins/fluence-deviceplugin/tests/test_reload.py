@@ -97,3 +97,16 @@ def test_a_missing_device_plugin_directory_is_refused_loudly(short_dir: Path, co
     manager = DevicePluginManager(short_dir / "absent", config_file, 5)
     with pytest.raises(FluenceError, match="device-plugins directory does not exist"):
         manager.start()
+
+
+def test_a_type_that_cannot_be_served_is_logged_and_the_rest_keep_running(
+    make_manager, kubelet: FakeKubelet, config_file: Path, plugin_dir: Path, log_records: LogRecords
+) -> None:
+    runner = make_manager()
+    kubelet.take(3)
+    too_long = "q" * 120
+    replace_file(config_file, f"resources:\n  - type: qdevice\n  - type: {too_long}\n")
+    record = log_records.wait_for(logging.ERROR, "cannot serve every new type")
+    assert "unix socket path" in record.getMessage()
+    assert runner.manager.types == ["qdevice"]
+    assert sockets(plugin_dir) == ["fluence-qdevice.sock"]
