@@ -1,0 +1,47 @@
+"""Providers come from the ``fluence_providers`` hook and are chosen by the FLUXION_* attributes."""
+
+from __future__ import annotations
+
+import pytest
+
+from fluence_core import hookimpl
+from fluence_core.errors import FluenceError
+from fluence_core.plugins import get_plugin_manager
+from fluence_core.runtime.fake_provider import FakeQueueProvider
+from fluence_core.runtime.provider import (
+    BEYOND_REPORTED, attributes_from_env, collect_providers, parse_queue_position, resolve_provider,
+)
+from fluence_core.runtime.sidecar import VirtualClock
+from fluence_core.settings import Settings
+
+
+class ThirdParty:
+    @hookimpl
+    def fluence_providers(self):  # type: ignore[no-untyped-def]
+        return [FakeQueueProvider(VirtualClock())]
+
+
+def test_installed_vendors_and_a_third_party_resolve_through_the_hook() -> None:
+    providers = collect_providers(get_plugin_manager(Settings(), [("acme", ThirdParty())]))
+    assert {p.name for p in providers} >= {"braket", "qrmi", "fake"}
+    assert resolve_provider({"provider": "braket", "region": "us-east-1"}, providers).name == "braket"
+    assert resolve_provider({"provider": "qrmi", "vendor": "pasqal"}, providers).name == "qrmi"
+    assert resolve_provider({"provider": "fake"}, providers).name == "fake"
+
+
+def test_a_blocked_plugin_contributes_no_provider() -> None:
+    providers = collect_providers(get_plugin_manager(Settings(disable_plugins=["braket"])))
+    with pytest.raises(FluenceError, match="no provider serves provider=braket"):
+        resolve_provider({"provider": "braket"}, providers)
+
+
+def test_attributes_are_read_from_the_fluxion_environment() -> None:
+    env = {"FLUXION_BACKEND": "ibm_fez", "FLUXION_QRMI_TYPE": "qiskit-runtime-service", "FLUXION_": "x",
+           "PATH": "/bin"}
+    assert attributes_from_env(env) == {"backend": "ibm_fez", "qrmi_type": "qiskit-runtime-service"}
+
+
+@pytest.mark.parametrize("raw, expected", [("3", 3), (">2000", 2001), (None, None), ("None", None),
+                                           (7, 7), ("", None), (">x", BEYOND_REPORTED)])
+def test_queue_positions_as_vendors_report_them(raw: object, expected: int | None) -> None:
+    assert parse_queue_position(raw) == expected
