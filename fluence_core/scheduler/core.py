@@ -386,6 +386,8 @@ class Scheduler:
                     if stop.is_set():
                         return
             except ApiError as error:
+                if stop.is_set():
+                    return
                 logger.warning("watch of %s failed (%s); retrying", resource.plural, error)
                 stop.wait(1.0)
 
