@@ -74,6 +74,28 @@ def plugins() -> None:
     console.print(table)
 
 
+@app.command(name="settings")
+def show_settings() -> None:
+    """List every FLUENCE_* setting: its current value, default and meaning."""
+    settings = _settings()
+    table = Table(title="Fluence settings (environment variables)")
+    for column in ("variable", "value", "default", "meaning"):
+        table.add_column(column)
+    for name, field in Settings.model_fields.items():
+        default = field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
+        table.add_row(f"FLUENCE_{name.upper()}", _plain(getattr(settings, name)), _plain(default),
+                      field.description or "")
+    console.print(table)
+
+
+def _plain(value: object) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "(empty)"
+    if value is None:
+        return "(unset)"
+    return str(getattr(value, "value", value))
+
+
 @app.command()
 def graph(
     nodes: Path = NodesOption,

@@ -253,3 +253,17 @@ def test_graph_with_a_bad_setting_exits_2() -> None:
     assert "FLUENCE_MEMORY_CHUNKS_PER_CORE" in failed(
         fluence("graph", "--nodes", NODES, FLUENCE_MEMORY_CHUNKS_PER_CORE="0")
     )
+
+
+def test_settings_lists_every_variable_with_its_current_value(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from fluence_core.cli import app
+    from fluence_core.settings import Settings
+
+    monkeypatch.setenv("FLUENCE_MATCH_POLICY", "hinode")
+    result = CliRunner().invoke(app, ["settings"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    for name in Settings.model_fields:
+        assert f"FLUENCE_{name.upper()}" in result.output
+    assert "hinode" in result.output
