@@ -76,9 +76,11 @@ class ResourceGraph:
         self._next_rank = 0
         self.virtual: list[VirtualVertex] = []
         self.virtual_roots: list[int] = []
+        known: set[str] = set()
         for node in nodes:
+            known.add(node.name)
             self.add_node(node)
-        self.config.check_parents(set(self._nodes))
+        self.config.check_parents(known)
         self._build_virtual()
 
     # -- nodes ---------------------------------------------------------------
@@ -135,6 +137,12 @@ class ResourceGraph:
 
     def _build_virtual(self) -> None:
         for resource in self.config.resources:
+            if resource.parent != CLUSTER and resource.parent not in self._nodes:
+                logger.warning(
+                    "%s: %s hangs under node %s, which is cordoned or tainted: left out until the "
+                    "graph is rebuilt", self.config.source, resource.path, resource.parent,
+                )
+                continue
             for i in range(resource.count):
                 self.virtual_roots.append(
                     self._add_virtual(resource, i, None, resource.parent, backend=resource.name)

@@ -128,6 +128,12 @@ class Settings(BaseSettings):
     )
 
     _split_disable = field_validator("disable_plugins", mode="before")(_split_csv)
+
+    @field_validator("match_policy", "admission", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        """``ON``, ``First``: enum values are read case-insensitively."""
+        return value.strip().lower() if isinstance(value, str) else value
     _split_handlers = field_validator("webhook_handlers", mode="before")(_split_csv)
 
 

@@ -338,3 +338,14 @@ def test_jgf_is_json_serialisable_and_round_trips(jgf: dict[str, Any]) -> None:
 def test_jgf_node_vertices_are_named_after_the_kubernetes_node(jgf: dict[str, Any]) -> None:
     names = {v["metadata"]["name"] for v in jgf["graph"]["nodes"] if v["metadata"]["type"] == "node"}
     assert {"node0", "node1", "node2", "zoned"} <= names
+
+
+def test_virtual_resources_under_a_cordoned_node_are_left_out_not_an_error() -> None:
+    from fluence_core.graph import ResourceGraph
+    from fluence_core.models import NodeInfo
+    from fluence_core.resource_config import parse_resource_config
+
+    config = parse_resource_config("resources:\n  - {type: licence, parent: n1, count: 2}\n", "r.yaml")
+    graph = ResourceGraph([NodeInfo("n0", 4, 4096), NodeInfo("n1", 4, 4096, unschedulable=True)], config)
+    assert graph.virtual == []
+    assert [n.name for n in graph.nodes] == ["n0"]

@@ -136,3 +136,12 @@ def test_a_settings_error_lists_every_bad_variable(monkeypatch: pytest.MonkeyPat
 def test_unknown_fluence_variables_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLUENCE_NOT_A_SETTING", "x")
     assert isinstance(load_settings(), Settings)
+
+
+def test_enum_settings_are_read_case_insensitively(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from fluence_core.settings import MatchPolicy, Switch, load_settings
+
+    monkeypatch.setenv("FLUENCE_ADMISSION", "OFF")
+    monkeypatch.setenv("FLUENCE_MATCH_POLICY", "HiNode")
+    settings = load_settings()
+    assert settings.admission is Switch.OFF and settings.match_policy is MatchPolicy.HINODE
