@@ -114,7 +114,7 @@ def group_jobspecs(
     exclusion = {"not": [{"hostlist": sorted(exclude_nodes)}]} if exclude_nodes else None
     specs = []
     for kind, members in compute_parts(list(group.pods)):
-        constraint = exclusion
+        constraint: dict[str, Any] | None = exclusion
         selector = members[0].node_selector
         if selector:
             chosen = {"hostlist": [n.name for n in graph.nodes if set(selector) <= set(n.labels.items())]}

@@ -211,9 +211,9 @@ def test_a_resources_file_without_a_resources_key_exits_2(write_yaml: Callable[.
 
 
 def test_an_unknown_parent_exits_2_naming_it(write_yaml: Callable[..., Path]) -> None:
-    resources = write_yaml("res.yaml", text="resources:\n  - {type: licence, parent: worker-3}\n")
+    resources = write_yaml("res.yaml", text="resources:\n  - {type: licence, parent: worker-9}\n")
     output = failed(fluence("graph", "--nodes", NODES, "--resources", resources))
-    assert "resources[0]: unknown parent 'worker-3'" in output
+    assert "resources[0]: unknown parent 'worker-9'" in output
 
 
 def test_a_node_parent_hosts_the_resource(write_yaml: Callable[..., Path]) -> None:

@@ -187,12 +187,12 @@ class EmbeddedMatcher:
             masks.append((position, cores, gpus, memory))
         by_path = {v.path: v.index for v in self.graph.virtual}
         virtual = []
-        for share in allocation.virtual:
-            index = by_path.get(share.path)
+        for held_vertex in allocation.virtual:
+            index = by_path.get(held_vertex.path)
             if index is None:
-                raise MatcherError(f"cannot restore job {allocation.jobid}: no virtual vertex {share.path}")
+                raise MatcherError(f"cannot restore job {allocation.jobid}: no virtual vertex {held_vertex.path}")
             if not self._virtual_free(index):
-                raise MatcherError(f"cannot restore job {allocation.jobid}: {share.path} is already held")
+                raise MatcherError(f"cannot restore job {allocation.jobid}: {held_vertex.path} is already held")
             virtual.append(index)
         held = _Held(allocation, masks, virtual)
         self._hold(held)
@@ -430,11 +430,11 @@ class EmbeddedMatcher:
             )
         shares = []
         for index in virtual:
-            vertex = self.graph.virtual[index]
+            chosen = self.graph.virtual[index]
             shares.append(
                 VirtualShare(
-                    path=vertex.path, type=vertex.type, name=vertex.name,
-                    backend=vertex.backend, attributes=dict(vertex.attributes),
+                    path=chosen.path, type=chosen.type, name=chosen.name,
+                    backend=chosen.backend, attributes=dict(chosen.attributes),
                 )
             )
         return Allocation(jobid=jobid, nodes=tuple(nodes), virtual=tuple(shares))

@@ -28,7 +28,9 @@ def stage_command(directory: Path = typer.Argument(..., help="Directory to fill 
         manifest = stage(directory, installed_providers())
     except FluenceError as error:
         _fail(error)
-    staged = ", ".join(e["name"] for e in manifest["providers"]) or "no providers"  # type: ignore[index, union-attr]
+    providers = manifest["providers"]
+    assert isinstance(providers, list)
+    staged = ", ".join(str(e["name"]) for e in providers) or "no providers"
     typer.echo(f"staged {staged} into {directory}")
 
 
@@ -83,7 +85,7 @@ def select_command(
         fixture = select.load_price_fixture(prices) if prices else None
         providers = [] if fixture is not None else collect_providers(get_plugin_manager(settings))
         candidates = select.gather(config, resource_type, providers, fixture,
-                                   warn=lambda m: sys.stderr.write(f"warning: {m}\n"))
+                                   warn=_warn)
         if not candidates:
             raise FluenceError(f"{config.source}: no backend serves type {resource_type!r}")
         selection = select.rank(candidates, chosen_policy, shots, resource_type)
@@ -107,3 +109,7 @@ def fluence_cli(app: Any) -> None:
     app.command("stage")(stage_command)
     app.command("sidecar")(sidecar_command)
     app.command("select")(select_command)
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"warning: {message}\n")

@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Callable, Any
 
 import yaml
 
@@ -208,10 +208,12 @@ def _exclusion(candidate: Candidate, policy: Policy) -> str | None:
     info = candidate.info
     if policy.online_only and (info.status or "").lower() != ONLINE:
         return f"status {info.status or 'unknown'} is not online"
-    checks = {
-        "max-cost": (candidate.cost, lambda v, limit: v <= limit),
-        "max-queue": (info.queue, lambda v, limit: v <= limit),
-        "min-qubits": (info.qubits, lambda v, limit: v >= limit),
+    at_most: Callable[[float, float], bool] = lambda v, limit: v <= limit
+    at_least: Callable[[float, float], bool] = lambda v, limit: v >= limit
+    checks: dict[str, tuple[float | None, Callable[[float, float], bool]]] = {
+        "max-cost": (candidate.cost, at_most),
+        "max-queue": (info.queue, at_most),
+        "min-qubits": (info.qubits, at_least),
     }
     for term, limit in policy.thresholds.items():
         value, ok = checks[term]

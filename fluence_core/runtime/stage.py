@@ -81,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     except FluenceError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    staged = ", ".join(e["name"] for e in manifest["providers"]) or "no providers"  # type: ignore[index, union-attr]
+    providers = manifest["providers"]
+    assert isinstance(providers, list)
+    staged = ", ".join(str(e["name"]) for e in providers) or "no providers"
     print(f"staged {staged} into {args.directory}")
     return 0
 

@@ -91,8 +91,11 @@ def up() -> None:
     log.logger.info("waiting for lease %s/%s as %s", settings.lease_namespace, settings.lease_name, identity)
 
     def lead_until_stopped(stop_leading: threading.Event) -> None:
-        relay = threading.Thread(target=lambda: (stop.wait(), stop_leading.set()), daemon=True)
-        relay.start()
+        def relay() -> None:
+            stop.wait()
+            stop_leading.set()
+
+        threading.Thread(target=relay, daemon=True).start()
         lead(stop_leading)
 
     elector.run(lead_until_stopped, stop)

@@ -517,7 +517,7 @@ class Scheduler:
                     logger.error("gang %s partly bound (%s) before %s failed: %s", pending.key, bound, name, error)
                 raise
             bound[f"{namespace}/{name}"] = node
-            pod.setdefault("spec", {})["nodeName"] = node
+            pod["spec"]["nodeName"] = node
             self.cluster.post_event(pod, "Normal", "Scheduled",
                                     f"Successfully assigned {namespace}/{name} to {node}")
         return bound
@@ -563,12 +563,14 @@ class Scheduler:
         victims = []
         for owner, records in self.held.items():
             for record in records:
-                pods = [self.pods.get((owner[1], p)) for p in record.pods]
-                live = [p for p in pods if p is not None and not g.is_finished(p)]
+                live = [
+                    p for p in (self.pods.get((owner[1], name)) for name in record.pods)
+                    if p is not None and not g.is_finished(p)
+                ]
                 if not live:
                     continue
                 top = max(g.priority(p) for p in live)
-                protected = any(g.annotations(p).get(names.PROTECTED_ANNOTATION) == "true" for p in live)
+                protected = any(g.annotations_of(p).get(names.PROTECTED_ANNOTATION) == "true" for p in live)
                 if top < pending.priority and not protected:
                     victims.append((top, owner, record, live))
         if not victims:

@@ -163,5 +163,5 @@ def member_keys(pods: Iterable[KubeObject]) -> list[PodKey]:
     return [pod_key(p) for p in pods]
 
 
-def annotations(obj: KubeObject) -> dict[str, Any]:
+def annotations_of(obj: KubeObject) -> dict[str, Any]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
