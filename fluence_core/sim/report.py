@@ -12,8 +12,9 @@ from rich.table import Table
 ARM_LABELS = {"fluence": "Fluence", "first-fit": "first-fit (kube-scheduler-like)",
               "gang-ungated": "gang, ungated (native)"}
 TABLE_LABELS = {"fluence": "fluence", "first-fit": "first-fit", "gang-ungated": "gang-ungated"}
-CAPTION = ("fluence: the real scheduler, webhook and sidecar; first-fit: kube-scheduler-like, pod by pod, "
-           "no gangs; gang-ungated: all-or-nothing gangs, workers not gated")
+CAPTION = {"fluence": "fluence: the real webhook, scheduler, matcher and sidecar",
+           "first-fit": "first-fit: kube-scheduler-like, pod by pod, no gangs",
+           "gang-ungated": "gang-ungated: all-or-nothing gangs, workers not gated"}
 ARM_COLOURS = {"fluence": "#1f77b4", "first-fit": "#d62728", "gang-ungated": "#ff7f0e"}
 
 
@@ -123,7 +124,8 @@ def print_results(results: dict[str, Any], console: Console) -> None:
     extra = jobs_table(results)
     if extra is not None:
         console.print(extra)
-    console.print(f"[dim]{CAPTION}[/]", highlight=False)
+    caption = "; ".join(CAPTION[arm] for arm in results["schedulers"] if arm in CAPTION)
+    console.print(f"[dim]{caption}[/]", highlight=False)
 
 
 def write_json(results: dict[str, Any], path: Path) -> Path:
