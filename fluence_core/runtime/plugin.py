@@ -40,8 +40,8 @@ def sidecar_command(
 ) -> None:
     """Watch the scout's quantum task and ungate its workers when it is about to run."""
     from fluence_core.plugins import get_plugin_manager
-    from fluence_core.runtime.provider import Backend, attributes_from_env, collect_providers, resolve_provider
-    from fluence_core.runtime.sidecar import Sidecar, SidecarConfig
+    from fluence_core.runtime.provider import collect_providers
+    from fluence_core.runtime.sidecar import sidecar_from_env
     from fluence_core.settings import load_settings
 
     try:
@@ -49,13 +49,13 @@ def sidecar_command(
         log.configure(settings.log_level)
         if observe_only is not None:
             settings = settings.model_copy(update={"observe_only": observe_only})
-        attributes = attributes_from_env()
-        provider = resolve_provider(attributes, collect_providers(get_plugin_manager(settings)))
-        config = SidecarConfig.from_settings(settings, Backend.from_attributes(attributes))
+        providers = collect_providers(get_plugin_manager(settings))
         from fluence_core.kube import KubeCluster
 
-        cluster = KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)
-        result = Sidecar(cluster, provider, config).run()
+        def connect() -> KubeCluster:
+            return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)
+
+        result = sidecar_from_env(settings, connect, providers).run()
     except FluenceError as error:
         _fail(error)
     raise typer.Exit(code=result.exit_code)

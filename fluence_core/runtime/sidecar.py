@@ -38,7 +38,7 @@ from fluence_core import names
 from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
 from fluence_core.kube_errors import ApiError, NotFound
 from fluence_core.log import logger
-from fluence_core.runtime.provider import Backend, Provider
+from fluence_core.runtime.provider import Backend, Provider, attributes_from_env, resolve_provider
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 SERIES_FILE = "queue-series.jsonl"
@@ -361,3 +361,16 @@ class Sidecar:
             (directory / names.RELEASE_MARKER_FILE).write_text(self.result.outcome.value + "\n")
         except OSError as error:
             logger.warning("cannot write the release marker: %s", error)
+
+
+def sidecar_from_env(settings: Any, cluster: ClusterAPI | Callable[[], ClusterAPI],
+                     providers: list[Provider], *, environ: Mapping[str, str] | None = None,
+                     clock: Clock | None = None) -> Sidecar:
+    """The sidecar ``fluence sidecar`` runs: the provider resolved from the ``FLUXION_*``
+    variables (downward API from the backend annotations the scheduler wrote), the rest
+    from ``settings`` (``FLUENCE_*``, as the webhook injected them). ``cluster`` may be a
+    factory, called only once the configuration is known to be complete."""
+    attributes = attributes_from_env(environ)
+    provider = resolve_provider(attributes, providers)
+    config = SidecarConfig.from_settings(settings, Backend.from_attributes(attributes))
+    return Sidecar(cluster() if callable(cluster) else cluster, provider, config, clock)

@@ -51,6 +51,7 @@ class QuantumSplitHandler:
             (names.ENV_ROLE, f"'{names.ROLE_SCOUT}' or '{names.ROLE_WORKER}' (shared groups)"),
             (names.ENV_SCOUT_JOB_ID, f"annotation {names.SCOUT_JOB_ID_ANNOTATION} (workers)"),
             (names.ENV_SCOUT_SESSION, f"annotation {names.SCOUT_SESSION_ANNOTATION} (workers)"),
+            (names.ENV_SCOUT_STATUS, f"annotation {names.SCOUT_STATUS_ANNOTATION} (workers)"),
             ("PYTHONPATH", f"{names.RUNTIME_MOUNT} prepended (scout)"),
         ]
 
@@ -168,6 +169,7 @@ class QuantumSplitHandler:
             {"name": names.ENV_ROLE, "value": names.ROLE_WORKER},
             annotation_env(names.ENV_SCOUT_JOB_ID, names.SCOUT_JOB_ID_ANNOTATION),
             annotation_env(names.ENV_SCOUT_SESSION, names.SCOUT_SESSION_ANNOTATION),
+            annotation_env(names.ENV_SCOUT_STATUS, names.SCOUT_STATUS_ANNOTATION),
         ]
         for index, container in enumerate(spec.get("containers") or []):
             base = pointer("spec", "containers", index)

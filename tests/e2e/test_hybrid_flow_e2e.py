@@ -1,0 +1,317 @@
+"""The hybrid flow, whole, against a real kube-apiserver (skipped without KUBEBUILDER_ASSETS).
+
+Everything Kubernetes is real: the API server calls the webhook over HTTPS,
+the job controller makes the Indexed Job's pods (when kube-controller-manager
+is among the assets; else the pods are made as it would make them), the
+scheduler runs in a thread exactly as ``fluence up`` runs it, and the sidecar
+talks to the API server with a token of the ServiceAccount the webhook gave
+the scout (so its RBAC is proven too).
+
+The sidecar is configured from exactly the env the webhook wrote into its
+container, resolved against the stored pod as the kubelet would resolve the
+downward API; only the vendor queue is a fake (scripted, virtual time).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluence_core import names
+from fluence_core.downward import container_env
+from fluence_core.kube import KubeCluster
+from fluence_core.kube_errors import Conflict
+from fluence_core.kubeyaml import read_objects
+from fluence_core.plugins import get_plugin_manager
+from fluence_core.runtime.fake_provider import QUEUED, RUNNING, FakeQueueProvider, FakeTask
+from fluence_core.runtime.provider import collect_providers
+from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.settings import load_settings
+from fluence_core.testing_apiserver import ApiServer
+from fluence_core.webhook import build_service, tls
+from fluence_core.webhook.server import WebhookServer, server_context
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = [(0.0, 7, QUEUED), (25.0, 4, QUEUED), (45.0, 2, QUEUED), (62.0, 1, QUEUED), (95.0, None, RUNNING)]
+"""The scout's task in the vendor queue: (from virtual second, position, state)."""
+RESOURCES = """
+resources:
+  - type: qdevice
+    name: sim_qpu
+    attributes: {provider: fake, region: sim-1, device-arn: "arn:fake:device/sim"}
+    with:
+      - type: qpu
+"""
+
+
+def wait(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Flow:
+    """One namespace's webhook, nodes and scheduler thread on the session's API server."""
+
+    def __init__(self, server: ApiServer, kube: KubeCluster, namespace: str, work: Path) -> None:
+        self.server, self.kube, self.ns, self.work = server, kube, namespace, work
+        self.nodes: list[str] = []
+        self.started = time.monotonic()
+        self.log: list[str] = []
+        resources = work / "resources.yaml"
+        resources.write_text(RESOURCES)
+        self.settings = load_settings(resources=resources, runtime_image="example.org/fluence:flow",
+                                      webhook_config=f"fluence-flow-{namespace}")
+        self.httpd: WebhookServer | None = None
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.scheduler: Scheduler | None = None
+
+    def note(self, what: str) -> None:
+        self.log.append(f"[wall {time.monotonic() - self.started:6.2f}s] {what}")
+
+    def start_webhook(self) -> None:
+        cert = tls.generate(["localhost"], self.work / "tls", ip_addresses=["127.0.0.1"])
+        service = build_service(self.settings, get_plugin_manager(self.settings), self.kube)
+        self.httpd = WebhookServer(("127.0.0.1", 0), service,
+                                   ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.kube.create("mutatingwebhookconfigurations", {
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": self.settings.webhook_config},
+            "webhooks": [{
+                "name": "pods.fluence.flux-framework.org", "admissionReviewVersions": ["v1"],
+                "clientConfig": {"url": f"https://127.0.0.1:{self.httpd.port}/mutate"},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": ["pods"]}],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.ns}},
+                "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10,
+                "reinvocationPolicy": "IfNeeded"}]})
+        tls.patch_ca_bundle(self.kube, self.settings.webhook_config, cert.ca_pem)
+
+    def node(self, suffix: str, cpu: int = 4) -> None:
+        name = f"{self.ns}-{suffix}"
+        self.kube.create("nodes", {
+            "metadata": {"name": name, "labels": {"e2e-ns": self.ns}},
+            "status": {"capacity": {"cpu": str(cpu), "memory": "16Gi", "pods": "110"},
+                       "allocatable": {"cpu": str(cpu), "memory": "16Gi", "pods": "110"}}})
+        self.nodes.append(name)
+
+    def start_scheduler(self) -> None:
+        self.scheduler = Scheduler(self.kube, self.settings)
+        self.scheduler.start()
+        self.thread = threading.Thread(target=self.scheduler.run, args=(self.stop,),
+                                       kwargs={"idle": 0.5}, daemon=True)
+        self.thread.start()
+
+    def pod(self, name: str) -> dict[str, Any]:
+        found = self.kube.get("pods", name, self.ns)
+        assert found is not None, name
+        return found
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=90)
+        if self.httpd is not None:
+            self.kube.delete("mutatingwebhookconfigurations", self.settings.webhook_config)
+            self.httpd.shutdown()
+        for node in self.nodes:
+            self.kube.delete("nodes", node)
+
+
+@pytest.fixture
+def flow(apiserver: ApiServer, kube: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Flow]:
+    made = Flow(apiserver, kube, kube_namespace, tmp_path)
+    yield made
+    made.close()
+
+
+def submit_job(flow: Flow) -> str:
+    """The example Indexed Job of 4, kept to this test's nodes; made by the job controller
+    when it runs, else its pods are made as the controller would (index label + annotation)."""
+    (job,) = read_objects(REPO / "examples" / "quantum-shared-job.yaml", kind="Job")
+    job["spec"]["template"]["spec"]["nodeSelector"] = {"e2e-ns": flow.ns}
+    job = flow.kube.create("jobs", job, flow.ns)
+    if flow.server.controller_manager:
+        wait(lambda: len(flow.kube.list("pods", flow.ns).items) == 4, "the job controller's 4 pods")
+        made = "job controller"
+    else:
+        template = job["spec"]["template"]
+        for index in range(4):
+            meta = {"name": f"vqe-{index}",
+                    "labels": {**template["metadata"]["labels"], names.JOB_COMPLETION_INDEX: str(index)},
+                    "annotations": {**template["metadata"]["annotations"],
+                                    names.JOB_COMPLETION_INDEX: str(index)},
+                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "vqe",
+                                         "uid": job["metadata"]["uid"], "controller": True}]}
+            flow.kube.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                                      "spec": template["spec"]}, flow.ns)
+        made = "test (as the job controller would)"
+    flow.note(f"Indexed Job vqe submitted; 4 pods made by the {made}")
+    return made
+
+
+def by_index(flow: Flow) -> dict[int, str]:
+    """Completion index -> pod name (the job controller names pods vqe-<index>-<random>)."""
+    return {int(p["metadata"]["labels"][names.JOB_COMPLETION_INDEX]): p["metadata"]["name"]
+            for p in flow.kube.list("pods", flow.ns).items}
+
+
+def sidecar_token(flow: Flow) -> str:
+    """A token of the ServiceAccount the webhook gave the scout (TokenRequest via kubectl)."""
+    done = subprocess.run(
+        [str(Path(os.environ["KUBEBUILDER_ASSETS"]) / "kubectl"), f"--kubeconfig={flow.server.kubeconfig()}",
+         "-n", flow.ns, "create", "token", names.SIDECAR_SERVICE_ACCOUNT],
+        check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    kube, ns = flow.kube, flow.ns
+    try:
+        (priority_class,) = read_objects(REPO / "deploy" / "fluence.yaml", kind="PriorityClass")
+        kube.create("priorityclasses", priority_class)
+    except Conflict:
+        pass
+    for suffix in ("n0", "n1", "n2"):
+        flow.node(suffix)
+    flow.start_webhook()
+    submit_job(flow)
+
+    # -- the split, as stored by the API server -------------------------------------------------
+    pods = by_index(flow)
+    scout_name, worker_names = pods[0], [pods[i] for i in (1, 2, 3)]
+    scout = flow.pod(scout_name)
+    assert scout["metadata"]["labels"][names.ROLE_LABEL] == names.ROLE_SCOUT
+    assert scout["spec"]["schedulingGroup"]["podGroupName"] == "vqe-scout"
+    assert not scout["spec"].get("schedulingGates")
+    assert [c["name"] for c in scout["spec"]["containers"]] == ["app", names.SIDECAR_CONTAINER]
+    assert [c["name"] for c in scout["spec"]["initContainers"]] == [names.STAGE_CONTAINER]
+    assert scout["spec"]["serviceAccountName"] == names.SIDECAR_SERVICE_ACCOUNT
+    mount = {"name": names.RUNTIME_VOLUME, "mountPath": names.RUNTIME_MOUNT}
+    for container in scout["spec"]["containers"] + scout["spec"]["initContainers"]:
+        assert mount in [{k: m[k] for k in ("name", "mountPath")} for m in container["volumeMounts"]]
+    for name in worker_names:
+        worker = flow.pod(name)
+        assert worker["spec"]["schedulingGroup"]["podGroupName"] == "vqe"
+        assert worker["spec"]["schedulingGates"] == [{"name": names.QUANTUM_GATE}]
+        assert worker["spec"]["priorityClassName"] == names.QUANTUM_PRIORITY_CLASS
+        assert worker["spec"]["priority"] == priority_class["value"]
+        env = {e["name"] for e in worker["spec"]["containers"][0]["env"]}
+        assert {names.ENV_SCOUT_JOB_ID, names.ENV_SCOUT_SESSION, names.ENV_SCOUT_STATUS} <= env
+    groups = {g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
+              for g in kube.list("podgroups", ns).items if not g["metadata"].get("deletionTimestamp")}
+    assert groups["vqe-scout"] == 1 and groups["vqe"] == 3
+    # Whatever PodGroup the job controller made (WorkloadWithJob), no pod is left in it: the
+    # split re-pointed all four. (The controller re-creates its PodGroup of 4 after the webhook
+    # deletes it; it stays empty, so no gang of 4 ever waits.)
+    pointed = {p["spec"]["schedulingGroup"]["podGroupName"] for p in kube.list("pods", ns).items}
+    assert pointed == {"vqe-scout", "vqe"}
+    flow.note(f"webhook split: scout {scout_name} -> PodGroup vqe-scout (1) with sidecar + staged runtime; "
+              f"workers {', '.join(worker_names)} -> PodGroup vqe (minCount 3), gated "
+              f"{names.QUANTUM_GATE}, priority {priority_class['value']}")
+
+    # -- the scheduler: the scout goes with its backend, the workers wait holding nothing ------
+    flow.start_scheduler()
+    scout = wait(lambda: (p := flow.pod(scout_name))["spec"].get("nodeName") and p, "the scout bound")
+    annotations = scout["metadata"]["annotations"]
+    assert annotations[names.BACKEND_ANNOTATION] == "sim_qpu"
+    assert annotations[names.attr_annotation("provider")] == "fake"
+    flow.note(f"scheduler bound scout {scout_name} -> {scout['spec']['nodeName']} "
+              f"with backend={annotations[names.BACKEND_ANNOTATION]}")
+    time.sleep(2)  # give the scheduler every chance to (wrongly) touch the workers
+    for name in worker_names:
+        worker = flow.pod(name)
+        assert worker["spec"].get("nodeName") is None and worker["status"]["phase"] == "Pending"
+    assert names.JOBIDS_ANNOTATION not in (kube.get("podgroups", "vqe", ns)["metadata"].get("annotations") or {})
+
+    # -- the sidecar: configured from the env the webhook injected ------------------------------
+    env = container_env(scout, names.SIDECAR_CONTAINER)
+    assert env[names.ENV_POD_UID] == scout["metadata"]["uid"]
+    assert (env[names.ENV_POD_NAME], env[names.ENV_POD_NAMESPACE]) == (scout_name, ns)
+    assert env[names.ENV_BACKEND] == "sim_qpu" and env["FLUXION_PROVIDER"] == "fake"
+    assert env[names.ENV_RUNTIME_DIR] == names.RUNTIME_MOUNT
+    runtime = flow.work / "emptydir"
+    runtime.mkdir()
+    env[names.ENV_RUNTIME_DIR] = str(runtime)  # the emptyDir mounted at names.RUNTIME_MOUNT
+    for variable in list(os.environ):
+        if variable.startswith(("FLUENCE_", "FLUXION_")):
+            monkeypatch.delenv(variable)
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
+    sidecar_settings = load_settings()
+    as_sidecar = KubeCluster.from_token(flow.server.url, sidecar_token(flow), ca_file=flow.server.ca_file)
+    clock = VirtualClock()
+    fake = FakeQueueProvider(clock, {scout["metadata"]["uid"]: FakeTask("fake-task/0001", SCRIPT,
+                                                                        session="session-42")})
+    real = collect_providers(get_plugin_manager(sidecar_settings))
+    sidecar = sidecar_from_env(sidecar_settings, as_sidecar, [*real, fake], clock=clock)
+    assert sidecar.provider is fake and sidecar.config.gate == names.QUANTUM_GATE
+
+    gated_at: dict[float, bool] = {}
+    finished: set[str] = set()
+
+    def on_sleep(now: float) -> None:
+        workers = [flow.pod(n) for n in worker_names]
+        gated_at[now] = all(w["spec"].get("schedulingGates") for w in workers)
+        if gated_at[now]:
+            assert not any(w["spec"].get("nodeName") for w in workers), "a gated worker holds a node"
+            return
+        if not finished:
+            bound = wait(lambda: all(flow.pod(n)["spec"].get("nodeName") for n in worker_names),
+                         "the three workers bound", timeout=30)
+            placed = {n: flow.pod(n)["spec"]["nodeName"] for n in worker_names}
+            flow.note(f"t={now:g}s (virtual) scheduler bound the 3 workers together: "
+                      + ", ".join(f"{n}->{node}" for n, node in placed.items()))
+            assert bound
+            record = kube.get("podgroups", "vqe", ns)["metadata"].get("annotations") or {}
+            assert names.JOBIDS_ANNOTATION in record  # the durable record, on the workers' PodGroup
+            for name in worker_names:
+                kube.patch_status("pods", name, {"status": {"phase": "Succeeded"}}, ns)
+                finished.add(name)
+            flow.note("workers finished (phase Succeeded written)")
+
+    clock.on_sleep = on_sleep
+    result = sidecar.run()
+    as_sidecar.close()
+    for t, position in result.series:
+        flow.log.append(f"[virtual {t:4g}s] vendor queue position {position}")
+    flow.log.append(f"[virtual {result.series[-1][0]:4g}s] sidecar: ready -> stamped job id/session, "
+                    f"removed gate {names.QUANTUM_GATE} from {', '.join(sorted(result.ungated))}")
+    assert result.outcome is Outcome.READY and result.exit_code == 0
+    assert sorted(result.ungated) == sorted(worker_names)
+    assert [p for _, p in result.series] == [7, 4, 2, 1]
+    assert gated_at[70] is True and gated_at[80] is False  # released by the poll at t=70 (position 1)
+    for name in worker_names:
+        worker = flow.pod(name)
+        assert not worker["spec"].get("schedulingGates")
+        stamped = worker["metadata"]["annotations"]
+        assert stamped[names.SCOUT_JOB_ID_ANNOTATION] == "fake-task/0001"
+        assert stamped[names.SCOUT_SESSION_ANNOTATION] == "session-42"
+        assert stamped[names.SCOUT_STATUS_ANNOTATION] == names.SCOUT_STATUS_READY
+        seen = container_env(worker, "app")
+        assert (seen[names.ENV_SCOUT_JOB_ID], seen[names.ENV_SCOUT_SESSION],
+                seen[names.ENV_SCOUT_STATUS]) == ("fake-task/0001", "session-42", "ready")
+    assert result.workers_finished and (runtime / names.RELEASE_MARKER_FILE).exists()
+    # The workers finished: the scheduler gives their allocation back and clears the record.
+    wait(lambda: names.JOBIDS_ANNOTATION not in (kube.get("podgroups", "vqe", ns)["metadata"]
+                                                 .get("annotations") or {}), "the workers' record cleared")
+    flow.note("workers' allocation released, PodGroup vqe record cleared")
+    assert flow.pod(scout_name)["metadata"]["annotations"][names.SCOUT_STATUS_ANNOTATION] == "ready"
+    with capsys.disabled():
+        print("\nhybrid flow e2e:\n  " + "\n  ".join(flow.log))

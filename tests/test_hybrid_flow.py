@@ -1,0 +1,315 @@
+"""The hybrid flow, whole, on the in-memory cluster: webhook -> scheduler -> sidecar -> scheduler.
+
+The pieces are tested alone elsewhere; this proves they agree at their seams:
+
+* the webhook splits a shared-coordination Indexed Job into a scout and gated
+  workers, and injects the sidecar's configuration;
+* the scheduler binds the scout with the backend annotations and leaves the
+  gated workers Pending, holding nothing;
+* the sidecar is configured from *exactly* the env the webhook wrote into its
+  container (downward API resolved against the stored pod, as the kubelet
+  would), resolves its provider from the ``FLUXION_*`` attributes the scheduler
+  chose, and at the ungate position stamps the workers and removes the named gate;
+* the scheduler then binds the three workers together.
+
+The vendor queue is the scripted fake at the provider boundary; time is virtual.
+The same flow against a real kube-apiserver is tests/e2e/test_hybrid_flow_e2e.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from fluence_core import names
+from fluence_core.cluster_api import NAMESPACES, PODGROUPS, PODS, PRIORITY_CLASSES
+from fluence_core.downward import container_env
+from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kubeyaml import read_objects
+from fluence_core.plugins import get_plugin_manager
+from fluence_core.runtime.fake_provider import QUEUED, RUNNING, FakeQueueProvider, FakeTask
+from fluence_core.runtime.provider import collect_providers
+from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.settings import load_settings
+from fluence_core.webhook import build_service
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+REPO = Path(__file__).resolve().parent.parent
+NAMESPACE = "hybrid"
+GATE = "example.org/hybrid-ready"  # not the default: the name must travel webhook -> sidecar
+RESOURCES = """
+resources:
+  - type: qdevice
+    name: sim_qpu
+    attributes: {provider: fake, region: sim-1, device-arn: "arn:fake:device/sim"}
+    with:
+      - type: qpu
+"""
+SCRIPT = [(0.0, 7, QUEUED), (25.0, 4, QUEUED), (45.0, 2, QUEUED), (62.0, 1, QUEUED), (95.0, None, RUNNING)]
+"""The scout's task in the vendor queue: (from virtual second, position, state)."""
+
+
+def job_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Indexed Job's 4 pods as the job controller makes them (index label and annotation)."""
+    template = job["spec"]["template"]
+    made = []
+    for index in range(job["spec"]["completions"]):
+        meta = {"name": f"vqe-{index}", "namespace": NAMESPACE,
+                "labels": {**template["metadata"]["labels"], names.JOB_COMPLETION_INDEX: str(index)},
+                "annotations": {**template["metadata"]["annotations"],
+                                names.JOB_COMPLETION_INDEX: str(index)},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"],
+                                     "uid": job["metadata"]["uid"], "controller": True}]}
+        made.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                     "spec": copy.deepcopy(template["spec"])})
+    return made
+
+
+def admit(service: Any, pod: dict[str, Any]) -> dict[str, Any]:
+    """What the API server does at CREATE: call the webhook, apply its JSON patch."""
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+              "request": {"uid": f"req-{pod['metadata']['name']}",
+                          "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                          "resource": {"group": "", "version": "v1", "resource": "pods"},
+                          "operation": "CREATE", "namespace": NAMESPACE, "object": pod}}
+    response = service.review(json.dumps(review).encode()).body["response"]
+    assert response["allowed"], response
+    patch = json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
+    result: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(pod), patch)
+    return result
+
+
+def env_sources(container: dict[str, Any]) -> dict[str, str]:
+    """name -> literal value or the fieldPath it is read from."""
+    return {e["name"]: e["value"] if "value" in e else e["valueFrom"]["fieldRef"]["fieldPath"]
+            for e in container.get("env") or []}
+
+
+def by_name(pod: dict[str, Any], name: str, section: str = "containers") -> dict[str, Any]:
+    return next(c for c in pod["spec"].get(section) or [] if c["name"] == name)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Any]:
+    resources = tmp_path / "resources.yaml"
+    resources.write_text(RESOURCES)
+    settings = load_settings(resources=resources, runtime_image="example.org/fluence:flow",
+                             quantum_gate=GATE)
+    cluster = FakeCluster()
+    cluster.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+    for name in ("n0", "n1", "n2"):
+        cluster.create("nodes", {"metadata": {"name": name, "labels": {}},
+                                 "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                                            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}}})
+    # The PriorityClass exactly as deploy/fluence.yaml installs it.
+    (priority_class,) = read_objects(REPO / "deploy" / "fluence.yaml", kind="PriorityClass")
+    cluster.create(PRIORITY_CLASSES, priority_class)
+    (job,) = read_objects(REPO / "examples" / "quantum-shared-job.yaml", kind="Job")
+    job = cluster.create("jobs", job, NAMESPACE)
+    return {"settings": settings, "cluster": cluster, "job": job, "priority_class": priority_class,
+            "runtime": tmp_path / "emptydir"}
+
+
+def test_webhook_scheduler_and_sidecar_release_the_workers_together(world, monkeypatch, capsys) -> None:
+    settings, cluster, job = world["settings"], world["cluster"], world["job"]
+    qpu = names.extended_resource("qpu")
+
+    # -- 1. admission: the split --------------------------------------------------------------
+    service = build_service(settings, get_plugin_manager(settings), cluster)
+    for pod in job_pods(job):
+        cluster.create(PODS, admit(service, pod), NAMESPACE)
+    scout = cluster.get(PODS, "vqe-0", NAMESPACE)
+    workers = [cluster.get(PODS, f"vqe-{i}", NAMESPACE) for i in (1, 2, 3)]
+    groups = {g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
+              for g in cluster.list(PODGROUPS, NAMESPACE).items}
+    assert groups == {"vqe-scout": 1, "vqe": 3}
+    assert scout["spec"]["schedulingGroup"] == {"podGroupName": "vqe-scout"}
+    assert not scout["spec"].get("schedulingGates")
+    assert [c["name"] for c in scout["spec"]["containers"]] == ["app", names.SIDECAR_CONTAINER]
+    assert [c["name"] for c in scout["spec"]["initContainers"]] == [names.STAGE_CONTAINER]
+    sidecar = by_name(scout, names.SIDECAR_CONTAINER)
+    app = by_name(scout, "app")
+    # The runtime volume: an emptyDir, mounted at the same path in stage, app and sidecar.
+    assert {"name": names.RUNTIME_VOLUME, "emptyDir": {}} in scout["spec"]["volumes"]
+    for container in (app, sidecar, by_name(scout, names.STAGE_CONTAINER, "initContainers")):
+        assert {"name": names.RUNTIME_VOLUME, "mountPath": names.RUNTIME_MOUNT} in container["volumeMounts"]
+    wiring = env_sources(sidecar)
+    assert wiring[names.ENV_POD_UID] == "metadata.uid"
+    assert wiring[names.ENV_POD_NAME] == "metadata.name"
+    assert wiring[names.ENV_POD_NAMESPACE] == "metadata.namespace"
+    assert wiring[names.ENV_RUNTIME_DIR] == names.RUNTIME_MOUNT
+    assert wiring[names.SETTINGS_ENV_PREFIX + "QUANTUM_GATE"] == GATE
+    assert wiring[names.ENV_BACKEND] == f"metadata.annotations['{names.BACKEND_ANNOTATION}']"
+    assert env_sources(app)[names.ENV_POD_UID] == "metadata.uid"
+    assert env_sources(app)[names.ENV_RUNTIME_DIR] == names.RUNTIME_MOUNT
+    assert env_sources(app)["PYTHONPATH"].split(":")[0] == names.RUNTIME_MOUNT
+    for worker in workers:
+        assert worker["spec"]["schedulingGroup"] == {"podGroupName": "vqe"}
+        assert worker["spec"]["schedulingGates"] == [{"name": GATE}]
+        assert worker["spec"]["priorityClassName"] == names.QUANTUM_PRIORITY_CLASS
+        assert worker["spec"]["priority"] == world["priority_class"]["value"] == 1000
+        assert qpu not in worker["spec"]["containers"][0]["resources"]["requests"]
+        env = env_sources(worker["spec"]["containers"][0])
+        assert env[names.ENV_ROLE] == names.ROLE_WORKER
+        for variable, annotation in ((names.ENV_SCOUT_JOB_ID, names.SCOUT_JOB_ID_ANNOTATION),
+                                     (names.ENV_SCOUT_SESSION, names.SCOUT_SESSION_ANNOTATION),
+                                     (names.ENV_SCOUT_STATUS, names.SCOUT_STATUS_ANNOTATION)):
+            assert env[variable] == f"metadata.annotations['{annotation}']"
+
+    # -- 2. the scheduler: the scout goes, the workers wait holding nothing -------------------
+    scheduler = Scheduler(cluster, settings)
+    scheduler.start()
+
+    def cycle() -> list[Any]:
+        scheduler.pump()
+        results = scheduler.schedule_once()
+        scheduler.pump()
+        return results
+
+    cycle()
+    scout = cluster.get(PODS, "vqe-0", NAMESPACE)
+    assert scout["spec"].get("nodeName")
+    annotations = scout["metadata"]["annotations"]
+    assert annotations[names.BACKEND_ANNOTATION] == "sim_qpu"
+    assert annotations[names.attr_annotation("provider")] == "fake"
+    assert all(cluster.get(PODS, f"vqe-{i}", NAMESPACE)["spec"].get("nodeName") is None for i in (1, 2, 3))
+    assert len(scheduler.matcher.allocations()) == 2  # the scout's compute + its qpu; no worker
+    assert names.JOBIDS_ANNOTATION not in (cluster.get(PODGROUPS, "vqe", NAMESPACE)["metadata"]
+                                           .get("annotations") or {})
+
+    # -- 3. the sidecar, configured from what the webhook injected ---------------------------
+    env = container_env(scout, names.SIDECAR_CONTAINER)  # the kubelet's view at container start
+    assert env[names.ENV_POD_UID] == scout["metadata"]["uid"]
+    assert env[names.ENV_BACKEND] == "sim_qpu" and env["FLUXION_PROVIDER"] == "fake"
+    assert env["FLUXION_DEVICE_ARN"] == "arn:fake:device/sim"
+    world["runtime"].mkdir()
+    env[names.ENV_RUNTIME_DIR] = str(world["runtime"])  # the emptyDir behind names.RUNTIME_MOUNT
+    for variable in list(os.environ):
+        if variable.startswith(("FLUENCE_", "FLUXION_")):
+            monkeypatch.delenv(variable)
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
+    sidecar_settings = load_settings()
+    assert (sidecar_settings.pod_name, sidecar_settings.pod_namespace) == ("vqe-0", NAMESPACE)
+    assert sidecar_settings.quantum_gate == GATE
+
+    clock = VirtualClock()
+    fake = FakeQueueProvider(clock, {scout["metadata"]["uid"]: FakeTask(
+        "fake-task/0001", SCRIPT, session="session-42")})
+    real = collect_providers(get_plugin_manager(sidecar_settings))
+    sidecar = sidecar_from_env(sidecar_settings, cluster, [*real, fake], clock=clock)
+    assert sidecar.provider is fake and sidecar.config.backend.name == "sim_qpu"
+    assert sidecar.config.gate == GATE
+
+    timeline: list[str] = []
+    bound_at: dict[str, float] = {}
+
+    def on_sleep(now: float) -> None:
+        """Between two polls: the scheduler runs; bound workers run and then finish."""
+        for result in cycle():
+            if result.placed:
+                timeline.append(f"t={now:g}s scheduler bound {result.group}: "
+                                + ", ".join(f"{p.split('/')[1]}->{n}" for p, n in sorted(result.placed.items())))
+        for i in (1, 2, 3):
+            pod = cluster.get(PODS, f"vqe-{i}", NAMESPACE)
+            if pod["spec"].get("nodeName") and pod["metadata"]["name"] not in bound_at:
+                bound_at[pod["metadata"]["name"]] = now
+            elif pod["spec"].get("nodeName") and pod["status"].get("phase") == "Pending":
+                cluster.patch_status(PODS, pod["metadata"]["name"], {"status": {"phase": "Succeeded"}},
+                                     NAMESPACE)
+
+    clock.on_sleep = on_sleep
+    result = sidecar.run()
+    for t, position in result.series:
+        timeline.append(f"t={t:g}s vendor queue position {position}")
+    timeline.append(f"t={result.series[-1][0]:g}s sidecar stamped job id/session and removed {GATE} "
+                    f"from {', '.join(sorted(result.ungated))}")
+    timeline.sort(key=lambda line: float(line[2:line.index("s ")]))
+    with capsys.disabled():
+        print("\nhybrid flow (virtual time):\n  " + "\n  ".join(timeline))
+
+    # -- 4. the outcome -------------------------------------------------------------------------
+    assert result.outcome is Outcome.READY and result.exit_code == 0
+    assert sorted(result.ungated) == ["vqe-1", "vqe-2", "vqe-3"]
+    assert [p for _, p in result.series] == [7, 4, 2, 1]
+    ready_at = result.series[-1][0]
+    assert ready_at == 70  # the first poll (every 10 s) after position 1 at t=62
+    assert set(bound_at.values()) == {ready_at + 10}  # all 3 in one cycle, right after ungate
+    bound = {cluster.get(PODS, f"vqe-{i}", NAMESPACE)["spec"]["nodeName"] for i in (1, 2, 3)}
+    assert bound and None not in bound
+    for i in (1, 2, 3):
+        worker = cluster.get(PODS, f"vqe-{i}", NAMESPACE)
+        assert not worker["spec"].get("schedulingGates")
+        stamped = worker["metadata"]["annotations"]
+        assert stamped[names.SCOUT_JOB_ID_ANNOTATION] == "fake-task/0001"
+        assert stamped[names.SCOUT_SESSION_ANNOTATION] == "session-42"
+        assert stamped[names.SCOUT_STATUS_ANNOTATION] == names.SCOUT_STATUS_READY
+        # What the worker's container will read, through the env the webhook injected:
+        seen = container_env(worker, "app")
+        assert (seen[names.ENV_SCOUT_JOB_ID], seen[names.ENV_SCOUT_SESSION],
+                seen[names.ENV_SCOUT_STATUS]) == ("fake-task/0001", "session-42", "ready")
+    group = cluster.get(PODGROUPS, "vqe", NAMESPACE)
+    assert names.JOBIDS_ANNOTATION in group["metadata"]["annotations"]  # one record for the 3
+    assert result.workers_finished and (world["runtime"] / names.RELEASE_MARKER_FILE).exists()
+    stamped_scout = cluster.get(PODS, "vqe-0", NAMESPACE)["metadata"]["annotations"]
+    assert stamped_scout[names.SCOUT_STATUS_ANNOTATION] == names.SCOUT_STATUS_READY
+    # The workers finished: their allocation goes back and the record is cleared.
+    cycle()
+    assert names.JOBIDS_ANNOTATION not in (cluster.get(PODGROUPS, "vqe", NAMESPACE)["metadata"]
+                                           .get("annotations") or {})
+    assert len(scheduler.matcher.allocations()) == 2  # the scout's, still running
+
+
+@pytest.mark.parametrize("provider", ["braket", "qrmi"])
+def test_the_injected_sidecar_env_resolves_an_installed_provider(world, monkeypatch, provider) -> None:
+    """`fluence sidecar` starts from the injected env: settings parse, the real provider resolves."""
+    resources = world["runtime"].parent / "resources.yaml"
+    resources.write_text(RESOURCES.replace("provider: fake", f"provider: {provider}"))
+    settings, cluster, job = world["settings"], world["cluster"], world["job"]
+    service = build_service(settings, get_plugin_manager(settings), cluster)
+    for pod in job_pods(job)[:1]:
+        cluster.create(PODS, admit(service, pod), NAMESPACE)
+    scheduler = Scheduler(cluster, settings)
+    scheduler.start()
+    scheduler.schedule_once()
+    scout = cluster.get(PODS, "vqe-0", NAMESPACE)
+    assert scout["spec"].get("nodeName")
+    env = container_env(scout, names.SIDECAR_CONTAINER)
+    for variable in list(os.environ):
+        if variable.startswith(("FLUENCE_", "FLUXION_")):
+            monkeypatch.delenv(variable)
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
+    sidecar_settings = load_settings()
+    sidecar = sidecar_from_env(sidecar_settings, cluster, collect_providers(get_plugin_manager(sidecar_settings)))
+    assert sidecar.provider.name == provider
+    assert sidecar.config.backend.name == "sim_qpu"
+    assert sidecar.config.backend.attributes["region"] == "sim-1"
+    assert (sidecar.config.pod_uid, sidecar.config.pod_name) == (scout["metadata"]["uid"], "vqe-0")
+
+
+def test_container_env_resolves_the_downward_api_as_the_kubelet_does() -> None:
+    from fluence_core.downward import field_value
+    from fluence_core.errors import FluenceError
+
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "annotations": {"a/b": "x"}},
+           "spec": {"containers": [{"name": "c", "env": [
+               {"name": "LIT", "value": "1"},
+               {"name": "ANN", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['a/b']"}}},
+               {"name": "MISSING", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['nope']"}}},
+               {"name": "UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]}]}}
+    assert container_env(pod, "c") == {"LIT": "1", "ANN": "x", "MISSING": "", "UID": "u-1"}
+    assert field_value(pod, "spec.nodeName") == ""
+    with pytest.raises(FluenceError):
+        field_value(pod, "status.podIPs")
+    with pytest.raises(FluenceError):
+        container_env(pod, "absent")
