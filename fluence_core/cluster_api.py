@@ -103,6 +103,12 @@ CLUSTER_ROLE_BINDINGS: Final = Resource(
     "clusterrolebindings", "ClusterRoleBinding", group="rbac.authorization.k8s.io",
     namespaced=False,
 )
+CONFIGMAPS: Final = Resource("configmaps", "ConfigMap")
+SECRETS: Final = Resource("secrets", "Secret")
+SERVICES: Final = Resource("services", "Service", status_subresource=True)
+JOBSETS: Final = Resource(
+    "jobsets", "JobSet", group="jobset.x-k8s.io", version="v1alpha2", status_subresource=True
+)
 MUTATING_WEBHOOKS: Final = Resource(
     "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
     group="admissionregistration.k8s.io", namespaced=False,
@@ -113,7 +119,7 @@ RESOURCES: Final[Mapping[str, Resource]] = {
     for r in (
         PODS, NODES, EVENTS, NAMESPACES, SERVICE_ACCOUNTS, PODGROUPS, WORKLOADS,
         PRIORITY_CLASSES, JOBS, LEASES, ROLES, ROLE_BINDINGS, CLUSTER_ROLES,
-        CLUSTER_ROLE_BINDINGS, MUTATING_WEBHOOKS,
+        CLUSTER_ROLE_BINDINGS, MUTATING_WEBHOOKS, CONFIGMAPS, SECRETS, SERVICES, JOBSETS,
     )
 }
 """Every kind Fluence touches, by plural."""

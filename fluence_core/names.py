@@ -103,6 +103,21 @@ CLASS_PROPERTY_PREFIX: Final = "class="
 ZONE_LABEL: Final = "topology.kubernetes.io/zone"
 RACK_LABEL: Final = "topology.kubernetes.io/rack"
 
+# A Flux cluster inside an Indexed Job or JobSet (plugin fluence-flux).
+FLUX_ANNOTATION: Final = f"{DOMAIN}/flux"
+"""``"true"`` on a Job or JobSet: run a Flux instance across its pods, the command under it."""
+FLUX_TASKS_PER_NODE_ANNOTATION: Final = f"{DOMAIN}/flux-num-proc-per-node"
+"""Tasks per pod for ``flux submit --tasks-per-node`` (default 1)."""
+FLUX_QUEUE_POLICY_ANNOTATION: Final = f"{DOMAIN}/flux-queue-policy"
+"""Fluxion's queue policy inside the instance (default ``fcfs``)."""
+FLUX_NETWORK_DEVICE_ANNOTATION: Final = f"{DOMAIN}/flux-network-device"
+"""Interface the brokers bind (default ``eth0``)."""
+FLUX_CONTAINER_ANNOTATION: Final = f"{DOMAIN}/flux-container"
+"""Which container runs the broker and the user's command (default: the first)."""
+TRAINER_FRAMEWORK_LABEL: Final = "trainer.kubeflow.org/framework"
+"""Kubeflow Trainer's runtime label; ``flux`` opts the runtime's JobSets in."""
+TRAINER_FRAMEWORK_FLUX: Final = "flux"
+
 ENTRY_POINT_GROUP: Final = "fluence"
 LOGGER_NAME: Final = "fluence"
 

@@ -2,7 +2,10 @@
 
 A handler is any object with a ``name``, an ``applies(pod)`` test and a
 ``mutate(pod, ctx)`` step returning a JSON patch (a list of operations) against
-the pod it was given. Handlers must be idempotent: the API server may call the
+the pod it was given. A handler of other kinds (a Job, a JobSet) says which in
+an optional ``resources`` attribute — ``"group/plural"`` strings, ``"pods"`` for
+the core group — and then receives those objects instead; without it a handler
+sees pods only. Handlers must be idempotent: the API server may call the
 webhook again for a pod Fluence already mutated, and the answer must then be an
 empty patch. Handlers never touch the cluster directly while mutating; they
 ``ctx.defer`` their side effects (PodGroups, RBAC objects), which run only once
@@ -29,7 +32,8 @@ class AdmissionDenied(FluenceError):
 
 @runtime_checkable
 class Handler(Protocol):
-    """One admission step. ``order`` (optional, default 100) sets the default order."""
+    """One admission step. ``order`` (optional, default 100) sets the default order;
+    ``resources`` (optional, default ``("pods",)``) the kinds it is sent."""
 
     name: str
 
@@ -93,6 +97,22 @@ class AdmissionContext:
             "resource_config": self.resource_config,
             "warnings": self.warnings,
         }
+
+
+POD_RESOURCE = "pods"
+
+
+def resource_key(group: str, plural: str) -> str:
+    """``"pods"`` for the core group, ``"batch/jobs"`` otherwise: how handlers name kinds."""
+    return f"{group}/{plural}" if group else plural
+
+
+def resources_of(handler: Any) -> tuple[str, ...]:
+    """The kinds a handler is sent (``resources`` attribute; pods when it has none)."""
+    declared = getattr(handler, "resources", None)
+    if declared is None:
+        return (POD_RESOURCE,)
+    return (declared,) if isinstance(declared, str) else tuple(declared)
 
 
 def env_contract_of(handlers: Sequence[Any]) -> Iterator[tuple[str, str, str]]:

@@ -23,7 +23,14 @@ from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings
 from fluence_core.webhook import pods
 from fluence_core.webhook._patch import JsonPatch, apply_patch
-from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
+from fluence_core.webhook.base import (
+    POD_RESOURCE,
+    AdmissionContext,
+    AdmissionDenied,
+    Handler,
+    resource_key,
+    resources_of,
+)
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -117,12 +124,14 @@ class AdmissionService:
     def _review(self, uid: str, request: dict[str, Any]) -> dict[str, Any]:
         resource = request.get("resource") or {}
         if (request.get("operation") != "CREATE" or request.get("subResource")
-                or not isinstance(resource, dict)
-                or (resource.get("group", ""), resource.get("resource")) != ("", "pods")):
+                or not isinstance(resource, dict)):
             return allow(uid)  # not ours to judge: the configuration should not even send it
+        key = resource_key(str(resource.get("group") or ""), str(resource.get("resource") or ""))
         namespace = str(request.get("namespace") or "")
         if namespace == names.KUBE_SYSTEM:
             return allow(uid)
+        if key != POD_RESOURCE:
+            return self._review_object(uid, request, key, namespace)
         pod = request.get("object")
         if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod" or not isinstance(
                 pod.get("spec"), dict):
@@ -147,18 +156,42 @@ class AdmissionService:
                 return deny(uid, f"fluence admission control failed: {error}")
             if refusal:
                 return deny(uid, str(refusal), warnings=ctx.warnings)
+        return self._run(uid, pod, ctx, [h for h in self.handlers if POD_RESOURCE in resources_of(h)])
+
+    def _review_object(self, uid: str, request: dict[str, Any], key: str,
+                       namespace: str) -> dict[str, Any]:
+        """A kind other than Pod: only the handlers that declare it; no pod admission control."""
+        handlers = [h for h in self.handlers if key in resources_of(h)]
+        if not handlers:
+            return allow(uid)  # no handler asked for this kind
+        obj = request.get("object")
+        if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
+            return deny(uid, f"fluence webhook: the request carries no {key} object", code=400)
+        obj = copy.deepcopy(obj)
+        metadata = obj.setdefault("metadata", {})
+        namespace = namespace or str(metadata.get("namespace") or "default")
+        metadata.setdefault("namespace", namespace)
+        ctx = AdmissionContext(
+            settings=self.settings, cluster=self.cluster, namespace=namespace,
+            dry_run=bool(request.get("dryRun")), resource_config=self.resource_config, uid=uid,
+        )
+        return self._run(uid, obj, ctx, handlers)
+
+    def _run(self, uid: str, obj: dict[str, Any], ctx: AdmissionContext,
+             handlers: Sequence[Handler]) -> dict[str, Any]:
+        """Each handler in turn on the working copy, then the deferred side effects."""
         patch: JsonPatch = []
-        for handler in self.handlers:
+        for handler in handlers:
             ctx.current_handler = handler.name
             try:
-                if not handler.applies(pod):
+                if not handler.applies(obj):
                     continue
-                ops = list(handler.mutate(pod, ctx))
-                apply_patch(pod, copy.deepcopy(ops))
+                ops = list(handler.mutate(obj, ctx))
+                apply_patch(obj, copy.deepcopy(ops))
             except AdmissionDenied as error:
                 return deny(uid, f"fluence webhook handler {handler.name}: {error}", warnings=ctx.warnings)
             except Exception as error:
-                logger.exception("webhook: handler %s raised on %s", handler.name, pods.pod_label(pod))
+                logger.exception("webhook: handler %s raised on %s", handler.name, pods.pod_label(obj))
                 return deny(uid, f"fluence webhook handler {handler.name} failed: "
                                  f"{type(error).__name__}: {error}", warnings=ctx.warnings)
             patch += ops
@@ -173,5 +206,5 @@ class AdmissionService:
                     return deny(uid, f"fluence webhook handler {step.handler}: "
                                      f"{step.description}: {message}", warnings=ctx.warnings)
         if patch:
-            logger.debug("webhook: %s patched by %d ops", pods.pod_label(pod), len(patch))
+            logger.debug("webhook: %s patched by %d ops", pods.pod_label(obj), len(patch))
         return allow(uid, patch, ctx.warnings)

@@ -116,3 +116,38 @@ def test_a_failing_side_effect_denies_naming_the_handler(settings, cluster):
     response, _ = admit(service, pod("p", group="g", namespace="missing"), namespace="missing")
     assert response["allowed"] is False
     assert "handler gang: PodGroup missing/g" in response["status"]["message"]
+
+
+class JobTagger(Tagger):
+    """A handler of Jobs only (``resources``), tagging what it sees."""
+
+    resources = ("batch/jobs",)
+
+
+def job_review(obj, **kw):
+    body = review(obj, **kw)
+    body["request"]["resource"] = {"group": "batch", "version": "v1", "resource": "jobs"}
+    return json.dumps(body).encode()
+
+
+def test_a_handler_declaring_jobs_is_sent_jobs_and_pod_handlers_are_not(settings):
+    service = AdmissionService(settings, [Tagger("pod"), JobTagger("job")])
+    obj = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {}},
+           "spec": {"template": {"spec": {"containers": []}}}}
+    response = service.review(job_review(obj)).response
+    _, out = admit(service, pod("p"))
+    assert response["allowed"] is True
+    patch = json.loads(__import__("base64").b64decode(response["patch"]))
+    assert patch == [{"op": "add", "path": "/metadata/annotations/seen", "value": "job"}]
+    assert out["metadata"]["annotations"]["seen"] == "pod"  # the Job handler never sees pods
+
+
+def test_a_kind_no_handler_declares_is_allowed_untouched(settings):
+    service = AdmissionService(settings, [Tagger("pod")])
+    obj = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {}}
+    assert service.review(job_review(obj)).response == {"uid": "req-1", "allowed": True}
+
+
+def test_an_object_request_without_an_object_is_denied(settings):
+    service = AdmissionService(settings, [JobTagger("job")])
+    assert service.review(job_review(None)).response["allowed"] is False
