@@ -1,0 +1,280 @@
+"""Handler ``flux``: rewrite an opted-in Indexed Job or JobSet to run a Flux instance.
+
+On CREATE the pod template gets, without touching the user's image:
+
+* an init container from the flux-view image running ``init.sh`` (copy Flux into
+  the ``flux-view`` emptyDir, write the broker config for the job's hosts);
+* on the Flux container: the ``flux-view`` mount, the ``flux-scripts`` mount (a
+  projected volume of the ConfigMap ``<name>-flux`` with init.sh and
+  entrypoint.sh, and the Secret ``<name>-flux-curve`` with the shared CURVE
+  certificate) and command ``bash entrypoint.sh <the user's command...>``;
+* a memory-backed ``/dev/shm``, a soft pod anti-affinity (one pod per node) and
+  optionally a required node affinity (setting ``FLUENCE_FLUX_NODE_AFFINITY``);
+* networking: ``subdomain`` and a headless Service named for the Job (a JobSet
+  gets ``network.enableDNSHostnames: true`` and its controller makes the Service).
+
+The ConfigMap, Secret and Service are created as deferred side effects (never
+on a dry run) and owned by the workload once it is stored; see
+:mod:`fluence_flux.adopt`.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from fluence_core import names
+from fluence_core.cluster_api import CONFIGMAPS, JOBS, JOBSETS, SECRETS, SERVICES, Resource
+from fluence_core.kube_errors import Conflict
+from fluence_core.log import logger
+from fluence_core.webhook._patch import JsonPatch, pointer
+from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
+from fluence_flux import scripts
+from fluence_flux import workload as wl
+from fluence_flux.adopt import Adopter, Adoption
+from fluence_flux.curve import curve_certificate
+from fluence_flux.settings import FluxSettings
+
+INIT_CONTAINER = "flux-view"
+VIEW_VOLUME = "flux-view"
+SCRIPTS_VOLUME = "flux-scripts"
+SHM_VOLUME = "flux-shm"
+SHM_PATH = "/dev/shm"
+HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
+
+TRAINJOBS = Resource("trainjobs", "TrainJob", group="trainer.kubeflow.org", version="v1alpha1")
+TRAINING_RUNTIMES = Resource("trainingruntimes", "TrainingRuntime", group="trainer.kubeflow.org",
+                             version="v1alpha1")
+CLUSTER_TRAINING_RUNTIMES = Resource("clustertrainingruntimes", "ClusterTrainingRuntime",
+                                     group="trainer.kubeflow.org", version="v1alpha1", namespaced=False)
+
+
+def extend_list(owner: Mapping[str, Any], base: str, key: str, items: list[dict[str, Any]],
+                *, identity: str = "name") -> JsonPatch:
+    """Ops adding each of ``items`` missing from list ``key`` (one op creates the list)."""
+    current = owner.get(key)
+    present = {entry.get(identity) for entry in current or []}
+    missing = [item for item in items if item.get(identity) not in present]
+    if not missing:
+        return []
+    if current is None:
+        return [{"op": "add", "path": base + pointer(key), "value": missing}]
+    return [{"op": "add", "path": base + pointer(key, "-"), "value": item} for item in missing]
+
+
+def node_affinity_terms(setting: str) -> list[dict[str, Any]]:
+    """``key=v1|v2,key2=v3`` as one node selector term (every expression must hold)."""
+    expressions = []
+    for part in (p.strip() for p in setting.split(",") if p.strip()):
+        key, sep, values = part.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise ValueError(f"FLUENCE_FLUX_NODE_AFFINITY term {part!r} is not key=value")
+        expressions.append({"key": key.strip(), "operator": "In",
+                            "values": [v.strip() for v in values.split("|") if v.strip()]})
+    return [{"matchExpressions": expressions}] if expressions else []
+
+
+class FluxHandler:
+    """The ``flux`` webhook handler (Jobs and JobSets)."""
+
+    name = "flux"
+    order = 50
+    resources = ("batch/jobs", "jobset.x-k8s.io/jobsets")
+
+    def __init__(self, settings: FluxSettings | None = None, adopter: Adopter | None = None) -> None:
+        self.settings = settings or FluxSettings()
+        self.adopter = adopter or Adopter()
+        self.node_terms = node_affinity_terms(self.settings.node_affinity)
+
+    def applies(self, obj: Mapping[str, Any]) -> bool:
+        return wl.opted_in(obj) or (wl.kind_of(obj) == wl.JOBSET_KIND and wl.trainer_owner(obj) is not None)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _trainjob(self, obj: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, Any] | None:
+        ref = wl.trainer_owner(obj)
+        if ref is None or ctx.cluster is None:
+            return None
+        found: Mapping[str, Any] | None = ctx.cluster.get(TRAINJOBS, str(ref.get("name")), ctx.namespace)
+        return found
+
+    def _runtime_is_flux(self, trainjob: Mapping[str, Any] | None, ctx: AdmissionContext) -> bool:
+        if trainjob is None or ctx.cluster is None:
+            return False
+        ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
+        kind = ref.get("kind") or CLUSTER_TRAINING_RUNTIMES.kind
+        resource = TRAINING_RUNTIMES if kind == TRAINING_RUNTIMES.kind else CLUSTER_TRAINING_RUNTIMES
+        runtime = ctx.cluster.get(resource, str(ref.get("name") or ""), ctx.namespace)
+        runtime_labels = ((runtime or {}).get("metadata") or {}).get("labels") or {}
+        return bool(runtime_labels.get(names.TRAINER_FRAMEWORK_LABEL) == names.TRAINER_FRAMEWORK_FLUX)
+
+    def workload(self, obj: Mapping[str, Any], ctx: AdmissionContext) -> wl.FluxWorkload | None:
+        """The workload, None when the object is not a Flux one after all (a non-flux TrainJob)."""
+        trainjob = self._trainjob(obj, ctx) if wl.kind_of(obj) == wl.JOBSET_KIND else None
+        if not wl.opted_in(obj) and not self._runtime_is_flux(trainjob, ctx):
+            return None
+        found = wl.read(obj, ctx.namespace)
+        nproc = ((trainjob or {}).get("spec") or {}).get("trainer", {}).get("numProcPerNode")
+        if names.FLUX_TASKS_PER_NODE_ANNOTATION not in wl.annotations_of(obj) and str(nproc).isdigit():
+            found = dataclasses.replace(found, tasks_per_node=max(1, int(str(nproc))))
+        return found
+
+    # -- mutating --------------------------------------------------------------------------
+
+    def mutate(self, obj: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
+        work = self.workload(obj, ctx)
+        if work is None:
+            return []
+        spec = work.template.get("spec") or {}
+        if any(c.get("name") == INIT_CONTAINER for c in spec.get("initContainers") or []):
+            return []  # already rewritten: a re-invocation
+        base = pointer(*work.template_path) + "/spec"
+        ops: JsonPatch = []
+        if work.kind == wl.JOB_KIND:
+            if not spec.get("subdomain"):
+                ops.append({"op": "add", "path": base + "/subdomain", "value": work.subdomain})
+        else:
+            network = (obj.get("spec") or {}).get("network")
+            if network is None:
+                ops.append({"op": "add", "path": "/spec/network", "value": {"enableDNSHostnames": True}})
+            else:
+                ops.append({"op": "add", "path": "/spec/network/enableDNSHostnames", "value": True})
+        ops += extend_list(spec, base, "initContainers", [self._init_container()])
+        mounts_shm = any(m.get("mountPath") == SHM_PATH for c in spec.get("containers") or []
+                         for m in c.get("volumeMounts") or [])
+        volumes: list[dict[str, Any]] = [
+            {"name": VIEW_VOLUME, "emptyDir": {}},
+            {"name": SCRIPTS_VOLUME, "projected": {"sources": [
+                {"configMap": {"name": work.config_map, "items": [
+                    {"key": "init.sh", "path": "init.sh", "mode": 0o755},
+                    {"key": "entrypoint.sh", "path": "entrypoint.sh", "mode": 0o755}]}},
+                {"secret": {"name": work.secret, "items": [
+                    {"key": "curve.cert", "path": "curve.cert", "mode": 0o444}]}}]}},
+        ]
+        if not mounts_shm:
+            volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
+                                                            "sizeLimit": self.settings.shm_size}})
+        ops += extend_list(spec, base, "volumes", volumes)
+        ops += self._container(work, base, mounts_shm)
+        ops += self._affinity(work, spec, base, ctx)
+        self._defer_objects(work, ctx)
+        return ops
+
+    def _init_container(self) -> dict[str, Any]:
+        return {
+            "name": INIT_CONTAINER,
+            "image": self.settings.view_image,
+            "command": ["/bin/bash", f"{scripts.SCRIPTS_DIR}/init.sh"],
+            "volumeMounts": [
+                {"name": VIEW_VOLUME, "mountPath": scripts.FLUX_ROOT},
+                {"name": SCRIPTS_VOLUME, "mountPath": scripts.SCRIPTS_DIR, "readOnly": True},
+            ],
+        }
+
+    def _container(self, work: wl.FluxWorkload, base: str, mounts_shm: bool) -> JsonPatch:
+        containers = (work.template.get("spec") or {}).get("containers") or []
+        container = containers[work.container_index]
+        at = base + pointer("containers", work.container_index)
+        ops: JsonPatch = [{"op": "replace", "path": at + "/command",
+                           "value": ["/bin/bash", f"{scripts.SCRIPTS_DIR}/entrypoint.sh"]},
+                          {"op": "replace" if "args" in container else "add", "path": at + "/args",
+                           "value": list(work.argv)}]
+        mounts: list[dict[str, Any]] = [{"name": VIEW_VOLUME, "mountPath": scripts.FLUX_ROOT},
+                  {"name": SCRIPTS_VOLUME, "mountPath": scripts.SCRIPTS_DIR, "readOnly": True}]
+        if not mounts_shm:
+            mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+        return ops + extend_list(container, at, "volumeMounts", mounts)
+
+    def _affinity(self, work: wl.FluxWorkload, spec: Mapping[str, Any], base: str,
+                  ctx: AdmissionContext) -> JsonPatch:
+        term = {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": dict(work.selector)},
+                                                   "topologyKey": HOSTNAME_TOPOLOGY}}
+        preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+        node = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": self.node_terms}}
+        affinity = spec.get("affinity")
+        if affinity is None:
+            value: dict[str, Any] = {"podAntiAffinity": {preferred: [term]}}
+            if self.node_terms:
+                value["nodeAffinity"] = node
+            return [{"op": "add", "path": base + "/affinity", "value": value}]
+        ops: JsonPatch = []
+        anti = affinity.get("podAntiAffinity")
+        if anti is None:
+            ops.append({"op": "add", "path": base + "/affinity/podAntiAffinity", "value": {preferred: [term]}})
+        elif anti.get(preferred) is None:
+            ops.append({"op": "add", "path": f"{base}/affinity/podAntiAffinity/{preferred}", "value": [term]})
+        else:
+            ops.append({"op": "add", "path": f"{base}/affinity/podAntiAffinity/{preferred}/-", "value": term})
+        if self.node_terms:
+            if affinity.get("nodeAffinity") is None:
+                ops.append({"op": "add", "path": base + "/affinity/nodeAffinity", "value": node})
+            else:
+                ctx.warn(f"flux: {work.label} keeps its own node affinity; "
+                         "FLUENCE_FLUX_NODE_AFFINITY is not added")
+        return ops
+
+    # -- side effects ----------------------------------------------------------------------
+
+    def objects(self, work: wl.FluxWorkload) -> list[tuple[Resource, dict[str, Any]]]:
+        """The ConfigMap, Secret and (for a Job) Service the workload needs, unowned."""
+        meta_labels = {names.MANAGED_BY_LABEL: names.SCHEDULER_NAME, **work.selector}
+
+        def meta(name: str) -> dict[str, Any]:
+            return {"name": name, "namespace": work.namespace, "labels": dict(meta_labels),
+                    "annotations": {names.FLUX_ANNOTATION: f"{work.kind}/{work.name}"}}
+
+        cert = curve_certificate(work.name)
+        made: list[tuple[Resource, dict[str, Any]]] = [
+            (CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(work.config_map),
+                          "data": {"init.sh": scripts.init_script(work, self.settings.view_path,
+                                                                  self.settings.broker_port),
+                                   "entrypoint.sh": scripts.entrypoint_script(work)}}),
+            (SECRETS, {"apiVersion": "v1", "kind": "Secret", "metadata": meta(work.secret),
+                       "type": "Opaque",
+                       "data": {"curve.cert": base64.b64encode(cert.encode()).decode()}}),
+        ]
+        if work.owns_service:
+            made.append((SERVICES, {"apiVersion": "v1", "kind": "Service", "metadata": meta(work.subdomain),
+                                    "spec": {"clusterIP": "None", "selector": dict(work.selector),
+                                             "publishNotReadyAddresses": True,
+                                             "ports": [{"name": "flux", "port": self.settings.broker_port}]}}))
+        return made
+
+    def _defer_objects(self, work: wl.FluxWorkload, ctx: AdmissionContext) -> None:
+        owner = JOBS if work.kind == wl.JOB_KIND else JOBSETS
+
+        def create() -> None:
+            cluster = ctx.require_cluster()
+            if cluster.get(owner, work.name, work.namespace) is not None:
+                return  # the API server refuses this create (already exists): make nothing
+            made = []
+            for resource, body in self.objects(work):
+                self._ensure(cluster, resource, body, work)
+                made.append((resource, body["metadata"]["name"]))
+            self.adopter.submit(Adoption(cluster, owner, work.name, work.namespace, made,
+                                         self.settings.adopt_timeout))
+
+        ctx.defer(f"Flux ConfigMap, Secret and Service for {work.label}", create)
+
+    @staticmethod
+    def _ensure(cluster: Any, resource: Resource, body: dict[str, Any], work: wl.FluxWorkload) -> None:
+        name = body["metadata"]["name"]
+        try:
+            cluster.create(resource, body, work.namespace)
+            logger.info("flux: created %s %s/%s", resource.kind, work.namespace, name)
+            return
+        except Conflict:
+            pass
+        existing = cluster.get(resource, name, work.namespace) or {}
+        existing_labels = (existing.get("metadata") or {}).get("labels") or {}
+        if existing_labels.get(names.MANAGED_BY_LABEL) != names.SCHEDULER_NAME:
+            raise AdmissionDenied(f"{resource.kind} {work.namespace}/{name} exists and is not Fluence's; "
+                                  f"rename the {work.kind} or delete it")
+        # A leftover of an earlier workload of the same name: take it over, fresh content.
+        update: dict[str, Any] = {"metadata": {"ownerReferences": None,
+                                               "annotations": body["metadata"]["annotations"]}}
+        if "data" in body:
+            update["data"] = body["data"]
+        cluster.patch(resource, name, update, work.namespace)

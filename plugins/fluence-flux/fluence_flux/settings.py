@@ -1,0 +1,38 @@
+"""Operator settings of the flux handler: ``FLUENCE_FLUX_*`` environment variables.
+
+Per-workload settings (tasks per node, queue policy, network device) live on
+the Job or JobSet as annotations instead; see :mod:`fluence_flux.workload`.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_VIEW_IMAGE = "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy"
+
+
+class FluxSettings(BaseSettings):
+    """What the webhook's operator chooses for every Flux workload."""
+
+    model_config = SettingsConfigDict(env_prefix="FLUENCE_FLUX_", case_sensitive=False,
+                                      extra="ignore", env_ignore_empty=True)
+
+    view_image: str = Field(default=DEFAULT_VIEW_IMAGE,
+                            description="Image of the init container holding the Flux install (a flux view).")
+    view_path: str = Field(default="/opt/view", description="Where the flux view lives in that image.")
+    shm_size: str = Field(default="1Gi", description="sizeLimit of the memory-backed /dev/shm.")
+    node_affinity: str = Field(
+        default="",
+        description="Required node affinity, comma-separated key=value terms (values joined by '|').",
+    )
+    broker_port: int = Field(default=8050, ge=1, le=65535, description="TCP port the brokers use.")
+    adopt_timeout: float = Field(
+        default=60.0, gt=0,
+        description="Seconds to wait for an admitted Job/JobSet to be stored before its "
+                    "ConfigMap, Secret and Service are owned by it (else they are deleted).",
+    )
+
+
+def load_flux_settings(**overrides: object) -> FluxSettings:
+    return FluxSettings(**overrides)  # type: ignore[arg-type]
