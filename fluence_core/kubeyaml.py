@@ -13,11 +13,14 @@ import yaml
 
 from fluence_core.errors import FluenceError
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's loader when PyYAML was built with it (ten times faster on node dumps)."""
+
 
 def read_objects(path: Path | str, kind: str | None = None) -> list[dict[str, Any]]:
     """Every object in the file (``List`` items flattened), optionally of one kind."""
     try:
-        documents = list(yaml.safe_load_all(Path(path).read_text()))
+        documents = list(yaml.load_all(Path(path).read_text(), Loader=_Loader))
     except OSError as error:
         raise FluenceError(f"{path}: cannot read: {error.strerror or error}") from None
     except yaml.YAMLError as error:
