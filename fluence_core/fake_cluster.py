@@ -124,6 +124,8 @@ class FakeCluster:
         self._objects: dict[_Key, KubeDict] = {}
         self._log: list[_Change] = []
         self._log_rvs: list[int] = []
+        self._by_plural: dict[str, tuple[list[int], list[_Change]]] = {}
+        """The same changes per kind, so a watch reads only its own kind's (not every write since)."""
         self._floor = 0  # changes with rv <= floor are forgotten
         self._rv = 0
         self._serial = 0
@@ -143,6 +145,7 @@ class FakeCluster:
         with self._cond:
             self._log.clear()
             self._log_rvs.clear()
+            self._by_plural.clear()
             self._floor = self._rv
 
     def events(self, *, reason: str | None = None,
@@ -210,13 +213,12 @@ class FakeCluster:
                         "metadata": {"resourceVersion": fresh.resource_version}})]
                 else:
                     pending = []
-                    start = bisect_right(self._log_rvs, cursor)
-                    for change in self._log[start:]:
-                        cursor = change.rv
-                        if change.plural == res.plural:
-                            event = _visible(change, match)
-                            if event is not None:
-                                pending.append(event)
+                    rvs, changes = self._by_plural.get(res.plural, ((), ()))  # type: ignore[assignment]
+                    for change in changes[bisect_right(rvs, cursor):]:
+                        event = _visible(change, match)
+                        if event is not None:
+                            pending.append(event)
+                    cursor = max(cursor, self._rv)
                 if not pending:
                     left = None if deadline is None else deadline - self._clock()
                     if left is not None and left <= 0:
@@ -427,12 +429,20 @@ class FakeCluster:
             self._objects.pop(key, None)
         else:
             self._objects[key] = new
-        self._log.append(_Change(self._rv, res.plural, kind, old, new))
+        change = _Change(self._rv, res.plural, kind, old, new)
+        self._log.append(change)
         self._log_rvs.append(self._rv)
+        rvs, changes = self._by_plural.setdefault(res.plural, ([], []))
+        rvs.append(self._rv)
+        changes.append(change)
         if len(self._log) > self._history:
             dropped = len(self._log) - self._history
             self._floor = self._log_rvs[dropped - 1]
             del self._log[:dropped], self._log_rvs[:dropped]
+            for rvs, changes in self._by_plural.values():
+                cut = bisect_right(rvs, self._floor)
+                if cut:
+                    del rvs[:cut], changes[:cut]
         self._cond.notify_all()
         return copy.deepcopy(new)
 

@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from fluence_core import names
 from fluence_core.cluster_api import DELETED, NODES, PODGROUPS, PODS, RESYNC, ClusterAPI, KubeDict
@@ -60,6 +60,27 @@ class _Pin:
     node: str
 
 
+class _HeldMembers(Mapping[g.PodKey, int]):
+    """Members each PodGroup already has placed and alive, counted only for the groups asked
+    about (a cycle asks for the pending gangs, not for every group ever held)."""
+
+    def __init__(self, scheduler: "Scheduler") -> None:
+        self._scheduler = scheduler
+
+    def __getitem__(self, key: g.PodKey) -> int:
+        namespace, owner = key
+        records = self._scheduler.held.get(("podgroups", namespace, owner))
+        if records is None:
+            raise KeyError(key)
+        return sum(1 for r in records for p in r.pods if self._scheduler._alive(namespace, p))
+
+    def __iter__(self) -> Iterator[g.PodKey]:
+        return ((ns, owner) for (resource, ns, owner) in self._scheduler.held if resource == "podgroups")
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 class Scheduler:
     """Fluence's scheduler over any :class:`ClusterAPI` (real or fake)."""
 
@@ -83,6 +104,9 @@ class Scheduler:
         self.metrics = SchedulerMetrics()
         self.nodes: dict[str, KubeDict] = {}
         self.pods: dict[g.PodKey, KubeDict] = {}
+        self._unplaced: dict[g.PodKey, KubeDict] = {}
+        """The cached pods that may still need placing (unbound, unfinished): a cycle groups
+        these, not every pod in the cluster."""
         self.pod_groups: dict[g.PodKey, KubeDict] = {}
         self.held: dict[tuple[str, str, str], list[HeldPlacement]] = {}
         self.pins: dict[g.PodKey, _Pin] = {}
@@ -158,6 +182,21 @@ class Scheduler:
     def _covered(self) -> set[g.PodKey]:
         return {(ns, pod) for (_, ns, _), records in self.held.items() for r in records for pod in r.pods}
 
+    @staticmethod
+    def _owners_of(key: g.PodKey, pod: KubeDict) -> list[tuple[str, str, str]]:
+        """Where a record holding this pod can live: its PodGroup, or the pod itself."""
+        namespace, name = key
+        owners = [("pods", namespace, name)]
+        group = g.pod_group_name(pod)
+        if group:
+            owners.append(("podgroups", namespace, group))
+        return owners
+
+    def _is_covered(self, key: g.PodKey, pod: KubeDict) -> bool:
+        """``key in self._covered()`` for one pod, without walking every record."""
+        return any(key[1] in record.pods for owner in self._owners_of(key, pod)
+                   for record in self.held.get(owner, ()))
+
     def _pin_foreign_pods(self) -> None:
         covered = self._covered()
         for key, pod in self.pods.items():
@@ -200,6 +239,8 @@ class Scheduler:
         else:
             cache.clear()
             cache.update(fresh)
+            if plural == "pods":
+                self._unplaced = {k: p for k, p in fresh.items() if not g.is_bound(p) and not g.is_finished(p)}
 
     def _cache(self, plural: str) -> dict[Any, KubeDict]:
         return {"nodes": self.nodes, "pods": self.pods, "podgroups": self.pod_groups}[plural]  # type: ignore[return-value]
@@ -280,16 +321,24 @@ class Scheduler:
         else:
             self.pods[key] = obj
         gone = event == DELETED or g.is_finished(obj)
+        if gone or g.is_bound(obj):
+            self._unplaced.pop(key, None)
+        else:
+            self._unplaced[key] = obj
         if gone:
             self._unpin(key)
-            self._release_finished(key)
-        elif g.is_bound(obj) and key not in self.pins and key not in self._covered():
+            self._release_finished(key, obj)
+        elif g.is_bound(obj) and key not in self.pins and not self._is_covered(key, obj):
             self._pin(key, obj)
 
-    def _release_finished(self, key: g.PodKey) -> None:
+    def _release_finished(self, key: g.PodKey, obj: KubeDict | None = None) -> None:
         """Cancel every placement whose members have all finished or gone."""
         namespace, pod = key
-        for owner_key, records in list(self.held.items()):
+        if obj is not None:  # only the pod's own owners can hold it
+            owners = [(o, self.held[o]) for o in self._owners_of(key, obj) if o in self.held]
+        else:
+            owners = list(self.held.items())
+        for owner_key, records in owners:
             if owner_key[1] != namespace:
                 continue
             remaining = []
@@ -396,13 +445,7 @@ class Scheduler:
     def schedule_once(self) -> list[CycleResult]:
         """One pass over the pending groups, in order; returns what each attempt came to."""
         with self._lock:
-            held_members: dict[g.PodKey, int] = {}
-            for (resource, namespace, owner), records in self.held.items():
-                if resource == "podgroups":
-                    held_members[(namespace, owner)] = sum(
-                        1 for r in records for p in r.pods if self._alive(namespace, p)
-                    )
-            pending = g.pending_groups(self.pods.values(), self.pod_groups, held_members)
+            pending = g.pending_groups(self._unplaced.values(), self.pod_groups, _HeldMembers(self))
             self.metrics.pending_groups.set(len(pending))
             results = []
             for group in pending:
