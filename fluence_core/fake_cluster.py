@@ -213,7 +213,7 @@ class FakeCluster:
                         "metadata": {"resourceVersion": fresh.resource_version}})]
                 else:
                     pending = []
-                    rvs, changes = self._by_plural.get(res.plural, ((), ()))  # type: ignore[assignment]
+                    rvs, changes = self._by_plural.get(res.plural, ([], []))
                     for change in changes[bisect_right(rvs, cursor):]:
                         event = _visible(change, match)
                         if event is not None:

@@ -135,11 +135,11 @@ class FirstFitScheduler:
             self._uncharge(key)
             return
         self.pods[key] = obj
-        node = (obj.get("spec") or {}).get("nodeName")
-        if node:
+        bound_to = (obj.get("spec") or {}).get("nodeName")
+        if bound_to:
             self.queue.pop(key, None)
             if key not in self.charged:
-                self._charge(key, node, *pod_requests(obj))
+                self._charge(key, str(bound_to), *pod_requests(obj))
         elif (obj.get("spec") or {}).get("schedulerName") == self.scheduler_name and key not in self.queue:
             self._serial += 1
             self.queue[key] = _Queued(self.clock(), self._serial)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -25,9 +25,9 @@ console = Console()
 
 
 def sim_command(
-    scenario: Optional[Path] = typer.Argument(None, help="Scenario YAML (default: a short built-in one)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
-    repeats: Optional[int] = typer.Option(None, "--repeats", min=1, help="Override the scenario's repeats."),
+    scenario: Path | None = typer.Argument(None, help="Scenario YAML (default: a short built-in one)."),
+    seed: int | None = typer.Option(None, "--seed", help="Override the scenario's seed."),
+    repeats: int | None = typer.Option(None, "--repeats", min=1, help="Override the scenario's repeats."),
     output: Path = typer.Option(Path("sim-results"), "--output", "-o", help="Directory for the JSON and PNG."),
     list_: bool = typer.Option(False, "--list", help="List the shipped scenarios and exit."),
     no_plot: bool = typer.Option(False, "--no-plot", help="Skip the PNG."),

@@ -55,8 +55,8 @@ class Engine:
     def next_time(self) -> float | None:
         return self._queue[0][0] if self._queue else None
 
-    def spawn(self, target: Callable[["ProcessClock"], Any], name: str,
-              on_exit: Callable[["Process"], None] | None = None) -> "Process":
+    def spawn(self, target: Callable[[ProcessClock], Any], name: str,
+              on_exit: Callable[[Process], None] | None = None) -> Process:
         """Start ``target(clock)`` as a process at the current time."""
         process = Process(self, target, name, on_exit)
         self._processes.append(process)
@@ -74,7 +74,7 @@ class Engine:
 class ProcessClock:
     """The :class:`~fluence_core.runtime.sidecar.Clock` a process sees."""
 
-    def __init__(self, process: "Process") -> None:
+    def __init__(self, process: Process) -> None:
         self._process = process
 
     def now(self) -> float:
@@ -88,7 +88,7 @@ class Process:
     """A thread that runs only while the engine waits for it (see the module docstring)."""
 
     def __init__(self, engine: Engine, target: Callable[[ProcessClock], Any], name: str,
-                 on_exit: Callable[["Process"], None] | None) -> None:
+                 on_exit: Callable[[Process], None] | None) -> None:
         self.engine = engine
         self.name = name
         self.result: Any = None
@@ -108,7 +108,7 @@ class Process:
                 self.result = self._target(ProcessClock(self))
         except Stopped:
             pass
-        except BaseException as error:  # handed to the engine's thread
+        except BaseException as error:  # noqa: BLE001 (handed to the engine's thread)
             self.error = error
         finally:
             self.done = True

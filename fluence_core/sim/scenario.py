@@ -49,6 +49,8 @@ ARMS = ("fluence", "first-fit", "gang-ungated")
 """``fluence``: the real scheduler, webhook split and sidecar; ``first-fit``: per-pod,
 no gangs (kube-scheduler's default shape); ``gang-ungated``: all-or-nothing gangs,
 no gate (native gang scheduling)."""
+Arm = Literal["fluence", "first-fit", "gang-ungated"]
+_DEFAULT_ARMS: tuple[Arm, ...] = ("fluence", "first-fit")
 EXPERIMENTS = ("workload", "gang-contention", "two-queue", "selection")
 RANDOM_POLICY = "random"
 
@@ -75,7 +77,7 @@ class Range(_Model):
         return value
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Range":
+    def _ordered(self) -> Range:
         if self.max < self.min:
             raise ValueError(f"max ({self.max}) is below min ({self.min})")
         return self
@@ -191,7 +193,7 @@ class JobSpec(_Model):
         return value
 
     @model_validator(mode="after")
-    def _one_size(self) -> "JobSpec":
+    def _one_size(self) -> JobSpec:
         if (self.size is None) == (self.sizes is None):
             raise ValueError("give exactly one of 'size' or 'sizes'")
         return self
@@ -211,8 +213,7 @@ class Scenario(_Model):
     description: str = ""
     experiment: Literal["workload", "gang-contention", "two-queue", "selection"] = "workload"
     seed: int = 1
-    schedulers: list[Literal["fluence", "first-fit", "gang-ungated"]] = Field(
-        default_factory=lambda: ["fluence", "first-fit"], min_length=1)
+    schedulers: list[Arm] = Field(default_factory=lambda: list(_DEFAULT_ARMS), min_length=1)
     policies: list[str] = Field(default_factory=list)
     repeats: int = Field(default=1, ge=1)
     horizon: float = Field(default=7 * 86400, gt=0)
@@ -236,7 +237,7 @@ class Scenario(_Model):
         return policies
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Scenario":
+    def _consistent(self) -> Scenario:
         for i, job in enumerate(self.workload):
             quantum = job.quantum
             if quantum is None:

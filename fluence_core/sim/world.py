@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from fluence_core import hookimpl, names
-from fluence_core.cluster_api import NODES, PODS, PRIORITY_CLASSES, DELETED, KubeDict
+from fluence_core.cluster_api import DELETED, NODES, PODS, PRIORITY_CLASSES, KubeDict
 from fluence_core.fake_cluster import FakeCluster
 from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
@@ -244,7 +244,7 @@ class Run:
 
     # -- the loop ------------------------------------------------------------------------
 
-    def execute(self) -> "Run":
+    def execute(self) -> Run:
         fluence_logger = logging.getLogger(names.LOGGER_NAME)
         with tempfile.TemporaryDirectory(prefix="fluence-sim-") as tmp:
             self._setup(Path(tmp))

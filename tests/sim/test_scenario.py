@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from fluence_core.resource_config import parse_resource_config
 from fluence_core.sim import DEFAULT_SCENARIO, available_scenarios, load_scenario, parse_scenario
 from fluence_core.sim.scenario import ScenarioError, resources_yaml
-from fluence_core.resource_config import parse_resource_config
 
 from .conftest import EXAMPLES, TWO_QUEUE
 
