@@ -212,8 +212,9 @@ def plot(results: dict[str, Any], path: Path) -> Path | None:
         for k, run in enumerate(runs):
             jobs = run["jobs"]
             xs = list(range(len(jobs)))
-            left.step(xs, [j["wait"] if j["wait"] is not None else float("nan") for j in jobs], where="mid",
-                      label=ARM_LABELS.get(run["arm"], run["arm"]), color=ARM_COLOURS.get(run["arm"]))
+            left.bar([x + (k - (len(runs) - 1) / 2) * 0.4 for x in xs],
+                     [j["wait"] if j["wait"] is not None else 0.0 for j in jobs], 0.4,
+                     label=ARM_LABELS.get(run["arm"], run["arm"]), color=ARM_COLOURS.get(run["arm"]))
             right.bar([x + (k - (len(runs) - 1) / 2) * 0.4 for x in xs], [j["idle_node_s"] for j in jobs], 0.4,
                       label=ARM_LABELS.get(run["arm"], run["arm"]), color=ARM_COLOURS.get(run["arm"]))
         left.set_xlabel("gang (arrival order)")
