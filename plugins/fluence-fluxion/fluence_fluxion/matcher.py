@@ -6,7 +6,10 @@ Facts of the library this module is written around:
   format) and ``match_format: jgf`` (an unknown format silently becomes
   ``simple``);
 * a failed match returns only ``errno``: ``EBUSY`` = does not fit now,
-  ``ENODEV`` = can never fit; the text comes from :class:`MatchOutcome`;
+  ``ENODEV`` = can never fit; the text comes from :class:`MatchOutcome`. For a
+  held virtual vertex allocate-with-satisfiability answers ``ENODEV`` although
+  ``match_satisfy`` calls the same jobspec satisfiable, so an ``ENODEV`` is
+  confirmed with ``match_satisfy`` before it is reported;
 * its job-id counter advances even on failure, so Fluence hands out its own ids
   (``match_with_jobid``) and a restore can re-hold any recorded id;
 * a property value that is not a string aborts the process, so the graph is
@@ -121,6 +124,8 @@ class FluxionMatcher:
         if rc != 0:
             message = self._error()
             outcome = _ERRNO_OUTCOME.get(code)
+            if outcome is MatchOutcome.UNSATISFIABLE and self.satisfiable(jobspec):
+                outcome = MatchOutcome.BUSY
             if outcome is None:
                 raise MatcherError(
                     f"Fluxion failed to match (errno {code} {errno.errorcode.get(code, '?')}): {message}"

@@ -130,3 +130,18 @@ def test_adding_a_node_keeps_what_is_held() -> None:
     placed = matcher.match_allocate(compute_jobspec([PodRequest("b", cores=4)]))
     assert placed is not None and placed.nodes[0].node == "n9"
     assert held.jobid in matcher.allocations()
+
+
+@needs_library
+def test_a_held_virtual_resource_is_busy_not_unsatisfiable() -> None:
+    from fluence_core.jobspec import virtual_jobspec
+    from fluence_core.resource_config import parse_resource_config
+
+    config = parse_resource_config("resources:\n  - {type: qpu, name: cepheus}\n")
+    matcher = FluxionMatcher(ResourceGraph([NodeInfo("n0", 4, 4096)], config), "first", load_library(str(LIBRARY)))
+    jobspec = virtual_jobspec("qpu", 1, {})
+    assert matcher.match_allocate(jobspec) is not None
+    assert matcher.match_allocate(jobspec) is None
+    assert matcher.last_outcome is MatchOutcome.BUSY
+    assert matcher.match_allocate(virtual_jobspec("qpu", 2, {})) is None
+    assert matcher.last_outcome is MatchOutcome.UNSATISFIABLE
