@@ -4,7 +4,9 @@ A pod labelled ``fluence.flux-framework.org/group: <name>`` gets
 ``spec.schedulingGroup.podGroupName: <name>``; the PodGroup is created with
 ``minCount`` from ``group-size``, else the owning Job's parallelism/completions,
 else 1, labelled as Fluence's. A pod that already has a scheduling group (the
-job controller's, under ``WorkloadWithJob``) keeps it. Shared-coordination
+job controller's, under ``WorkloadWithJob``) keeps it; one already pointing at
+the group's own name (the ``job-group`` handler set it on the Job) gets the
+PodGroup created. Shared-coordination
 quantum groups belong to the ``quantum`` handler.
 """
 
@@ -27,12 +29,14 @@ class GangHandler:
         return pods.group_of(pod) is not None and not pods.is_shared_quantum(pod)
 
     def mutate(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
-        if pods.scheduling_group(pod) is not None:
-            return []  # already grouped: ours on a re-invocation, or the job controller's
         group = pods.group_of(pod)
         assert group is not None
-        size = pods.group_size(pod, ctx)
-        pods.ensure_pod_group(ctx, group, size)
+        current = pods.scheduling_group(pod)
+        if current is not None and current != group:
+            return []  # the job controller's group: kept as it is
+        pods.ensure_pod_group(ctx, group, pods.group_size(pod, ctx))
+        if current == group:
+            return []  # set by the job-group handler on the Job, or ours on a re-invocation
         return [{"op": "add", "path": pointer("spec", "schedulingGroup"), "value": {"podGroupName": group}}]
 
 
