@@ -98,6 +98,7 @@ class Settings(BaseSettings):
         default=False, description="The sidecar records the queue series and ungates nothing."
     )
     log_level: str = Field(default="INFO", description="Log level of the fluence logger.")
+    bind_workers: int = Field(default=8, ge=0, le=64, description="Threads binding pods while the next groups are matched (0: bind in the scheduling loop).")
     metrics_port: int = Field(default=9402, ge=0, le=65535, description="Prometheus metrics port of `fluence up` (0: off).")
     leader_elect: bool = Field(default=True, description="Take a Lease before scheduling, so one replica schedules.")
     lease_name: str = Field(default="fluence-scheduler", description="The leader-election Lease's name.")

@@ -64,7 +64,7 @@ def up() -> None:
     settings = _settings()
     cluster = _connect(settings)
     try:
-        scheduler = Scheduler(cluster, settings)
+        scheduler = Scheduler(cluster, settings, bind_workers=settings.bind_workers)
     except FluenceError as error:
         console.print(f"[bold red]error:[/] {error}", highlight=False)
         raise typer.Exit(code=2) from None

@@ -12,6 +12,12 @@ loop.
 It is driven two ways: :meth:`Scheduler.run` (threads watch the API; the loop
 wakes on changes) for ``fluence up``, and :meth:`Scheduler.pump` +
 :meth:`Scheduler.schedule_once` for tests and the simulator, with no threads.
+
+Binding is synchronous by default. With ``bind_workers`` > 0 (``fluence up``),
+the binding cycle (durable record, binds, events) runs on a thread pool while
+the next groups are matched, as kube-scheduler binds asynchronously: the pods
+in flight are left out of the pending groups, and a failed bind takes the
+scheduler's lock to give its allocation back.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -93,9 +100,16 @@ class Scheduler:
         config: ResourceConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
         read_only: bool = False,
+        bind_workers: int = 0,
     ) -> None:
         self.cluster = cluster
         self.read_only = read_only
+        self._binder = ThreadPoolExecutor(bind_workers, thread_name_prefix="bind") if bind_workers else None
+        self._in_flight: set[g.PodKey] = set()
+        self._assumed: dict[g.PodKey, str] = {}
+        """Pods we bound whose binding the watch has not shown yet: never pending again."""
+        self._owners_in_flight: set[tuple[str, str, str]] = set()
+        self._bindings: set[Future[CycleResult]] = set()
         """``fluence status`` rebuilds the scheduler's view without writing anything."""
         self.settings = settings
         self.manager = manager or get_plugin_manager(settings)
@@ -203,7 +217,7 @@ class Scheduler:
             if key not in covered:
                 self._pin(key, pod)
 
-    def _pin(self, key: g.PodKey, pod: KubeDict) -> None:
+    def _pin(self, key: g.PodKey, pod: Mapping[str, Any]) -> None:
         """Subtract a running pod we hold no record for from its node."""
         if key in self.pins or not g.is_bound(pod) or g.is_finished(pod):
             return
@@ -322,6 +336,8 @@ class Scheduler:
             self.pods[key] = obj
         gone = event == DELETED or g.is_finished(obj)
         if gone or g.is_bound(obj):
+            self._assumed.pop(key, None)
+        if gone or g.is_bound(obj) or key in self._assumed:
             self._unplaced.pop(key, None)
         else:
             self._unplaced[key] = obj
@@ -423,6 +439,7 @@ class Scheduler:
                 except queue.Empty:
                     break
             self.schedule_once()
+        self.drain(timeout=30)
 
     def _watch_forever(self, resource: Any, events: "queue.Queue[tuple[str, str, KubeDict]]",
                        stop: threading.Event) -> None:
@@ -445,7 +462,8 @@ class Scheduler:
     def schedule_once(self) -> list[CycleResult]:
         """One pass over the pending groups, in order; returns what each attempt came to."""
         with self._lock:
-            pending = g.pending_groups(self._unplaced.values(), self.pod_groups, _HeldMembers(self))
+            unplaced = (p for k, p in self._unplaced.items() if k not in self._in_flight)
+            pending = g.pending_groups(unplaced, self.pod_groups, _HeldMembers(self))
             self.metrics.pending_groups.set(len(pending))
             results = []
             for group in pending:
@@ -455,6 +473,8 @@ class Scheduler:
                     continue
                 if self._failed_at.get(group.key) == self.generation:
                     continue
+                if self._owner(group) in self._owners_in_flight:
+                    continue  # one binding at a time per owner keeps its record writes in order
                 result = self._attempt(group)
                 results.append(result)
             self._update_utilisation()
@@ -511,11 +531,17 @@ class Scheduler:
         for allocation in match.allocations.values():
             self.matcher.cancel(allocation.jobid)
 
+    @staticmethod
+    def _owner(pending: g.PendingGroup) -> tuple[str, str, str]:
+        """Where the group's durable record lives: its PodGroup, or the lone pod."""
+        if pending.pod_group is not None:
+            return ("podgroups", pending.namespace, pending.key.split("/", 1)[1])
+        return ("pods", pending.namespace, g.pod_key(pending.pods[0])[1])
+
     def _commit(self, pending: g.PendingGroup, group: Group, match: GroupMatch, ctx: Mapping[str, Any]) -> CycleResult:
         hook = self.manager.hook
         placements = match.placements
-        owner = ("podgroups", pending.namespace, pending.key.split("/", 1)[1]) if pending.pod_group else (
-            "pods", pending.namespace, g.pod_key(pending.pods[0])[1])
+        owner = self._owner(pending)
         record = HeldPlacement(owner[0], owner[1], owner[2], [g.pod_key(p)[1] for p in pending.pods],
                                dict(match.allocations))
         try:
@@ -523,31 +549,77 @@ class Scheduler:
             extra: dict[str, str] = {}
             for contributed in hook.fluence_prebind(group=group, placements=placements, ctx=ctx):
                 extra.update(contributed or {})
-            self.held.setdefault(owner, []).append(record)
-            annotations: dict[str, Any] = dict(extra)
-            annotations.update(record_annotations(self.held[owner]))
+        except Exception as error:  # a failing plugin gives the allocation back
+            return self._abandon(pending, group, match, owner, None, {}, ctx, error)
+        self.held.setdefault(owner, []).append(record)
+        if self._binder is None:
+            return self._bind_group(pending, group, match, owner, record, extra, ctx)
+        keys = [g.pod_key(p) for p in pending.pods]
+        self._in_flight.update(keys)
+        self._owners_in_flight.add(owner)
+        future = self._binder.submit(self._bind_group, pending, group, match, owner, record, extra, ctx)
+        self._bindings.add(future)
+
+        def settle(done: Future[Any]) -> None:
+            with self._lock:
+                self._in_flight.difference_update(keys)
+                self._owners_in_flight.discard(owner)
+                self._bindings.discard(done)
+
+        future.add_done_callback(settle)
+        planned = {p.pod: p.node or "" for p in placements.values()}
+        return CycleResult(pending.key, placed=planned)
+
+    def _bind_group(self, pending: g.PendingGroup, group: Group, match: GroupMatch,
+                    owner: tuple[str, str, str], record: HeldPlacement, extra: Mapping[str, str],
+                    ctx: Mapping[str, Any]) -> CycleResult:
+        """Prebind (the durable record) and bind every pod; on failure, give everything back."""
+        bound: dict[str, str] = {}
+        try:
+            with self._lock:
+                annotations: dict[str, Any] = dict(extra)
+                annotations.update(record_annotations(self.held.get(owner, [])))
             self.cluster.patch(owner[0], owner[2], {"metadata": {"annotations": annotations}}, owner[1])
-            bound = self._bind_all(pending, placements)
+            self._bind_all(pending, match.placements, bound)
         except Exception as error:  # any failure after the match gives the allocation back
-            hook.fluence_unreserve(group=group, placements=placements, ctx=ctx)
-            self._release_match(match)
-            records = self.held.get(owner, [])
-            if record in records:
-                records.remove(record)
-                self._write_record(*owner)
-            return self._fail(pending, f"binding failed: {error}", "error")
-        latency = self.clock() - self._first_seen.pop(pending.key, self.clock())
-        self.metrics.group_latency.observe(latency)
-        self.metrics.attempts.labels(result="scheduled").inc()
-        self._failed_at.pop(pending.key, None)
-        self._told.pop(pending.key, None)
+            with self._lock:
+                return self._abandon(pending, group, match, owner, record, bound, ctx, error)
+        with self._lock:
+            latency = self.clock() - self._first_seen.pop(pending.key, self.clock())
+            self.metrics.group_latency.observe(latency)
+            self.metrics.attempts.labels(result="scheduled").inc()
+            self._failed_at.pop(pending.key, None)
+            self._told.pop(pending.key, None)
         if pending.pod_group is not None:
             self._set_group_condition(pending, "True", "Scheduled", f"{len(bound)} pods placed by fluence")
         logger.info("group %s bound: %s", pending.key, ", ".join(f"{p}->{n}" for p, n in bound.items()))
         return CycleResult(pending.key, placed=bound)
 
-    def _bind_all(self, pending: g.PendingGroup, placements: Mapping[str, PodPlacement]) -> dict[str, str]:
-        bound: dict[str, str] = {}
+    def _abandon(self, pending: g.PendingGroup, group: Group, match: GroupMatch,
+                 owner: tuple[str, str, str], record: HeldPlacement | None, bound: Mapping[str, str],
+                 ctx: Mapping[str, Any], error: Exception) -> CycleResult:
+        """Undo a commit: unreserve, cancel the allocation, drop the record, pin what did bind."""
+        self.manager.hook.fluence_unreserve(group=group, placements=match.placements, ctx=ctx)
+        self._release_match(match)
+        records = self.held.get(owner, [])
+        if record is not None and record in records:
+            records.remove(record)
+            self._write_record(*owner)
+        for pod in pending.pods:
+            key = g.pod_key(pod)
+            if f"{key[0]}/{key[1]}" in bound:
+                self._pin(key, pod)  # bound before the failure: it runs there, so it counts there
+        return self._fail(pending, f"binding failed: {error}", "error")
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait for the bindings in flight (asynchronous binding only)."""
+        pending = set(self._bindings)
+        if pending:
+            wait(pending, timeout=timeout)
+
+    def _bind_all(self, pending: g.PendingGroup, placements: Mapping[str, PodPlacement],
+                  bound: dict[str, str]) -> None:
+        """Bind each pod, recording in ``bound`` those that were."""
         for pod in pending.pods:
             namespace, name = g.pod_key(pod)
             node = placements[f"{namespace}/{name}"].node
@@ -560,10 +632,12 @@ class Scheduler:
                     logger.error("gang %s partly bound (%s) before %s failed: %s", pending.key, bound, name, error)
                 raise
             bound[f"{namespace}/{name}"] = node
+            with self._lock:
+                self._assumed[(namespace, name)] = node
+                self._unplaced.pop((namespace, name), None)
             pod["spec"]["nodeName"] = node
             self.cluster.post_event(pod, "Normal", "Scheduled",
                                     f"Successfully assigned {namespace}/{name} to {node}")
-        return bound
 
     def _fail(self, pending: g.PendingGroup, reason: str, result: str) -> CycleResult:
         self.metrics.attempts.labels(result=result).inc()

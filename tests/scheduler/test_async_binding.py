@@ -1,0 +1,83 @@
+"""The binding cycle on a thread pool (``bind_workers``), as ``fluence up`` runs it."""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+from fluence_core.cluster_api import PODS
+from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube_errors import Conflict
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.settings import load_settings
+from tests.scheduler.conftest import node, pod, pod_group
+
+
+def _cluster(*objects: dict) -> FakeCluster:
+    cluster = FakeCluster()
+    for obj in objects:
+        kind = {"Node": "nodes", "Pod": "pods", "PodGroup": "podgroups"}[obj["kind"]]
+        cluster.create(kind, obj, obj["metadata"].get("namespace"))
+    return cluster
+
+
+def _settle(scheduler: Scheduler) -> None:
+    for _ in range(5):
+        scheduler.pump()
+        scheduler.schedule_once()
+        scheduler.drain(timeout=10)
+    scheduler.pump()
+
+
+def test_asynchronous_binding_places_everything_once() -> None:
+    members = [pod(f"g{i}", "2", group="g") for i in range(4)]
+    singles = [pod(f"s{i}", "1") for i in range(8)]
+    cluster = _cluster(node("n0", cpu=8), node("n1", cpu=8), pod_group("g", 4), *members, *singles)
+    scheduler = Scheduler(cluster, load_settings(), bind_workers=4)
+    scheduler.start()
+    _settle(scheduler)
+    bound = [p for p in cluster.list(PODS, "default").items if p["spec"].get("nodeName")]
+    assert len(bound) == 12
+    assert not [e for e in cluster.events(reason="FailedScheduling") if "binding failed" in e["message"]]
+    assert len(scheduler.matcher.allocations()) == 1 + 8
+
+
+def test_a_failed_asynchronous_bind_gives_back_what_did_not_bind() -> None:
+    members = [pod(f"g{i}", "4", group="g") for i in range(2)]
+    cluster = _cluster(node("n0", cpu=4), node("n1", cpu=4), pod_group("g", 2), *members)
+    real_bind = cluster.bind
+    calls: list[str] = []
+    lock = threading.Lock()
+
+    def second_fails(namespace: str, name: str, node_name: str, *, uid: str | None = None) -> None:
+        with lock:
+            calls.append(name)
+            if len(calls) == 2:
+                raise Conflict(409, "simulated refusal", "Conflict")
+        real_bind(namespace, name, node_name, uid=uid)
+
+    cluster.bind = second_fails  # type: ignore[method-assign]
+    scheduler = Scheduler(cluster, load_settings(), bind_workers=2)
+    scheduler.start()
+    scheduler.schedule_once()
+    scheduler.drain(timeout=10)
+    scheduler.pump()
+    first = calls[0]
+    assert cluster.get(PODS, first, "default")["spec"]["nodeName"]
+    held = list(scheduler.matcher.allocations().values())
+    assert len(held) == 1, "only the pod that did bind still counts, as a pin"
+    assert sum(len(s.cores) for s in held[0].nodes) == 4
+    message = cluster.events(reason="FailedScheduling")[-1]["message"]
+    assert "binding failed" in message
+
+
+def test_a_stale_watch_event_never_makes_a_bound_pod_pending_again() -> None:
+    cluster = _cluster(node("n0"), pod("p", "1"))
+    scheduler = Scheduler(cluster, load_settings())
+    scheduler.start()
+    stale = copy.deepcopy(cluster.get(PODS, "p", "default"))
+    assert scheduler.schedule_once()[0].placed == {"default/p": "n0"}
+    scheduler.handle("pods", "MODIFIED", stale)  # an event older than the binding
+    assert scheduler.schedule_once() == []
+    scheduler.pump()
+    assert len(scheduler.matcher.allocations()) == 1
