@@ -119,16 +119,24 @@ def owning_job(pod: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, An
     return job
 
 
+def positive_int_annotation(obj: Mapping[str, Any], key: str) -> int | None:
+    """Annotation ``key`` as a positive integer, None when absent; anything else is refused."""
+    raw = annotations_of(obj).get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise AdmissionDenied(f"{key}={raw!r} must be a positive integer")
+    return value
+
+
 def group_size(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
     """The gang's minCount: annotation ``group-size``, else the Job's parallelism/completions, else 1."""
-    raw = annotations_of(pod).get(names.GROUP_SIZE_ANNOTATION)
-    if raw is not None:
-        try:
-            size = int(str(raw))
-        except ValueError:
-            size = 0
-        if size < 1:
-            raise AdmissionDenied(f"{names.GROUP_SIZE_ANNOTATION}={raw!r} must be a positive integer")
+    size = positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
+    if size is not None:
         return size
     job = owning_job(pod, ctx)
     if job is not None:

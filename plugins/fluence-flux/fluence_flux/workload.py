@@ -13,6 +13,7 @@ from typing import Any
 
 from fluence_core import names
 from fluence_core.webhook.base import AdmissionDenied
+from fluence_core.webhook.pods import annotations_of, positive_int_annotation
 
 JOB_KIND = "Job"
 JOBSET_KIND = "JobSet"
@@ -83,10 +84,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
-def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return _meta(obj).get("annotations") or {}
-
-
 def labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return _meta(obj).get("labels") or {}
 
@@ -126,16 +123,8 @@ def opted_in(obj: Mapping[str, Any]) -> bool:
 
 
 def _int_setting(obj: Mapping[str, Any], key: str, default: int) -> int:
-    raw = annotations_of(obj).get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw))
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise AdmissionDenied(f"{key}={raw!r} must be a positive integer")
-    return value
+    value = positive_int_annotation(obj, key)
+    return default if value is None else value
 
 
 def _choice(obj: Mapping[str, Any], key: str, default: str, allowed: tuple[str, ...]) -> str:
