@@ -104,13 +104,13 @@ class Scheduler:
     ) -> None:
         self.cluster = cluster
         self.read_only = read_only
+        """``fluence status`` rebuilds the scheduler's view without writing anything."""
         self._binder = ThreadPoolExecutor(bind_workers, thread_name_prefix="bind") if bind_workers else None
         self._in_flight: set[g.PodKey] = set()
         self._assumed: dict[g.PodKey, str] = {}
         """Pods we bound whose binding the watch has not shown yet: never pending again."""
         self._owners_in_flight: set[tuple[str, str, str]] = set()
         self._bindings: set[Future[CycleResult]] = set()
-        """``fluence status`` rebuilds the scheduler's view without writing anything."""
         self.settings = settings
         self.manager = manager or get_plugin_manager(settings)
         self.config = config if config is not None else load_resource_config(settings.resources)
