@@ -21,7 +21,6 @@ from typing import Any, Iterator, Mapping
 
 from fluence_core.errors import MatcherError
 from fluence_core.graph import NodeVertex, ResourceGraph, VirtualVertex
-from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, MatchOutcome, NodeShare, VirtualShare
 from fluence_core.matcher.constraints import Predicate, compile_constraint
 from fluence_core.matcher.node_order import IdOrder, NodeOrder, RankOrder

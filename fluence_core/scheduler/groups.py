@@ -9,7 +9,7 @@ each pod alone. A pod without one is a group of one. Gated pods
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from fluence_core import names

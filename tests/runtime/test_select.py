@@ -85,9 +85,9 @@ def test_bad_policy_terms_are_named() -> None:
 def test_choice_and_record_are_written_on_a_pod_and_a_job_template() -> None:
     selection = choose("min-cost,online-only")
     pod, job = yaml.safe_load_all(select_into_manifest(POD + "---" + JOB, selection))
-    for annotations in (pod["metadata"]["annotations"], job["spec"]["template"]["metadata"]["annotations"]):
-        assert annotations[names.REQUIRE_BACKEND_ANNOTATION] == "rigetti_cepheus"
-        record = json.loads(annotations[names.SELECTION_ANNOTATION])
+    for found in (pod["metadata"]["annotations"], job["spec"]["template"]["metadata"]["annotations"]):
+        assert found[names.REQUIRE_BACKEND_ANNOTATION] == "rigetti_cepheus"
+        record = json.loads(found[names.SELECTION_ANNOTATION])
         assert record["chosen"] == "rigetti_cepheus" and record["policy"] == "min-cost,online-only"
         assert {c["backend"] for c in record["candidates"]} == {"rigetti_cepheus", "iqm_garnet", "ibm_torino"}
     assert job["spec"]["template"]["metadata"]["labels"] == {"app": "qaoa"}

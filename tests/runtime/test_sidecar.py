@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 
-import pytest
 
 from fluence_core import names
 from fluence_core.runtime.fake_provider import COMPLETED, FAILED, QUEUED, RUNNING, FakeQueueProvider, FakeTask

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-import pytest
 from botocore.stub import ANY
 
 from fluence_braket import interceptor

@@ -11,7 +11,7 @@ from fluence_core.fake_cluster import FakeCluster
 from fluence_core.runtime.provider import Backend, BackendInfo
 from fluence_core.runtime.sidecar import Outcome, Sidecar, SidecarConfig, VirtualClock
 from fluence_qrmi import interceptor
-from fluence_qrmi.provider import COMPLETED, FAILED, QUEUED, RUNNING, QrmiProvider, QrmiTask, normal_status
+from fluence_qrmi.provider import COMPLETED, FAILED, QUEUED, RUNNING, QrmiProvider, normal_status
 
 BACKEND = Backend("ibm_torino", {"provider": "qrmi", "vendor": "ibm", "backend": "ibm_torino"})
 
