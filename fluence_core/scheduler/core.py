@@ -254,7 +254,8 @@ class Scheduler:
             cache.clear()
             cache.update(fresh)
             if plural == "pods":
-                self._unplaced = {k: p for k, p in fresh.items() if not g.is_bound(p) and not g.is_finished(p)}
+                self._unplaced = {k: p for k, p in fresh.items()
+                                  if not g.is_bound(p) and not g.is_finished(p) and not g.is_terminating(p)}
 
     def _cache(self, plural: str) -> dict[Any, KubeDict]:
         return {"nodes": self.nodes, "pods": self.pods, "podgroups": self.pod_groups}[plural]  # type: ignore[return-value]
@@ -337,7 +338,7 @@ class Scheduler:
         gone = event == DELETED or g.is_finished(obj)
         if gone or g.is_bound(obj):
             self._assumed.pop(key, None)
-        if gone or g.is_bound(obj) or key in self._assumed:
+        if gone or g.is_bound(obj) or g.is_terminating(obj) or key in self._assumed:
             self._unplaced.pop(key, None)
         else:
             self._unplaced[key] = obj

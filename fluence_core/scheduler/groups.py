@@ -33,9 +33,18 @@ def is_bound(pod: KubeObject) -> bool:
 
 
 def is_finished(pod: KubeObject) -> bool:
-    """Succeeded, Failed or being deleted: holds nothing any more."""
-    phase = (pod.get("status") or {}).get("phase")
-    return phase in ("Succeeded", "Failed") or bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+    """Succeeded or Failed: holds nothing any more.
+
+    A pod being deleted (``deletionTimestamp``) still runs until its kubelet
+    confirms, so it keeps its resources until the DELETED event, as
+    kube-scheduler counts it.
+    """
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def is_terminating(pod: KubeObject) -> bool:
+    """Being deleted: never to be placed, still holding where it runs."""
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def is_gated(pod: KubeObject) -> bool:
@@ -109,7 +118,7 @@ def pending_groups(
     gated: dict[PodKey, int] = {}
     singles: list[PendingGroup] = []
     for pod in pods:
-        if not is_ours(pod) or is_bound(pod) or is_finished(pod):
+        if not is_ours(pod) or is_bound(pod) or is_finished(pod) or is_terminating(pod):
             continue
         namespace, name = pod_key(pod)
         group_name = pod_group_name(pod)

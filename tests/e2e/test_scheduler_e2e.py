@@ -134,7 +134,7 @@ def test_contending_gangs_one_whole_one_waiting_then_freed(run: Run) -> None:
     run.gang("b", 2, "4")
     run.wait(lambda: bool(run.events("b-0", "FailedScheduling")), "gang b told why it waits")
     assert not any(run.node_of(f"b-{i}") for i in range(2)), "gang b must not run partially"
-    run.kube.delete("pods", "a-0", run.ns)
+    run.kube.delete("pods", "a-0", run.ns, grace_period_seconds=0)  # no kubelet to confirm a graceful one
     run.finish("a-1")
     run.wait(lambda: all(run.node_of(f"b-{i}") for i in range(2)), "gang b bound after a finished")
 

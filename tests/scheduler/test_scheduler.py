@@ -320,3 +320,26 @@ def test_a_node_selector_keeps_a_pod_on_matching_nodes(harness_factory: Factory)
     h.cluster.patch(NODES, "n1", {"metadata": {"labels": {"pool": "gpu"}}})
     h.cycle()
     assert h.node_of("picky") == "n1"
+
+
+def test_a_terminating_pod_holds_its_resources_until_it_is_gone(harness_factory: Factory) -> None:
+    h = harness_factory(node("n0"), pod("a-old", "4"), pod("b-new", "4"))
+    h.cycle()
+    assert h.node_of("a-old") == "n0"
+    terminating = h.cluster.get(PODS, "a-old", "default")
+    terminating["metadata"]["deletionTimestamp"] = "2026-11-29T00:00:00Z"
+    h.scheduler.handle("pods", "MODIFIED", terminating)
+    h.scheduler.generation += 1
+    h.scheduler.schedule_once()
+    assert h.node_of("b-new") is None, "the kubelet has not confirmed: the old pod still runs"
+    h.cluster.delete(PODS, "a-old", "default")
+    h.cycle()
+    assert h.node_of("b-new") == "n0"
+
+
+def test_a_terminating_unbound_pod_is_never_placed(harness_factory: Factory) -> None:
+    h = harness_factory(node("n0"))
+    doomed = pod("doomed", "1")
+    doomed["metadata"]["deletionTimestamp"] = "2026-11-29T00:00:00Z"
+    h.scheduler.handle("pods", "ADDED", doomed)
+    assert h.scheduler.schedule_once() == []
