@@ -37,6 +37,7 @@ class NodeVertex:
     properties: frozenset[str]
     labels: dict[str, str] = field(default_factory=dict)
     down: bool = False
+    max_pods: int = 0
 
 
 @dataclass(slots=True)
@@ -118,6 +119,7 @@ class ResourceGraph:
             chunk_mib=chunk_mib,
             properties=frozenset(properties),
             labels=dict(info.labels),
+            max_pods=info.max_pods,
         )
         self._next_rank += 1
         self._nodes[info.name] = vertex

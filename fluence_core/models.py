@@ -36,6 +36,8 @@ class NodeInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    max_pods: int = 0
+    """Allocatable ``pods``: how many pods the kubelet admits (0 = not said)."""
 
     @property
     def schedulable(self) -> bool:
@@ -55,6 +57,7 @@ class NodeInfo:
             cores = math.floor(cpu_cores(allocatable.get("cpu", 0)))
             memory = math.floor(memory_mib(allocatable.get("memory", 0)))
             gpus = math.floor(cpu_cores(allocatable.get(names.GPU_RESOURCE, 0)))
+            max_pods = math.floor(cpu_cores(allocatable.get("pods", 0)))
         except ValueError as error:
             raise ValueError(f"node {name}: {error}") from None
         taints = tuple(
@@ -69,6 +72,7 @@ class NodeInfo:
             labels=dict(metadata.get("labels") or {}),
             taints=taints,
             unschedulable=bool(spec.get("unschedulable", False)),
+            max_pods=max_pods,
         )
 
 

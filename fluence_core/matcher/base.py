@@ -25,6 +25,8 @@ class NodeShare:
     gpus: tuple[int, ...] = ()
     memory: tuple[int, ...] = ()
     memory_mib: int = 0
+    pods: int = 0
+    """How many pods (slots) the share holds; 0 when the matcher does not say."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class Allocation:
                     gpus=tuple(n.get("gpus", ())),
                     memory=tuple(n.get("memory", ())),
                     memory_mib=int(n.get("memory_mib", 0)),
+                    pods=int(n.get("pods", 0)),
                 )
                 for n in data.get("nodes", ())
             ),

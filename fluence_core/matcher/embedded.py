@@ -59,15 +59,24 @@ class _Request:
     predicate: Predicate
 
 
+_UNLIMITED_PODS = 1 << 30
+
+
 class _NodeState:
-    __slots__ = ("vertex", "free_cores", "free_gpus", "free_memory", "usable")
+    __slots__ = ("vertex", "free_cores", "free_gpus", "free_memory", "free_pods", "usable")
 
     def __init__(self, vertex: NodeVertex) -> None:
         self.vertex = vertex
         self.free_cores = (1 << vertex.cores) - 1
         self.free_gpus = (1 << vertex.gpus) - 1
         self.free_memory = (1 << vertex.memory_chunks) - 1
+        self.free_pods = vertex.max_pods or _UNLIMITED_PODS
+        """Slots the kubelet still admits (allocatable ``pods``): every slot is one pod."""
         self.usable = not vertex.down
+
+
+_Mask = tuple[int, int, int, int, int]
+"""(node position, cores, GPUs, memory chunks as bitmasks, pods)"""
 
 
 @dataclass(slots=True)
@@ -75,7 +84,7 @@ class _Held:
     """An allocation in the matcher's own terms: masks per node position, virtual roots."""
 
     allocation: Allocation
-    masks: list[tuple[int, int, int, int]]
+    masks: list[_Mask]
     virtual: list[int]
 
 
@@ -183,7 +192,7 @@ class EmbeddedMatcher:
                 raise MatcherError(
                     f"cannot restore job {allocation.jobid}: resources on {share.node} are already held"
                 )
-            masks.append((position, cores, gpus, memory))
+            masks.append((position, cores, gpus, memory, share.pods or 1))
         by_path = {v.path: v.index for v in self.graph.virtual}
         virtual = []
         for held_vertex in allocation.virtual:
@@ -264,7 +273,7 @@ class EmbeddedMatcher:
     # -- placing ---------------------------------------------------------------
 
     def _place(self, request: _Request, jobid: int) -> _Held | None:
-        masks: list[tuple[int, int, int, int]] = []
+        masks: list[_Mask] = []
         virtual: list[int] = []
         ok = True
         for slot in request.slots:
@@ -285,8 +294,8 @@ class EmbeddedMatcher:
             else:
                 virtual = chosen
         if not ok:
-            for position, cores, gpus, memory in masks:
-                self._give_back(position, cores, gpus, memory)
+            for mask in masks:
+                self._give_back(*mask)
             return None
         for index in virtual:
             self._mark_virtual(index, held=True)
@@ -294,7 +303,7 @@ class EmbeddedMatcher:
 
     def _place_slot(
         self, slot: _SlotRequest, predicate: Predicate, cursor: int | None
-    ) -> tuple[int, int, int, int] | None:
+    ) -> _Mask | None:
         """Find a node for one slot and take its resources (already deducted on return)."""
         need = slot.cores
         for position in self._order.candidates(need, cursor):
@@ -302,7 +311,8 @@ class EmbeddedMatcher:
             vertex = state.vertex
             chunks = -(-slot.memory_mib // vertex.chunk_mib) if slot.memory_mib else 0
             if (
-                state.free_gpus.bit_count() >= slot.gpus
+                state.free_pods > 0
+                and state.free_gpus.bit_count() >= slot.gpus
                 and state.free_memory.bit_count() >= chunks
                 and (not slot.memory_mib or vertex.chunk_mib > 0)
                 and predicate(vertex.name, vertex.properties, vertex.rank)
@@ -314,8 +324,9 @@ class EmbeddedMatcher:
                 state.free_cores ^= cores
                 state.free_gpus ^= gpus
                 state.free_memory ^= memory
+                state.free_pods -= 1
                 self._order.update(position, state.free_cores, state.usable)
-                return position, cores, gpus, memory
+                return position, cores, gpus, memory, 1
         return None
 
     def _choose_virtual(self, count: int, predicate: Predicate) -> list[int] | None:
@@ -367,26 +378,28 @@ class EmbeddedMatcher:
 
     # -- bookkeeping -------------------------------------------------------------
 
-    def _give_back(self, position: int, cores: int, gpus: int, memory: int) -> None:
+    def _give_back(self, position: int, cores: int, gpus: int, memory: int, pods: int) -> None:
         state = self._states[position]
         state.free_cores |= cores
         state.free_gpus |= gpus
         state.free_memory |= memory
+        state.free_pods += pods
         self._order.update(position, state.free_cores, state.usable)
 
     def _hold(self, held: _Held) -> None:
-        for position, cores, gpus, memory in held.masks:
+        for position, cores, gpus, memory, pods in held.masks:
             state = self._states[position]
             state.free_cores &= ~cores
             state.free_gpus &= ~gpus
             state.free_memory &= ~memory
+            state.free_pods -= pods  # a restore may leave a shrunk node over its limit
             self._order.update(position, state.free_cores, state.usable)
         for index in held.virtual:
             self._mark_virtual(index, held=True)
 
     def _release(self, held: _Held) -> None:
-        for position, cores, gpus, memory in held.masks:
-            self._give_back(position, cores, gpus, memory)
+        for mask in held.masks:
+            self._give_back(*mask)
         for index in held.virtual:
             self._mark_virtual(index, held=False)
 
@@ -408,15 +421,16 @@ class EmbeddedMatcher:
             self._held_below[current] += delta
             current = self.graph.virtual[current].parent
 
-    def _allocation(self, jobid: int, masks: list[tuple[int, int, int, int]], virtual: list[int]) -> Allocation:
+    def _allocation(self, jobid: int, masks: list[_Mask], virtual: list[int]) -> Allocation:
         merged: dict[int, list[int]] = {}
-        for position, cores, gpus, memory in masks:
-            entry = merged.setdefault(position, [0, 0, 0])
+        for position, cores, gpus, memory, pods in masks:
+            entry = merged.setdefault(position, [0, 0, 0, 0])
             entry[0] |= cores
             entry[1] |= gpus
             entry[2] |= memory
+            entry[3] += pods
         nodes = []
-        for position, (cores, gpus, memory) in merged.items():
+        for position, (cores, gpus, memory, pods) in merged.items():
             vertex = self._states[position].vertex
             nodes.append(
                 NodeShare(
@@ -425,6 +439,7 @@ class EmbeddedMatcher:
                     gpus=_bit_indexes(gpus),
                     memory=_bit_indexes(memory),
                     memory_mib=memory.bit_count() * vertex.chunk_mib,
+                    pods=pods,
                 )
             )
         shares = []

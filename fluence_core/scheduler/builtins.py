@@ -11,6 +11,26 @@ from fluence_core.placement import PodPlacement
 
 
 @hookimpl
+def fluence_filter(pod: Any, node: str, ctx: Mapping[str, Any]) -> str | None:
+    """Refuse a node whose kubelet would turn the pod away: its allocatable ``pods`` is reached."""
+    scheduler = ctx.get("scheduler")
+    graph = ctx["graph"]
+    if scheduler is None or not graph.has_node(node):
+        return None
+    limit = graph.node(node).max_pods
+    planned = ctx.get("planned", {}).get(node, 1)
+    if limit and scheduler.pods_on(node) + planned > limit:
+        return f"node {node} admits {limit} pods and has {scheduler.pods_on(node)} (+{planned} planned)"
+    return None
+
+
+@hookimpl(trylast=True)
+def fluence_postfilter(group: Group, reason: str, ctx: Mapping[str, Any]) -> list[str] | None:
+    """After a filter veto, rematch once without the vetoed nodes (the core excludes them)."""
+    return [] if ctx.get("vetoed") else None
+
+
+@hookimpl
 def fluence_reserve(group: Group, placements: Mapping[str, PodPlacement], ctx: Mapping[str, Any]) -> None:
     """Write the chosen backend and its attributes where the pods' downward-API env reads them."""
     cluster = ctx["cluster"]

@@ -109,6 +109,9 @@ class Scheduler:
         self._in_flight: set[g.PodKey] = set()
         self._assumed: dict[g.PodKey, str] = {}
         """Pods we bound whose binding the watch has not shown yet: never pending again."""
+        self._placed_on: dict[g.PodKey, str] = {}
+        self._pods_per_node: dict[str, int] = {}
+        """Live pods bound (or being bound) to each node, for the kubelet's pod limit."""
         self._owners_in_flight: set[tuple[str, str, str]] = set()
         self._bindings: set[Future[CycleResult]] = set()
         self.settings = settings
@@ -256,6 +259,10 @@ class Scheduler:
             if plural == "pods":
                 self._unplaced = {k: p for k, p in fresh.items()
                                   if not g.is_bound(p) and not g.is_finished(p) and not g.is_terminating(p)}
+                self._placed_on, self._pods_per_node = {}, {}
+                for key, pod in fresh.items():
+                    if g.is_bound(pod) and not g.is_finished(pod):
+                        self._count_on(key, pod["spec"]["nodeName"])
 
     def _cache(self, plural: str) -> dict[Any, KubeDict]:
         return {"nodes": self.nodes, "pods": self.pods, "podgroups": self.pod_groups}[plural]  # type: ignore[return-value]
@@ -311,7 +318,8 @@ class Scheduler:
             if vertex.labels != dict(info.labels):
                 vertex.labels = dict(info.labels)
                 self.generation += 1
-            if (vertex.cores, vertex.gpus) != (info.cores, info.gpus) or vertex.memory_chunks * vertex.chunk_mib != info.memory_mib:
+            if ((vertex.cores, vertex.gpus, vertex.max_pods) != (info.cores, info.gpus, info.max_pods)
+                    or vertex.memory_chunks * vertex.chunk_mib != info.memory_mib):
                 self._replace_node(info)
 
     def _replace_node(self, info: NodeInfo) -> None:
@@ -336,6 +344,10 @@ class Scheduler:
         else:
             self.pods[key] = obj
         gone = event == DELETED or g.is_finished(obj)
+        if gone:
+            self._count_off(key)
+        elif g.is_bound(obj):
+            self._count_on(key, obj["spec"]["nodeName"])
         if gone or g.is_bound(obj):
             self._assumed.pop(key, None)
         if gone or g.is_bound(obj) or g.is_terminating(obj) or key in self._assumed:
@@ -347,6 +359,20 @@ class Scheduler:
             self._release_finished(key, obj)
         elif g.is_bound(obj) and key not in self.pins and not self._is_covered(key, obj):
             self._pin(key, obj)
+
+    def _count_on(self, key: g.PodKey, node: str) -> None:
+        if key not in self._placed_on:
+            self._placed_on[key] = node
+            self._pods_per_node[node] = self._pods_per_node.get(node, 0) + 1
+
+    def _count_off(self, key: g.PodKey) -> None:
+        node = self._placed_on.pop(key, None)
+        if node is not None:
+            self._pods_per_node[node] -= 1
+
+    def pods_on(self, node: str) -> int:
+        """Live pods bound, or being bound, to ``node``."""
+        return self._pods_per_node.get(node, 0)
 
     def _release_finished(self, key: g.PodKey, obj: KubeDict | None = None) -> None:
         """Cancel every placement whose members have all finished or gone."""
@@ -499,34 +525,54 @@ class Scheduler:
             outcome = match_group(group, self.graph, self.matcher)
         except FluenceError as error:
             return self._fail(pending, str(error), "error")
-        vetoed: list[str] = []
-        if isinstance(outcome, GroupMatch):
-            vetoed = self._filter(group, outcome, ctx)
-            if vetoed:
-                self._release_match(outcome)
-                outcome = GroupMiss(group, "compute", MatchOutcome.BUSY, [])
+        vetoed = self._filtered(group, outcome, ctx)
+        if isinstance(outcome, GroupMatch) and vetoed:
+            outcome = GroupMiss(group, "compute", MatchOutcome.BUSY, [])
         if isinstance(outcome, GroupMiss):
-            reason = outcome.reason if not vetoed else f"filter vetoed nodes {vetoed}"
-            exclude = hook.fluence_postfilter(group=group, reason=reason, ctx=ctx)
+            ctx["vetoed"] = sorted(vetoed)
+            exclude = hook.fluence_postfilter(group=group, reason=self._veto_reason(vetoed) or outcome.reason,
+                                              ctx=ctx)
             if exclude is not None:
                 outcome = match_group(group, self.graph, self.matcher, exclude_nodes=sorted(set(exclude) | set(vetoed)))
+                again = self._filtered(group, outcome, ctx)
+                if isinstance(outcome, GroupMatch) and again:
+                    outcome = GroupMiss(group, "compute", MatchOutcome.BUSY, [])
+                vetoed.update(again)
             if isinstance(outcome, GroupMiss):
                 outcome = self._preempt(pending, group) or outcome
             if isinstance(outcome, GroupMiss):
-                return self._fail(pending, reason if vetoed else outcome.reason, "unschedulable")
+                return self._fail(pending, self._veto_reason(vetoed) or outcome.reason, "unschedulable")
         return self._commit(pending, group, outcome, ctx)
 
-    def _filter(self, group: Group, match: GroupMatch, ctx: Mapping[str, Any]) -> list[str]:
-        vetoed = []
+    @staticmethod
+    def _veto_reason(vetoed: Mapping[str, str]) -> str:
+        return "; ".join(f"filter vetoed {node}: {why}" for node, why in sorted(vetoed.items()))
+
+    def _filtered(self, group: Group, outcome: GroupMatch | GroupMiss, ctx: dict[str, Any]) -> dict[str, str]:
+        """Run the filter over a match; a vetoed match is given back. Returns node -> reason."""
+        if not isinstance(outcome, GroupMatch):
+            return {}
+        planned: dict[str, int] = {}
+        for placement in outcome.placements.values():
+            if placement.node is not None:
+                planned[placement.node] = planned.get(placement.node, 0) + 1
+        ctx["planned"] = planned
+        vetoed = self._filter(group, outcome, ctx)
+        if vetoed:
+            self._release_match(outcome)
+        return vetoed
+
+    def _filter(self, group: Group, match: GroupMatch, ctx: Mapping[str, Any]) -> dict[str, str]:
+        vetoed: dict[str, str] = {}
         for pod in group.pods:
             node = match.placements[pod.key].node
-            if node is None:
+            if node is None or node in vetoed:
                 continue
             reason = self.manager.hook.fluence_filter(pod=pod, node=node, ctx=ctx)
             if reason:
                 logger.info("filter vetoed %s on %s: %s", pod.key, node, reason)
-                vetoed.append(node)
-        return sorted(set(vetoed))
+                vetoed[node] = str(reason)
+        return vetoed
 
     def _release_match(self, match: GroupMatch) -> None:
         for allocation in match.allocations.values():
@@ -636,6 +682,7 @@ class Scheduler:
             with self._lock:
                 self._assumed[(namespace, name)] = node
                 self._unplaced.pop((namespace, name), None)
+                self._count_on((namespace, name), node)
             pod["spec"]["nodeName"] = node
             self.cluster.post_event(pod, "Normal", "Scheduled",
                                     f"Successfully assigned {namespace}/{name} to {node}")
