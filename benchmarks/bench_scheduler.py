@@ -24,7 +24,7 @@ from fluence_core.cluster_api import ClusterAPI
 from fluence_core.fake_cluster import FakeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from fluence_core.testing_apiserver import find_assets, start_apiserver
+from fluence_core.testing_apiserver import ensure_namespace, find_assets, start_apiserver
 
 
 def _node(i: int) -> dict[str, Any]:
@@ -43,10 +43,7 @@ def _pod(name: str, group: str | None) -> dict[str, Any]:
 
 def scenario(cluster: ClusterAPI, namespace: str, singles: int, gangs: int, gang_size: int,
              bind_workers: int) -> tuple[int, float]:
-    if cluster.get("namespaces", namespace) is None:
-        cluster.create("namespaces", {"metadata": {"name": namespace}})
-    if cluster.get("serviceaccounts", "default", namespace) is None:
-        cluster.create("serviceaccounts", {"metadata": {"name": "default"}}, namespace)
+    ensure_namespace(cluster, namespace)
     for i in range(singles):
         cluster.create("pods", _pod(f"single-{i}", None), namespace)
     for g in range(gangs):

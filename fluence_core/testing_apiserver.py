@@ -42,7 +42,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
+from fluence_core.cluster_api import ClusterAPI
 from fluence_core.kube import KubeCluster
+from fluence_core.kube_errors import Conflict
 from fluence_core.log import logger
 
 ASSETS_ENV: Final = "KUBEBUILDER_ASSETS"
@@ -67,6 +69,21 @@ def find_assets(environ: Mapping[str, str] = os.environ) -> tuple[Path | None, s
     if missing:
         return None, f"{ASSETS_ENV}={raw} lacks executable {', '.join(missing)}"
     return folder, ""
+
+
+def ensure_namespace(cluster: ClusterAPI, name: str) -> str:
+    """Namespace ``name`` with its ``default`` ServiceAccount, made if missing.
+
+    Without the controller manager nothing creates that ServiceAccount, and the
+    ServiceAccount admission plugin then refuses every pod in the namespace.
+    """
+    for resource, body, namespace in (("namespaces", {"metadata": {"name": name}}, None),
+                                      ("serviceaccounts", {"metadata": {"name": "default"}}, name)):
+        try:
+            cluster.create(resource, body, namespace)
+        except Conflict:
+            pass  # there already, or the controller manager was quicker
+    return name
 
 
 def free_port() -> int:

@@ -247,16 +247,7 @@ def test_webhook_scheduler_and_sidecar_release_the_workers_together(world, monke
     bound = {cluster.get(PODS, f"vqe-{i}", NAMESPACE)["spec"]["nodeName"] for i in (1, 2, 3)}
     assert bound and None not in bound
     for i in (1, 2, 3):
-        worker = cluster.get(PODS, f"vqe-{i}", NAMESPACE)
-        assert not worker["spec"].get("schedulingGates")
-        stamped = worker["metadata"]["annotations"]
-        assert stamped[names.SCOUT_JOB_ID_ANNOTATION] == "fake-task/0001"
-        assert stamped[names.SCOUT_SESSION_ANNOTATION] == "session-42"
-        assert stamped[names.SCOUT_STATUS_ANNOTATION] == names.SCOUT_STATUS_READY
-        # What the worker's container will read, through the env the webhook injected:
-        seen = container_env(worker, "app")
-        assert (seen[names.ENV_SCOUT_JOB_ID], seen[names.ENV_SCOUT_SESSION],
-                seen[names.ENV_SCOUT_STATUS]) == ("fake-task/0001", "session-42", "ready")
+        assert_released_worker(cluster.get(PODS, f"vqe-{i}", NAMESPACE))
     group = cluster.get(PODGROUPS, "vqe", NAMESPACE)
     assert names.JOBIDS_ANNOTATION in group["metadata"]["annotations"]  # one record for the 3
     assert result.workers_finished and (world["runtime"] / names.RELEASE_MARKER_FILE).exists()
@@ -313,3 +304,16 @@ def test_container_env_resolves_the_downward_api_as_the_kubelet_does() -> None:
         field_value(pod, "status.podIPs")
     with pytest.raises(FluenceError):
         container_env(pod, "absent")
+
+
+def assert_released_worker(worker: dict[str, Any]) -> None:
+    """Ungated, stamped with the fake task's job id and session, and its env reads them."""
+    assert not worker["spec"].get("schedulingGates")
+    stamped = worker["metadata"]["annotations"]
+    assert stamped[names.SCOUT_JOB_ID_ANNOTATION] == "fake-task/0001"
+    assert stamped[names.SCOUT_SESSION_ANNOTATION] == "session-42"
+    assert stamped[names.SCOUT_STATUS_ANNOTATION] == names.SCOUT_STATUS_READY
+    # What the worker's container will read, through the env the webhook injected:
+    seen = container_env(worker, "app")
+    assert (seen[names.ENV_SCOUT_JOB_ID], seen[names.ENV_SCOUT_SESSION],
+            seen[names.ENV_SCOUT_STATUS]) == ("fake-task/0001", "session-42", "ready")

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from fluence_core.kube import KubeCluster
-from fluence_core.kube_errors import Conflict
-from fluence_core.testing_apiserver import ApiServer, find_assets, start_apiserver
+from fluence_core.testing_apiserver import ApiServer, ensure_namespace, find_assets, start_apiserver
 
 _namespaces = itertools.count()
 
@@ -40,10 +39,4 @@ def kube(apiserver: ApiServer) -> Iterator[KubeCluster]:
 @pytest.fixture
 def kube_namespace(kube: KubeCluster) -> str:
     """A fresh namespace with its ``default`` ServiceAccount (pods need one to be admitted)."""
-    name = f"e2e-{next(_namespaces)}"
-    kube.create("namespaces", {"metadata": {"name": name}})
-    try:
-        kube.create("serviceaccounts", {"metadata": {"name": "default"}}, name)
-    except Conflict:
-        pass  # the controller manager's serviceaccount controller was quicker
-    return name
+    return ensure_namespace(kube, f"e2e-{next(_namespaces)}")

@@ -38,6 +38,7 @@ from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import ApiServer
 from fluence_core.webhook import build_service, tls
 from fluence_core.webhook.server import WebhookServer, server_context
+from tests.test_hybrid_flow import assert_released_worker
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -304,15 +305,7 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     assert [p for _, p in result.series] == [7, 4, 2, 1]
     assert gated_at[70] is True and gated_at[80] is False  # released by the poll at t=70 (position 1)
     for name in worker_names:
-        worker = flow.pod(name)
-        assert not worker["spec"].get("schedulingGates")
-        stamped = worker["metadata"]["annotations"]
-        assert stamped[names.SCOUT_JOB_ID_ANNOTATION] == "fake-task/0001"
-        assert stamped[names.SCOUT_SESSION_ANNOTATION] == "session-42"
-        assert stamped[names.SCOUT_STATUS_ANNOTATION] == names.SCOUT_STATUS_READY
-        seen = container_env(worker, "app")
-        assert (seen[names.ENV_SCOUT_JOB_ID], seen[names.ENV_SCOUT_SESSION],
-                seen[names.ENV_SCOUT_STATUS]) == ("fake-task/0001", "session-42", "ready")
+        assert_released_worker(flow.pod(name))
     assert result.workers_finished and (runtime / names.RELEASE_MARKER_FILE).exists()
     # The workers finished: the scheduler gives their allocation back and clears the record.
     wait(lambda: names.JOBIDS_ANNOTATION not in (kube.get("podgroups", "vqe", ns)["metadata"]

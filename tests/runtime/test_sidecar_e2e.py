@@ -17,7 +17,7 @@ from fluence_core.kube import KubeCluster
 from fluence_core.runtime.fake_provider import QUEUED, FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import Backend
 from fluence_core.runtime.sidecar import Outcome, Sidecar, SidecarConfig, VirtualClock
-from fluence_core.testing_apiserver import find_assets, start_apiserver
+from fluence_core.testing_apiserver import ensure_namespace, find_assets, start_apiserver
 
 pytestmark = pytest.mark.e2e
 OTHER_GATE = "example.com/other"
@@ -37,13 +37,7 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
 
 @pytest.fixture
 def namespace(kube: KubeCluster) -> str:
-    name = f"sidecar-{next(_namespaces)}"
-    kube.create("namespaces", {"metadata": {"name": name}})
-    try:
-        kube.create("serviceaccounts", {"metadata": {"name": "default"}}, name)
-    except Exception:
-        pass
-    return name
+    return ensure_namespace(kube, f"sidecar-{next(_namespaces)}")
 
 
 def _pod(name: str, gates: list[str], group: str = "qaoa") -> dict:

@@ -17,7 +17,7 @@ from fluence_core import names
 from fluence_core.kube_errors import ApiError
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
-from fluence_core.testing_apiserver import find_assets, start_apiserver
+from fluence_core.testing_apiserver import ensure_namespace, find_assets, start_apiserver
 from fluence_core.webhook import build_service, tls
 from fluence_core.webhook.server import WebhookServer, server_context
 
@@ -34,8 +34,7 @@ def env(tmp_path_factory):
     work = tmp_path_factory.mktemp("webhook-e2e")
     with start_apiserver(assets, work / "apiserver", controller_manager=False) as server:
         kube = server.cluster(qps=1000, burst=1000)
-        kube.create("namespaces", {"metadata": {"name": NAMESPACE}})
-        kube.create("serviceaccounts", {"metadata": {"name": "default"}}, NAMESPACE)
+        ensure_namespace(kube, NAMESPACE)
         kube.create("nodes", {"metadata": {"name": "n1"}, "status": {
             "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
             "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}})
