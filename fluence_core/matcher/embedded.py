@@ -15,7 +15,6 @@ not a promise, and here it is the fastest order, ``lonode``'s.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
@@ -452,10 +451,5 @@ class EmbeddedMatcher:
                 )
             )
         return Allocation(jobid=jobid, nodes=tuple(nodes), virtual=tuple(shares))
-
-
-def describe_jobspec(jobspec: Mapping[str, Any]) -> str:
-    """The jobspec as one JSON line, for logs."""
-    return json.dumps(jobspec, separators=(",", ":"))
 
 

@@ -196,9 +196,6 @@ class Scheduler:
         obj = self.pods.get((namespace, pod))
         return obj is not None and not g.is_finished(obj)
 
-    def _covered(self) -> set[g.PodKey]:
-        return {(ns, pod) for (_, ns, _), records in self.held.items() for r in records for pod in r.pods}
-
     @staticmethod
     def _owners_of(key: g.PodKey, pod: KubeDict) -> list[tuple[str, str, str]]:
         """Where a record holding this pod can live: its PodGroup, or the pod itself."""
@@ -210,14 +207,13 @@ class Scheduler:
         return owners
 
     def _is_covered(self, key: g.PodKey, pod: KubeDict) -> bool:
-        """``key in self._covered()`` for one pod, without walking every record."""
+        """Whether a held record names this pod: looks only where its record can live."""
         return any(key[1] in record.pods for owner in self._owners_of(key, pod)
                    for record in self.held.get(owner, ()))
 
     def _pin_foreign_pods(self) -> None:
-        covered = self._covered()
         for key, pod in self.pods.items():
-            if key not in covered:
+            if not self._is_covered(key, pod):
                 self._pin(key, pod)
 
     def _pin(self, key: g.PodKey, pod: Mapping[str, Any]) -> None:
@@ -301,7 +297,7 @@ class Scheduler:
                 self.generation += 1
                 logger.info("node %s added to the graph", name)
                 for key, pod in self.pods.items():
-                    if (pod.get("spec") or {}).get("nodeName") == name and key not in self._covered():
+                    if (pod.get("spec") or {}).get("nodeName") == name and not self._is_covered(key, pod):
                         self._pin(key, pod)
             return
         if not info.schedulable:

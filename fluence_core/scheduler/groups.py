@@ -168,9 +168,5 @@ def _single(pod: KubeObject, namespace: str, name: str) -> PendingGroup:
     )
 
 
-def member_keys(pods: Iterable[KubeObject]) -> list[PodKey]:
-    return [pod_key(p) for p in pods]
-
-
 def annotations_of(obj: KubeObject) -> dict[str, Any]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
