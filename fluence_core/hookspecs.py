@@ -9,6 +9,9 @@ Scheduler hooks run in the order of one scheduling cycle for a group:
 ``fluence_prefilter`` -> match -> ``fluence_filter`` per pod -> (on failure)
 ``fluence_postfilter`` -> ``fluence_reserve`` -> ``fluence_prebind`` -> bind,
 with ``fluence_unreserve`` undoing a reservation whenever a later step fails.
+Each receives a read-only
+:class:`~fluence_core.scheduler.context.SchedulingContext` (settings, graph,
+matcher, cluster, and what the attempt knows so far), never the scheduler.
 """
 
 from __future__ import annotations
@@ -24,13 +27,10 @@ if TYPE_CHECKING:
     from fluence_core.models import Group, PodRequest
     from fluence_core.placement import PodPlacement
     from fluence_core.graph import ResourceGraph
+    from fluence_core.scheduler.context import SchedulingContext
     from fluence_core.settings import Settings
 
 hookspec = pluggy.HookspecMarker(names.ENTRY_POINT_GROUP)
-
-SchedulingContext = Mapping[str, Any]
-"""What the scheduler hands every scheduler hook: ``settings``, ``graph``,
-``matcher`` and, during a cycle, ``cluster`` (the Kubernetes wrapper)."""
 
 
 @hookspec(firstresult=True)
@@ -45,7 +45,7 @@ def fluence_matcher(settings: "Settings", graph: "ResourceGraph") -> "Matcher | 
 
 
 @hookspec(firstresult=True)
-def fluence_prefilter(group: "Group", ctx: SchedulingContext) -> str | None:
+def fluence_prefilter(group: "Group", ctx: "SchedulingContext") -> str | None:
     """Veto a group before it is matched.
 
     Return a reason (a non-empty string) to keep the group waiting this cycle;
@@ -54,7 +54,7 @@ def fluence_prefilter(group: "Group", ctx: SchedulingContext) -> str | None:
 
 
 @hookspec(firstresult=True)
-def fluence_filter(pod: "PodRequest", node: str, ctx: SchedulingContext) -> str | None:
+def fluence_filter(pod: "PodRequest", node: str, ctx: "SchedulingContext") -> str | None:
     """Veto placing ``pod`` on ``node`` after the match chose it.
 
     Return a reason to reject the node (the group is then handed to
@@ -63,7 +63,9 @@ def fluence_filter(pod: "PodRequest", node: str, ctx: SchedulingContext) -> str 
 
 
 @hookspec(firstresult=True)
-def fluence_postfilter(group: "Group", reason: str, ctx: SchedulingContext) -> Sequence[str] | None:
+def fluence_postfilter(
+    group: "Group", reason: str, ctx: "SchedulingContext"
+) -> Sequence[str] | None:
     """Decide what to do when a group did not fit or a node was vetoed.
 
     Return node names to exclude before one rematch (an empty list means
@@ -74,7 +76,7 @@ def fluence_postfilter(group: "Group", reason: str, ctx: SchedulingContext) -> S
 
 @hookspec
 def fluence_reserve(
-    group: "Group", placements: Mapping[str, "PodPlacement"], ctx: SchedulingContext
+    group: "Group", placements: Mapping[str, "PodPlacement"], ctx: "SchedulingContext"
 ) -> None:
     """Stamp a group's placement before binding (every implementation runs).
 
@@ -84,7 +86,7 @@ def fluence_reserve(
 
 @hookspec
 def fluence_unreserve(
-    group: "Group", placements: Mapping[str, "PodPlacement"], ctx: SchedulingContext
+    group: "Group", placements: Mapping[str, "PodPlacement"], ctx: "SchedulingContext"
 ) -> None:
     """Roll back a reservation after a failed step (every implementation runs).
 
@@ -95,7 +97,7 @@ def fluence_unreserve(
 
 @hookspec
 def fluence_prebind(
-    group: "Group", placements: Mapping[str, "PodPlacement"], ctx: SchedulingContext
+    group: "Group", placements: Mapping[str, "PodPlacement"], ctx: "SchedulingContext"
 ) -> Mapping[str, str] | None:
     """Contribute annotations to write on the owning object before binding.
 
@@ -111,7 +113,7 @@ def fluence_webhook_handlers(settings: "Settings") -> Sequence[Any] | None:
 
 
 @hookspec(firstresult=True)
-def fluence_admit(pod: Mapping[str, Any], ctx: SchedulingContext) -> str | None:
+def fluence_admit(pod: Mapping[str, Any], ctx: Mapping[str, Any]) -> str | None:
     """Refuse a pod at admission: return the message to deny with, or ``None``
     to admit. Stops at the first refusal."""
 

@@ -20,11 +20,13 @@ from typer.testing import CliRunner
 
 import fluence_core
 from fluence_core import hookimpl, hookspecs
+from fluence_core.fake_cluster import FakeCluster
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import Group, PodRequest
 from fluence_core.placement import PodPlacement
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
+from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.settings import Settings
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -45,7 +47,10 @@ def manager_with(*plugins: object, keep: Sequence[str] = ()) -> FluencePluginMan
 
 GROUP = Group("g", (PodRequest("a", cores=2),))
 PLACEMENTS = {"default/a": PodPlacement("default/a", node="n0")}
-CTX: Mapping[str, Any] = {"settings": Settings()}
+_EMPTY = ResourceGraph()
+CTX = SchedulingContext(settings=Settings(), graph=_EMPTY, matcher=EmbeddedMatcher(_EMPTY),
+                        cluster=FakeCluster())
+ADMISSION_CTX: Mapping[str, Any] = {"settings": Settings()}
 
 
 # -- the two meta-tests ---------------------------------------------------------
@@ -134,7 +139,7 @@ def test_fluence_prefilter_lets_a_group_through_when_nobody_objects() -> None:
         seen: list[Group] = []
 
         @hookimpl
-        def fluence_prefilter(self, group: Group, ctx: Mapping[str, Any]) -> None:
+        def fluence_prefilter(self, group: Group, ctx: SchedulingContext) -> None:
             Quiet.seen.append(group)
 
     assert manager_with(Quiet()).hook.fluence_prefilter(group=GROUP, ctx=CTX) is None
@@ -144,14 +149,14 @@ def test_fluence_prefilter_lets_a_group_through_when_nobody_objects() -> None:
 def test_fluence_prefilter_stops_at_the_first_reason() -> None:
     class Veto:
         @hookimpl
-        def fluence_prefilter(self, group: Group, ctx: Mapping[str, Any]) -> str:
+        def fluence_prefilter(self, group: Group, ctx: SchedulingContext) -> str:
             return "quota exceeded"
 
     class Later:
         called = False
 
         @hookimpl(tryfirst=False, trylast=True)
-        def fluence_prefilter(self, group: Group, ctx: Mapping[str, Any]) -> str:
+        def fluence_prefilter(self, group: Group, ctx: SchedulingContext) -> str:
             Later.called = True
             return "never seen"
 
@@ -162,7 +167,7 @@ def test_fluence_prefilter_stops_at_the_first_reason() -> None:
 def test_fluence_filter_receives_pod_and_node_and_returns_a_reason() -> None:
     class NoNode3:
         @hookimpl
-        def fluence_filter(self, pod: PodRequest, node: str, ctx: Mapping[str, Any]) -> str | None:
+        def fluence_filter(self, pod: PodRequest, node: str, ctx: SchedulingContext) -> str | None:
             return f"{pod.name} may not run on {node}" if node == "n3" else None
 
     hook = manager_with(NoNode3()).hook
@@ -173,12 +178,12 @@ def test_fluence_filter_receives_pod_and_node_and_returns_a_reason() -> None:
 def test_fluence_postfilter_an_empty_list_is_an_answer_meaning_rematch_as_is() -> None:
     class Rematch:
         @hookimpl
-        def fluence_postfilter(self, group: Group, reason: str, ctx: Mapping[str, Any]) -> list[str]:
+        def fluence_postfilter(self, group: Group, reason: str, ctx: SchedulingContext) -> list[str]:
             return []
 
     class Exclude:
         @hookimpl(trylast=True)
-        def fluence_postfilter(self, group: Group, reason: str, ctx: Mapping[str, Any]) -> list[str]:
+        def fluence_postfilter(self, group: Group, reason: str, ctx: SchedulingContext) -> list[str]:
             return ["n1"]
 
     result = manager_with(Exclude(), Rematch()).hook.fluence_postfilter(group=GROUP, reason="busy", ctx=CTX)
@@ -188,7 +193,7 @@ def test_fluence_postfilter_an_empty_list_is_an_answer_meaning_rematch_as_is() -
 def test_fluence_postfilter_none_from_everyone_means_back_off() -> None:
     class Pass:
         @hookimpl
-        def fluence_postfilter(self, group: Group, reason: str, ctx: Mapping[str, Any]) -> None:
+        def fluence_postfilter(self, group: Group, reason: str, ctx: SchedulingContext) -> None:
             return None
 
     assert manager_with(Pass()).hook.fluence_postfilter(group=GROUP, reason="busy", ctx=CTX) is None
@@ -206,8 +211,8 @@ def test_fluence_admit_stops_at_the_first_refusal() -> None:
             return f"{pod['metadata']['name']}: the group asks for more cores than the cluster has"
 
     pod = {"metadata": {"name": "big"}}
-    assert manager_with(Admit()).hook.fluence_admit(pod=pod, ctx=CTX) is None
-    assert manager_with(Admit(), Refuse()).hook.fluence_admit(pod=pod, ctx=CTX).startswith("big: ")
+    assert manager_with(Admit()).hook.fluence_admit(pod=pod, ctx=ADMISSION_CTX) is None
+    assert manager_with(Admit(), Refuse()).hook.fluence_admit(pod=pod, ctx=ADMISSION_CTX).startswith("big: ")
 
 
 # -- hooks where every implementation runs --------------------------------------
@@ -220,7 +225,7 @@ def test_fluence_reserve_runs_every_implementation() -> None:
         class Stamp:
             @hookimpl
             def fluence_reserve(self, group: Group, placements: Mapping[str, PodPlacement],
-                                ctx: Mapping[str, Any]) -> None:
+                                ctx: SchedulingContext) -> None:
                 seen.append(f"{label}:{placements['default/a'].node}")
         return Stamp()
 
@@ -232,7 +237,7 @@ def test_fluence_reserve_raising_propagates_to_the_caller() -> None:
     class Fails:
         @hookimpl
         def fluence_reserve(self, group: Group, placements: Mapping[str, PodPlacement],
-                            ctx: Mapping[str, Any]) -> None:
+                            ctx: SchedulingContext) -> None:
             raise RuntimeError("cannot stamp")
 
     with pytest.raises(RuntimeError, match="cannot stamp"):
@@ -246,7 +251,7 @@ def test_fluence_unreserve_runs_every_implementation() -> None:
         class Rollback:
             @hookimpl
             def fluence_unreserve(self, group: Group, placements: Mapping[str, PodPlacement],
-                                  ctx: Mapping[str, Any]) -> None:
+                                  ctx: SchedulingContext) -> None:
                 seen.append(label)
         return Rollback()
 
@@ -261,14 +266,14 @@ def test_fluence_prebind_collects_every_plugins_annotations() -> None:
         class Annotate:
             @hookimpl
             def fluence_prebind(self, group: Group, placements: Mapping[str, PodPlacement],
-                                ctx: Mapping[str, Any]) -> Mapping[str, str]:
+                                ctx: SchedulingContext) -> Mapping[str, str]:
                 return {key: group.name}
         return Annotate()
 
     class Nothing:
         @hookimpl
         def fluence_prebind(self, group: Group, placements: Mapping[str, PodPlacement],
-                            ctx: Mapping[str, Any]) -> None:
+                            ctx: SchedulingContext) -> None:
             return None
 
     results = manager_with(annotate("a"), Nothing(), annotate("b")).hook.fluence_prebind(

@@ -6,34 +6,36 @@ from typing import Any, Mapping
 
 from fluence_core import hookimpl, names
 from fluence_core.cluster_api import PODS
-from fluence_core.models import Group
+from fluence_core.models import Group, PodRequest
 from fluence_core.placement import PodPlacement
+from fluence_core.scheduler.context import SchedulingContext
 
 
 @hookimpl
-def fluence_filter(pod: Any, node: str, ctx: Mapping[str, Any]) -> str | None:
+def fluence_filter(pod: PodRequest, node: str, ctx: SchedulingContext) -> str | None:
     """Refuse a node whose kubelet would turn the pod away: its allocatable ``pods`` is reached."""
-    scheduler = ctx.get("scheduler")
-    graph = ctx["graph"]
-    if scheduler is None or not graph.has_node(node):
+    graph = ctx.graph
+    if not graph.has_node(node):
         return None
     limit = graph.node(node).max_pods
-    planned = ctx.get("planned", {}).get(node, 1)
-    if limit and scheduler.pods_on(node) + planned > limit:
-        return f"node {node} admits {limit} pods and has {scheduler.pods_on(node)} (+{planned} planned)"
+    planned = ctx.planned.get(node, 1)
+    there = ctx.pods_on(node)
+    if limit and there + planned > limit:
+        return f"node {node} admits {limit} pods and has {there} (+{planned} planned)"
     return None
 
 
 @hookimpl(trylast=True)
-def fluence_postfilter(group: Group, reason: str, ctx: Mapping[str, Any]) -> list[str] | None:
+def fluence_postfilter(group: Group, reason: str, ctx: SchedulingContext) -> list[str] | None:
     """After a filter veto, rematch once without the vetoed nodes (the core excludes them)."""
-    return [] if ctx.get("vetoed") else None
+    return [] if ctx.vetoed else None
 
 
 @hookimpl
-def fluence_reserve(group: Group, placements: Mapping[str, PodPlacement], ctx: Mapping[str, Any]) -> None:
+def fluence_reserve(group: Group, placements: Mapping[str, PodPlacement],
+                    ctx: SchedulingContext) -> None:
     """Write the chosen backend and its attributes where the pods' downward-API env reads them."""
-    cluster = ctx["cluster"]
+    cluster = ctx.cluster
     for pod in group.pods:
         placement = placements[pod.key]
         if placement.backend is None:
@@ -44,9 +46,10 @@ def fluence_reserve(group: Group, placements: Mapping[str, PodPlacement], ctx: M
 
 
 @hookimpl
-def fluence_unreserve(group: Group, placements: Mapping[str, PodPlacement], ctx: Mapping[str, Any]) -> None:
+def fluence_unreserve(group: Group, placements: Mapping[str, PodPlacement],
+                      ctx: SchedulingContext) -> None:
     """Take the backend annotations back off pods that were not bound."""
-    cluster = ctx["cluster"]
+    cluster = ctx.cluster
     for pod in group.pods:
         placement = placements.get(pod.key)
         if placement is None or placement.backend is None:

@@ -48,10 +48,10 @@ def watch_resources(path: Path, scheduler: Any, stop: threading.Event) -> None:
     for _ in watch(path, stop_event=stop, debounce=500):
         try:
             config = load_resource_config(path)
+            scheduler.reload_config(config)
         except FluenceError as error:
-            log.logger.error("resources file changed but is invalid, keeping the old graph: %s", error)
-            continue
-        scheduler.reload_config(config)
+            log.logger.error("cannot apply the changed resources file, keeping the old graph: %s",
+                             error)
 
 
 def up() -> None:

@@ -18,6 +18,9 @@ from fluence_core.models import Group, KubeObject, PodRequest
 PodKey = tuple[str, str]
 """(namespace, name)"""
 
+Owner = tuple[str, str, str]
+"""Where a durable record lives: (``podgroups`` or ``pods``, namespace, name)."""
+
 
 def pod_key(pod: KubeObject) -> PodKey:
     metadata = pod.get("metadata") or {}
@@ -160,6 +163,29 @@ def pending_groups(
         result.append(group)
     result.sort(key=lambda g: (-g.priority, g.created, g.key))
     return result
+
+
+def owners_of(key: PodKey, pod: KubeObject) -> list[Owner]:
+    """Where a record holding this pod can live: its PodGroup, or the pod itself."""
+    namespace, name = key
+    owners: list[Owner] = [("pods", namespace, name)]
+    group = pod_group_name(pod)
+    if group:
+        owners.append(("podgroups", namespace, group))
+    return owners
+
+
+def record_owner(pending: PendingGroup) -> Owner:
+    """Where a group's durable record lives: its PodGroup, or the lone pod."""
+    if pending.pod_group is not None:
+        return ("podgroups", pending.namespace, pending.key.split("/", 1)[1])
+    return ("pods", pending.namespace, pod_key(pending.pods[0])[1])
+
+
+def alive(pods: Mapping[PodKey, KubeObject], namespace: str, pod: str) -> bool:
+    """Whether ``pods`` (a cache) has this pod, not finished."""
+    obj = pods.get((namespace, pod))
+    return obj is not None and not is_finished(obj)
 
 
 def _single(pod: KubeObject, namespace: str, name: str) -> PendingGroup:

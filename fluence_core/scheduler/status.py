@@ -52,7 +52,7 @@ class Status:
 def collect_status(scheduler: Scheduler) -> Status:
     """Summarise a started (read-only) scheduler's view."""
     status = Status()
-    pinned = {pin.jobid for pin in scheduler.pins.values()}
+    pinned = {pin.jobid for pin in scheduler.view.pins.values()}
     cores_by_node: dict[str, list[int]] = {}
     gpus_by_node: dict[str, int] = {}
     for jobid, allocation in scheduler.matcher.allocations().items():
@@ -65,7 +65,7 @@ def collect_status(scheduler: Scheduler) -> Status:
         status.nodes.append(NodeUse(node.name, node.cores, used[0], used[1], node.gpus,
                                     gpus_by_node.get(node.name, 0), node.down))
     holders: dict[str, str] = {}
-    for (resource, namespace, owner), records in scheduler.held.items():
+    for (resource, namespace, owner), records in scheduler.records.held.items():
         for record in records:
             nodes = sorted({s.node for a in record.allocations.values() for s in a.nodes})
             virtual = [f"{v.type}:{v.name}@{v.backend}" for a in record.allocations.values() for v in a.virtual]
@@ -79,7 +79,7 @@ def collect_status(scheduler: Scheduler) -> Status:
             (f"{who} (part)" for path, who in holders.items() if path.startswith(vertex.path + "/")), "free"
         )
         status.virtual.append((vertex.path, vertex.type, holder))
-    for pending in g.pending_groups(scheduler.pods.values(), scheduler.pod_groups):
+    for pending in g.pending_groups(scheduler.view.pods.values(), scheduler.view.pod_groups):
         status.pending.append(PendingInfo(pending.key, len(pending.pods), pending.waiting or _last_reason(pending)))
     return status
 

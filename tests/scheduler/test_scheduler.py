@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+import pytest
+
 from fluence_core import hookimpl, names
 from fluence_core.cluster_api import NODES, PODGROUPS, PODS
+from fluence_core.errors import FluenceError
 from fluence_core.kube_errors import Conflict
+from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.scheduler.core import Scheduler
@@ -206,7 +210,7 @@ def test_a_failed_bind_gives_the_allocation_back(harness_factory: Factory) -> No
     assert names.ALLOCATION_ANNOTATION not in annotations
     h.cluster.bind = real_bind  # type: ignore[method-assign]
     h.cluster.patch(NODES, "n0", {"metadata": {"labels": {"touched": "yes"}}})
-    h.scheduler.generation += 1
+    h.scheduler.view.generation += 1
     h.cycle()
     assert h.node_of("doomed") == "n0"
 
@@ -329,7 +333,7 @@ def test_a_terminating_pod_holds_its_resources_until_it_is_gone(harness_factory:
     terminating = h.cluster.get(PODS, "a-old", "default")
     terminating["metadata"]["deletionTimestamp"] = "2026-11-29T00:00:00Z"
     h.scheduler.handle("pods", "MODIFIED", terminating)
-    h.scheduler.generation += 1
+    h.scheduler.view.generation += 1
     h.scheduler.schedule_once()
     assert h.node_of("b-new") is None, "the kubelet has not confirmed: the old pod still runs"
     h.cluster.delete(PODS, "a-old", "default")
@@ -379,3 +383,43 @@ def test_a_restarted_scheduler_counts_the_pods_already_running(harness_factory: 
     reason = h.cluster.events(reason="FailedScheduling", involved_name="second")[-1]["message"]
     # the embedded matcher counts pod slots itself; with Fluxion the filter says it
     assert "compute jobspec does not fit now" in reason or "node n0 admits 1 pods and has 1" in reason
+
+
+class _MatcherOnce:
+    """Offers the embedded matcher for the first graph only (as if its library went away)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @hookimpl(tryfirst=True)
+    def fluence_matcher(self, settings: Any, graph: Any) -> Any:
+        self.calls += 1
+        return EmbeddedMatcher(graph) if self.calls == 1 else None
+
+
+def test_a_reload_no_matcher_answers_raises_and_keeps_the_old_graph(
+    harness_factory: Factory,
+) -> None:
+    h = harness_factory(node("n0"), pod("q1", requests={"fluxion.flux-framework.org/qpu": "1"}),
+                        resources=QPU)
+    settings = load_settings(disable_plugins=["embedded-matcher", "fluxion"])
+    manager = get_plugin_manager(settings, extra_plugins=[("once", _MatcherOnce())])
+    h.scheduler = Scheduler(h.cluster, settings, manager, config=h.config)
+    h.scheduler.start()
+    h.cycle()
+    graph, matcher = h.scheduler.graph, h.scheduler.matcher
+    held = dict(matcher.allocations())
+    assert held, "q1 holds its compute and its qpu"
+    bigger = parse_resource_config(QPU.replace("name: cepheus", "name: cepheus\n    count: 2"))
+    with pytest.raises(FluenceError, match="no plugin returned a matcher"):
+        h.scheduler.reload_config(bigger)
+    assert h.scheduler.graph is graph and h.scheduler.matcher is matcher
+    assert h.scheduler.config is h.config
+    assert dict(matcher.allocations()) == held
+
+
+def test_start_raises_the_same_way_when_no_matcher_answers(harness_factory: Factory) -> None:
+    h = harness_factory(node("n0"))
+    settings = load_settings(disable_plugins=["embedded-matcher", "fluxion"])
+    with pytest.raises(FluenceError, match="no plugin returned a matcher"):
+        Scheduler(h.cluster, settings, config=h.config).start()

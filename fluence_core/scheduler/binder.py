@@ -1,0 +1,235 @@
+"""Binding a placed group, and telling the cluster why a group waits.
+
+:class:`Binder` takes a group the cycle committed (reserved, record held) and
+writes its durable record, binds each pod and posts the events. Any failure
+gives everything back: unreserve, cancel the allocation, drop the record, pin
+what did bind. Binding is synchronous, or with ``workers`` > 0 runs on a thread
+pool while the cycle goes on, as kube-scheduler binds asynchronously: the pods
+in flight are left out of the pending groups, one binding per record owner at
+a time, and a failing binding takes the view's lock to give its allocation back.
+
+:class:`Reporter` is the one place that records what became of an attempt:
+metrics, the retry generation, FailedScheduling events and conditions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluence_core.cluster_api import PODGROUPS, PODS, ClusterAPI
+from fluence_core.errors import FluenceError
+from fluence_core.kube_errors import ApiError, Conflict
+from fluence_core.log import logger
+from fluence_core.match import GroupMatch
+from fluence_core.models import Group
+from fluence_core.placement import PodPlacement
+from fluence_core.plugins import FluencePluginManager
+from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.context import SchedulingContext
+from fluence_core.scheduler.metrics import SchedulerMetrics
+from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.scheduler.view import ClusterView
+
+
+@dataclass
+class CycleResult:
+    """What one attempt at one group came to."""
+
+    group: str
+    placed: dict[str, str] = field(default_factory=dict)
+    reason: str | None = None
+
+
+class Reporter:
+    """What became of each group: metrics, retry bookkeeping, events and conditions."""
+
+    def __init__(self, cluster: ClusterAPI, metrics: SchedulerMetrics,
+                 clock: Callable[[], float]) -> None:
+        self.cluster = cluster
+        self.metrics = metrics
+        self.clock = clock
+        self.failed_at: dict[str, int] = {}
+        """Group key -> the view generation it last failed at (retried once it moves)."""
+        self._told: dict[str, str] = {}
+        self._first_seen: dict[str, float] = {}
+
+    def seen(self, key: str) -> None:
+        """A group is pending: its latency counts from the first time it was."""
+        self._first_seen.setdefault(key, self.clock())
+
+    def scheduled(self, pending: g.PendingGroup, bound: Mapping[str, str]) -> None:
+        """A group is bound: observe its latency, forget its failures, mark its PodGroup."""
+        latency = self.clock() - self._first_seen.pop(pending.key, self.clock())
+        self.metrics.group_latency.observe(latency)
+        self.metrics.attempts.labels(result="scheduled").inc()
+        self.failed_at.pop(pending.key, None)
+        self._told.pop(pending.key, None)
+
+    def fail(self, pending: g.PendingGroup, reason: str, result: str,
+             generation: int) -> CycleResult:
+        """An attempt failed at ``generation`` of the view; say why (once per reason)."""
+        self.metrics.attempts.labels(result=result).inc()
+        self.failed_at[pending.key] = generation
+        self.tell_waiting(pending, reason)
+        return CycleResult(pending.key, reason=reason)
+
+    def tell_waiting(self, pending: g.PendingGroup, reason: str) -> None:
+        """FailedScheduling events and PodScheduled=False, once per new reason."""
+        if self._told.get(pending.key) == reason:
+            return
+        self._told[pending.key] = reason
+        logger.info("group %s waits: %s", pending.key, reason)
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                     "message": reason}
+        for pod in pending.pods:
+            namespace, name = g.pod_key(pod)
+            try:
+                self.cluster.post_event(pod, "Warning", "FailedScheduling", reason)
+                self.cluster.patch_status(PODS, name, {"status": {"conditions": [condition]}},
+                                          namespace)
+            except ApiError as error:
+                logger.debug("cannot report on %s/%s: %s", namespace, name, error)
+        if pending.pod_group is not None:
+            self.set_group_condition(pending, "False", "Unschedulable", reason)
+
+    def set_group_condition(self, pending: g.PendingGroup, status: str, reason: str,
+                            message: str) -> None:
+        namespace, name = pending.key.split("/", 1)
+        condition = {
+            "type": "PodGroupScheduled", "status": status, "reason": reason,
+            "message": message[:1000],
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        try:
+            self.cluster.patch_status(PODGROUPS, name, {"status": {"conditions": [condition]}},
+                                      namespace)
+        except ApiError as error:
+            logger.debug("cannot set PodGroupScheduled on %s: %s", pending.key, error)
+
+
+@dataclass
+class Commit:
+    """A group the cycle placed and reserved, with its record already held."""
+
+    pending: g.PendingGroup
+    group: Group
+    match: GroupMatch
+    owner: g.Owner
+    record: HeldPlacement | None
+    """None when the commit failed before the record was held."""
+    extra: Mapping[str, str]
+    """Annotations the prebind hooks contributed for the record owner."""
+    ctx: SchedulingContext
+
+
+class Binder:
+    """Writes a committed group's record, binds its pods, or gives everything back."""
+
+    def __init__(self, cluster: ClusterAPI, view: ClusterView, records: RecordBook,
+                 manager: FluencePluginManager, reporter: Reporter, workers: int = 0) -> None:
+        self.cluster = cluster
+        self.view = view
+        self.records = records
+        self.manager = manager
+        self.reporter = reporter
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="bind") if workers else None
+        self.in_flight: set[g.PodKey] = set()
+        """Pods whose binding runs on the pool: not pending, not yet bound."""
+        self._owners_in_flight: set[g.Owner] = set()
+        self._bindings: set[Future[CycleResult]] = set()
+
+    def busy(self, owner: g.Owner) -> bool:
+        """One binding at a time per owner keeps its record writes in order."""
+        return owner in self._owners_in_flight
+
+    def bind(self, commit: Commit) -> CycleResult:
+        """Bind now, or hand the binding to the pool and report the planned nodes."""
+        if self._pool is None:
+            return self._bind_group(commit)
+        pending, owner = commit.pending, commit.owner
+        keys = [g.pod_key(p) for p in pending.pods]
+        self.in_flight.update(keys)
+        self._owners_in_flight.add(owner)
+        future = self._pool.submit(self._bind_group, commit)
+        self._bindings.add(future)
+
+        def settle(done: Future[Any]) -> None:
+            with self.view.lock:
+                self.in_flight.difference_update(keys)
+                self._owners_in_flight.discard(owner)
+                self._bindings.discard(done)
+
+        future.add_done_callback(settle)
+        planned = {p.pod: p.node or "" for p in commit.match.placements.values()}
+        return CycleResult(pending.key, placed=planned)
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait for the bindings in flight (asynchronous binding only)."""
+        pending = set(self._bindings)
+        if pending:
+            wait(pending, timeout=timeout)
+
+    def _bind_group(self, commit: Commit) -> CycleResult:
+        """Prebind (the durable record) and bind every pod; on failure, give everything back."""
+        pending, owner = commit.pending, commit.owner
+        bound: dict[str, str] = {}
+        try:
+            with self.view.lock:
+                annotations: dict[str, Any] = dict(commit.extra)
+                annotations.update(self.records.annotations(owner))
+            patch = {"metadata": {"annotations": annotations}}
+            self.cluster.patch(owner[0], owner[2], patch, owner[1])
+            self._bind_all(pending, commit.match.placements, bound)
+        except Exception as error:  # noqa: BLE001 - any failure after the match gives it back
+            with self.view.lock:
+                return self.abandon(commit, bound, error)
+        with self.view.lock:
+            self.reporter.scheduled(pending, bound)
+        if pending.pod_group is not None:
+            self.reporter.set_group_condition(pending, "True", "Scheduled",
+                                              f"{len(bound)} pods placed by fluence")
+        logger.info("group %s bound: %s", pending.key,
+                    ", ".join(f"{p}->{n}" for p, n in bound.items()))
+        return CycleResult(pending.key, placed=bound)
+
+    def abandon(self, commit: Commit, bound: Mapping[str, str], error: Exception) -> CycleResult:
+        """Undo a commit: unreserve, cancel the allocation, drop the record, pin what did bind."""
+        self.manager.hook.fluence_unreserve(group=commit.group,
+                                            placements=commit.match.placements, ctx=commit.ctx)
+        self.view.release_match(commit.match)
+        records = self.records.held.get(commit.owner, [])
+        if commit.record is not None and commit.record in records:
+            records.remove(commit.record)
+            self.records.write(commit.owner)
+        for pod in commit.pending.pods:
+            key = g.pod_key(pod)
+            if f"{key[0]}/{key[1]}" in bound:
+                self.view.pin(key, pod)  # bound before the failure: it runs there, it counts there
+        return self.reporter.fail(commit.pending, f"binding failed: {error}", "error",
+                                  self.view.generation)
+
+    def _bind_all(self, pending: g.PendingGroup, placements: Mapping[str, PodPlacement],
+                  bound: dict[str, str]) -> None:
+        """Bind each pod, recording in ``bound`` those that were."""
+        for pod in pending.pods:
+            namespace, name = g.pod_key(pod)
+            node = placements[f"{namespace}/{name}"].node
+            if node is None:
+                raise FluenceError(f"pod {namespace}/{name} got no node")
+            try:
+                self.cluster.bind(namespace, name, node, uid=(pod.get("metadata") or {}).get("uid"))
+            except Conflict as error:
+                if bound:
+                    logger.error("gang %s partly bound (%s) before %s failed: %s",
+                                 pending.key, bound, name, error)
+                raise
+            bound[f"{namespace}/{name}"] = node
+            with self.view.lock:
+                self.view.assume((namespace, name), node)
+            pod["spec"]["nodeName"] = node
+            self.cluster.post_event(pod, "Normal", "Scheduled",
+                                    f"Successfully assigned {namespace}/{name} to {node}")

@@ -1,0 +1,173 @@
+"""One scheduling cycle: the pending groups in order, each matched all-or-nothing.
+
+For each group that is ready and may have a chance (something changed since it
+last failed, no binding of its record owner in flight), an attempt runs
+prefilter -> match -> filter -> (postfilter, rematch, preemption) -> reserve ->
+prebind, then hands the committed group to the :class:`Binder`. A failure at
+any step after the match gives the allocation back.
+
+The match happens in :meth:`Cycle.match`; a step that narrows the nodes a
+group may use before matching belongs in front of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from fluence_core.errors import FluenceError
+from fluence_core.log import logger
+from fluence_core.match import GroupMatch, GroupMiss, match_group
+from fluence_core.matcher.base import MatchOutcome
+from fluence_core.models import Group
+from fluence_core.plugins import FluencePluginManager
+from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.binder import Binder, Commit, CycleResult, Reporter
+from fluence_core.scheduler.context import SchedulingContext
+from fluence_core.scheduler.metrics import SchedulerMetrics
+from fluence_core.scheduler.preempt import Preemptor
+from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.scheduler.view import ClusterView
+from fluence_core.settings import Settings
+
+
+class Cycle:
+    """Places the pending groups of a :class:`ClusterView`, through the hooks."""
+
+    def __init__(self, settings: Settings, manager: FluencePluginManager, view: ClusterView,
+                 records: RecordBook, binder: Binder, reporter: Reporter,
+                 preemptor: Preemptor, metrics: SchedulerMetrics) -> None:
+        self.settings = settings
+        self.manager = manager
+        self.view = view
+        self.records = records
+        self.binder = binder
+        self.cluster = binder.cluster
+        """Where the hooks write (the cluster the binder binds in)."""
+        self.reporter = reporter
+        self.preemptor = preemptor
+        self.metrics = metrics
+
+    def schedule_once(self) -> list[CycleResult]:
+        """One pass over the pending groups, in order; returns what each attempt came to."""
+        view = self.view
+        with view.lock:
+            in_flight = self.binder.in_flight
+            unplaced = (p for k, p in view.unplaced.items() if k not in in_flight)
+            held = self.records.held_members(view.alive)
+            pending = g.pending_groups(unplaced, view.pod_groups, held)
+            self.metrics.pending_groups.set(len(pending))
+            results = []
+            for group in pending:
+                self.reporter.seen(group.key)
+                if not group.ready:
+                    self.reporter.tell_waiting(group, group.waiting or "waiting")
+                    continue
+                if self.reporter.failed_at.get(group.key) == view.generation:
+                    continue
+                if self.binder.busy(g.record_owner(group)):
+                    continue
+                results.append(self.attempt(group))
+            view.update_utilisation(self.metrics)
+            return results
+
+    def context(self) -> SchedulingContext:
+        """What the hooks see of this attempt."""
+        view = self.view
+        return SchedulingContext(settings=self.settings, graph=view.graph, matcher=view.matcher,
+                                 cluster=self.cluster, pods_on=view.pods_on)
+
+    def attempt(self, pending: g.PendingGroup) -> CycleResult:
+        """Place one ready group, or say why it waits."""
+        ctx = self.context()
+        try:
+            group = pending.requests()
+        except ValueError as error:
+            return self._fail(pending, f"cannot read the pods' requests: {error}", "error")
+        hook = self.manager.hook
+        veto = hook.fluence_prefilter(group=group, ctx=ctx)
+        if veto:
+            return self._fail(pending, f"prefilter: {veto}", "vetoed")
+        try:
+            outcome = self.match(group)
+        except FluenceError as error:
+            return self._fail(pending, str(error), "error")
+        vetoed, ctx = self._filtered(group, outcome, ctx)
+        if isinstance(outcome, GroupMatch) and vetoed:
+            outcome = GroupMiss(group, "compute", MatchOutcome.BUSY, [])
+        if isinstance(outcome, GroupMiss):
+            ctx = dataclasses.replace(ctx, vetoed=sorted(vetoed))
+            reason = _veto_reason(vetoed) or outcome.reason
+            exclude = hook.fluence_postfilter(group=group, reason=reason, ctx=ctx)
+            if exclude is not None:
+                outcome = self.match(group, exclude=sorted(set(exclude) | set(vetoed)))
+                again, ctx = self._filtered(group, outcome, ctx)
+                if isinstance(outcome, GroupMatch) and again:
+                    outcome = GroupMiss(group, "compute", MatchOutcome.BUSY, [])
+                vetoed.update(again)
+            if isinstance(outcome, GroupMiss):
+                outcome = self.preemptor.make_room(pending, group) or outcome
+            if isinstance(outcome, GroupMiss):
+                return self._fail(pending, _veto_reason(vetoed) or outcome.reason,
+                                  "unschedulable")
+        return self._commit(pending, group, outcome, ctx)
+
+    def match(self, group: Group, exclude: list[str] | None = None) -> GroupMatch | GroupMiss:
+        """Match ``group`` on the graph, all-or-nothing, never on the ``exclude`` nodes."""
+        return match_group(group, self.view.graph, self.view.matcher, exclude_nodes=exclude)
+
+    def _fail(self, pending: g.PendingGroup, reason: str, result: str) -> CycleResult:
+        return self.reporter.fail(pending, reason, result, self.view.generation)
+
+    def _filtered(self, group: Group, outcome: GroupMatch | GroupMiss,
+                  ctx: SchedulingContext) -> tuple[dict[str, str], SchedulingContext]:
+        """Run the filter over a match; a vetoed match is given back.
+
+        Returns node -> reason, and the context with the match's ``planned`` counts.
+        """
+        if not isinstance(outcome, GroupMatch):
+            return {}, ctx
+        planned: dict[str, int] = {}
+        for placement in outcome.placements.values():
+            if placement.node is not None:
+                planned[placement.node] = planned.get(placement.node, 0) + 1
+        ctx = dataclasses.replace(ctx, planned=planned)
+        vetoed = self._filter(group, outcome, ctx)
+        if vetoed:
+            self.view.release_match(outcome)
+        return vetoed, ctx
+
+    def _filter(self, group: Group, match: GroupMatch, ctx: SchedulingContext) -> dict[str, str]:
+        vetoed: dict[str, str] = {}
+        for pod in group.pods:
+            node = match.placements[pod.key].node
+            if node is None or node in vetoed:
+                continue
+            reason = self.manager.hook.fluence_filter(pod=pod, node=node, ctx=ctx)
+            if reason:
+                logger.info("filter vetoed %s on %s: %s", pod.key, node, reason)
+                vetoed[node] = str(reason)
+        return vetoed
+
+    def _commit(self, pending: g.PendingGroup, group: Group, match: GroupMatch,
+                ctx: SchedulingContext) -> CycleResult:
+        """Reserve and prebind through the hooks, hold the record, and hand over to bind."""
+        hook = self.manager.hook
+        placements = match.placements
+        owner = g.record_owner(pending)
+        record = HeldPlacement(owner[0], owner[1], owner[2],
+                               [g.pod_key(p)[1] for p in pending.pods], dict(match.allocations))
+        try:
+            hook.fluence_reserve(group=group, placements=placements, ctx=ctx)
+            extra: dict[str, str] = {}
+            for contributed in hook.fluence_prebind(group=group, placements=placements, ctx=ctx):
+                extra.update(contributed or {})
+        except Exception as error:  # noqa: BLE001 - a failing plugin gives the allocation back
+            failed = Commit(pending, group, match, owner, None, {}, ctx)
+            return self.binder.abandon(failed, {}, error)
+        self.records.held.setdefault(owner, []).append(record)
+        return self.binder.bind(Commit(pending, group, match, owner, record, extra, ctx))
+
+
+def _veto_reason(vetoed: Mapping[str, str]) -> str:
+    return "; ".join(f"filter vetoed {node}: {why}" for node, why in sorted(vetoed.items()))

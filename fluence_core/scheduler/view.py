@@ -1,0 +1,323 @@
+"""The scheduler's view of the cluster: caches, the graph kept in step, foreign pods.
+
+:class:`ClusterView` applies list and watch results to its caches of nodes,
+pods and PodGroups, and keeps the resource graph (through the matcher) in step:
+nodes come, go, are cordoned or change size; a pod Fluence holds no record for
+is *pinned* where it runs so its resources count as used; a placement whose
+pods all finished is cancelled and its record rewritten.
+
+Every method expects the caller to hold :attr:`ClusterView.lock` (``handle``
+takes it itself); the other parts of the scheduler share that one lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fluence_core.cluster_api import DELETED, RESYNC, KubeDict
+from fluence_core.errors import FluenceError
+from fluence_core.graph import ResourceGraph
+from fluence_core.jobspec import compute_jobspec
+from fluence_core.log import logger
+from fluence_core.match import GroupMatch
+from fluence_core.matcher.base import Matcher
+from fluence_core.models import NodeInfo, PodRequest
+from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.metrics import SchedulerMetrics
+from fluence_core.scheduler.records import HeldPlacement, RecordBook
+
+
+@dataclass
+class Pin:
+    """A pod Fluence did not place (or lost the record of), held where it runs."""
+
+    jobid: int
+    node: str
+
+
+class ClusterView:
+    """Nodes, pods and PodGroups as the watches last showed them, and the graph to match."""
+
+    def __init__(self, records: RecordBook) -> None:
+        self.records = records
+        self.lock = threading.RLock()
+        self.nodes: dict[str, KubeDict] = {}
+        self.pods: dict[g.PodKey, KubeDict] = {}
+        self.pod_groups: dict[g.PodKey, KubeDict] = {}
+        self.unplaced: dict[g.PodKey, KubeDict] = {}
+        """The cached pods that may still need placing (unbound, unfinished): a cycle groups
+        these, not every pod in the cluster."""
+        self.pins: dict[g.PodKey, Pin] = {}
+        self.generation = 0
+        """Bumped whenever room may have appeared; a group that failed is retried after."""
+        self.started = False
+        """Before start, a listing fills the caches; after, it is applied as events."""
+        self.graph: ResourceGraph
+        self.matcher: Matcher
+        self._assumed: dict[g.PodKey, str] = {}
+        """Pods we bound whose binding the watch has not shown yet: never pending again."""
+        self._placed_on: dict[g.PodKey, str] = {}
+        self._pods_per_node: dict[str, int] = {}
+        """Live pods bound (or being bound) to each node, for the kubelet's pod limit."""
+
+    # -- graph and matcher --------------------------------------------------------------
+
+    def install(self, graph: ResourceGraph, matcher: Matcher) -> None:
+        """Use a fresh graph and matcher (at start, before records are restored)."""
+        self.graph = graph
+        self.matcher = matcher
+
+    def swap(self, graph: ResourceGraph, matcher: Matcher) -> None:
+        """Move to a rebuilt graph and matcher, re-holding every allocation held now."""
+        held = dict(self.matcher.allocations())
+        pins = self.pins
+        self.install(graph, matcher)
+        self.pins = {}
+        for allocation in held.values():
+            try:
+                matcher.restore(allocation)
+            except FluenceError as error:
+                logger.error("after the config change jobid %d cannot be held: %s",
+                             allocation.jobid, error)
+        self.pins = {key: pin for key, pin in pins.items() if pin.jobid in held}
+        self.generation += 1
+
+    def alive(self, namespace: str, pod: str) -> bool:
+        """Whether the cache has this pod, not finished."""
+        return g.alive(self.pods, namespace, pod)
+
+    def pods_on(self, node: str) -> int:
+        """Live pods bound, or being bound, to ``node``."""
+        return self._pods_per_node.get(node, 0)
+
+    def assume(self, key: g.PodKey, node: str) -> None:
+        """A pod was just bound to ``node``: count it there before the watch says so."""
+        self._assumed[key] = node
+        self.unplaced.pop(key, None)
+        self._count_on(key, node)
+
+    def release_match(self, match: GroupMatch) -> None:
+        """Give back every allocation of a match that will not be committed."""
+        for allocation in match.allocations.values():
+            self.matcher.cancel(allocation.jobid)
+
+    def cancel(self, record: HeldPlacement, why: str) -> None:
+        """Give back a held record's allocations (the caller drops the record)."""
+        for allocation in record.allocations.values():
+            self.matcher.cancel(allocation.jobid)
+        self.generation += 1
+        logger.info("Cancel jobid %s (%s)", ",".join(map(str, record.jobids)), why)
+
+    def update_utilisation(self, metrics: SchedulerMetrics) -> None:
+        """Set the utilisation gauges from what the matcher holds."""
+        total = sum(n.cores for n in self.graph.nodes) or 1
+        allocations = self.matcher.allocations().values()
+        used = sum(len(s.cores) for a in allocations for s in a.nodes)
+        metrics.utilisation.labels(resource="cores").set(used / total)
+        if self.graph.virtual:
+            held_virtual = sum(len(a.virtual) for a in allocations)
+            roots = len(self.graph.virtual_roots or [1])
+            metrics.utilisation.labels(resource="virtual").set(held_virtual / roots)
+
+    # -- foreign pods ------------------------------------------------------------------
+
+    def pin_foreign_pods(self) -> None:
+        """Pin every bound pod no record covers (at start, after records are restored)."""
+        for key, pod in self.pods.items():
+            if not self.records.covers(key, pod):
+                self.pin(key, pod)
+
+    def pin(self, key: g.PodKey, pod: Mapping[str, Any]) -> None:
+        """Subtract a running pod we hold no record for from its node."""
+        if key in self.pins or not g.is_bound(pod) or g.is_finished(pod):
+            return
+        node = pod["spec"]["nodeName"]
+        if not self.graph.has_node(node):
+            return
+        request = PodRequest.from_kube(pod)
+        jobspec = compute_jobspec([request], {"hostlist": [node]})
+        allocation = self.matcher.match_allocate(jobspec)
+        if allocation is None:
+            logger.warning("pod %s/%s on %s does not fit what the graph has left there",
+                           *key, node)
+            return
+        self.pins[key] = Pin(allocation.jobid, node)
+        logger.debug("pinned %s/%s on %s as jobid %d", *key, node, allocation.jobid)
+
+    def unpin(self, key: g.PodKey) -> None:
+        pin = self.pins.pop(key, None)
+        if pin is not None:
+            self.matcher.cancel(pin.jobid)
+            self.generation += 1
+
+    # -- caches --------------------------------------------------------------------------
+
+    def replace(self, plural: str, items: Iterable[KubeDict]) -> None:
+        """A full listing of one kind: fills the caches before start, events after."""
+        cache = self._cache(plural)
+        fresh = {self._key(plural, obj): obj for obj in items}
+        if self.started:
+            for key, old in list(cache.items()):
+                if key not in fresh:
+                    self.handle(plural, DELETED, old)
+            for obj in fresh.values():
+                self.handle(plural, "MODIFIED", obj)
+            return
+        cache.clear()
+        cache.update(fresh)
+        if plural == "pods":
+            self.unplaced = {k: p for k, p in fresh.items() if not g.is_bound(p)
+                             and not g.is_finished(p) and not g.is_terminating(p)}
+            self._placed_on, self._pods_per_node = {}, {}
+            for key, pod in fresh.items():
+                if g.is_bound(pod) and not g.is_finished(pod):
+                    self._count_on(key, pod["spec"]["nodeName"])
+
+    def _cache(self, plural: str) -> dict[Any, KubeDict]:
+        caches: dict[str, dict[Any, KubeDict]] = {
+            "nodes": self.nodes, "pods": self.pods, "podgroups": self.pod_groups,
+        }
+        return caches[plural]
+
+    @staticmethod
+    def _key(plural: str, obj: KubeDict) -> Any:
+        return (obj.get("metadata") or {}).get("name") if plural == "nodes" else g.pod_key(obj)
+
+    def handle(self, plural: str, event: str, obj: KubeDict) -> None:
+        """Apply one watch event to the cache, the graph and the held allocations."""
+        with self.lock:
+            if event == RESYNC:
+                self.replace(plural, obj.get("items") or [])
+                return
+            if plural == "nodes":
+                self._on_node(event, obj)
+            elif plural == "pods":
+                self._on_pod(event, obj)
+            elif plural == "podgroups":
+                self._on_pod_group(event, obj)
+
+    # -- nodes ---------------------------------------------------------------------------
+
+    def _on_node(self, event: str, obj: KubeDict) -> None:
+        name = obj["metadata"]["name"]
+        old = self.nodes.get(name)
+        if event == DELETED:
+            self.nodes.pop(name, None)
+            if self.graph.has_node(name):
+                self.matcher.remove_node(name)
+                logger.info("node %s removed from the graph", name)
+            return
+        self.nodes[name] = obj
+        info = NodeInfo.from_kube(obj)
+        if not self.graph.has_node(name):
+            if info.schedulable:
+                self.matcher.add_node(info)
+                self.generation += 1
+                logger.info("node %s added to the graph", name)
+                for key, pod in self.pods.items():
+                    if ((pod.get("spec") or {}).get("nodeName") == name
+                            and not self.records.covers(key, pod)):
+                        self.pin(key, pod)
+            return
+        if not info.schedulable:
+            if not self.graph.node(name).down:
+                self.matcher.set_node_down(name, True)
+                logger.info("node %s cordoned or tainted: no new work goes there", name)
+            return
+        if self.graph.node(name).down:
+            self.matcher.set_node_down(name, False)
+            self.generation += 1
+            logger.info("node %s schedulable again", name)
+        if old is not None and NodeInfo.from_kube(old) != info:
+            vertex = self.graph.node(name)
+            if vertex.labels != dict(info.labels):
+                vertex.labels = dict(info.labels)
+                self.generation += 1
+            shape = (vertex.cores, vertex.gpus, vertex.max_pods)
+            if (shape != (info.cores, info.gpus, info.max_pods)
+                    or vertex.memory_chunks * vertex.chunk_mib != info.memory_mib):
+                self._replace_node(info)
+
+    def _replace_node(self, info: NodeInfo) -> None:
+        """Allocatable changed: rebuild the node and re-hold what was on it."""
+        touching = [a for a in self.matcher.allocations().values()
+                    if any(s.node == info.name for s in a.nodes)]
+        for allocation in touching:
+            self.matcher.cancel(allocation.jobid)
+        self.matcher.remove_node(info.name)
+        self.matcher.add_node(info)
+        for allocation in touching:
+            try:
+                self.matcher.restore(allocation)
+            except FluenceError as error:
+                logger.error("node %s shrank: cannot re-hold jobid %d: %s",
+                             info.name, allocation.jobid, error)
+        self.generation += 1
+        logger.info("node %s allocatable changed; graph updated", info.name)
+
+    # -- pods and PodGroups --------------------------------------------------------------
+
+    def _on_pod(self, event: str, obj: KubeDict) -> None:
+        key = g.pod_key(obj)
+        if event == DELETED:
+            self.pods.pop(key, None)
+        else:
+            self.pods[key] = obj
+        gone = event == DELETED or g.is_finished(obj)
+        if gone:
+            self._count_off(key)
+        elif g.is_bound(obj):
+            self._count_on(key, obj["spec"]["nodeName"])
+        if gone or g.is_bound(obj):
+            self._assumed.pop(key, None)
+        if gone or g.is_bound(obj) or g.is_terminating(obj) or key in self._assumed:
+            self.unplaced.pop(key, None)
+        else:
+            self.unplaced[key] = obj
+        if gone:
+            self.unpin(key)
+            self._release_finished(key, obj)
+        elif g.is_bound(obj) and key not in self.pins and not self.records.covers(key, obj):
+            self.pin(key, obj)
+
+    def _count_on(self, key: g.PodKey, node: str) -> None:
+        if key not in self._placed_on:
+            self._placed_on[key] = node
+            self._pods_per_node[node] = self._pods_per_node.get(node, 0) + 1
+
+    def _count_off(self, key: g.PodKey) -> None:
+        node = self._placed_on.pop(key, None)
+        if node is not None:
+            self._pods_per_node[node] -= 1
+
+    def _release_finished(self, key: g.PodKey, obj: KubeDict) -> None:
+        """Cancel every placement of the pod's owners whose members all finished or went."""
+        namespace, pod = key
+        held = self.records.held
+        for owner in g.owners_of(key, obj):
+            records = held.get(owner)
+            if records is None:
+                continue
+            remaining = []
+            changed = False
+            for record in records:
+                if pod in record.pods and not any(self.alive(namespace, p) for p in record.pods):
+                    self.cancel(record, f"every member of {owner[1]}/{owner[2]} finished")
+                    changed = True
+                else:
+                    remaining.append(record)
+            if changed:
+                held[owner] = remaining
+                self.records.write(owner)
+
+    def _on_pod_group(self, event: str, obj: KubeDict) -> None:
+        key = g.pod_key(obj)
+        if event == DELETED:
+            self.pod_groups.pop(key, None)
+            for record in self.records.held.pop(("podgroups", *key), []):
+                self.cancel(record, f"PodGroup {key[0]}/{key[1]} was deleted")
+            return
+        self.pod_groups[key] = obj

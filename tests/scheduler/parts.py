@@ -1,0 +1,37 @@
+"""Scheduler parts wired by hand over the in-memory cluster, for the per-part tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fluence_core.cluster_api import NODES, PODGROUPS, PODS
+from fluence_core.fake_cluster import FakeCluster
+from fluence_core.graph import ResourceGraph
+from fluence_core.matcher.embedded import EmbeddedMatcher
+from fluence_core.models import NodeInfo
+from fluence_core.scheduler.records import RecordBook
+from fluence_core.scheduler.view import ClusterView
+
+RESOURCES = {"Node": NODES, "Pod": PODS, "PodGroup": PODGROUPS}
+
+
+def cluster_of(*objects: dict[str, Any]) -> FakeCluster:
+    cluster = FakeCluster()
+    for obj in objects:
+        cluster.create(RESOURCES[obj["kind"]], obj, obj["metadata"].get("namespace"))
+    return cluster
+
+
+def started_view(cluster: FakeCluster, *, read_only: bool = False) -> ClusterView:
+    """A view listed from ``cluster``, on an embedded matcher, records restored, foreign pinned."""
+    view = ClusterView(RecordBook(cluster, read_only=read_only))
+    for resource in (NODES, PODS, PODGROUPS):
+        view.replace(resource.plural, cluster.list(resource).items)
+    graph = ResourceGraph([NodeInfo.from_kube(n) for n in view.nodes.values()])
+    view.install(graph, EmbeddedMatcher(graph))
+    owners = [("podgroups", pg) for pg in view.pod_groups.values()]
+    owners += [("pods", p) for p in view.pods.values()]
+    view.records.restore(owners, view.matcher, view.alive)
+    view.pin_foreign_pods()
+    view.started = True
+    return view

@@ -1,0 +1,146 @@
+"""fluence_core.scheduler.binder: binding a committed group, or giving it all back."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fluence_core import hookimpl, names
+from fluence_core.cluster_api import PODS
+from fluence_core.kube_errors import Conflict
+from fluence_core.match import GroupMatch, match_group
+from fluence_core.plugins import get_plugin_manager
+from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.binder import Binder, Commit, Reporter
+from fluence_core.scheduler.context import SchedulingContext
+from fluence_core.scheduler.metrics import SchedulerMetrics
+from fluence_core.scheduler.records import HeldPlacement
+from fluence_core.scheduler.view import ClusterView
+from fluence_core.settings import load_settings
+from tests.scheduler.conftest import node, pod, pod_group
+from tests.scheduler.parts import cluster_of, started_view
+
+
+class _Unreserve:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @hookimpl
+    def fluence_unreserve(self, group: Any, placements: Any, ctx: SchedulingContext) -> None:
+        self.calls.append(group.name)
+
+
+def _binder(view: ClusterView, workers: int = 0, *plugins: object) -> Binder:
+    cluster = view.records.cluster
+    settings = load_settings()
+    manager = get_plugin_manager(settings, extra_plugins=[(f"p{i}", p) for i, p in
+                                                          enumerate(plugins)])
+    reporter = Reporter(cluster, SchedulerMetrics(), clock=lambda: 0.0)
+    return Binder(cluster, view, view.records, manager, reporter, workers)
+
+
+def _commit(view: ClusterView, name: str = "solo") -> Commit:
+    pending = g.pending_groups(view.unplaced.values(), view.pod_groups)[0]
+    group = pending.requests()
+    match = match_group(group, view.graph, view.matcher)
+    assert isinstance(match, GroupMatch)
+    owner = g.record_owner(pending)
+    record = HeldPlacement(*owner, [g.pod_key(p)[1] for p in pending.pods], dict(match.allocations))
+    view.records.held.setdefault(owner, []).append(record)
+    ctx = SchedulingContext(settings=load_settings(), graph=view.graph, matcher=view.matcher,
+                            cluster=view.records.cluster)
+    return Commit(pending, group, match, owner, record, {"note": name}, ctx)
+
+
+def test_a_bound_group_has_its_record_written_its_pods_bound_and_told() -> None:
+    cluster = cluster_of(node("n0"), pod("solo", "2"))
+    view = started_view(cluster)
+    result = _binder(view).bind(_commit(view))
+    assert result.placed == {"default/solo": "n0"}
+    stored = cluster.get(PODS, "solo", "default")
+    assert stored["spec"]["nodeName"] == "n0"
+    assert stored["metadata"]["annotations"]["note"] == "solo"
+    assert stored["metadata"]["annotations"][names.JOBIDS_ANNOTATION] == "1"
+    assert cluster.events(reason="Scheduled", involved_name="solo")
+    assert view.pods_on("n0") == 1 and ("default", "solo") not in view.unplaced
+
+
+def test_a_failed_bind_unreserves_cancels_and_drops_the_record() -> None:
+    cluster = cluster_of(node("n0"), pod("solo", "2"))
+    view = started_view(cluster)
+    unreserve = _Unreserve()
+    binder = _binder(view, 0, unreserve)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise Conflict(409, "simulated refusal", "Conflict")
+
+    cluster.bind = refuse  # type: ignore[method-assign]
+    result = binder.bind(_commit(view))
+    assert "binding failed" in (result.reason or "")
+    assert unreserve.calls == ["default/solo"]
+    assert dict(view.matcher.allocations()) == {}
+    assert view.records.held[("pods", "default", "solo")] == []
+    assert binder.reporter.failed_at["default/solo"] == view.generation
+
+
+def test_a_member_bound_before_the_failure_is_pinned_where_it_runs() -> None:
+    members = [pod(f"w{i}", "2", group="gang") for i in range(2)]
+    cluster = cluster_of(node("n0"), pod_group("gang", 2), *members)
+    view = started_view(cluster)
+    real_bind = cluster.bind
+
+    def second_fails(namespace: str, name: str, node_name: str, *, uid: str | None = None) -> None:
+        if name == "w1":
+            raise Conflict(409, "simulated refusal", "Conflict")
+        real_bind(namespace, name, node_name, uid=uid)
+
+    cluster.bind = second_fails  # type: ignore[method-assign]
+    _binder(view).bind(_commit(view))
+    assert list(view.pins) == [("default", "w0")]
+    held = view.matcher.allocations()
+    assert list(held) == [view.pins[("default", "w0")].jobid]
+
+
+def test_a_pooled_binding_is_in_flight_until_it_settles() -> None:
+    cluster = cluster_of(node("n0"), pod("solo", "2"))
+    view = started_view(cluster)
+    binder = _binder(view, 1)
+    with view.lock:  # the binding cannot settle while the cycle holds the lock
+        result = binder.bind(_commit(view))
+        assert result.placed == {"default/solo": "n0"}
+        assert ("default", "solo") in binder.in_flight
+        assert binder.busy(("pods", "default", "solo"))
+    binder.drain(timeout=10)
+    deadline = time.monotonic() + 10  # the done-callback may run just after drain returns
+    while binder.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with view.lock:
+        assert binder.in_flight == set() and not binder.busy(("pods", "default", "solo"))
+    assert cluster.get(PODS, "solo", "default")["spec"]["nodeName"] == "n0"
+
+
+def test_the_reporter_tells_each_new_reason_once() -> None:
+    cluster = cluster_of(pod("p"))
+    reporter = Reporter(cluster, SchedulerMetrics(), clock=lambda: 0.0)
+    pending = g.pending_groups([cluster.get(PODS, "p", "default")], {})[0]
+    reporter.fail(pending, "too big", "unschedulable", 3)
+    reporter.fail(pending, "too big", "unschedulable", 4)
+    assert len(cluster.events(reason="FailedScheduling", involved_name="p")) == 1
+    assert reporter.failed_at["default/p"] == 4
+    reporter.fail(pending, "still too big", "unschedulable", 5)
+    assert len(cluster.events(reason="FailedScheduling", involved_name="p")) == 2
+    condition = cluster.get(PODS, "p", "default")["status"]["conditions"][0]
+    assert condition["message"] == "still too big"
+
+
+def test_the_reporter_forgets_failures_of_a_scheduled_group() -> None:
+    cluster = cluster_of(pod("p"))
+    metrics = SchedulerMetrics()
+    times = iter([1.0, 3.5, 3.5])
+    reporter = Reporter(cluster, metrics, clock=lambda: next(times))
+    pending = g.pending_groups([cluster.get(PODS, "p", "default")], {})[0]
+    reporter.seen(pending.key)
+    reporter.fail(pending, "too big", "unschedulable", 1)
+    reporter.scheduled(pending, {"default/p": "n0"})
+    assert "default/p" not in reporter.failed_at
+    assert metrics.registry.get_sample_value("fluence_group_e2e_seconds_sum") == 2.5

@@ -1,0 +1,67 @@
+"""fluence_core.scheduler.preempt: room for a higher-priority group, or nothing touched."""
+
+from __future__ import annotations
+
+from fluence_core import names
+from fluence_core.cluster_api import PODS
+from fluence_core.match import GroupMatch
+from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.preempt import Preemptor
+from fluence_core.scheduler.records import HeldPlacement
+from fluence_core.scheduler.view import ClusterView
+from tests.scheduler.conftest import node, pod
+from tests.scheduler.parts import cluster_of, started_view
+
+
+def _as_records(view: ClusterView) -> None:
+    """Turn the view's pins (bound pods at start) into held records of lone pods."""
+    for (namespace, name), pin in list(view.pins.items()):
+        allocation = view.matcher.allocations()[pin.jobid]
+        view.records.held[("pods", namespace, name)] = [
+            HeldPlacement("pods", namespace, name, [name], {"compute": allocation})]
+    view.pins.clear()
+
+
+def _pending(view: ClusterView, name: str) -> g.PendingGroup:
+    return next(p for p in g.pending_groups(view.unplaced.values(), view.pod_groups)
+                if p.key == f"default/{name}")
+
+
+def test_the_lowest_priority_placement_goes_first_and_only_as_many_as_needed() -> None:
+    cluster = cluster_of(node("n0"), pod("low", "2", priority=1, node_name="n0"),
+                         pod("mid", "2", priority=5, node_name="n0"),
+                         pod("high", "2", priority=100))
+    view = started_view(cluster)
+    _as_records(view)
+    pending = _pending(view, "high")
+    match = Preemptor(cluster, view, view.records).make_room(pending, pending.requests())
+    assert isinstance(match, GroupMatch)
+    assert cluster.get(PODS, "low", "default") is None
+    assert cluster.get(PODS, "mid", "default") is not None
+    assert cluster.events(reason="Preempted", involved_name="low")
+    assert view.records.held[("pods", "default", "low")] == []
+
+
+def test_nothing_is_evicted_when_even_every_victim_would_not_make_room() -> None:
+    cluster = cluster_of(node("n0"), pod("low", "1", priority=1, node_name="n0"),
+                         pod("huge", "8", priority=100))
+    view = started_view(cluster)
+    _as_records(view)
+    held = dict(view.matcher.allocations())
+    pending = _pending(view, "huge")
+    assert Preemptor(cluster, view, view.records).make_room(pending, pending.requests()) is None
+    assert cluster.get(PODS, "low", "default") is not None
+    assert dict(view.matcher.allocations()).keys() == held.keys()
+
+
+def test_protected_and_equal_priority_placements_are_no_victims() -> None:
+    protected = pod("quantum", "2", priority=1, node_name="n0",
+                    annotations={names.PROTECTED_ANNOTATION: "true"})
+    cluster = cluster_of(node("n0"), protected, pod("peer", "2", priority=100, node_name="n0"),
+                         pod("high", "4", priority=100))
+    view = started_view(cluster)
+    _as_records(view)
+    pending = _pending(view, "high")
+    assert Preemptor(cluster, view, view.records).make_room(pending, pending.requests()) is None
+    assert cluster.get(PODS, "quantum", "default") is not None
+    assert cluster.get(PODS, "peer", "default") is not None
