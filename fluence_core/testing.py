@@ -1,7 +1,9 @@
 """A pytest plugin for Fluence plugin authors (entry point ``pytest11``).
 
 Fixtures build the small things every provider or matcher test needs, with the
-same code the scheduler uses.
+same code the scheduler uses. Beside :mod:`fluence_core.api`, this is the one
+module a plugin's *tests* import: it re-exports the harnesses they drive (the
+in-memory cluster, the admission service, a real API server, the sidecar).
 """
 
 from __future__ import annotations
@@ -10,9 +12,27 @@ from typing import Any
 
 import pytest
 
+from fluence_core.fake_cluster import FakeCluster
 from fluence_core.graph import ResourceGraph
+from fluence_core.jobspec import compute_jobspec, virtual_jobspec
+from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import Group, NodeInfo, PodRequest
+from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.resource_config import ResourceConfig, parse_resource_config
+from fluence_core.runtime.sidecar import Outcome as SidecarOutcome
+from fluence_core.runtime.sidecar import Sidecar, SidecarConfig, VirtualClock
+from fluence_core.testing_apiserver import find_assets, start_apiserver
+from fluence_core.webhook import build_service, tls
+from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.server import WebhookServer, server_context
+
+__all__ = [
+    "BRAKET_EXAMPLE", "AdmissionService", "EmbeddedMatcher", "FakeCluster", "FluencePluginManager",
+    "Sidecar", "SidecarConfig", "SidecarOutcome", "VirtualClock", "WebhookServer", "braket_config",
+    "build_service", "compute_jobspec", "find_assets", "get_plugin_manager", "make_nodes",
+    "make_pod_dict", "parse_resource_config", "pod_group", "server_context", "small_graph",
+    "start_apiserver", "tls", "virtual_jobspec",
+]
 
 BRAKET_EXAMPLE = """
 attributes:

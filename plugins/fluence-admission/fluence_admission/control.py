@@ -7,14 +7,28 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from fluence_core import names
-from fluence_core.cluster_api import ClusterAPI, NODES, PODS, PRIORITY_CLASSES
-from fluence_core.log import logger
-from fluence_core.models import NodeInfo, PodRequest
-from fluence_core.settings import Settings, Switch
-from fluence_core.webhook import pods as podlib
-from fluence_core.webhook._patch import JsonPatch, pointer
-from fluence_core.webhook.base import AdmissionContext
+from fluence_core.api import (
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    AdmissionContext,
+    ClusterAPI,
+    JsonPatch,
+    NodeInfo,
+    PodRequest,
+    Settings,
+    Switch,
+    annotations_of,
+    group_of,
+    group_size,
+    is_fluence_pod,
+    is_quantum,
+    logger,
+    metadata,
+    names,
+    pointer,
+    spec,
+)
 
 PENDING_TTL = 120.0
 """Seconds an in-memory promise waits for its pods to appear in the cluster."""
@@ -26,26 +40,27 @@ GroupKey = tuple[str, str]
 
 def group_key(pod: Mapping[str, Any], namespace: str) -> GroupKey:
     """A group by its label; a lone pod is a group of its own (by name)."""
-    group = podlib.group_of(pod)
+    group = group_of(pod)
     if group:
         return namespace, group
-    meta = podlib.metadata(pod)
+    meta = metadata(pod)
     return namespace, "pod:" + str(meta.get("name") or meta.get("generateName") or meta.get("uid") or "?")
 
 
 def pod_cores(pod: Mapping[str, Any]) -> int:
     """Whole cores the pod asks for, without the containers Fluence adds (stable on re-invocation)."""
-    spec = dict(podlib.spec(pod))
-    spec["containers"] = [c for c in spec.get("containers") or [] if c.get("name") not in _FLUENCE_CONTAINERS]
-    spec["initContainers"] = [c for c in spec.get("initContainers") or []
-                              if c.get("name") not in _FLUENCE_CONTAINERS]
-    return PodRequest.from_kube({"metadata": podlib.metadata(pod), "spec": spec}).cores
+    own = dict(spec(pod))
+    own["containers"] = [c for c in own.get("containers") or []
+                         if c.get("name") not in _FLUENCE_CONTAINERS]
+    own["initContainers"] = [c for c in own.get("initContainers") or []
+                             if c.get("name") not in _FLUENCE_CONTAINERS]
+    return PodRequest.from_kube({"metadata": metadata(pod), "spec": own}).cores
 
 
 def is_protected(pod: Mapping[str, Any]) -> bool:
     """Protected pods are Fluence's: the webhook strips a mark users set themselves."""
-    return podlib.is_fluence_pod(pod) and str(
-        podlib.annotations_of(pod).get(names.PROTECTED_ANNOTATION, "")).lower() == "true"
+    return is_fluence_pod(pod) and str(
+        annotations_of(pod).get(names.PROTECTED_ANNOTATION, "")).lower() == "true"
 
 
 @dataclass(frozen=True)
@@ -87,24 +102,24 @@ class AdmissionControl:
     def admit(self, pod: Mapping[str, Any], ctx: Mapping[str, Any]) -> str | None:
         if self.enabled is None and isinstance(ctx.get("settings"), Settings):
             self.configure(ctx["settings"])
-        if self.enabled is False or not podlib.is_quantum(pod):
+        if self.enabled is False or not is_quantum(pod):
             return None
         cluster: ClusterAPI | None = ctx.get("cluster")
         if cluster is None:
             return None
-        namespace = str(ctx.get("namespace") or podlib.metadata(pod).get("namespace") or "default")
+        namespace = str(ctx.get("namespace") or metadata(pod).get("namespace") or "default")
         key = group_key(pod, namespace)
         wctx = AdmissionContext(settings=ctx.get("settings") or Settings(), cluster=cluster,
                                 namespace=namespace)
         with self._lock:
             if key in self._pending or self._group_exists(cluster, key):
                 return None  # admitted before: a sibling, a re-invocation, or before a restart
-            size = podlib.group_size(pod, wctx) if podlib.group_of(pod) else 1
+            size = group_size(pod, wctx) if group_of(pod) else 1
             per_pod = pod_cores(pod)
             needed = size * per_pod
             budget = self.budget(cluster, self._priority_of(pod, cluster), exclude=key)
             if needed > budget.available:
-                what = f"group {key[1]}" if podlib.group_of(pod) else f"pod {key[1][4:]}"
+                what = f"group {key[1]}" if group_of(pod) else f"pod {key[1][4:]}"
                 logger.info("admission: refused %s/%s: needs %d, %d available", namespace, key[1],
                             needed, budget.available)
                 return (f"fluence admission control: {what} needs {needed} cores "
@@ -116,7 +131,7 @@ class AdmissionControl:
 
     def group_cores(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
         """The promise a quantum pod carries: N x its cores."""
-        size = podlib.group_size(pod, ctx) if podlib.group_of(pod) else 1
+        size = group_size(pod, ctx) if group_of(pod) else 1
         return size * pod_cores(pod)
 
     # -- the cluster's side -------------------------------------------------
@@ -131,18 +146,18 @@ class AdmissionControl:
         for pod in cluster.list(PODS).items:
             if (pod.get("status") or {}).get("phase") in _TERMINAL:
                 continue
-            node = podlib.spec(pod).get("nodeName")
+            node = spec(pod).get("nodeName")
             cores = _request_cores(pod)
             protected = is_protected(pod)
-            namespace = str(podlib.metadata(pod).get("namespace") or "default")
+            namespace = str(metadata(pod).get("namespace") or "default")
             if node:
                 if node in schedulable:
                     used += cores
-                    if not protected and int(podlib.spec(pod).get("priority") or 0) < priority:
+                    if not protected and int(spec(pod).get("priority") or 0) < priority:
                         preemptible += cores
             if protected:
                 key = group_key(pod, namespace)
-                raw = podlib.annotations_of(pod).get(names.PROMISED_CORES_ANNOTATION)
+                raw = annotations_of(pod).get(names.PROMISED_CORES_ANNOTATION)
                 try:
                     promises[key] = max(promises.get(key, 0), int(str(raw)))
                 except (TypeError, ValueError):
@@ -172,7 +187,7 @@ class AdmissionControl:
         found = cluster.get(PRIORITY_CLASSES, names.QUANTUM_PRIORITY_CLASS)
         if found is not None:
             return int(found.get("value") or 0)
-        return int(podlib.spec(pod).get("priority") or 0)
+        return int(spec(pod).get("priority") or 0)
 
 
 def _request_cores(pod: Mapping[str, Any]) -> int:
@@ -193,19 +208,19 @@ class MarkHandler:
         self.control = control
 
     def applies(self, pod: Mapping[str, Any]) -> bool:
-        return podlib.is_quantum(pod) or any(
-            key in podlib.annotations_of(pod) for key in (names.PROTECTED_ANNOTATION,
+        return is_quantum(pod) or any(
+            key in annotations_of(pod) for key in (names.PROTECTED_ANNOTATION,
                                                         names.PROMISED_CORES_ANNOTATION))
 
     def mutate(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
-        annotations = podlib.annotations_of(pod)
-        if not podlib.is_quantum(pod):
+        annotations = annotations_of(pod)
+        if not is_quantum(pod):
             return [{"op": "remove", "path": pointer("metadata", "annotations", key)}
                     for key in (names.PROTECTED_ANNOTATION, names.PROMISED_CORES_ANNOTATION)
                     if key in annotations]
         wanted = {names.PROTECTED_ANNOTATION: "true",
                   names.PROMISED_CORES_ANNOTATION: str(self.control.group_cores(pod, ctx))}
-        if podlib.metadata(pod).get("annotations") is None:
+        if metadata(pod).get("annotations") is None:
             return [{"op": "add", "path": "/metadata/annotations", "value": wanted}]
         return [{"op": "add", "path": pointer("metadata", "annotations", key), "value": value}
                 for key, value in wanted.items() if annotations.get(key) != value]

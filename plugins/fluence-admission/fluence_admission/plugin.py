@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from fluence_core import hookimpl
-from fluence_core.settings import Settings
+from fluence_core.api import Settings, hookimpl
 
 from fluence_admission.control import AdmissionControl, MarkHandler
 

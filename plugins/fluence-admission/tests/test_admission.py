@@ -8,11 +8,8 @@ import jsonpatch
 import pytest
 
 from fluence_admission.control import AdmissionControl, MarkHandler
-from fluence_core import names
-from fluence_core.fake_cluster import FakeCluster
-from fluence_core.settings import load_settings
-from fluence_core.webhook.base import AdmissionContext
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.api import AdmissionContext, load_settings, names
+from fluence_core.testing import AdmissionService, FakeCluster
 
 QPU = names.extended_resource("qpu")
 

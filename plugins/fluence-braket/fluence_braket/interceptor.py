@@ -14,7 +14,7 @@ import functools
 try:  # staged into a user container
     from fluence_staged import names
 except ImportError:  # installed next to fluence-core
-    from fluence_core import names  # type: ignore[no-redef]
+    from fluence_core.api import names  # type: ignore[no-redef]
 
 TAG_KEY = names.TASK_TAG_KEY
 _MARK = "_fluence_pod_uid"

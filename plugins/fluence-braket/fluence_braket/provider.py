@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from fluence_core import names
-from fluence_core.runtime.provider import Backend, BackendInfo, Provider, parse_queue_position
+from fluence_core.api import Backend, BackendInfo, Provider, names, parse_queue_position
 
 QUEUED_STATES = frozenset({"CREATED", "QUEUED"})
 READY_STATES = frozenset({"RUNNING", "COMPLETED"})

@@ -10,7 +10,7 @@ from botocore.stub import ANY
 
 from fluence_braket.provider import BraketProvider, BraketTask
 from fluence_braket.testing import DEVICE_ARN, TASK_ARN
-from fluence_core.runtime.provider import BEYOND_REPORTED, Backend
+from fluence_core.api import BEYOND_REPORTED, Backend
 
 BACKEND = Backend("rigetti_cepheus", {"provider": "braket", "region": "us-east-1", "arn": DEVICE_ARN,
                                       "backend": "rigetti_cepheus"})

@@ -19,10 +19,7 @@ from typing import Iterable
 import grpc
 import watchfiles
 
-from fluence_core.errors import FluenceError
-from fluence_core.log import logger
-from fluence_core.resource_config import ResourceConfig, load_resource_config
-from fluence_core.settings import Settings
+from fluence_core.api import FluenceError, ResourceConfig, Settings, load_resource_config, logger
 from fluence_deviceplugin.api import API_VERSION, KUBELET_SOCKET, pb, rpc
 from fluence_deviceplugin.server import TypePluginServer
 

@@ -14,9 +14,7 @@ from typing import Any, Optional
 
 import typer
 
-from fluence_core import hookimpl, log
-from fluence_core.errors import FluenceError
-from fluence_core.settings import load_settings
+from fluence_core.api import FluenceError, configure_logging, hookimpl, load_settings, logger
 
 
 def deviceplugin(
@@ -33,16 +31,16 @@ def deviceplugin(
     try:
         settings = load_settings()
     except FluenceError as error:
-        log.configure()
-        log.logger.error("%s", error)
+        configure_logging()
+        logger.error("%s", error)
         raise typer.Exit(code=2) from None
-    log.configure(settings.log_level)
+    configure_logging(settings.log_level)
     manager = DevicePluginManager.from_settings(
         settings, resources=resources, plugin_dir=plugin_dir, capacity=capacity)
     stop = threading.Event()
 
     def _stop(signum: int, _frame: Any) -> None:
-        log.logger.info("device plugin: %s received; removing sockets", signal.Signals(signum).name)
+        logger.info("device plugin: %s received; removing sockets", signal.Signals(signum).name)
         stop.set()
 
     signal.signal(signal.SIGTERM, _stop)
@@ -51,7 +49,7 @@ def deviceplugin(
         manager.start()
     except (FluenceError, OSError, ValueError) as error:
         manager.close()
-        log.logger.error("device plugin cannot start: %s", error)
+        logger.error("device plugin cannot start: %s", error)
         raise typer.Exit(code=2) from None
     manager.run(stop)
 

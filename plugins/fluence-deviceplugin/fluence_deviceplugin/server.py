@@ -17,8 +17,7 @@ from typing import Final, Iterator
 
 import grpc
 
-from fluence_core import names
-from fluence_core.log import logger
+from fluence_core.api import logger, names
 from fluence_deviceplugin.api import HEALTHY, pb, rpc
 
 SOCKET_PREFIX: Final = "fluence-"

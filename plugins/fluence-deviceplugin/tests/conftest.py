@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from fluence_core.log import logger
+from fluence_core.api import logger
 from fluence_deviceplugin.manager import DevicePluginManager
 from fluence_deviceplugin.testing import FakeKubelet, LogRecords, RunningManager
 

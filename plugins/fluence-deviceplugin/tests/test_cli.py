@@ -10,9 +10,9 @@ from pathlib import Path
 
 import typer
 
-from fluence_core.names import extended_resource
-from fluence_core.plugins import get_plugin_manager
-from fluence_core.settings import Settings
+from fluence_core.api import Settings
+from fluence_core.api import names
+from fluence_core.testing import get_plugin_manager
 from fluence_deviceplugin.testing import WAIT, FakeKubelet
 
 
@@ -45,9 +45,9 @@ def test_the_command_registers_every_type_and_cleans_up_on_sigterm(
     process = subprocess.Popen([sys.executable, "-m", "fluence_core.cli", "deviceplugin"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        names = sorted(r.request.resource_name for r in kubelet.take(3))
-        assert names == sorted(extended_resource(t) for t in ("qdevice", "qpu", "qubit"))
-        watch = kubelet.watches[extended_resource("qubit")]
+        registered = sorted(r.request.resource_name for r in kubelet.take(3))
+        assert registered == sorted(names.extended_resource(t) for t in ("qdevice", "qpu", "qubit"))
+        watch = kubelet.watches[names.extended_resource("qubit")]
         assert watch.first.wait(WAIT)
         assert len(watch.devices) == 7
         process.send_signal(signal.SIGTERM)

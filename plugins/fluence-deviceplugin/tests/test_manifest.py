@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fluence_core.settings import Settings
+from fluence_core.api import Settings
 
 MANIFEST = Path(__file__).resolve().parents[3] / "deploy" / "device-plugin.yaml"
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fluence_core.names import extended_resource
+from fluence_core.api import names
 from fluence_deviceplugin.api import API_VERSION, HEALTHY
 from fluence_deviceplugin.testing import WAIT, FakeKubelet
 
 BRAKET_TYPES = ["qdevice", "qpu", "qubit"]
-BRAKET_RESOURCES = sorted(extended_resource(t) for t in BRAKET_TYPES)
+BRAKET_RESOURCES = sorted(names.extended_resource(t) for t in BRAKET_TYPES)
 
 
 def test_registers_every_type_of_the_braket_config_once(make_manager, kubelet: FakeKubelet) -> None:
@@ -35,7 +35,7 @@ def test_the_kubelet_sees_capacity_healthy_devices_per_type(make_manager, kubele
     capacity = make_manager().manager.capacity
     kubelet.take(3)
     for resource_type in BRAKET_TYPES:
-        watch = kubelet.watches[extended_resource(resource_type)]
+        watch = kubelet.watches[names.extended_resource(resource_type)]
         assert watch.first.wait(WAIT)
         assert [d.ID for d in watch.devices] == [f"{resource_type}-{i}" for i in range(capacity)]
         assert {d.health for d in watch.devices} == {HEALTHY}
@@ -59,7 +59,7 @@ def test_sockets_wiped_by_a_restarting_kubelet_are_served_again(
     assert all(r.endpoint_existed for r in again)
     assert sorted(p.name for p in plugin_dir.iterdir()) == [
         "fluence-qdevice.sock", "fluence-qpu.sock", "fluence-qubit.sock", "kubelet.sock"]
-    watch = kubelet.watches[extended_resource("qubit")]
+    watch = kubelet.watches[names.extended_resource("qubit")]
     assert watch.first.wait(WAIT), "the new socket does not serve ListAndWatch"
     assert len(watch.devices) == capacity
 
@@ -76,7 +76,7 @@ def test_a_kubelet_that_starts_after_the_plugin_gets_every_type(make_manager, pl
 
 
 def test_a_refused_type_is_retried_when_the_kubelet_restarts(make_manager, kubelet: FakeKubelet) -> None:
-    kubelet.refuse.add(extended_resource("qpu"))
+    kubelet.refuse.add(names.extended_resource("qpu"))
     runner = make_manager()
     kubelet.take(3)
     assert runner.manager.registered == {"qdevice", "qubit"}
@@ -88,7 +88,7 @@ def test_a_refused_type_is_retried_when_the_kubelet_restarts(make_manager, kubel
 def test_clean_shutdown_removes_every_socket_it_made(make_manager, kubelet: FakeKubelet, plugin_dir: Path) -> None:
     runner = make_manager()
     kubelet.take(3)
-    streams = [kubelet.watches[extended_resource(t)] for t in BRAKET_TYPES]
+    streams = [kubelet.watches[names.extended_resource(t)] for t in BRAKET_TYPES]
     runner.stop()
     assert [p.name for p in plugin_dir.iterdir()] == ["kubelet.sock"]
     assert all(s.ended.wait(WAIT) for s in streams), "a ListAndWatch stream outlived the plugin"

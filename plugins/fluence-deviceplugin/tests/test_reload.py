@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fluence_core.errors import FluenceError
-from fluence_core.names import extended_resource
+from fluence_core.api import FluenceError
+from fluence_core.api import names
 from fluence_deviceplugin.manager import DevicePluginManager
 from fluence_deviceplugin.testing import WAIT, FakeKubelet, LogRecords
 
@@ -38,10 +38,10 @@ def test_a_config_change_adds_and_removes_types(
 ) -> None:
     runner = make_manager()
     kubelet.take(3)
-    qubit_stream = kubelet.watches[extended_resource("qubit")]
+    qubit_stream = kubelet.watches[names.extended_resource("qubit")]
     replace_file(config_file, QPU_AND_LICENCE)
     [added] = kubelet.take(1)
-    assert added.request.resource_name == extended_resource("licence")
+    assert added.request.resource_name == names.extended_resource("licence")
     assert added.request.endpoint == "fluence-licence.sock"
     assert runner.manager.types == ["qdevice", "qpu", "licence"]
     assert sockets(plugin_dir) == ["fluence-licence.sock", "fluence-qdevice.sock", "fluence-qpu.sock"]
@@ -53,7 +53,7 @@ def test_an_edit_in_place_is_seen_too(make_manager, kubelet: FakeKubelet, config
     runner = make_manager()
     kubelet.take(3)
     config_file.write_text(QPU_AND_LICENCE)
-    assert kubelet.take(1)[0].request.resource_name == extended_resource("licence")
+    assert kubelet.take(1)[0].request.resource_name == names.extended_resource("licence")
     assert runner.manager.types == ["qdevice", "qpu", "licence"]
 
 
@@ -71,7 +71,7 @@ def test_a_bad_config_keeps_the_old_types_and_logs_why(
     assert sockets(plugin_dir) == ["fluence-qdevice.sock", "fluence-qpu.sock", "fluence-qubit.sock"]
     # Still watching: the next good config is applied.
     replace_file(config_file, QPU_AND_LICENCE)
-    assert kubelet.take(1)[0].request.resource_name == extended_resource("licence")
+    assert kubelet.take(1)[0].request.resource_name == names.extended_resource("licence")
 
 
 def test_a_deleted_config_keeps_the_old_types_and_logs_why(

@@ -23,9 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from fluence_core.cluster_api import ClusterAPI, Resource
-from fluence_core.kube_errors import NotFound
-from fluence_core.log import logger
+from fluence_core.api import ClusterAPI, NotFound, Resource, logger
 
 
 @dataclass(frozen=True)

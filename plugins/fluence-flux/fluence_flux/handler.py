@@ -25,12 +25,21 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from fluence_core import names
-from fluence_core.cluster_api import CONFIGMAPS, JOBS, JOBSETS, SECRETS, SERVICES, Resource
-from fluence_core.kube_errors import Conflict
-from fluence_core.log import logger
-from fluence_core.webhook._patch import JsonPatch, pointer
-from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
+from fluence_core.api import (
+    CONFIGMAPS,
+    JOBS,
+    JOBSETS,
+    SECRETS,
+    SERVICES,
+    AdmissionContext,
+    AdmissionDenied,
+    Conflict,
+    JsonPatch,
+    Resource,
+    logger,
+    names,
+    pointer,
+)
 from fluence_flux import scripts
 from fluence_flux import workload as wl
 from fluence_flux.adopt import Adopter, Adoption

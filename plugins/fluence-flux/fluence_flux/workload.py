@@ -11,9 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fluence_core import names
-from fluence_core.webhook.base import AdmissionDenied
-from fluence_core.webhook.pods import annotations_of, positive_int_annotation
+from fluence_core.api import AdmissionDenied, annotations_of, names, positive_int_annotation
 
 JOB_KIND = "Job"
 JOBSET_KIND = "JobSet"

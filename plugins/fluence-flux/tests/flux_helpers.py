@@ -9,8 +9,8 @@ from typing import Any
 
 import jsonpatch
 
-from fluence_core import names
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.api import names
+from fluence_core.testing import AdmissionService
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 

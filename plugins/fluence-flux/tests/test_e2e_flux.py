@@ -23,14 +23,16 @@ import yaml
 from fluence_flux.handler import INIT_CONTAINER
 from flux_helpers import job, jobset
 
-from fluence_core import names
-from fluence_core.cluster_api import Resource
-from fluence_core.kube_errors import ApiError
-from fluence_core.plugins import get_plugin_manager
-from fluence_core.settings import load_settings
-from fluence_core.testing_apiserver import find_assets, start_apiserver
-from fluence_core.webhook import build_service, tls
-from fluence_core.webhook.server import WebhookServer, server_context
+from fluence_core.api import ApiError, Resource, load_settings, names
+from fluence_core.testing import (
+    WebhookServer,
+    build_service,
+    find_assets,
+    get_plugin_manager,
+    server_context,
+    start_apiserver,
+    tls,
+)
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[3]

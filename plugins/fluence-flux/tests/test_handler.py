@@ -19,10 +19,8 @@ from fluence_flux.settings import DEFAULT_VIEW_IMAGE, FluxSettings
 from flux_helpers import JOBSET_API, admit, job, jobset
 from kubernetes.client import ApiClient
 
-from fluence_core import names
-from fluence_core.fake_cluster import FakeCluster
-from fluence_core.settings import load_settings
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.api import load_settings, names
+from fluence_core.testing import AdmissionService, FakeCluster
 
 
 class Later:
@@ -341,8 +339,7 @@ def test_a_jobset_of_a_trainjob_with_another_runtime_is_left_alone(service, clus
 
 
 def test_the_handler_arrives_through_the_plugin_hook():
-    from fluence_core.plugins import get_plugin_manager
-    from fluence_core.webhook import build_service
+    from fluence_core.testing import build_service, get_plugin_manager
 
     settings = load_settings()
     service = build_service(settings, get_plugin_manager(settings), None)

@@ -15,7 +15,7 @@ from fluence_flux import scripts, workload
 from fluence_flux.curve import curve_certificate, z85
 from flux_helpers import job, jobset
 
-from fluence_core import names
+from fluence_core.api import names
 
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash is not installed")

@@ -26,12 +26,17 @@ import errno
 import json
 from typing import Any, Mapping
 
-from fluence_core.errors import MatcherError
-from fluence_core.graph import ResourceGraph
-from fluence_core.log import logger
-from fluence_core.matcher.base import Allocation, MatchOutcome, NodeShare, VirtualShare
-from fluence_core.models import NodeInfo
-from fluence_core.settings import MatchPolicy
+from fluence_core.api import (
+    Allocation,
+    MatchOutcome,
+    MatcherError,
+    MatchPolicy,
+    NodeInfo,
+    NodeShare,
+    ResourceGraph,
+    VirtualShare,
+    logger,
+)
 
 from fluence_fluxion.binding import Library, ffi, library_path
 
@@ -52,7 +57,7 @@ def check_jgf(jgf: Mapping[str, Any]) -> None:
 
 
 class FluxionMatcher:
-    """A :class:`fluence_core.matcher.Matcher` backed by one ``reapi_cli`` context."""
+    """A :class:`fluence_core.api.Matcher` backed by one ``reapi_cli`` context."""
 
     name = "fluxion"
 

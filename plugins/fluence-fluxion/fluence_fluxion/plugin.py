@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from fluence_core import hookimpl
-from fluence_core.graph import ResourceGraph
-from fluence_core.log import logger
-from fluence_core.matcher.base import Matcher
-from fluence_core.settings import Settings, load_settings
+from fluence_core.api import hookimpl
+from fluence_core.api import Matcher, ResourceGraph, Settings, load_settings, logger
 
 from fluence_fluxion.binding import Library
 

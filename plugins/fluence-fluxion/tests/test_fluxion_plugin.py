@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from fluence_core.errors import MatcherError
-from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import compute_jobspec
-from fluence_core.matcher.base import MatchOutcome
-from fluence_core.matcher.embedded import EmbeddedMatcher
-from fluence_core.models import NodeInfo, PodRequest
-from fluence_core.plugins import get_plugin_manager
-from fluence_core.settings import load_settings
+from fluence_core.api import (
+    MatcherError,
+    MatchOutcome,
+    NodeInfo,
+    PodRequest,
+    ResourceGraph,
+    load_settings,
+)
+from fluence_core.testing import EmbeddedMatcher, compute_jobspec, get_plugin_manager
 from fluence_fluxion import plugin
 from fluence_fluxion.binding import library_path
 from fluence_fluxion.matcher import FluxionMatcher, check_jgf, load_library
@@ -134,8 +135,7 @@ def test_adding_a_node_keeps_what_is_held() -> None:
 
 @needs_library
 def test_a_held_virtual_resource_is_busy_not_unsatisfiable() -> None:
-    from fluence_core.jobspec import virtual_jobspec
-    from fluence_core.resource_config import parse_resource_config
+    from fluence_core.testing import parse_resource_config, virtual_jobspec
 
     config = parse_resource_config("resources:\n  - {type: qpu, name: cepheus}\n")
     matcher = FluxionMatcher(ResourceGraph([NodeInfo("n0", 4, 4096)], config), "first", load_library(str(LIBRARY)))

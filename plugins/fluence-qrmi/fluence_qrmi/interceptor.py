@@ -19,7 +19,7 @@ from typing import Any
 try:  # staged into a user container
     from fluence_staged import names
 except ImportError:  # installed next to fluence-core
-    from fluence_core import names  # type: ignore[no-redef]
+    from fluence_core.api import names  # type: ignore[no-redef]
 
 _MARK = "_fluence_pod_uid"
 _sleep = time.sleep

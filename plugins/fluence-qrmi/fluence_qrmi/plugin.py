@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fluence_core import hookimpl
+from fluence_core.api import hookimpl
 
 from fluence_qrmi.provider import QrmiProvider
 

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fluence_core import names
-from fluence_core.runtime.provider import Backend, BackendInfo, Provider
+from fluence_core.api import Backend, BackendInfo, Provider, names
 
 QUEUED, RUNNING, COMPLETED, FAILED = "QUEUED", "RUNNING", "COMPLETED", "FAILED"
 _NORMAL = {
@@ -87,7 +86,7 @@ class QrmiProvider(Provider):
     def _records(self) -> Path:
         if self.runtime_dir is not None:
             return self.runtime_dir / names.JOB_RECORD_FILE
-        from fluence_core.settings import load_settings
+        from fluence_core.api import load_settings
 
         return load_settings().runtime_dir / names.JOB_RECORD_FILE
 

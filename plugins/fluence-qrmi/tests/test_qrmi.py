@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from fluence_core import names
-from fluence_core.fake_cluster import FakeCluster
-from fluence_core.runtime.provider import Backend, BackendInfo
-from fluence_core.runtime.sidecar import Outcome, Sidecar, SidecarConfig, VirtualClock
+from fluence_core.api import Backend, BackendInfo, names
+from fluence_core.testing import FakeCluster, Sidecar, SidecarConfig, VirtualClock
+from fluence_core.testing import SidecarOutcome as Outcome
 from fluence_qrmi import interceptor
 from fluence_qrmi.provider import COMPLETED, FAILED, QUEUED, RUNNING, QrmiProvider, normal_status
 

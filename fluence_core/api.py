@@ -1,0 +1,134 @@
+"""Fluence's public API for plugin authors: everything a plugin may import, in one module.
+
+Plugins, ours under ``plugins/`` as much as a third party's, import from here and
+nowhere else in ``fluence_core`` (a test holds our own plugins to it). The
+modules behind these names are implementation details and may move; the names
+exported here stay. Test helpers and pytest fixtures live in
+:mod:`fluence_core.testing` (a pytest plugin loaded through ``pytest11``).
+
+What is here, by the hook that needs it:
+
+* every plugin: :data:`hookimpl`, :data:`names` (every label, annotation and
+  env name), :data:`logger`, :class:`FluenceError`, the settings base class
+  :class:`PluginSettings` and Fluence's own :class:`Settings`;
+* ``fluence_matcher``: :class:`Matcher`, :class:`Allocation` and its shares,
+  :class:`ResourceGraph`, :class:`NodeInfo`, :class:`MatchPolicy`;
+* scheduler hooks: :class:`Group`, :class:`PodRequest`, :class:`PodPlacement`
+  and the :data:`SchedulingContext` they receive;
+* ``fluence_webhook_handlers`` and ``fluence_admit``: :class:`Handler`,
+  :class:`AdmissionContext`, :class:`AdmissionDenied`, the JSON patch helpers
+  (:data:`JsonPatch`, :func:`pointer`, :func:`apply_patch`) and pod accessors;
+* ``fluence_providers``: :class:`Provider`, :class:`Backend`,
+  :class:`BackendInfo`, :func:`parse_queue_position`;
+* talking to Kubernetes: :class:`ClusterAPI`, :class:`Resource`, the resource
+  names and the API errors.
+"""
+
+from __future__ import annotations
+
+from fluence_core import hookimpl, names
+from fluence_core.cluster_api import (
+    CONFIGMAPS,
+    JOBS,
+    JOBSETS,
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    SECRETS,
+    SERVICES,
+    ClusterAPI,
+    KubeDict,
+    Resource,
+)
+from fluence_core.errors import FluenceError, MatcherError, SettingsError
+from fluence_core.graph import ResourceGraph
+from fluence_core.hookspecs import SchedulingContext
+from fluence_core.kube_errors import ApiError, Conflict, NotFound
+from fluence_core.log import configure as configure_logging
+from fluence_core.log import logger
+from fluence_core.matcher.base import Allocation, Matcher, MatchOutcome, NodeShare, VirtualShare
+from fluence_core.models import Group, NodeInfo, PodRequest
+from fluence_core.placement import PodPlacement
+from fluence_core.resource_config import ResourceConfig, load_resource_config
+from fluence_core.runtime.provider import (
+    BEYOND_REPORTED,
+    Backend,
+    BackendInfo,
+    Provider,
+    parse_queue_position,
+)
+from fluence_core.settings import MatchPolicy, Settings, Switch, load_settings
+from fluence_core.webhook._patch import JsonPatch, apply_patch, pointer
+from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
+from fluence_core.webhook.pods import (
+    annotations_of,
+    group_of,
+    group_size,
+    is_fluence_pod,
+    is_quantum,
+    labels,
+    metadata,
+    positive_int_annotation,
+    spec,
+)
+
+__all__ = [
+    "BEYOND_REPORTED",
+    "CONFIGMAPS",
+    "JOBS",
+    "JOBSETS",
+    "NODES",
+    "PODS",
+    "PRIORITY_CLASSES",
+    "SECRETS",
+    "SERVICES",
+    "AdmissionContext",
+    "AdmissionDenied",
+    "Allocation",
+    "ApiError",
+    "Backend",
+    "BackendInfo",
+    "ClusterAPI",
+    "Conflict",
+    "FluenceError",
+    "Group",
+    "Handler",
+    "JsonPatch",
+    "KubeDict",
+    "MatchOutcome",
+    "MatchPolicy",
+    "Matcher",
+    "MatcherError",
+    "NodeInfo",
+    "NodeShare",
+    "NotFound",
+    "PodPlacement",
+    "PodRequest",
+    "Provider",
+    "Resource",
+    "ResourceConfig",
+    "ResourceGraph",
+    "SchedulingContext",
+    "Settings",
+    "SettingsError",
+    "Switch",
+    "VirtualShare",
+    "annotations_of",
+    "apply_patch",
+    "configure_logging",
+    "group_of",
+    "group_size",
+    "hookimpl",
+    "is_fluence_pod",
+    "is_quantum",
+    "labels",
+    "load_resource_config",
+    "load_settings",
+    "logger",
+    "metadata",
+    "names",
+    "parse_queue_position",
+    "pointer",
+    "positive_int_annotation",
+    "spec",
+]
