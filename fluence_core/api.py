@@ -42,7 +42,7 @@ from fluence_core.cluster_api import (
 )
 from fluence_core.errors import FluenceError, MatcherError, SettingsError
 from fluence_core.graph import ResourceGraph
-from fluence_core.hookspecs import SchedulingContext
+from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.kube_errors import ApiError, Conflict, NotFound
 from fluence_core.log import configure as configure_logging
 from fluence_core.log import logger
