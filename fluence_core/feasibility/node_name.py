@@ -1,0 +1,22 @@
+"""NodeName: a pod that names its node (``spec.nodeName``) may use only that node."""
+
+from __future__ import annotations
+
+from fluence_core.feasibility.base import FINE, NodeCheck
+from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+
+REASON = "node(s) didn't match the requested node name"
+
+
+class NodeName:
+    name = "NodeName"
+
+    def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | None:
+        if not pod.node_name:
+            return None
+        wanted = pod.node_name
+
+        def check(node: NodeFacts) -> tuple[str, ...]:
+            return FINE if node.name == wanted else (REASON,)
+
+        return check

@@ -1,0 +1,326 @@
+"""What the filters read of Pods, Nodes and volumes, parsed once from Kubernetes dicts.
+
+A cycle asks the same questions of the same pods and nodes many times, so each
+object is read into a frozen record once (with an error naming the object and
+the field when Kubernetes would have refused it) and the filters work on those.
+:class:`Snapshot` is the cluster as one scheduling cycle sees it: nodes, the
+pods bound to each, namespaces' labels and the storage objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluence_core.feasibility.resources import PODS, pod_requests, read_amounts
+from fluence_core.feasibility.selectors import LabelSelector, NodeSelector, SelectorError
+
+KubeObject = Mapping[str, Any]
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+WILDCARD_IP = "0.0.0.0"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """``operator`` is Equal (also when empty), Exists, Lt or Gt; an empty ``effect``
+    or ``key`` matches every effect or key."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A required pod (anti-)affinity term with its namespaces resolved against its owner.
+
+    ``namespaces`` is the explicit list, or the owner's namespace when neither a
+    list nor a namespace selector is given; ``namespace_selector`` (``None``
+    when absent) adds every namespace whose labels it matches.
+    """
+
+    selector: LabelSelector | None
+    topology_key: str
+    namespaces: frozenset[str]
+    namespace_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    selector: LabelSelector | None
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    ip: str
+    protocol: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """One pod, as every filter needs it."""
+
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    node_name: str = ""
+    terminating: bool = False
+    requests: Mapping[str, int] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_node_affinity: NodeSelector | None = None
+    affinity: tuple[AffinityTerm, ...] = ()
+    anti_affinity: tuple[AffinityTerm, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    claims: tuple[str, ...] = ()
+    """Names of the PersistentVolumeClaims its volumes use (ephemeral ones included)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_kube(cls, pod: KubeObject) -> PodFacts:
+        metadata = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        namespace = str(metadata.get("namespace") or "default")
+        name = str(metadata.get("name") or metadata.get("generateName") or "")
+        where = f"pod {namespace}/{name}"
+        try:
+            return cls._read(metadata, spec, pod, namespace, name, where)
+        except SelectorError as error:
+            raise ValueError(str(error)) from None
+
+    @classmethod
+    def _read(cls, metadata: KubeObject, spec: KubeObject, pod: KubeObject, namespace: str,
+              name: str, where: str) -> PodFacts:
+        affinity = spec.get("affinity") or {}
+        required = (affinity.get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution")
+        labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+        return cls(
+            namespace=namespace,
+            name=name,
+            labels=labels,
+            node_name=str(spec.get("nodeName") or ""),
+            terminating=bool(metadata.get("deletionTimestamp")),
+            requests=pod_requests(pod, where),
+            tolerations=tuple(_toleration(t) for t in spec.get("tolerations") or ()),
+            node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+            required_node_affinity=(
+                NodeSelector.parse(required, f"{where}: nodeAffinity.required")
+                if required is not None else None
+            ),
+            affinity=_terms(affinity.get("podAffinity"), namespace, f"{where}: podAffinity"),
+            anti_affinity=_terms(
+                affinity.get("podAntiAffinity"), namespace, f"{where}: podAntiAffinity"),
+            spread=tuple(
+                _spread(c, labels, f"{where}: topologySpreadConstraints[{i}]")
+                for i, c in enumerate(spec.get("topologySpreadConstraints") or ())
+            ),
+            host_ports=_host_ports(spec, where),
+            claims=_claims(spec, name),
+        )
+
+
+def _toleration(raw: KubeObject) -> Toleration:
+    return Toleration(
+        key=str(raw.get("key") or ""),
+        operator=str(raw.get("operator") or "Equal"),
+        value=str(raw.get("value") or ""),
+        effect=str(raw.get("effect") or ""),
+    )
+
+
+def _terms(raw: KubeObject | None, namespace: str, where: str) -> tuple[AffinityTerm, ...]:
+    if not raw:
+        return ()
+    found = []
+    required = raw.get("requiredDuringSchedulingIgnoredDuringExecution") or ()
+    for i, term in enumerate(required):
+        here = f"{where}.required[{i}]"
+        key = term.get("topologyKey")
+        if not key:
+            raise ValueError(f"{here}: topologyKey is required")
+        listed = frozenset(str(n) for n in term.get("namespaces") or ())
+        ns_selector = LabelSelector.parse(term.get("namespaceSelector"), f"{here}.namespaceSelector")
+        if not listed and ns_selector is None:
+            listed = frozenset({namespace})
+        found.append(AffinityTerm(
+            selector=LabelSelector.parse(term.get("labelSelector"), f"{here}.labelSelector"),
+            topology_key=str(key),
+            namespaces=listed,
+            namespace_selector=ns_selector,
+        ))
+    return tuple(found)
+
+
+def _spread(raw: KubeObject, labels: Mapping[str, str], where: str) -> SpreadConstraint:
+    key = raw.get("topologyKey")
+    if not key:
+        raise ValueError(f"{where}: topologyKey is required")
+    try:
+        max_skew = int(raw.get("maxSkew", 0))
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: maxSkew must be an integer, got {raw.get('maxSkew')!r}")
+    if max_skew < 1:
+        raise ValueError(f"{where}: maxSkew must be at least 1, got {max_skew}")
+    selector = LabelSelector.parse(raw.get("labelSelector"), f"{where}.labelSelector")
+    own = {k: labels[k] for k in raw.get("matchLabelKeys") or () if k in labels}
+    if own and selector is not None:
+        selector = selector.merged(own)
+    return SpreadConstraint(
+        max_skew=max_skew,
+        topology_key=str(key),
+        when_unsatisfiable=str(raw.get("whenUnsatisfiable") or "DoNotSchedule"),
+        selector=selector,
+        min_domains=int(raw.get("minDomains") or 1),
+        node_affinity_policy=str(raw.get("nodeAffinityPolicy") or "Honor"),
+        node_taints_policy=str(raw.get("nodeTaintsPolicy") or "Ignore"),
+    )
+
+
+def _host_ports(spec: KubeObject, where: str) -> tuple[HostPort, ...]:
+    ports = []
+    containers = list(spec.get("initContainers") or ()) + list(spec.get("containers") or ())
+    for container in containers:
+        for port in container.get("ports") or ():
+            host_port = port.get("hostPort") or 0
+            if not isinstance(host_port, int) or host_port < 0:
+                raise ValueError(f"{where}: container {container.get('name')}: "
+                                 f"hostPort {host_port!r} is not a port number")
+            if host_port:
+                ports.append(HostPort(str(port.get("hostIP") or WILDCARD_IP),
+                                      str(port.get("protocol") or "TCP"), host_port))
+    return tuple(ports)
+
+
+def _claims(spec: KubeObject, pod_name: str) -> tuple[str, ...]:
+    claims = []
+    for volume in spec.get("volumes") or ():
+        if volume.get("persistentVolumeClaim"):
+            claims.append(str(volume["persistentVolumeClaim"].get("claimName") or ""))
+        elif volume.get("ephemeral"):
+            claims.append(f"{pod_name}-{volume.get('name')}")
+    return tuple(claims)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """One node, as every filter needs it."""
+
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def max_pods(self) -> int:
+        return self.allocatable.get(PODS, 0)
+
+    @classmethod
+    def from_kube(cls, node: KubeObject) -> NodeFacts:
+        metadata = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        status = node.get("status") or {}
+        name = metadata.get("name")
+        if not name:
+            raise ValueError("a Node without metadata.name")
+        allocatable = status.get("allocatable") or status.get("capacity") or {}
+        return cls(
+            name=str(name),
+            labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+            taints=tuple(
+                Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+                for t in spec.get("taints") or ()
+            ),
+            unschedulable=bool(spec.get("unschedulable", False)),
+            allocatable=read_amounts(allocatable, f"node {name}: allocatable"),
+        )
+
+
+@dataclass
+class Snapshot:
+    """The cluster as one cycle sees it: what the filters compare a pod against.
+
+    ``pods`` are the pods bound (or assumed bound) to a node and not finished;
+    ``namespaces`` maps a namespace to its labels; the storage maps are keyed by
+    ``namespace/name`` for claims and by name for volumes and classes.
+    """
+
+    nodes: list[NodeFacts]
+    pods: list[PodFacts] = field(default_factory=list)
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    claims: Mapping[str, KubeObject] = field(default_factory=dict)
+    volumes: Mapping[str, KubeObject] = field(default_factory=dict)
+    storage_classes: Mapping[str, KubeObject] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._by_node: dict[str, list[PodFacts]] = {n.name: [] for n in self.nodes}
+        for pod in self.pods:
+            if pod.node_name in self._by_node:
+                self._by_node[pod.node_name].append(pod)
+        self._node = {n.name: n for n in self.nodes}
+
+    def pods_on(self, node: str) -> list[PodFacts]:
+        return self._by_node.get(node, [])
+
+    def node(self, name: str) -> NodeFacts | None:
+        return self._node.get(name)
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        """A namespace's labels; one not listed carries the label the API server gives all."""
+        known = self.namespaces.get(namespace)
+        return known if known is not None else {NAMESPACE_NAME_LABEL: namespace}
+
+    @classmethod
+    def from_kube(
+        cls,
+        nodes: Iterable[KubeObject],
+        pods: Iterable[KubeObject] = (),
+        *,
+        namespaces: Iterable[KubeObject] = (),
+        claims: Iterable[KubeObject] = (),
+        volumes: Iterable[KubeObject] = (),
+        storage_classes: Iterable[KubeObject] = (),
+    ) -> Snapshot:
+        """Read every object; pods not bound or already finished are left out."""
+        bound = [
+            PodFacts.from_kube(p) for p in pods
+            if (p.get("spec") or {}).get("nodeName")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        return cls(
+            nodes=[NodeFacts.from_kube(n) for n in nodes],
+            pods=bound,
+            namespaces={_name(n): dict((n.get("metadata") or {}).get("labels") or {})
+                        for n in namespaces},
+            claims={f"{(c.get('metadata') or {}).get('namespace') or 'default'}/{_name(c)}": c
+                    for c in claims},
+            volumes={_name(v): v for v in volumes},
+            storage_classes={_name(s): s for s in storage_classes},
+        )
+
+
+def _name(obj: KubeObject) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")

@@ -1,0 +1,83 @@
+"""Running the filters over every node, and kube-scheduler's summary when none is left.
+
+The filters run in kube-scheduler's default order and a node's verdict is the
+first filter that refuses it, as kube-scheduler stops at the first refusal.
+The summary reads as kube-scheduler's ``FitError`` does: "0/12 nodes are
+available: 4 node(s) had untolerated taint {gpu: true}, 8 Insufficient cpu."
+(each reason counted once per node refused for it, the pieces sorted).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from fluence_core.feasibility.base import FeasibilityFilter, NodeCheck, Refusal
+from fluence_core.feasibility.inter_pod_affinity import InterPodAffinity
+from fluence_core.feasibility.node_affinity import NodeAffinity
+from fluence_core.feasibility.node_name import NodeName
+from fluence_core.feasibility.node_ports import NodePorts
+from fluence_core.feasibility.node_resources_fit import NodeResourcesFit
+from fluence_core.feasibility.node_unschedulable import NodeUnschedulable
+from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.pod_topology_spread import PodTopologySpread
+from fluence_core.feasibility.taint_toleration import TaintToleration
+from fluence_core.feasibility.volume_binding import VolumeBinding
+
+
+def default_filters() -> list[FeasibilityFilter]:
+    """kube-scheduler's default filters, in its order."""
+    return [
+        NodeUnschedulable(), NodeName(), TaintToleration(), NodeAffinity(), NodePorts(),
+        NodeResourcesFit(), VolumeBinding(), PodTopologySpread(), InterPodAffinity(),
+    ]
+
+
+@dataclass
+class Feasibility:
+    """Which nodes a pod may use, and why each other node was refused."""
+
+    nodes: list[str]
+    refused: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    refusal: str | None = None
+    """Set when the pod fits no node whatever the node (a PreFilter failure)."""
+    total: int = 0
+
+    def summary(self) -> str:
+        """kube-scheduler's FailedScheduling message (meaningful when no node is left)."""
+        head = f"{len(self.nodes)}/{self.total} nodes are available"
+        if self.refusal is not None:
+            return f"{head}: {self.refusal}."
+        counts: Counter[str] = Counter(r for reasons in self.refused.values() for r in reasons)
+        if not counts:
+            return f"{head}."
+        pieces = sorted(f"{n} {reason}" for reason, n in counts.items())
+        return f"{head}: {', '.join(pieces)}."
+
+
+def feasible(
+    pod: PodFacts,
+    snapshot: Snapshot,
+    filters: Iterable[FeasibilityFilter] | None = None,
+    nodes: Sequence[NodeFacts] | None = None,
+) -> Feasibility:
+    """The nodes of ``nodes`` (default: all of the snapshot's) that ``pod`` may use."""
+    candidates = list(snapshot.nodes if nodes is None else nodes)
+    checks: list[NodeCheck] = []
+    for feasibility_filter in default_filters() if filters is None else filters:
+        prepared = feasibility_filter.prepare(pod, snapshot)
+        if isinstance(prepared, Refusal):
+            return Feasibility([], refusal=prepared.reason, total=len(candidates))
+        if prepared is not None:
+            checks.append(prepared)
+    result = Feasibility([], total=len(candidates))
+    for node in candidates:
+        for check in checks:
+            reasons = check(node)
+            if reasons:
+                result.refused[node.name] = tuple(reasons)
+                break
+        else:
+            result.nodes.append(node.name)
+    return result

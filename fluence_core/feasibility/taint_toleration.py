@@ -1,0 +1,29 @@
+"""TaintToleration: a node's NoSchedule and NoExecute taints keep off pods not tolerating them.
+
+PreferNoSchedule taints never refuse a node; they are a preference, for
+scoring, and feasibility does not score.
+"""
+
+from __future__ import annotations
+
+from fluence_core.feasibility.base import FINE, NodeCheck
+from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.taints import first_untolerated
+
+
+def reason(key: str, value: str) -> str:
+    """kube-scheduler's wording, the taint shown as ``{key: value}``."""
+    return f"node(s) had untolerated taint {{{key}: {value}}}"
+
+
+class TaintToleration:
+    name = "TaintToleration"
+
+    def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck:
+        tolerations = pod.tolerations
+
+        def check(node: NodeFacts) -> tuple[str, ...]:
+            taint = first_untolerated(node.taints, tolerations)
+            return FINE if taint is None else (reason(taint.key, taint.value),)
+
+        return check

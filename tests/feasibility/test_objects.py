@@ -1,0 +1,62 @@
+"""fluence_core.feasibility.objects: pods and nodes read once, bad input named."""
+
+from __future__ import annotations
+
+import pytest
+
+from fluence_core.feasibility import NodeFacts, PodFacts
+from fluence_core.feasibility.objects import HostPort, Toleration
+from tests.feasibility.kube_objects import node, pod
+
+
+def test_pod_facts_read_every_field_the_filters_use() -> None:
+    raw = pod("p", namespace="ns", labels={"app": "x"}, cpu="250m",
+              tolerations=[{"key": "k", "operator": "Exists"}], nodeSelector={"zone": "a"},
+              containers=[{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}],
+                           "resources": {"requests": {"cpu": "250m"}}}],
+              volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}])
+    facts = PodFacts.from_kube(raw)
+    assert facts.key == "ns/p" and facts.labels == {"app": "x"}
+    assert facts.requests == {"cpu": 250}
+    assert facts.tolerations == (Toleration("k", "Exists", "", ""),)
+    assert facts.node_selector == {"zone": "a"}
+    assert facts.host_ports == (HostPort("0.0.0.0", "TCP", 8080),)
+    assert facts.claims == ("data",)
+
+
+def test_affinity_terms_default_to_the_pods_namespace() -> None:
+    raw = pod("p", namespace="ns", affinity={"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}})
+    assert PodFacts.from_kube(raw).affinity[0].namespaces == frozenset({"ns"})
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}}},
+     r"pod default/p: podAffinity\.required\[0\]: topologyKey is required"),
+    ({"topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "zone"}]},
+     r"topologySpreadConstraints\[0\]: maxSkew must be at least 1"),
+    ({"topologySpreadConstraints": [{"maxSkew": "x", "topologyKey": "zone"}]},
+     r"maxSkew must be an integer"),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "z", "operator": "Near"}]}]}}}},
+     r"pod default/p: nodeAffinity\.required\.nodeSelectorTerms\[0\]"),
+    ({"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]},
+     r"pod default/p\.containers\[0\]\.requests: cpu"),
+    ({"containers": [{"name": "c", "ports": [{"hostPort": "80"}]}]},
+     r"hostPort '80' is not a port number"),
+])
+def test_bad_pods_are_named_with_the_field(spec: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PodFacts.from_kube(pod("p", **spec))
+
+
+def test_node_facts_count_allocatable_in_base_units() -> None:
+    facts = NodeFacts.from_kube(node("n", cpu="7500m", memory="1Ki", pods="10",
+                                     extra={"nvidia.com/gpu": "2"}))
+    assert facts.allocatable == {"cpu": 7500, "memory": 1024, "pods": 10, "nvidia.com/gpu": 2}
+    assert facts.max_pods == 10
+
+
+def test_a_node_with_a_bad_quantity_is_named() -> None:
+    with pytest.raises(ValueError, match="node n: allocatable: memory"):
+        NodeFacts.from_kube(node("n", memory="lots"))
