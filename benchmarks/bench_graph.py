@@ -8,7 +8,11 @@ List to a temporary file and times, best of R runs each:
 * build: ResourceGraph over those nodes plus config/resources.yaml;
 * cli:   ``fluence graph --nodes FILE --resources config/resources.yaml``
          end to end, in process (parse + build + summary table);
-* jgf:   ResourceGraph.to_jgf() and json.dumps of the result.
+* jgf:   ResourceGraph.jgf_text() (the JSON text Fluxion loads), against the
+         way ``fluence graph --jgf`` wrote it before (a streaming ``json.dump``
+         of the JGF dict), measured in the same run;
+* jgf cli: ``fluence graph --jgf`` as a user runs it (a fresh process, output
+         to /dev/null), wall and CPU seconds.
 
 It prints the figures and the vertex count. Timing lives here, not in tests.
 """
@@ -18,6 +22,10 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from contextlib import redirect_stderr, redirect_stdout
@@ -82,8 +90,14 @@ def main() -> None:
             args.repeat, lambda: [NodeInfo.from_kube(o) for o in read_objects(nodes_file, "Node")]
         )
         build_s, graph = best_of(args.repeat, lambda: ResourceGraph(infos, config))
-        jgf_s, jgf = best_of(args.repeat, graph.to_jgf)
-        dump_s, text = best_of(args.repeat, lambda: json.dumps(jgf, separators=(",", ":")))
+        text_s, text = best_of(args.repeat, graph.jgf_text)
+        jgf = json.loads(text)
+
+        def streamed() -> None:
+            with open(os.devnull, "w") as sink:
+                json.dump(jgf, sink, separators=(",", ":"))
+
+        stream_s, _ = best_of(max(1, args.repeat // 2), streamed)
 
         runner = CliRunner()
         argv = ["graph", "--nodes", str(nodes_file), "--resources", str(RESOURCES)]
@@ -96,6 +110,17 @@ def main() -> None:
             return result.exit_code
 
         cli_s, _ = best_of(args.repeat, cli)
+        command = [sys.executable, "-m", "fluence_core.cli", "graph", "--nodes", str(nodes_file),
+                   "--resources", str(RESOURCES), "--jgf"]
+
+        def jgf_cli() -> float:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            with open(os.devnull, "w") as sink:
+                subprocess.run(command, stdout=sink, stderr=subprocess.DEVNULL, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+        jgf_cli_s, jgf_cli_cpu = best_of(args.repeat, jgf_cli)
 
     print(f"graph {args.nodes} nodes x {args.cores} cores (+ {RESOURCES.name}), best of {args.repeat}")
     print(f"  vertices            {graph.vertex_count():>10,}")
@@ -104,8 +129,11 @@ def main() -> None:
     print(f"  parse node YAML     {parse_s * 1000:>10.1f} ms")
     print(f"  build graph         {build_s * 1000:>10.1f} ms")
     print(f"  fluence graph (CLI) {cli_s * 1000:>10.1f} ms")
-    print(f"  to_jgf()            {jgf_s * 1000:>10.1f} ms")
-    print(f"  json.dumps(JGF)     {dump_s * 1000:>10.1f} ms")
+    print(f"  jgf_text()          {text_s * 1000:>10.1f} ms")
+    print(f"  json.dump streamed  {stream_s * 1000:>10.1f} ms  (how --jgf wrote it before; "
+          f"{stream_s / text_s:.1f}x jgf_text)")
+    print(f"  fluence graph --jgf {jgf_cli_s * 1000:>10.1f} ms wall, "
+          f"{jgf_cli_cpu * 1000:.0f} ms CPU (fresh process)")
 
 
 if __name__ == "__main__":

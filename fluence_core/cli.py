@@ -108,8 +108,7 @@ def graph(
     built = _build_graph(nodes, resources, settings)
     elapsed = time.perf_counter() - started
     if jgf:
-        json.dump(built.to_jgf(), sys.stdout, separators=(",", ":"))
-        sys.stdout.write("\n")
+        sys.stdout.write(built.jgf_text() + "\n")
         return
     table = Table(title=f"Resource graph ({elapsed * 1000:.0f} ms to build)")
     for column in ("node", "rank", "cores", "gpus", "memory MiB", "chunk MiB"):

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from fluence_core import names
 from fluence_core.errors import ResourceConfigError
 from fluence_core.graph import ResourceGraph
 from fluence_core.models import NodeInfo, Taint
@@ -349,3 +350,18 @@ def test_virtual_resources_under_a_cordoned_node_are_left_out_not_an_error() -> 
     graph = ResourceGraph([NodeInfo("n0", 4, 4096), NodeInfo("n1", 4, 4096, unschedulable=True)], config)
     assert graph.virtual == []
     assert [n.name for n in graph.nodes] == ["n0"]
+
+
+def test_the_jgf_text_escapes_what_json_must_and_lists_gpus_like_cores() -> None:
+    config = parse_resource_config(
+        'resources:\n  - type: qpu\n    name: "q\\"1"\n    attributes: {site: "Zürich\\\\lab"}\n'
+    )
+    graph = ResourceGraph([NodeInfo("node0", 2, 2048, 1)], config)
+    jgf = json.loads(graph.jgf_text())
+    by_path = {v["metadata"]["paths"]["containment"]: v["metadata"]
+               for v in jgf["graph"]["nodes"]}
+    gpu = by_path["/cluster0/node0/gpu0"]
+    assert (gpu["type"], gpu["name"], gpu["id"], gpu["size"]) == ("gpu", "gpu0", 0, 1)
+    virtual = next(m for m in by_path.values() if m["basename"].startswith("q"))
+    assert virtual["basename"] == 'q"1'
+    assert names.attribute_property("site", "Zürich\\lab") in virtual["properties"]
