@@ -1,20 +1,37 @@
 """Matching a whole group, all or nothing, with a log of what was sent and read.
 
-Every jobspec of the group is matched in turn; the first that does not fit
-cancels the ones already held, so a group never holds part of what it needs.
+A group needs one compute jobspec per pod shape and one per virtual type. A
+:class:`~fluence_core.matcher.base.GroupMatcher` (the embedded matcher) holds
+them all in one joint match. Any other matcher (Fluxion) gets them one after
+another, the first that does not fit cancelling the ones already held, so a
+group never holds part of what it needs; when the group has several compute
+jobspecs, they are sent most-constrained first, and on a miss in other orders,
+up to :data:`MAX_ORDERS` of them.
+
+**The bound for other matchers.** With at most 4 pod shapes every order is
+tried (4! = 24), so a group is refused only when no order of whole shapes fits;
+with more shapes only the first 24 orders (most-constrained first, then the
+permutations that keep the most-constrained shapes in front longest) are.
+Within one jobspec the matcher's own traversal decides where the pods of that
+shape go; orders cannot change that, so a fit needing a shape split across
+nodes differently from that traversal can still be missed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from itertools import islice, permutations
+from typing import Iterator, Sequence
 
 from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import GroupJobspec, group_jobspecs
+from fluence_core.jobspec import GroupJobspec, compute_parts, group_jobspecs, is_compute
 from fluence_core.log import logger
-from fluence_core.matcher.base import Allocation, Matcher, MatchOutcome
-from fluence_core.models import Group
+from fluence_core.matcher.base import Allocation, GroupMatcher, GroupRefusal, Matcher, MatchOutcome
+from fluence_core.models import Group, PodRequest
 from fluence_core.placement import PodPlacement, read_placements
+
+MAX_ORDERS = 24
+"""Orders of a group's compute jobspecs tried on a matcher that cannot match them jointly."""
 
 
 @dataclass
@@ -51,24 +68,103 @@ def match_group(
     *,
     exclude_nodes: Sequence[str] | None = None,
 ) -> GroupMatch | GroupMiss:
-    """Match every jobspec of ``group``; on any failure cancel what was taken."""
+    """Hold every jobspec of ``group`` or none of them."""
     specs = group_jobspecs(group, graph, exclude_nodes=list(exclude_nodes or []))
-    held: dict[str, Allocation] = {}
     for spec in specs:
         logger.debug("match %s/%s jobspec %s", group.name, spec.kind, spec.to_json())
+    if isinstance(matcher, GroupMatcher):
+        outcome = _match_jointly(group, specs, matcher)
+    else:
+        outcome = _match_in_orders(group, specs, graph, matcher)
+    if isinstance(outcome, GroupMiss):
+        logger.info(
+            "group %s does not fit: %s jobspec %s", group.name, outcome.kind, outcome.outcome.value
+        )
+        return outcome
+    for kind, allocation in outcome.items():
+        logger.info("group %s/%s allocated %s", group.name, kind, allocation.summary())
+    placements = read_placements(group, outcome)
+    logger.info(
+        "group %s placed: %s",
+        group.name,
+        ", ".join(
+            f"{p.pod}->{p.node or '-'}{'@' + p.backend if p.backend else ''}"
+            for p in placements.values()
+        ),
+    )
+    return GroupMatch(group, outcome, placements)
+
+
+def _match_jointly(
+    group: Group, specs: list[GroupJobspec], matcher: GroupMatcher
+) -> dict[str, Allocation] | GroupMiss:
+    placed = matcher.match_allocate_all([spec.jobspec for spec in specs])
+    if isinstance(placed, GroupRefusal):
+        return GroupMiss(group, specs[placed.index].kind, placed.outcome, specs)
+    return {spec.kind: allocation for spec, allocation in zip(specs, placed)}
+
+
+def _match_in_orders(
+    group: Group, specs: list[GroupJobspec], graph: ResourceGraph, matcher: Matcher
+) -> dict[str, Allocation] | GroupMiss:
+    first_miss: GroupMiss | None = None
+    for order in compute_orders(group, specs, graph):
+        outcome = _match_in_turn(group, order, matcher)
+        if not isinstance(outcome, GroupMiss):
+            return outcome
+        if first_miss is None:
+            first_miss = outcome
+        if outcome.outcome is MatchOutcome.UNSATISFIABLE and not is_compute(outcome.kind):
+            break  # a virtual type that can never fit: no order of the rest helps
+    assert first_miss is not None
+    first_miss.jobspecs = specs
+    return first_miss
+
+
+def _match_in_turn(
+    group: Group, specs: Sequence[GroupJobspec], matcher: Matcher
+) -> dict[str, Allocation] | GroupMiss:
+    """Match each jobspec in turn; on the first miss cancel what was taken."""
+    held: dict[str, Allocation] = {}
+    for spec in specs:
         allocation = matcher.match_allocate(spec.jobspec)
         if allocation is None:
             outcome = getattr(matcher, "last_outcome", None) or MatchOutcome.BUSY
             for taken in held.values():
                 matcher.cancel(taken.jobid)
-            logger.info("group %s does not fit: %s jobspec %s", group.name, spec.kind, outcome.value)
-            return GroupMiss(group, spec.kind, outcome, specs)
-        logger.info("group %s/%s allocated %s", group.name, spec.kind, allocation.summary())
+            return GroupMiss(group, spec.kind, outcome, list(specs))
         held[spec.kind] = allocation
-    placements = read_placements(group, held)
-    logger.info(
-        "group %s placed: %s",
-        group.name,
-        ", ".join(f"{p.pod}->{p.node or '-'}{'@' + p.backend if p.backend else ''}" for p in placements.values()),
+    return held
+
+
+def compute_orders(
+    group: Group, specs: Sequence[GroupJobspec], graph: ResourceGraph
+) -> Iterator[list[GroupJobspec]]:
+    """The group's jobspecs in the orders to try: compute jobspecs most-constrained first, then
+    other permutations of them (at most :data:`MAX_ORDERS` in all), virtual ones after."""
+    shapes = {kind: members[0] for kind, members in compute_parts(list(group.pods))}
+    compute = [spec for spec in specs if is_compute(spec.kind)]
+    rest = [spec for spec in specs if not is_compute(spec.kind)]
+    position = {spec.kind: i for i, spec in enumerate(compute)}
+
+    def key(spec: GroupJobspec) -> tuple[int, int, int, int, int]:
+        pod = shapes[spec.kind]
+        return (_room(pod, graph), -pod.gpus, -pod.memory_mib, -pod.cores, position[spec.kind])
+
+    ranked = sorted(compute, key=key)
+    for order in islice(permutations(ranked), MAX_ORDERS):
+        yield list(order) + rest
+
+
+def _room(pod: PodRequest, graph: ResourceGraph) -> int:
+    """How many nodes of the empty graph could hold one pod of this shape."""
+    selector = set(pod.node_selector)
+    return sum(
+        1
+        for node in graph.nodes
+        if not node.down
+        and node.cores >= pod.cores
+        and node.gpus >= pod.gpus
+        and node.memory_chunks * node.chunk_mib >= pod.memory_mib
+        and selector <= set(node.labels.items())
     )
-    return GroupMatch(group, held, placements)

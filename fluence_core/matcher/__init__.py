@@ -2,10 +2,15 @@
 
 from fluence_core.matcher.base import (
     Allocation,
+    GroupMatcher,
+    GroupRefusal,
     Matcher,
     MatchOutcome,
     NodeShare,
     VirtualShare,
 )
 
-__all__ = ["Allocation", "Matcher", "MatchOutcome", "NodeShare", "VirtualShare"]
+__all__ = [
+    "Allocation", "GroupMatcher", "GroupRefusal", "Matcher", "MatchOutcome", "NodeShare",
+    "VirtualShare",
+]

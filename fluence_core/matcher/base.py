@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from fluence_core.models import NodeInfo
 
@@ -91,6 +91,15 @@ class MatchOutcome(str, Enum):
     UNSATISFIABLE = "can never fit on this graph"
 
 
+@dataclass(frozen=True)
+class GroupRefusal:
+    """Why a group's jobspecs were not held together: which one stopped them, and how."""
+
+    index: int
+    """The position of the refused jobspec in the list matched."""
+    outcome: MatchOutcome
+
+
 @runtime_checkable
 class Matcher(Protocol):
     """What the scheduler needs of a matcher.
@@ -117,3 +126,21 @@ class Matcher(Protocol):
     def set_node_down(self, name: str, down: bool = True) -> None: ...
 
     def allocations(self) -> Mapping[int, Allocation]: ...
+
+
+@runtime_checkable
+class GroupMatcher(Matcher, Protocol):
+    """A matcher that holds several jobspecs together in one match.
+
+    A group with pods of several shapes needs one compute jobspec per shape;
+    matched one after another, an early shape can take the nodes a later one
+    needed. A matcher that offers :meth:`match_allocate_all` places them
+    jointly. Others are driven by :func:`fluence_core.match.match_group`, which
+    tries the jobspecs in several orders.
+    """
+
+    def match_allocate_all(
+        self, jobspecs: Sequence[Mapping[str, Any]]
+    ) -> list[Allocation] | GroupRefusal:
+        """One allocation per jobspec, in order, all held; or nothing held and why."""
+        ...

@@ -99,6 +99,12 @@ CASES: list[Case] = [
         Step("match", "mixed", pods(3, 1, 4), cores_on={"n0": 4, "n1": 4}),
         Step("match", "none-left", pods(1), fits=False),
     ], policy="lonode"),
+    Case("mixed shapes fit where one shape after another would not",
+         [NodeInfo("n0", 2, 4096, 2), NodeInfo("n1", 2, 1024, 2)], [
+        Step("match", "mixed", pods(1, 1) + pods(1, memory=3000, prefix="big")),
+        Step("match", "last-core", pods(1)),
+        Step("match", "none-left", pods(1), fits=False),
+    ]),
     Case("memory takes the whole chunks that cover it", _nodes(1, cores=4, memory=4096), [
         Step("match", "a", pods(1, memory=1500), memory_on={"n0": 2048}),
         Step("match", "b", pods(1, memory=3000), fits=False),

@@ -16,13 +16,21 @@ not a promise, and here it is the fastest order, ``lonode``'s.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Hashable, Iterator, Mapping, Sequence
 
 from fluence_core.errors import MatcherError
 from fluence_core.graph import NodeVertex, ResourceGraph, VirtualVertex
-from fluence_core.matcher.base import Allocation, MatchOutcome, NodeShare, VirtualShare
+from fluence_core.log import logger
+from fluence_core.matcher.base import (
+    Allocation,
+    GroupRefusal,
+    MatchOutcome,
+    NodeShare,
+    VirtualShare,
+)
 from fluence_core.matcher.constraints import Predicate, compile_constraint
 from fluence_core.matcher.node_order import IdOrder, NodeOrder, RankOrder
+from fluence_core.matcher.search import DEFAULT_BUDGET, search
 from fluence_core.models import NodeInfo
 from fluence_core.resource_config import CLUSTER
 from fluence_core.settings import MatchPolicy
@@ -56,6 +64,20 @@ class _Request:
     slots: tuple[_SlotRequest, ...]
     virtual: _VirtualRequest | None
     predicate: Predicate
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """One slot entry of one request: what each of its ``slot.count`` pods needs, and where."""
+
+    request: int
+    slot: _SlotRequest
+    predicate: Predicate
+
+
+def _chunks(slot: _SlotRequest, vertex: NodeVertex) -> int:
+    """Whole memory chunks covering the slot's memory on this node."""
+    return -(-slot.memory_mib // vertex.chunk_mib) if slot.memory_mib and vertex.chunk_mib else 0
 
 
 _UNLIMITED_PODS = 1 << 30
@@ -124,14 +146,43 @@ def _bit_indexes(mask: int) -> tuple[int, ...]:
     return tuple(indexes)
 
 
+@dataclass(slots=True)
+class _Found:
+    """Compute slots deducted for a group: (shape, mask) per pod, or ``None``."""
+
+    masks: list[tuple[int, _Mask]] | None
+    exhausted: bool
+
+
+@dataclass(slots=True)
+class _Placed:
+    """Every request held, or the index of the one that stopped the group."""
+
+    held: list[_Held] | None
+    refused: int | None
+    exhausted: bool
+
+
 class EmbeddedMatcher:
-    """A fast pure-Python matcher over a :class:`ResourceGraph`."""
+    """A fast pure-Python matcher over a :class:`ResourceGraph`.
+
+    A group's jobspecs are matched together (:meth:`match_allocate_all`), so
+    the pods of several shapes are placed by one search (see :mod:`.search`
+    for its bound, ``search_budget``), not one shape after another.
+    """
 
     name = "embedded"
 
-    def __init__(self, graph: ResourceGraph, policy: MatchPolicy | str = MatchPolicy.FIRST) -> None:
+    def __init__(
+        self,
+        graph: ResourceGraph,
+        policy: MatchPolicy | str = MatchPolicy.FIRST,
+        *,
+        search_budget: int = DEFAULT_BUDGET,
+    ) -> None:
         self.graph = graph
         self.policy = MatchPolicy(policy)
+        self.search_budget = search_budget
         self._descending = self.policy in _HIGH_IDS
         self._high_ids = self.policy in _HIGH_IDS
         self._states: list[_NodeState] = []
@@ -149,21 +200,34 @@ class EmbeddedMatcher:
     # -- the Matcher protocol ------------------------------------------------
 
     def match_allocate(self, jobspec: Mapping[str, Any]) -> Allocation | None:
-        request = self._parse(jobspec)
-        jobid = self._next_jobid
-        self._next_jobid += 1
-        held = self._place(request, jobid)
-        if held is None:
-            self.last_outcome = (
-                MatchOutcome.BUSY if self._satisfiable(request) else MatchOutcome.UNSATISFIABLE
-            )
-            return None
+        placed = self.match_allocate_all([jobspec])
+        return None if isinstance(placed, GroupRefusal) else placed[0]
+
+    def match_allocate_all(
+        self, jobspecs: Sequence[Mapping[str, Any]]
+    ) -> list[Allocation] | GroupRefusal:
+        """Hold every jobspec or none, placing the compute slots of all of them jointly."""
+        requests = [self._parse(jobspec) for jobspec in jobspecs]
+        jobids = list(range(self._next_jobid, self._next_jobid + len(requests)))
+        self._next_jobid += len(requests)
+        placed = self._place_all(requests, jobids)
+        if placed.held is None:
+            refused = placed.refused or 0
+            if placed.exhausted or self._satisfiable(requests):
+                outcome = MatchOutcome.BUSY
+            else:
+                alone = [i for i, r in enumerate(requests) if not self._satisfiable([r])]
+                refused = alone[0] if alone else refused
+                outcome = MatchOutcome.UNSATISFIABLE
+            self.last_outcome = outcome
+            return GroupRefusal(refused, outcome)
         self.last_outcome = None
-        self._jobs[jobid] = held
-        return held.allocation
+        for held in placed.held:
+            self._jobs[held.allocation.jobid] = held
+        return [held.allocation for held in placed.held]
 
     def satisfiable(self, jobspec: Mapping[str, Any]) -> bool:
-        return self._satisfiable(self._parse(jobspec))
+        return self._satisfiable([self._parse(jobspec)])
 
     def cancel(self, jobid: int) -> bool:
         held = self._jobs.pop(jobid, None)
@@ -271,62 +335,126 @@ class EmbeddedMatcher:
 
     # -- placing ---------------------------------------------------------------
 
-    def _place(self, request: _Request, jobid: int) -> _Held | None:
-        masks: list[_Mask] = []
-        virtual: list[int] = []
-        ok = True
-        for slot in request.slots:
-            cursor: int | None = None
-            for _ in range(slot.count):
-                found = self._place_slot(slot, request.predicate, cursor)
-                if found is None:
-                    ok = False
-                    break
-                masks.append(found)
-                cursor = found[0]
-            if not ok:
-                break
-        if ok and request.virtual is not None:
-            chosen = self._choose_virtual(request.virtual.count, request.predicate)
-            if chosen is None:
-                ok = False
-            else:
-                virtual = chosen
-        if not ok:
-            for mask in masks:
-                self._give_back(*mask)
-            return None
-        for index in virtual:
-            self._mark_virtual(index, held=True)
-        return _Held(self._allocation(jobid, masks, virtual), masks, virtual)
+    def _place_all(self, requests: Sequence[_Request], jobids: Sequence[int]) -> _Placed:
+        """Place every request or none: compute slots jointly, then virtual vertices."""
+        shapes = [
+            _Shape(index, slot, request.predicate)
+            for index, request in enumerate(requests)
+            for slot in request.slots
+        ]
+        found = self._place_compute(shapes)
+        if found.masks is None:
+            refused = shapes[0].request if shapes else 0
+            return _Placed(None, refused, found.exhausted)
+        per_request: list[list[_Mask]] = [[] for _ in requests]
+        for shape, mask in found.masks:
+            per_request[shapes[shape].request].append(mask)
+        chosen: list[list[int]] = []
+        for index, request in enumerate(requests):
+            picked: list[int] = []
+            if request.virtual is not None:
+                picked = self._choose_virtual(request.virtual.count, request.predicate) or []
+                if len(picked) < request.virtual.count:
+                    for mask in (m for _, m in found.masks):
+                        self._give_back(*mask)
+                    for held_before in chosen:
+                        for vertex in held_before:
+                            self._mark_virtual(vertex, held=False)
+                    return _Placed(None, index, False)
+                for vertex in picked:
+                    self._mark_virtual(vertex, held=True)
+            chosen.append(picked)
+        held = [
+            _Held(self._allocation(jobid, masks, virtual), masks, virtual)
+            for jobid, masks, virtual in zip(jobids, per_request, chosen)
+        ]
+        return _Placed(held, None, False)
 
-    def _place_slot(
-        self, slot: _SlotRequest, predicate: Predicate, cursor: int | None
-    ) -> _Mask | None:
-        """Find a node for one slot and take its resources (already deducted on return)."""
-        need = slot.cores
-        for position in self._order.candidates(need, cursor):
-            state = self._states[position]
-            vertex = state.vertex
-            chunks = -(-slot.memory_mib // vertex.chunk_mib) if slot.memory_mib else 0
-            if (
-                state.free_pods > 0
-                and state.free_gpus.bit_count() >= slot.gpus
-                and state.free_memory.bit_count() >= chunks
-                and (not slot.memory_mib or vertex.chunk_mib > 0)
-                and predicate(vertex.name, vertex.properties, vertex.rank)
-            ):
-                high = self._high_ids
-                cores = _take_bits(state.free_cores, need, high)
-                gpus = _take_bits(state.free_gpus, slot.gpus, high)
-                memory = _take_bits(state.free_memory, chunks, high)
-                state.free_cores ^= cores
-                state.free_gpus ^= gpus
-                state.free_memory ^= memory
-                state.free_pods -= 1
-                self._order.update(position, state.free_cores, state.usable)
-                return position, cores, gpus, memory, 1
+    def _place_compute(self, shapes: Sequence[_Shape]) -> _Found:
+        """Deduct a node for every slot of every shape, or nothing.
+
+        One shape: the policy's first fit is exact (identical slots fill each
+        node to its limit whichever node comes first). Several: first fit,
+        most-constrained shape first, then the bounded complete search of
+        :mod:`.search` when that misses.
+        """
+        order = self._constrained_first(shapes) if len(shapes) > 1 else list(range(len(shapes)))
+        masks: list[tuple[int, _Mask]] = []
+        for index in order:
+            shape = shapes[index]
+            cursor: int | None = None
+            for _ in range(shape.slot.count):
+                mask = self._first_fit(shape, cursor)
+                if mask is None:
+                    for _, taken in masks:
+                        self._give_back(*taken)
+                    if len(shapes) == 1:
+                        return _Found(None, False)
+                    return self._search(shapes, order)
+                masks.append((index, mask))
+                cursor = mask[0]
+        return _Found(masks, False)
+
+    def _search(self, shapes: Sequence[_Shape], order: Sequence[int]) -> _Found:
+        placer = _Placer(self, shapes)
+        result = search([(i, shapes[i].slot.count) for i in order], placer, self.search_budget)
+        if result.exhausted:
+            logger.info(
+                "embedded matcher: a group of %d shapes was not placed within the search budget "
+                "(%d takes); treated as not fitting now", len(shapes), self.search_budget,
+            )
+        return _Found(result.taken, result.exhausted)
+
+    def _constrained_first(self, shapes: Sequence[_Shape]) -> list[int]:
+        """Shapes by how few usable nodes could take one slot now, then by size, largest first."""
+        def key(index: int) -> tuple[int, int, int, int, int]:
+            slot = shapes[index].slot
+            room = sum(1 for state in self._states if self._fits(state, shapes[index]))
+            return (room, -slot.gpus, -slot.memory_mib, -slot.cores, index)
+
+        return sorted(range(len(shapes)), key=key)
+
+    def _first_fit(self, shape: _Shape, cursor: int | None) -> _Mask | None:
+        """The first node in policy order that takes one slot, already deducted."""
+        for position in self._order.candidates(shape.slot.cores, cursor):
+            if self._fits(self._states[position], shape):
+                return self._take(position, shape.slot)
         return None
+
+    # -- the capacity of one node (the only place that knows what a slot needs) ------
+
+    def _fits(self, state: _NodeState, shape: _Shape) -> bool:
+        slot, vertex = shape.slot, state.vertex
+        return (
+            state.usable
+            and state.free_pods > 0
+            and state.free_cores.bit_count() >= slot.cores
+            and state.free_gpus.bit_count() >= slot.gpus
+            and (not slot.memory_mib or vertex.chunk_mib > 0)
+            and state.free_memory.bit_count() >= _chunks(slot, vertex)
+            and shape.predicate(vertex.name, vertex.properties, vertex.rank)
+        )
+
+    def _take(self, position: int, slot: _SlotRequest) -> _Mask:
+        state = self._states[position]
+        high = self._high_ids
+        cores = _take_bits(state.free_cores, slot.cores, high)
+        gpus = _take_bits(state.free_gpus, slot.gpus, high)
+        memory = _take_bits(state.free_memory, _chunks(slot, state.vertex), high)
+        state.free_cores ^= cores
+        state.free_gpus ^= gpus
+        state.free_memory ^= memory
+        state.free_pods -= 1
+        self._order.update(position, state.free_cores, state.usable)
+        return position, cores, gpus, memory, 1
+
+    def _free_signature(self, position: int) -> tuple[int, ...]:
+        """What :meth:`_fits` reads of a node's free capacity, as counts."""
+        state = self._states[position]
+        return (
+            state.free_cores.bit_count(), state.free_gpus.bit_count(),
+            state.free_memory.bit_count(), state.vertex.chunk_mib, state.free_pods,
+        )
 
     def _choose_virtual(self, count: int, predicate: Predicate) -> list[int] | None:
         chosen: list[int] = []
@@ -365,14 +493,19 @@ class EmbeddedMatcher:
         position = self._position.get(vertex.attach_to)
         return position is not None and self._states[position].usable
 
-    def _satisfiable(self, request: _Request) -> bool:
+    def _satisfiable(self, requests: Sequence[_Request]) -> bool:
+        """Whether the requests fit together on the empty graph (a search that runs
+        out of budget answers yes: it did not prove the opposite)."""
         if self._pristine is None:
-            self._pristine = EmbeddedMatcher(self.graph, self.policy)
+            self._pristine = EmbeddedMatcher(
+                self.graph, self.policy, search_budget=self.search_budget
+            )
         pristine = self._pristine
-        held = pristine._place(request, 0)
-        if held is None:
-            return False
-        pristine._release(held)
+        placed = pristine._place_all(requests, [0] * len(requests))
+        if placed.held is None:
+            return placed.exhausted
+        for held in placed.held:
+            pristine._release(held)
         return True
 
     # -- bookkeeping -------------------------------------------------------------
@@ -453,3 +586,38 @@ class EmbeddedMatcher:
         return Allocation(jobid=jobid, nodes=tuple(nodes), virtual=tuple(shares))
 
 
+
+
+class _Placer:
+    """The embedded matcher's node capacity, as :func:`.search.search` sees it."""
+
+    def __init__(self, matcher: EmbeddedMatcher, shapes: Sequence[_Shape]) -> None:
+        self._matcher = matcher
+        self._shapes = shapes
+        self._by_position = not isinstance(matcher._order, RankOrder)
+        self._eligible: dict[int, tuple[bool, ...]] = {}
+
+    def candidates(self, shape: int, after: int | None) -> Iterator[int]:
+        # a rank order's cursor already means "this node and those after it"
+        for position in self._matcher._order.candidates(self._shapes[shape].slot.cores, after):
+            if after is None or not self._by_position or position >= after:
+                yield position
+
+    def take(self, shape: int, position: int) -> _Mask | None:
+        matcher = self._matcher
+        if not matcher._fits(matcher._states[position], self._shapes[shape]):
+            return None
+        return matcher._take(position, self._shapes[shape].slot)
+
+    def give_back(self, taken: _Mask) -> None:
+        self._matcher._give_back(*taken)
+
+    def signature(self, shape: int, position: int) -> Hashable:
+        eligible = self._eligible.get(position)
+        if eligible is None:
+            vertex = self._matcher._states[position].vertex
+            eligible = tuple(
+                s.predicate(vertex.name, vertex.properties, vertex.rank) for s in self._shapes
+            )
+            self._eligible[position] = eligible
+        return self._matcher._free_signature(position), eligible

@@ -17,7 +17,11 @@ Facts of the library this module is written around:
 * every string it returns (R, R_out, error messages, modes) is ``strdup``-ed and
   freed here;
 * ``update_allocate`` does not refuse an allocation that overlaps a held one,
-  so :meth:`FluxionMatcher.restore` checks overlap itself.
+  so :meth:`FluxionMatcher.restore` checks overlap itself;
+* it refuses sibling slots of one type in a jobspec, so a group with several
+  pod shapes is several jobspecs; this matcher offers no joint match, and
+  :func:`fluence_core.match.match_group` sends them most-constrained first and
+  retries other orders (its docstring gives the bound).
 """
 
 from __future__ import annotations

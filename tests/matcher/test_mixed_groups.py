@@ -1,0 +1,246 @@
+"""Groups of several pod shapes are placed whenever a placement exists.
+
+The property: on small clusters (at most 5 nodes, 6 pods, 3 shapes), whenever a
+brute-force solver finds a placement for a group, the matcher finds one too,
+and every placement the matcher returns respects each node's capacity. It runs
+on every matcher available here (Fluxion when ``FLUENCE_FLUXION_LIB`` is set).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from fluence_core.graph import ResourceGraph
+from fluence_core.jobspec import group_jobspecs, is_compute
+from fluence_core.match import GroupMatch, GroupMiss, _match_in_turn, match_group
+from fluence_core.matcher.base import Matcher, MatchOutcome
+from fluence_core.matcher.embedded import EmbeddedMatcher
+from fluence_core.models import Group, NodeInfo, PodRequest
+
+Factory = Callable[[ResourceGraph, str], Matcher]
+POLICIES = ["first", "lonode", "hinode", "low", "high"]
+
+
+# -- the brute-force solver: every assignment of pods to nodes, nothing clever ---------------------
+
+@dataclass
+class Free:
+    """What a node has free, in the graph's units: cores, GPUs, memory chunks."""
+
+    cores: int
+    gpus: int
+    chunks: int
+    chunk_mib: int
+
+
+def need(pod: PodRequest, free: Free) -> tuple[int, int, int] | None:
+    """(cores, GPUs, chunks) the pod takes on this node; None when memory cannot be had at all."""
+    if pod.memory_mib and not free.chunk_mib:
+        return None
+    chunks = -(-pod.memory_mib // free.chunk_mib) if pod.memory_mib else 0
+    return pod.cores, pod.gpus, chunks
+
+
+def brute_force(pods: list[PodRequest], nodes: list[Free]) -> bool:
+    """Whether some assignment of every pod to a node fits (tries them all, with pruning on
+    overflow only)."""
+    left = [[n.cores, n.gpus, n.chunks] for n in nodes]
+
+    def place(i: int) -> bool:
+        if i == len(pods):
+            return True
+        for j, free in enumerate(nodes):
+            wanted = need(pods[i], free)
+            if wanted is None or any(w > room for w, room in zip(wanted, left[j])):
+                continue
+            for k in range(3):
+                left[j][k] -= wanted[k]
+            if place(i + 1):
+                return True
+            for k in range(3):
+                left[j][k] += wanted[k]
+        return False
+
+    return place(0)
+
+
+# -- the cases -------------------------------------------------------------------------------------
+
+shape = st.tuples(
+    st.integers(1, 2), st.sampled_from([0, 512, 1000, 2048, 3000]), st.sampled_from([0, 0, 1, 2])
+)
+node = st.tuples(st.integers(1, 5), st.sampled_from([1024, 2048, 3072, 6144]), st.integers(0, 2))
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[list[NodeInfo], list[PodRequest], list[PodRequest], str]:
+    drawn = draw(st.lists(node, min_size=2, max_size=5))
+    nodes = [NodeInfo(f"n{i}", c, m, g) for i, (c, m, g) in enumerate(drawn)]
+    shapes = draw(st.lists(shape, min_size=1, max_size=3, unique=True))
+    counts = draw(st.lists(st.integers(1, 3), min_size=len(shapes), max_size=len(shapes)))
+    pods = [
+        PodRequest(f"p{s}-{i}", cores=c, memory_mib=m, gpus=g)
+        for s, ((c, m, g), count) in enumerate(zip(shapes, counts))
+        for i in range(count)
+    ][:6]
+    background_shape = draw(st.none() | shape)
+    background: list[PodRequest] = []
+    if background_shape is not None:
+        c, m, g = background_shape
+        background = [PodRequest(f"b{i}", cores=c, memory_mib=m, gpus=g)
+                      for i in range(draw(st.integers(1, 2)))]
+    return nodes, pods, background, draw(st.sampled_from(POLICIES))
+
+
+def free_after(graph: ResourceGraph, held: GroupMatch | None) -> list[Free]:
+    """Each node's free capacity once the background group holds its share."""
+    free = {n.name: Free(n.cores, n.gpus, n.memory_chunks, n.chunk_mib) for n in graph.nodes}
+    for kind, allocation in (held.allocations.items() if held else ()):
+        if not is_compute(kind):
+            continue
+        for share in allocation.nodes:
+            entry = free[share.node]
+            entry.cores -= len(share.cores)
+            entry.gpus -= len(share.gpus)
+            entry.chunks -= len(share.memory)
+    return [free[n.name] for n in graph.nodes]
+
+
+def check_capacity(
+    graph: ResourceGraph, result: GroupMatch, free: list[Free], pods: list[PodRequest]
+) -> None:
+    """Every node holds no more than it had free, counted from the allocations and per pod."""
+    by_name = dict(zip((n.name for n in graph.nodes), free))
+    held: dict[str, list[int]] = {}
+    for kind, allocation in result.allocations.items():
+        if not is_compute(kind):
+            continue
+        for share in allocation.nodes:
+            entry = held.setdefault(share.node, [0, 0, 0])
+            entry[0] += len(share.cores)
+            entry[1] += len(share.gpus)
+            entry[2] += len(share.memory)
+    for name, (cores, gpus, chunks) in held.items():
+        room = by_name[name]
+        assert cores <= room.cores and gpus <= room.gpus and chunks <= room.chunks, (
+            f"{name} holds cores={cores} gpus={gpus} chunks={chunks}, only {room} was free"
+        )
+    per_node: dict[str, list[int]] = {}
+    for pod in pods:
+        placed = result.placements[pod.key].node
+        assert placed is not None, f"{pod.key} has no node"
+        wanted = need(pod, by_name[placed])
+        assert wanted is not None, f"{pod.key} needs memory, {placed} has none"
+        entry = per_node.setdefault(placed, [0, 0, 0])
+        for k in range(3):
+            entry[k] += wanted[k]
+    for name, (cores, gpus, chunks) in per_node.items():
+        room = by_name[name]
+        assert cores <= room.cores and gpus <= room.gpus and chunks <= room.chunks, (
+            f"pods on {name} need cores={cores} gpus={gpus} chunks={chunks}, only {room} was free"
+        )
+
+
+# -- the property ----------------------------------------------------------------------------------
+
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=cases())
+def test_a_group_is_placed_whenever_a_placement_exists(  # type: ignore[no-untyped-def]
+    matcher_factory: Factory, case
+) -> None:
+    nodes, pods, background, policy = case
+    graph = ResourceGraph(nodes)
+    matcher = matcher_factory(graph, policy)
+    held = None
+    if background:
+        first = match_group(Group("background", tuple(background)), graph, matcher)
+        held = first if isinstance(first, GroupMatch) else None
+    free = free_after(graph, held)
+    exists = brute_force(pods, free)
+    result = match_group(Group("g", tuple(pods)), graph, matcher)
+    shapes = len({(p.cores, p.memory_mib, p.gpus) for p in pods})
+    event(f"shapes={shapes} solver {'fits' if exists else 'refuses'}")
+    if exists and shapes > 1 and not _fits_shape_after_shape(nodes, background, pods, policy):
+        event("a fit that matching shape after shape misses")
+    if isinstance(result, GroupMatch):
+        check_capacity(graph, result, free, pods)
+        assert exists, "the matcher placed a group the solver calls impossible"
+    else:
+        assert not exists, f"a placement exists but the matcher refused: {result.reason}"
+
+
+def _fits_shape_after_shape(
+    nodes: list[NodeInfo], background: list[PodRequest], pods: list[PodRequest], policy: str
+) -> bool:
+    """What the embedded matcher found before it searched: one shape after another."""
+    graph = ResourceGraph(nodes)
+    matcher = EmbeddedMatcher(graph, policy)
+    if background:
+        match_group(Group("background", tuple(background)), graph, matcher)
+    group = Group("g", tuple(pods))
+    return not isinstance(_match_in_turn(group, group_jobspecs(group, graph), matcher), GroupMiss)
+
+
+# -- the example of issue 15, and what the search promises past its bound --------------------------
+
+ISSUE_NODES = [NodeInfo("n0", 2, 4096, 2), NodeInfo("n1", 2, 1024, 2)]
+ISSUE_GROUP = Group("g", (
+    PodRequest("small-0", cores=1), PodRequest("small-1", cores=1),
+    PodRequest("big", cores=1, memory_mib=3000),
+))
+
+
+def test_one_shape_after_another_misses_the_fit_the_issue_describes() -> None:
+    graph = ResourceGraph(ISSUE_NODES)
+    matcher = EmbeddedMatcher(graph, "first")
+    in_turn = _match_in_turn(ISSUE_GROUP, group_jobspecs(ISSUE_GROUP, graph), matcher)
+    assert isinstance(in_turn, GroupMiss), "the old way filled n0 with the small pods"
+    assert matcher.allocations() == {}, "a miss holds nothing"
+
+
+def test_small_pods_go_where_the_big_one_does_not_need_to_be(matcher_factory: Factory) -> None:
+    graph = ResourceGraph(ISSUE_NODES)
+    result = match_group(ISSUE_GROUP, graph, matcher_factory(graph, "first"))
+    assert isinstance(result, GroupMatch), result
+    assert result.placements["default/big"].node == "n0"
+
+
+# First fit, even most-constrained shape first, puts the GPU pod on n0 (the GPU-rich node
+# comes first); then one 2-core pod has no room. The fit: the GPU pod on n1, one 2-core pod each.
+SEARCH_NODES = [NodeInfo("n0", 2, 2048, 2), NodeInfo("n1", 3, 1024, 1)]
+SEARCH_GROUP = Group("g", (
+    PodRequest("gpu", cores=1, gpus=1),
+    PodRequest("wide-0", cores=2),
+    PodRequest("wide-1", cores=2),
+))
+
+
+def test_the_search_finds_what_first_fit_misses() -> None:
+    graph = ResourceGraph(SEARCH_NODES)
+    result = match_group(SEARCH_GROUP, graph, EmbeddedMatcher(graph, "first"))
+    assert isinstance(result, GroupMatch), result
+    assert result.placements["default/gpu"].node == "n1"
+    assert {result.placements[f"default/wide-{i}"].node for i in range(2)} == {"n0", "n1"}
+
+
+def test_a_search_past_its_budget_says_busy_not_unsatisfiable() -> None:
+    graph = ResourceGraph(SEARCH_NODES)
+    matcher = EmbeddedMatcher(graph, "first", search_budget=1)
+    result = match_group(SEARCH_GROUP, graph, matcher)
+    assert isinstance(result, GroupMiss)
+    assert result.outcome is MatchOutcome.BUSY
+    assert matcher.allocations() == {}
+
+
+def test_a_group_that_can_never_fit_is_unsatisfiable() -> None:
+    graph = ResourceGraph(ISSUE_NODES)
+    group = Group("g", ISSUE_GROUP.pods + (PodRequest("big-2", cores=1, memory_mib=3000),))
+    result = match_group(group, graph, EmbeddedMatcher(graph, "first"))
+    assert isinstance(result, GroupMiss)
+    assert result.outcome is MatchOutcome.UNSATISFIABLE
