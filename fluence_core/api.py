@@ -11,7 +11,9 @@ What is here, by the hook that needs it:
 * every plugin: :data:`hookimpl`, :data:`names` (every label, annotation and
   env name), :data:`logger`, :class:`FluenceError`, the settings base class
   :class:`PluginSettings` and Fluence's own :class:`Settings`;
-* ``fluence_matcher``: :class:`Matcher`, :class:`Allocation` and its shares,
+* ``fluence_matcher``: :class:`Matcher` (and :class:`GroupMatcher`, with
+  :class:`GroupRefusal`, for a matcher that holds a group's jobspecs
+  together), :class:`Allocation` and its shares,
   :class:`ResourceGraph`, :class:`NodeInfo`, :class:`MatchPolicy`;
 * scheduler hooks: :class:`Group`, :class:`PodRequest`, :class:`PodPlacement`
   and the :data:`SchedulingContext` they receive;
@@ -46,7 +48,15 @@ from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.kube_errors import ApiError, Conflict, NotFound
 from fluence_core.log import configure as configure_logging
 from fluence_core.log import logger
-from fluence_core.matcher.base import Allocation, Matcher, MatchOutcome, NodeShare, VirtualShare
+from fluence_core.matcher.base import (
+    Allocation,
+    GroupMatcher,
+    GroupRefusal,
+    Matcher,
+    MatchOutcome,
+    NodeShare,
+    VirtualShare,
+)
 from fluence_core.models import Group, NodeInfo, PodRequest
 from fluence_core.placement import PodPlacement
 from fluence_core.resource_config import ResourceConfig, load_resource_config
@@ -92,6 +102,8 @@ __all__ = [
     "Conflict",
     "FluenceError",
     "Group",
+    "GroupMatcher",
+    "GroupRefusal",
     "Handler",
     "JsonPatch",
     "KubeDict",
