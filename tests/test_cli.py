@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
-from fluence_core.cli import app
+from fluence_core.cli import app, load_plugin_commands
 from fluence_core.testing import make_pod_dict
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -27,6 +27,7 @@ CONFIGS = sorted((REPO / "config").glob("*.yaml"))
 
 def fluence(*args: str | Path, **env: str) -> Result:
     """Run ``fluence ARGS`` in process; a wide terminal keeps tables and errors on one line."""
+    load_plugin_commands(app)
     return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "250", **env})
 
 
@@ -36,8 +37,9 @@ def ok(result: Result) -> str:
 
 
 def failed(result: Result, code: int = 2) -> str:
+    """The output of a command that exited ``code`` (errors go to stderr, verdicts to stdout)."""
     assert result.exit_code == code, result.output
-    return result.stdout
+    return result.output
 
 
 # -- help and plugins -----------------------------------------------------------
@@ -258,11 +260,10 @@ def test_graph_with_a_bad_setting_exits_2() -> None:
 def test_settings_lists_every_variable_with_its_current_value(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 
-    from fluence_core.cli import app
     from fluence_core.settings import Settings
 
     monkeypatch.setenv("FLUENCE_MATCH_POLICY", "hinode")
-    result = CliRunner().invoke(app, ["settings"], env={"COLUMNS": "250"})
+    result = fluence("settings")
     assert result.exit_code == 0, result.output
     for name in Settings.model_fields:
         assert f"FLUENCE_{name.upper()}" in result.output

@@ -1,4 +1,4 @@
-"""``fluence stage`` / ``python -m fluence_core.runtime.stage`` lay out a self-contained runtime."""
+"""``fluence stage DIR`` lays out a self-contained runtime."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from fluence_core.cli import app, load_plugin_commands
 from fluence_core.runtime import boot
 
 
-def test_module_entry_stages_every_installed_provider(tmp_path) -> None:
-    done = subprocess.run([sys.executable, "-m", "fluence_core.runtime.stage", str(tmp_path / "s")],
+def test_the_command_stages_every_installed_provider(tmp_path) -> None:
+    done = subprocess.run([sys.executable, "-m", "fluence_core.cli", "stage", str(tmp_path / "s")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     manifest = json.loads((tmp_path / "s" / "fluence_staged" / "manifest.json").read_text())
@@ -26,7 +26,7 @@ def test_module_entry_stages_every_installed_provider(tmp_path) -> None:
 
 
 def test_cli_stage_command(tmp_path) -> None:
-    load_plugin_commands()
+    load_plugin_commands(app)
     result = CliRunner().invoke(app, ["stage", str(tmp_path / "d")])
     assert result.exit_code == 0, result.output
     assert "braket" in result.output and (tmp_path / "d" / "fluence_staged" / "names.py").is_file()

@@ -49,7 +49,7 @@ def test_a_bad_scenario_is_reported_with_its_file_and_field(tmp_path: Path) -> N
     scenario.write_text("name: x\nworkload: [{name: a, size: 0}]\n")
     result = fluence("sim", scenario, "-o", tmp_path)
     assert result.exit_code == 2
-    assert f"{scenario}: workload[0].size" in result.stdout
+    assert f"{scenario}: workload[0].size" in result.stderr
 
 
 def test_list_shows_the_shipped_scenarios() -> None:

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import typer
 
-from fluence_core.api import FluenceError, configure_logging, hookimpl, load_settings, logger
+from fluence_core.api import FluenceError, hookimpl, load_settings, logger
 
 
 def deviceplugin(
@@ -28,13 +28,7 @@ def deviceplugin(
     """Advertise every virtual type to the kubelet as fluxion.flux-framework.org/<type>."""
     from fluence_deviceplugin.manager import DevicePluginManager
 
-    try:
-        settings = load_settings()
-    except FluenceError as error:
-        configure_logging()
-        logger.error("%s", error)
-        raise typer.Exit(code=2) from None
-    configure_logging(settings.log_level)
+    settings = load_settings()  # the fluence app has checked it and set the log level
     manager = DevicePluginManager.from_settings(
         settings, resources=resources, plugin_dir=plugin_dir, capacity=capacity)
     stop = threading.Event()
@@ -49,8 +43,7 @@ def deviceplugin(
         manager.start()
     except (FluenceError, OSError, ValueError) as error:
         manager.close()
-        logger.error("device plugin cannot start: %s", error)
-        raise typer.Exit(code=2) from None
+        raise FluenceError(f"device plugin cannot start: {error}") from None
     manager.run(stop)
 
 

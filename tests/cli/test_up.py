@@ -6,8 +6,8 @@ import threading
 import time
 from pathlib import Path
 
+from fluence_core.cli.up import watch_resources
 from fluence_core.resource_config import ResourceConfig
-from fluence_core.scheduler.commands import watch_resources
 
 
 class Recorder:

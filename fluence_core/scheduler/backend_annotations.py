@@ -1,34 +1,19 @@
-"""The scheduler's built-in hook implementations, registered like any plugin."""
+"""The chosen backend written onto each pod, as a built-in plugin.
+
+A pod that receives a virtual resource learns which one through annotations its
+downward-API environment reads (``FLUXION_BACKEND``, ``FLUXION_<ATTR>``).
+Registered as entry point ``backend-annotations``, so it can be disabled alone.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
 from fluence_core import hookimpl, names
 from fluence_core.cluster_api import PODS
-from fluence_core.models import Group, PodRequest
+from fluence_core.models import Group
 from fluence_core.placement import PodPlacement
 from fluence_core.scheduler.context import SchedulingContext
-
-
-@hookimpl
-def fluence_filter(pod: PodRequest, node: str, ctx: SchedulingContext) -> str | None:
-    """Refuse a node whose kubelet would turn the pod away: its allocatable ``pods`` is reached."""
-    graph = ctx.graph
-    if not graph.has_node(node):
-        return None
-    limit = graph.node(node).max_pods
-    planned = ctx.planned.get(node, 1)
-    there = ctx.pods_on(node)
-    if limit and there + planned > limit:
-        return f"node {node} admits {limit} pods and has {there} (+{planned} planned)"
-    return None
-
-
-@hookimpl(trylast=True)
-def fluence_postfilter(group: Group, reason: str, ctx: SchedulingContext) -> list[str] | None:
-    """After a filter veto, rematch once without the vetoed nodes (the core excludes them)."""
-    return [] if ctx.vetoed else None
 
 
 @hookimpl
@@ -60,11 +45,3 @@ def fluence_unreserve(group: Group, placements: Mapping[str, PodPlacement],
             cluster.patch(PODS, pod.name, {"metadata": {"annotations": removal}}, pod.namespace)
         except Exception:  # the pod may be gone; nothing else to undo
             pass
-
-
-@hookimpl
-def fluence_cli(app: Any) -> None:
-    """``fluence up`` and ``fluence status``."""
-    from fluence_core.scheduler.commands import register
-
-    register(app)

@@ -1,0 +1,85 @@
+"""``fluence graph``: build the resource graph from Node YAML and a resources file."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from fluence_core import hookimpl, log
+from fluence_core.cli.base import console, settings
+from fluence_core.errors import FluenceError
+from fluence_core.graph import ResourceGraph
+from fluence_core.kubeyaml import read_objects
+from fluence_core.models import NodeInfo
+from fluence_core.resource_config import load_resource_config
+
+NodesOption = typer.Option(
+    ..., "--nodes", help="Kubernetes Node YAML (a `kubectl get nodes -o yaml` dump works).")
+ResourcesOption = typer.Option(
+    None, "--resources", help="resources.yaml of virtual resources (default: $FLUENCE_RESOURCES).")
+
+
+def build_graph(nodes_file: Path, resources: Path | None) -> ResourceGraph:
+    """The graph of ``nodes_file`` plus the virtual resources; bad input raises FluenceError."""
+    current = settings()
+    try:
+        config = load_resource_config(resources or current.resources)
+        nodes = [NodeInfo.from_kube(obj) for obj in read_objects(nodes_file, "Node")]
+        built = ResourceGraph(nodes, config, memory_chunks_per_core=current.memory_chunks_per_core)
+    except ValueError as failure:
+        raise FluenceError(f"{nodes_file}: {failure}") from None
+    log.logger.info("graph: %s", ", ".join(f"{k}={v}" for k, v in built.summary().items()))
+    return built
+
+
+def graph(
+    nodes: Path = NodesOption,
+    resources: Path | None = ResourcesOption,
+    jgf: bool = typer.Option(False, "--jgf", help="Print the JSON Graph Format Fluxion loads."),
+) -> None:
+    """Build the resource graph and print a summary (or its JGF)."""
+    started = time.perf_counter()
+    built = build_graph(nodes, resources)
+    elapsed = time.perf_counter() - started
+    if jgf:
+        sys.stdout.write(built.jgf_text() + "\n")
+        return
+    table = Table(title=f"Resource graph ({elapsed * 1000:.0f} ms to build)")
+    for column in ("node", "rank", "cores", "gpus", "memory MiB", "chunk MiB"):
+        table.add_column(column, justify="right" if column != "node" else "left")
+    shown = built.nodes
+    for node in shown[:20]:
+        table.add_row(node.name, str(node.rank), str(node.cores), str(node.gpus),
+                      str(node.memory_chunks * node.chunk_mib), str(node.chunk_mib))
+    if len(shown) > 20:
+        table.add_row(f"... {len(shown) - 20} more", "", "", "", "", "")
+    console.print(table)
+    if built.virtual:
+        _print_virtual(built)
+    summary = built.summary()
+    console.print(" ".join(f"{k}=[bold]{v}[/]" for k, v in summary.items()))
+
+
+def _print_virtual(built: ResourceGraph) -> None:
+    table = Table(title="Virtual resources")
+    for column in ("under", "type", "count", "backend", "attributes"):
+        table.add_column(column)
+    rows: dict[tuple[str, str], list[Any]] = {}
+    for vertex in built.virtual:
+        under = vertex.path.rsplit("/", 1)[0]
+        row = rows.setdefault((under, vertex.type), [vertex, 0])
+        row[1] += 1
+    for (under, vtype), (vertex, count) in rows.items():
+        attrs = ", ".join(f"{k}={v}" for k, v in sorted(vertex.attributes.items()))
+        table.add_row(under, vtype, str(count), vertex.backend, attrs)
+    console.print(table)
+
+
+@hookimpl
+def fluence_cli(app: Any) -> None:
+    app.command("graph")(graph)

@@ -1,0 +1,56 @@
+"""``fluence status``: the graph's use, held allocations and pending groups, read only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from fluence_core import hookimpl
+from fluence_core.cli.base import console
+from fluence_core.cli.base import settings as current_settings
+from fluence_core.cli.up import connect
+
+
+def status() -> None:
+    """Show the graph's use per node and virtual resource, held allocations, and pending groups."""
+    from fluence_core.scheduler.core import Scheduler
+    from fluence_core.scheduler.status import collect_status
+
+    settings = current_settings()
+    scheduler = Scheduler(connect(settings), settings, read_only=True)
+    scheduler.start()
+    report = collect_status(scheduler)
+    nodes = Table(title="Nodes")
+    for column in ("node", "cores", "fluence", "others", "free", "gpus used", "state"):
+        nodes.add_column(column)
+    for n in report.nodes:
+        free = n.cores - n.fluence_cores - n.other_cores
+        nodes.add_row(n.name, str(n.cores), str(n.fluence_cores), str(n.other_cores), str(free),
+                      f"{n.used_gpus}/{n.gpus}", "down" if n.down else "up")
+    console.print(nodes)
+    if report.virtual:
+        virtual = Table(title="Virtual resources")
+        for column in ("resource", "type", "held by"):
+            virtual.add_column(column)
+        for row in report.virtual:
+            virtual.add_row(*row)
+        console.print(virtual)
+    held = Table(title="Held allocations")
+    for column in ("owner", "pods", "job ids", "nodes", "virtual"):
+        held.add_column(column)
+    for h in report.held:
+        held.add_row(h.owner, ", ".join(h.pods), ",".join(map(str, h.jobids)), ", ".join(h.nodes),
+                     ", ".join(h.virtual))
+    console.print(held)
+    pending = Table(title="Pending groups")
+    for column in ("group", "pods", "why it waits"):
+        pending.add_column(column)
+    for p in report.pending:
+        pending.add_row(p.group, str(p.pods), p.why)
+    console.print(pending)
+
+
+@hookimpl
+def fluence_cli(app: Any) -> None:
+    app.command("status")(status)

@@ -1,0 +1,89 @@
+"""``fluence up``: run the scheduler against the current kube context or in cluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+from fluence_core import hookimpl, log
+from fluence_core.cli.base import settings as current_settings
+from fluence_core.errors import FluenceError
+from fluence_core.resource_config import load_resource_config
+from fluence_core.settings import Settings
+
+
+def connect(settings: Settings) -> Any:
+    """The API server of the current context (or in cluster); unreachable raises FluenceError."""
+    from fluence_core.kube import KubeCluster
+
+    try:
+        return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)
+    except Exception as error:  # no kubeconfig, no in-cluster token: say so plainly
+        raise FluenceError(f"cannot reach a Kubernetes API server: {error}") from None
+
+
+def watch_resources(path: Path, scheduler: Any, stop: threading.Event) -> None:
+    """Apply valid changes of the resources file; log and ignore invalid ones."""
+    from watchfiles import watch
+
+    for _ in watch(path, stop_event=stop, debounce=500):
+        try:
+            config = load_resource_config(path)
+            scheduler.reload_config(config)
+        except FluenceError as error:
+            log.logger.error("cannot apply the changed resources file, keeping the old graph: %s",
+                             error)
+
+
+def up() -> None:
+    """Run the scheduler against the current kube context (or in cluster), with leader election."""
+    from prometheus_client import start_http_server
+
+    from fluence_core.scheduler.core import Scheduler
+    from fluence_core.scheduler.leader import LeaderElector
+
+    settings = current_settings()
+    cluster = connect(settings)
+    scheduler = Scheduler(cluster, settings, bind_workers=settings.bind_workers)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port, registry=scheduler.metrics.registry)
+        log.logger.info("metrics on :%d/metrics", settings.metrics_port)
+
+    def lead(stop_leading: threading.Event) -> None:
+        scheduler.start()
+        if settings.resources is not None:
+            threading.Thread(target=watch_resources,
+                             args=(settings.resources, scheduler, stop_leading),
+                             daemon=True, name="resources-watch").start()
+        scheduler.run(stop_leading)
+
+    if not settings.leader_elect:
+        lead(stop)
+        return
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    elector = LeaderElector(cluster, settings.lease_name, settings.lease_namespace, identity,
+                            duration=settings.lease_duration, renew=settings.lease_renew)
+    log.logger.info("waiting for lease %s/%s as %s", settings.lease_namespace, settings.lease_name,
+                    identity)
+
+    def lead_until_stopped(stop_leading: threading.Event) -> None:
+        def relay() -> None:
+            stop.wait()
+            stop_leading.set()
+
+        threading.Thread(target=relay, daemon=True).start()
+        lead(stop_leading)
+
+    elector.run(lead_until_stopped, stop)
+
+
+@hookimpl
+def fluence_cli(app: Any) -> None:
+    app.command("up")(up)
