@@ -59,7 +59,15 @@ def read_placements(group: Group, allocations: Mapping[str, Allocation]) -> dict
 
 
 def _assign_nodes(pods: list[PodRequest], shares: tuple[NodeShare, ...]) -> dict[str, str]:
-    capacity = {s.node: [len(s.cores), len(s.gpus), s.memory_mib] for s in shares}
+    return assign_pods(pods, {s.node: (len(s.cores), len(s.gpus), s.memory_mib) for s in shares})
+
+
+def assign_pods(
+    pods: list[PodRequest], room: Mapping[str, tuple[int, int, int]]
+) -> dict[str, str]:
+    """Pod key -> node, each pod within the (cores, GPUs, MiB) left on its node; raises
+    MatcherError when the room does not cover the pods."""
+    capacity = {node: list(free) for node, free in room.items()}
     order = sorted(pods, key=lambda p: (p.cores, p.gpus, p.memory_mib), reverse=True)
     chosen: dict[str, str] = {}
 

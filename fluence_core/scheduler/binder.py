@@ -209,6 +209,12 @@ class Binder:
             key = g.pod_key(pod)
             if f"{key[0]}/{key[1]}" in bound:
                 self.view.pin(key, pod)  # bound before the failure: it runs there, it counts there
+        if commit.record is not None:
+            for name in commit.record.pods:  # members bound before this commit (a kept record)
+                key = (commit.owner[1], name)
+                member = self.view.pods.get(key)
+                if member is not None and not self.records.covers(key, member):
+                    self.view.pin(key, member)
         return self.reporter.fail(commit.pending, f"binding failed: {error}", "error",
                                   self.view.generation)
 

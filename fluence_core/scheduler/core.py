@@ -10,7 +10,10 @@
   the pending groups, prefilter -> match -> filter -> postfilter -> reserve;
 * :class:`~fluence_core.scheduler.binder.Binder` (``binder.py``): the record,
   the binds and the events of a committed group, or giving it all back;
-* :class:`~fluence_core.scheduler.preempt.Preemptor` (``preempt.py``).
+* :class:`~fluence_core.scheduler.preempt.Preemptor` (``preempt.py``);
+* :class:`~fluence_core.scheduler.promises.PromiseKeeper` (``promises.py``): at
+  start, binds the unbound members of restored records where they say, or
+  releases the whole gang.
 
 A group that does not fit is retried only after the cluster changed (a node
 came, an allocation was cancelled), never in a busy loop.
@@ -42,6 +45,7 @@ from fluence_core.scheduler.binder import Binder, CycleResult, Reporter
 from fluence_core.scheduler.cycle import Cycle
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
+from fluence_core.scheduler.promises import PromiseKeeper
 from fluence_core.scheduler.records import RecordBook
 from fluence_core.scheduler.view import ClusterView
 from fluence_core.settings import Settings
@@ -96,6 +100,7 @@ class Scheduler:
         self.cycle = Cycle(settings, self.manager, self.view, self.records, self.binder,
                            self.reporter, Preemptor(cluster, self.view, self.records),
                            self.metrics)
+        self.promises = PromiseKeeper(cluster, self.view, self.records, self.binder)
         self._versions: dict[str, str] = {}
 
     @property
@@ -113,7 +118,8 @@ class Scheduler:
     # -- start and restore ---------------------------------------------------------
 
     def start(self) -> None:
-        """List the cluster, build the graph, restore recorded allocations, pin foreign pods."""
+        """List the cluster, build the graph, restore recorded allocations, pin foreign pods,
+        and keep the records' promises (bind their unbound members) before placing anything."""
         view = self.view
         with view.lock:
             for resource in WATCHED:
@@ -126,6 +132,8 @@ class Scheduler:
             logger.info("graph: %s", ", ".join(f"{k}={v}" for k, v in summary.items()))
             logger.info("matcher: %s (policy %s)", self.matcher.name,
                         self.settings.match_policy.value)
+            if not self.read_only:
+                self.promises.keep(self.cycle.context())
 
     def _build(self) -> None:
         view = self.view

@@ -95,6 +95,9 @@ class RecordBook:
         self.cluster = cluster
         self.read_only = read_only
         self.held: dict[g.Owner, list[HeldPlacement]] = {}
+        self.unrestored: list[tuple[g.Owner, HeldPlacement, str]] = []
+        """Records :meth:`restore` could not hold again, and why: promises already broken
+        (:class:`~fluence_core.scheduler.promises.PromiseKeeper` releases their gangs)."""
 
     def covers(self, key: g.PodKey, pod: KubeObject) -> bool:
         """Whether a held record names this pod: looks only where its record can live."""
@@ -147,6 +150,9 @@ class RecordBook:
                 except FluenceError as error:
                     logger.error("cannot restore %s/%s jobids %s: %s",
                                  namespace, name, record.jobids, error)
+                    for allocation in record.allocations.values():
+                        matcher.cancel(allocation.jobid)  # what restored before the failure
+                    self.unrestored.append(((owner_resource, namespace, name), record, str(error)))
                     continue
                 logger.info("restored jobids %s for %s/%s", record.jobids, namespace, name)
                 kept.append(record)

@@ -1,0 +1,164 @@
+"""A restored record is a promise: its unbound members go where it says, or the gang is released.
+
+A scheduler that dies while binding a gang leaves a record naming every member
+and some members bound. A restart restores the record (its allocations are
+held again), and then, before anything new is placed, :class:`PromiseKeeper`:
+
+* binds each unbound member within what the record holds on its nodes, minus
+  what the members already bound there take;
+* or, when that cannot be (a recorded node is gone or cordoned, pods placed
+  there meanwhile by someone else take the room, the record does not cover
+  the members), releases the whole gang: the allocation is cancelled, the
+  record dropped, and the members already bound are deleted so that the gang
+  is placed again together (its controller recreates them), never in part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
+from fluence_core.errors import FluenceError
+from fluence_core.jobspec import is_compute
+from fluence_core.log import logger
+from fluence_core.match import GroupMatch
+from fluence_core.models import PodRequest
+from fluence_core.placement import PodPlacement, assign_pods
+from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.binder import Binder, Commit, CycleResult
+from fluence_core.scheduler.context import SchedulingContext
+from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.scheduler.view import ClusterView
+
+_Members = list[tuple[g.PodKey, KubeDict]]
+
+
+class PromiseKeeper:
+    """Binds the unbound members of restored records where the records say."""
+
+    def __init__(self, cluster: ClusterAPI, view: ClusterView, records: RecordBook,
+                 binder: Binder) -> None:
+        self.cluster = cluster
+        self.view = view
+        self.records = records
+        self.binder = binder
+
+    def keep(self, ctx: SchedulingContext) -> list[CycleResult]:
+        """Bind or release every record with unbound members (the caller holds the lock)."""
+        results: list[CycleResult] = []
+        unrestored, self.records.unrestored = self.records.unrestored, []
+        for owner, record, why in unrestored:
+            self._evict(owner, self._live_members(owner, record), f"cannot hold it again: {why}")
+        on_node = self._bound_by_node()
+        released = False
+        for owner, held in list(self.records.held.items()):
+            for record in list(held):
+                live = self._live_members(owner, record)
+                unbound = [(k, p) for k, p in live if not g.is_bound(p)
+                           and not g.is_terminating(p)]
+                if not unbound:
+                    continue
+                placements = self._plan(record, live, unbound, on_node)
+                if isinstance(placements, str):
+                    self.release(owner, record, live, placements)
+                    released = True
+                    continue
+                results.append(self._bind(owner, record, unbound, placements, ctx))
+        if released:
+            self.view.pin_foreign_pods()  # pods that found no room beside a released record
+        return results
+
+    # -- planning --------------------------------------------------------------------------
+
+    def _live_members(self, owner: g.Owner, record: HeldPlacement) -> _Members:
+        namespace = owner[1]
+        members = ((namespace, name) for name in record.pods)
+        return [(key, pod) for key in members
+                if (pod := self.view.pods.get(key)) is not None and not g.is_finished(pod)]
+
+    def _bound_by_node(self) -> dict[str, _Members]:
+        by_node: dict[str, _Members] = {}
+        for key, pod in self.view.pods.items():
+            if g.is_bound(pod) and not g.is_finished(pod):
+                by_node.setdefault(pod["spec"]["nodeName"], []).append((key, pod))
+        return by_node
+
+    def _plan(self, record: HeldPlacement, live: _Members, unbound: _Members,
+              on_node: Mapping[str, _Members]) -> dict[str, str] | str:
+        """Pod key -> node for the unbound members, or why the record cannot be kept."""
+        graph = self.view.graph
+        room: dict[str, list[int]] = {}
+        for kind, allocation in record.allocations.items():
+            if not is_compute(kind):
+                continue
+            for share in allocation.nodes:
+                if not graph.has_node(share.node):
+                    return f"recorded node {share.node} is gone"
+                if graph.node(share.node).down:
+                    return f"recorded node {share.node} is cordoned or tainted"
+                entry = room.setdefault(share.node, [0, 0, 0])
+                entry[0] += len(share.cores)
+                entry[1] += len(share.gpus)
+                entry[2] += share.memory_mib
+        for node in room:
+            intruders = [f"{k[0]}/{k[1]}" for k, pod in on_node.get(node, ())
+                         if k not in self.view.pins and not self.records.covers(k, pod)]
+            if intruders:
+                return f"pods placed on {node} meanwhile take its room: {', '.join(intruders)}"
+        for key, pod in live:
+            if not g.is_bound(pod):
+                continue
+            node = pod["spec"]["nodeName"]
+            if node not in room:
+                return f"member {key[0]}/{key[1]} runs on {node}, outside its record"
+            request = PodRequest.from_kube(pod)
+            entry = room[node]
+            entry[0] -= request.cores
+            entry[1] -= request.gpus
+            entry[2] -= request.memory_mib
+        requests = [PodRequest.from_kube(pod) for _, pod in unbound]
+        try:
+            return assign_pods(requests, {n: (c, gp, m) for n, (c, gp, m) in room.items()})
+        except FluenceError as error:
+            return f"the record no longer covers its unbound members ({error})"
+
+    # -- acting ----------------------------------------------------------------------------
+
+    def _bind(self, owner: g.Owner, record: HeldPlacement, unbound: _Members,
+              nodes: Mapping[str, str], ctx: SchedulingContext) -> CycleResult:
+        namespace = owner[1]
+        pod_group = self.view.pod_groups.get((namespace, owner[2])) \
+            if owner[0] == "podgroups" else None
+        key = f"{namespace}/{owner[2]}"
+        pending = g.PendingGroup(key, namespace, [pod for _, pod in unbound],
+                                 min_count=len(unbound), pod_group=pod_group)
+        group = pending.requests()
+        placements = {pod.key: PodPlacement(pod.key, nodes[pod.key]) for pod in group.pods}
+        logger.info("keeping the record of %s: binding %s", key,
+                    ", ".join(f"{p}->{n}" for p, n in nodes.items()))
+        match = GroupMatch(group, dict(record.allocations), placements)
+        return self.binder.bind(Commit(pending, group, match, owner, record, {}, ctx))
+
+    def release(self, owner: g.Owner, record: HeldPlacement, live: _Members, why: str) -> None:
+        """Give back the whole gang: its allocation, its record, and its members already bound."""
+        logger.warning("releasing %s/%s jobids %s: %s", owner[1], owner[2], record.jobids, why)
+        self.view.cancel(record, why)
+        held = self.records.held.get(owner, [])
+        if record in held:
+            held.remove(record)
+        self.records.write(owner)
+        self._evict(owner, live, why)
+
+    def _evict(self, owner: g.Owner, live: _Members, why: str) -> None:
+        """Delete the members already bound, so that the gang is placed again whole."""
+        for (namespace, name), pod in live:
+            if not g.is_bound(pod):
+                continue
+            logger.warning("deleting %s/%s: gang %s/%s is released (%s)",
+                           namespace, name, owner[1], owner[2], why)
+            message = f"fluence released gang {owner[1]}/{owner[2]} to place it whole: {why}"
+            try:
+                self.cluster.post_event(pod, "Warning", "GangReleased", message)
+                self.cluster.delete(PODS, name, namespace)
+            except FluenceError as error:
+                logger.error("cannot delete %s/%s of a released gang: %s", namespace, name, error)

@@ -1,0 +1,191 @@
+"""A scheduler killed at any step of placing gangs, then restarted, leaves every gang whole.
+
+The scenario: 4 nodes of 4 cores; gangs ``a`` (4 pods of 2 cores), ``b`` (2 pods
+of 2 cores and one of 1: two shapes) and ``c`` (3 pods of 2 cores, which waits:
+it does not fit beside the others). The first scheduler is killed just before
+its n-th write, for every n up to the last write of placing ``a`` and ``b``
+(the match is done when the record write starts; the record, each bind, each
+event and the PodGroup condition are writes). A second scheduler starts on what
+the cluster kept, runs until nothing changes, and the invariants are checked;
+then gang ``a`` finishes and ``c`` must be placed whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fluence_core.cluster_api import NODES, PODGROUPS, PODS
+from fluence_core.fake_cluster import FakeCluster
+from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.settings import load_settings
+from tests.scheduler.conftest import node, pod, pod_group
+from tests.scheduler.faults import Faulty, Killed, check_invariants, quiesce
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+GANGS = {"a": ["2", "2", "2", "2"], "b": ["2", "2", "1"], "c": ["2", "2", "2"]}
+
+
+def populated() -> FakeCluster:
+    cluster = FakeCluster()
+    for i in range(4):
+        cluster.create(NODES, node(f"n{i}", cpu=4))
+    for gang, cpus in GANGS.items():
+        cluster.create(PODGROUPS, pod_group(gang, len(cpus)), "default")
+        for i, cpu in enumerate(cpus):
+            cluster.create(PODS, pod(f"{gang}-{i}", cpu, group=gang), "default")
+    return cluster
+
+
+def scheduler_on(cluster: Any) -> Scheduler:
+    return Scheduler(cluster, load_settings())
+
+
+def first_run_writes() -> list[str]:
+    """Every write an uninterrupted first scheduler makes while placing ``a`` and ``b``."""
+    faulty = Faulty(populated())
+    scheduler = scheduler_on(faulty)
+    scheduler.start()
+    quiesce(scheduler)
+    return faulty.writes
+
+
+WRITES = first_run_writes()
+
+
+def finish(cluster: FakeCluster, gang: str) -> None:
+    for i in range(len(GANGS[gang])):
+        cluster.patch_status(PODS, f"{gang}-{i}", {"status": {"phase": "Succeeded"}}, "default")
+
+
+def bound(cluster: FakeCluster, gang: str) -> dict[str, str]:
+    pods = (cluster.get(PODS, f"{gang}-{i}", "default") for i in range(len(GANGS[gang])))
+    return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in pods if p}
+
+
+def test_the_uninterrupted_run_places_a_and_b_whole_and_c_waits() -> None:
+    assert sum(w.startswith("bind") for w in WRITES) == 7
+    assert any(w.startswith("patch_status podgroups/") for w in WRITES)
+
+
+def run_until_killed(scheduler: Scheduler) -> bool:
+    """Start and run ``scheduler`` until it dies or nothing changes; whether it died."""
+    try:
+        scheduler.start()
+        quiesce(scheduler)
+    except Killed:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(
+    "kill_at", range(1, len(WRITES) + 2),
+    ids=[f"before-{i + 1}-{w}" for i, w in enumerate(WRITES)] + ["after-the-last-write"],
+)
+def test_a_kill_at_any_write_then_a_restart_keeps_every_gang_whole(kill_at: int) -> None:
+    cluster = populated()
+    assert run_until_killed(scheduler_on(Faulty(cluster, kill_at))) == (kill_at <= len(WRITES))
+    restarted = scheduler_on(cluster)
+    restarted.start()
+    quiesce(restarted)
+    check_invariants(cluster, restarted)
+    for gang in ("a", "b"):
+        nodes = bound(cluster, gang)
+        assert all(nodes.values()), f"gang {gang} not placed after the restart: {nodes}"
+    assert not any(bound(cluster, "c").values()), "c does not fit beside a and b"
+    finish(cluster, "a")
+    quiesce(restarted)
+    check_invariants(cluster, restarted)
+    assert all(bound(cluster, "c").values()), "c is placed whole once a finished"
+
+
+@pytest.mark.parametrize("second_kill", range(1, 6))  # bind a-2, event, bind a-3, event, condition
+def test_a_second_kill_while_keeping_the_promise_still_ends_whole(second_kill: int) -> None:
+    cluster = populated()
+    first_binds = [i for i, w in enumerate(WRITES, 1) if w.startswith("bind default/a-")]
+    first = scheduler_on(Faulty(cluster, first_binds[2]))  # a-0 and a-1 bound, then killed
+    with pytest.raises(Killed):
+        first.start()
+        quiesce(first)
+    second = scheduler_on(Faulty(cluster, second_kill))
+    with pytest.raises(Killed):
+        second.start()
+        quiesce(second)
+    third = scheduler_on(cluster)
+    third.start()
+    quiesce(third)
+    check_invariants(cluster, third)
+    assert all(bound(cluster, "a").values()) and all(bound(cluster, "b").values())
+
+
+def test_a_restart_binds_the_rest_of_a_cut_gang_where_its_record_says_before_placing() -> None:
+    cluster = populated()
+    binds = [i for i, w in enumerate(WRITES, 1) if w.startswith("bind default/a-")]
+    first = scheduler_on(Faulty(cluster, binds[2]))
+    with pytest.raises(Killed):
+        first.start()
+        quiesce(first)
+    assert [n for n in bound(cluster, "a").values() if n] and not all(bound(cluster, "a").values())
+    restarted = scheduler_on(cluster)
+    restarted.start()  # no cycle yet: the promise is kept by start itself
+    nodes = bound(cluster, "a")
+    assert all(nodes.values()), nodes
+    record_nodes = {s.node for r in restarted.records.held[("podgroups", "default", "a")]
+                    for a in r.allocations.values() for s in a.nodes}
+    assert set(nodes.values()) == record_nodes
+
+
+def test_a_recorded_node_gone_releases_the_whole_gang() -> None:
+    cluster = populated()
+    binds = [i for i, w in enumerate(WRITES, 1) if w.startswith("bind default/a-")]
+    first = scheduler_on(Faulty(cluster, binds[2]))
+    with pytest.raises(Killed):
+        first.start()
+        quiesce(first)
+    placed = bound(cluster, "a")
+    bound_nodes = {n for n in placed.values() if n}
+    record = restarted_record_nodes(cluster)
+    missing = sorted(record - bound_nodes)
+    assert missing, "the record holds a node no member runs on yet"
+    cluster.delete(NODES, missing[0])
+    restarted = scheduler_on(cluster)
+    restarted.start()
+    quiesce(restarted)
+    check_invariants(cluster, restarted)
+    left = [p for p in (cluster.get(PODS, name, "default") for name in placed) if p]
+    assert not any(g.is_bound(p) for p in left), "no member of the released gang stays bound"
+    assert ("podgroups", "default", "a") not in restarted.records.held or \
+        not restarted.records.held[("podgroups", "default", "a")]
+
+
+def test_pods_placed_on_a_recorded_node_meanwhile_release_the_gang() -> None:
+    cluster = populated()
+    binds = [i for i, w in enumerate(WRITES, 1) if w.startswith("bind default/a-")]
+    first = scheduler_on(Faulty(cluster, binds[2]))
+    with pytest.raises(Killed):
+        first.start()
+        quiesce(first)
+    bound_nodes = {n for n in bound(cluster, "a").values() if n}
+    missing = sorted(restarted_record_nodes(cluster) - bound_nodes)
+    cluster.create(PODS, pod("intruder", "3", scheduler="default-scheduler",
+                             node_name=missing[0]), "default")
+    restarted = scheduler_on(cluster)
+    restarted.start()
+    quiesce(restarted)
+    check_invariants(cluster, restarted)
+    assert not any(bound(cluster, "a").values())
+
+
+def restarted_record_nodes(cluster: FakeCluster) -> set[str]:
+    probe = scheduler_on(cluster)
+    probe.read_only = True
+    probe.records.read_only = True
+    with probe.view.lock:
+        for resource in (NODES, PODS, PODGROUPS):
+            probe.view.replace(resource.plural, cluster.list(resource).items)
+        probe._build()
+    return {s.node for r in probe.records.held[("podgroups", "default", "a")]
+            for a in r.allocations.values() for s in a.nodes}
