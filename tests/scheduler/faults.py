@@ -70,10 +70,14 @@ def _cpu(pod: Mapping[str, Any]) -> int:
     return PodRequest.from_kube(pod).cores
 
 
-def check_invariants(cluster: Any, scheduler: Scheduler) -> None:
-    """Assert the four invariants over the cluster's objects and the scheduler's holdings."""
-    pods = [p for p in cluster.list(PODS).items if not g.is_finished(p)]
-    nodes = {n["metadata"]["name"]: NodeInfo.from_kube(n) for n in cluster.list(NODES).items}
+def check_invariants(cluster: Any, scheduler: Scheduler, namespace: str | None = None,
+                     node_prefix: str = "") -> None:
+    """Assert the four invariants over the cluster's objects and the scheduler's holdings
+    (only ``namespace``'s pods and PodGroups, and nodes named with ``node_prefix``, on a
+    shared API server)."""
+    pods = [p for p in cluster.list(PODS, namespace).items if not g.is_finished(p)]
+    nodes = {n["metadata"]["name"]: NodeInfo.from_kube(n) for n in cluster.list(NODES).items
+             if n["metadata"]["name"].startswith(node_prefix)}
     by_group: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for pod in pods:
         group = g.pod_group_name(pod)
@@ -90,7 +94,7 @@ def check_invariants(cluster: Any, scheduler: Scheduler) -> None:
         assert cores <= nodes[node].cores, f"{node} oversubscribed: {cores} > {nodes[node].cores}"
 
     # every gang whole, and no member outside its record
-    for pod_group in cluster.list(PODGROUPS).items:
+    for pod_group in cluster.list(PODGROUPS, namespace).items:
         key = g.pod_key(pod_group)
         members = by_group.get(key, [])
         bound = [p for p in members if g.is_bound(p)]
@@ -128,11 +132,13 @@ def check_invariants(cluster: Any, scheduler: Scheduler) -> None:
         allocations = list(scheduler.matcher.allocations().values())
         for allocation in allocations:
             for share in allocation.nodes:
-                held[share.node] = held.get(share.node, 0) + len(share.cores)
+                if share.node in nodes:
+                    held[share.node] = held.get(share.node, 0) + len(share.cores)
         unbound_held = {
             name for owner, records in scheduler.records.held.items() for r in records
             for name in r.pods
-            if (p := scheduler.view.pods.get((owner[1], name))) is not None and not g.is_bound(p)
+            if namespace in (None, owner[1])
+            and (p := scheduler.view.pods.get((owner[1], name))) is not None and not g.is_bound(p)
         }
     assert not unbound_held, f"records hold pods that are not bound: {sorted(unbound_held)}"
     for node in set(held) | set(used):
