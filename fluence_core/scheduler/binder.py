@@ -1,7 +1,7 @@
 """Binding a placed group, and telling the cluster why a group waits.
 
 :class:`Binder` takes a group the cycle committed (reserved, record held) and
-writes its durable record, binds each pod and posts the events. Any failure
+writes its durable record (if it needs one), binds each pod and posts the events. Any failure
 gives everything back: unreserve, cancel the allocation, drop the record, pin
 what did bind. Binding is synchronous, or with ``workers`` > 0 runs on a thread
 pool while the cycle goes on, as kube-scheduler binds asynchronously: the pods
@@ -181,8 +181,9 @@ class Binder:
             with self.view.lock:
                 annotations: dict[str, Any] = dict(commit.extra)
                 annotations.update(self.records.annotations(owner))
-            patch = {"metadata": {"annotations": annotations}}
-            self.cluster.patch(owner[0], owner[2], patch, owner[1])
+            if annotations:  # a lone pod holding only compute has no record to write
+                patch = {"metadata": {"annotations": annotations}}
+                self.cluster.patch(owner[0], owner[2], patch, owner[1])
             self._bind_all(pending, commit.match.placements, bound)
         except Exception as error:  # noqa: BLE001 - any failure after the match gives it back
             with self.view.lock:

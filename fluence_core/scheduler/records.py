@@ -4,6 +4,12 @@ A restarted scheduler reads these annotations back and re-holds exactly what
 they say before it places anything new, so it never double-allocates. A gang's
 record lives on its PodGroup, a lone pod's on the pod.
 
+A lone pod that holds only compute writes no record: its binding says where it
+runs, as kube-scheduler keeps it, and a restarted scheduler re-holds it from
+there (see :meth:`fluence_core.scheduler.view.ClusterView.pin`). That saves a
+write and a watch event per pod. A lone pod holding a virtual resource keeps
+its record, which names the very vertex it holds.
+
 :class:`RecordBook` keeps every record the scheduler holds, by owner, and is the
 one place that writes them back (after a commit, a release or a preemption)
 and reads them at start (:meth:`RecordBook.restore`).
@@ -39,6 +45,12 @@ class HeldPlacement:
     owner: str
     pods: list[str]
     allocations: dict[str, Allocation] = field(default_factory=dict)
+
+    @property
+    def durable(self) -> bool:
+        """Written on its owner: a gang's placement, or one holding a virtual resource."""
+        return self.owner_resource == "podgroups" or any(
+            a.virtual for a in self.allocations.values())
 
     @property
     def jobids(self) -> list[int]:
@@ -98,6 +110,8 @@ class RecordBook:
         self.unrestored: list[tuple[g.Owner, HeldPlacement, str]] = []
         """Records :meth:`restore` could not hold again, and why: promises already broken
         (:class:`~fluence_core.scheduler.promises.PromiseKeeper` releases their gangs)."""
+        self._written: set[g.Owner] = set()
+        """Owners whose object carries a record now (read at start or written since)."""
 
     def covers(self, key: g.PodKey, pod: KubeObject) -> bool:
         """Whether a held record names this pod: looks only where its record can live."""
@@ -105,15 +119,26 @@ class RecordBook:
                    for record in self.held.get(owner, ()))
 
     def annotations(self, owner: g.Owner) -> dict[str, str | None]:
-        """The annotations that record everything ``owner`` holds now."""
-        return record_annotations(self.held.get(owner, []))
+        """The annotations to write on ``owner`` now: its durable records, or their removal
+        when it carried some; empty when it has nothing to write."""
+        durable = [r for r in self.held.get(owner, []) if r.durable]
+        if not durable and owner not in self._written:
+            return {}
+        if durable:
+            self._written.add(owner)
+        else:
+            self._written.discard(owner)
+        return record_annotations(durable)
 
     def write(self, owner: g.Owner) -> None:
         """Write ``owner``'s records back to it (a gone owner needs none)."""
         if self.read_only:
             return
+        annotations = self.annotations(owner)
+        if not annotations:
+            return
         resource, namespace, name = owner
-        patch = {"metadata": {"annotations": self.annotations(owner)}}
+        patch = {"metadata": {"annotations": annotations}}
         try:
             self.cluster.patch(resource, name, patch, namespace)
         except NotFound:
@@ -138,6 +163,7 @@ class RecordBook:
             if not records:
                 continue
             namespace, name = g.pod_key(obj)
+            self._written.add((owner_resource, namespace, name))
             kept = []
             for record in records:
                 if not any(alive(namespace, pod) for pod in record.pods):

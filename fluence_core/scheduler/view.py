@@ -131,7 +131,8 @@ class ClusterView:
                 self.pin(key, pod)
 
     def pin(self, key: g.PodKey, pod: Mapping[str, Any]) -> None:
-        """Subtract a running pod we hold no record for from its node."""
+        """Subtract a running pod we hold no record for from its node (a lone pod of ours
+        is held as its own record instead)."""
         if key in self.pins or not g.is_bound(pod) or g.is_finished(pod):
             return
         node = pod["spec"]["nodeName"]
@@ -143,6 +144,14 @@ class ClusterView:
         if allocation is None:
             logger.warning("pod %s/%s on %s does not fit what the graph has left there",
                            *key, node)
+            return
+        if g.is_ours(pod) and g.pod_group_name(pod) is None:
+            # A lone pod of ours writes no record (records.py): its binding is its record, so
+            # it is held like one (released when it finishes, preemptible), not pinned.
+            namespace, name = key
+            record = HeldPlacement("pods", namespace, name, [name], {"compute": allocation})
+            self.records.held.setdefault(("pods", namespace, name), []).append(record)
+            logger.debug("re-held %s/%s on %s as jobid %d", *key, node, allocation.jobid)
             return
         self.pins[key] = Pin(allocation.jobid, node)
         logger.debug("pinned %s/%s on %s as jobid %d", *key, node, allocation.jobid)

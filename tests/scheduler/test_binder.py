@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from fluence_core import hookimpl, names
-from fluence_core.cluster_api import PODS
+from fluence_core.cluster_api import PODGROUPS, PODS
 from fluence_core.kube_errors import Conflict
 from fluence_core.match import GroupMatch, match_group
 from fluence_core.plugins import get_plugin_manager
@@ -52,17 +52,46 @@ def _commit(view: ClusterView, name: str = "solo") -> Commit:
     return Commit(pending, group, match, owner, record, {"note": name}, ctx)
 
 
-def test_a_bound_group_has_its_record_written_its_pods_bound_and_told() -> None:
+def test_a_bound_gang_has_its_record_written_its_pods_bound_and_told() -> None:
+    members = [pod(f"w{i}", "2", group="gang") for i in range(2)]
+    cluster = cluster_of(node("n0"), pod_group("gang", 2), *members)
+    view = started_view(cluster)
+    result = _binder(view).bind(_commit(view, "gang"))
+    assert result.placed == {"default/w0": "n0", "default/w1": "n0"}
+    group = cluster.get(PODGROUPS, "gang", "default")["metadata"]["annotations"]
+    assert group["note"] == "gang" and group[names.JOBIDS_ANNOTATION] == "1"
+    for name in ("w0", "w1"):
+        assert cluster.get(PODS, name, "default")["spec"]["nodeName"] == "n0"
+        assert cluster.events(reason="Scheduled", involved_name=name)
+    assert view.pods_on("n0") == 2 and not view.unplaced
+
+
+def test_a_lone_pod_gets_what_prebind_gave_and_no_record() -> None:
     cluster = cluster_of(node("n0"), pod("solo", "2"))
     view = started_view(cluster)
-    result = _binder(view).bind(_commit(view))
-    assert result.placed == {"default/solo": "n0"}
+    _binder(view).bind(_commit(view))
     stored = cluster.get(PODS, "solo", "default")
     assert stored["spec"]["nodeName"] == "n0"
     assert stored["metadata"]["annotations"]["note"] == "solo"
-    assert stored["metadata"]["annotations"][names.JOBIDS_ANNOTATION] == "1"
-    assert cluster.events(reason="Scheduled", involved_name="solo")
-    assert view.pods_on("n0") == 1 and ("default", "solo") not in view.unplaced
+    assert names.JOBIDS_ANNOTATION not in stored["metadata"]["annotations"]
+
+
+def test_a_lone_pod_with_nothing_to_record_is_only_bound() -> None:
+    cluster = cluster_of(node("n0"), pod("solo", "2"))
+    view = started_view(cluster)
+    patched: list[str] = []
+    real_patch = cluster.patch
+
+    def patch(resource: Any, name: str, body: Any, namespace: str | None = None,
+              **options: Any) -> Any:
+        patched.append(name)
+        return real_patch(resource, name, body, namespace, **options)
+
+    cluster.patch = patch  # type: ignore[method-assign]
+    commit = _commit(view)
+    commit.extra = {}
+    assert _binder(view).bind(commit).placed == {"default/solo": "n0"}
+    assert patched == []
 
 
 def test_a_failed_bind_unreserves_cancels_and_drops_the_record() -> None:

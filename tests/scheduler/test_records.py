@@ -12,7 +12,7 @@ from fluence_core import names
 from fluence_core.cluster_api import PODS
 from fluence_core.graph import ResourceGraph
 from fluence_core.kube_errors import ApiError
-from fluence_core.matcher.base import Allocation, NodeShare
+from fluence_core.matcher.base import Allocation, NodeShare, VirtualShare
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import NodeInfo
 from fluence_core.scheduler.records import HeldPlacement, RecordBook, read_records
@@ -31,14 +31,18 @@ def _matcher() -> EmbeddedMatcher:
     return EmbeddedMatcher(ResourceGraph([NodeInfo.from_kube(node("n0"))]))
 
 
+def _gang(owner: str = "g") -> HeldPlacement:
+    return HeldPlacement("podgroups", "default", owner, ["a", "b"], {"compute": ON_N0})
+
+
 def test_a_record_reads_back_what_was_written() -> None:
     book = RecordBook(cluster_of())
-    book.held[("pods", "default", "p")] = [HeldPlacement("pods", "default", "p", ["p"],
-                                                         {"compute": ON_N0})]
-    obj = pod("p", annotations={k: v for k, v in book.annotations(("pods", "default", "p")).items()
-                                if v is not None})
-    assert read_records("pods", obj)[0].allocations["compute"] == ON_N0
-    assert book.annotations(("pods", "default", "p"))[names.JOBIDS_ANNOTATION] == "7"
+    book.held[("podgroups", "default", "g")] = [_gang()]
+    written = book.annotations(("podgroups", "default", "g"))
+    obj = pod_group("g", 2)
+    obj["metadata"]["annotations"] = {k: v for k, v in written.items() if v is not None}
+    assert read_records("podgroups", obj)[0].allocations["compute"] == ON_N0
+    assert written[names.JOBIDS_ANNOTATION] == "7"
 
 
 def test_an_unreadable_record_names_its_owner() -> None:
@@ -48,26 +52,60 @@ def test_an_unreadable_record_names_its_owner() -> None:
 
 
 def test_write_puts_the_owners_records_on_it_and_clears_them_when_empty() -> None:
-    cluster = cluster_of(pod("p"))
+    cluster = cluster_of(pod_group("g", 2))
     book = RecordBook(cluster)
-    owner = ("pods", "default", "p")
-    book.held[owner] = [HeldPlacement("pods", "default", "p", ["p"], {"compute": ON_N0})]
+    owner = ("podgroups", "default", "g")
+    book.held[owner] = [_gang()]
     book.write(owner)
-    annotations = cluster.get(PODS, "p", "default")["metadata"]["annotations"]
+    annotations = cluster.get("podgroups", "g", "default")["metadata"]["annotations"]
     assert annotations[names.JOBIDS_ANNOTATION] == "7"
     book.held[owner] = []
     book.write(owner)
-    annotations = cluster.get(PODS, "p", "default")["metadata"].get("annotations") or {}
+    annotations = cluster.get("podgroups", "g", "default")["metadata"].get("annotations") or {}
     assert names.JOBIDS_ANNOTATION not in annotations
 
 
-def test_a_read_only_book_writes_nothing() -> None:
+def test_a_lone_pod_holding_only_compute_writes_no_record() -> None:
     cluster = cluster_of(pod("p"))
-    book = RecordBook(cluster, read_only=True)
+    book = RecordBook(cluster)
     book.held[("pods", "default", "p")] = [HeldPlacement("pods", "default", "p", ["p"],
                                                          {"compute": ON_N0})]
+    assert not book.held[("pods", "default", "p")][0].durable
+    assert book.annotations(("pods", "default", "p")) == {}
     book.write(("pods", "default", "p"))
     assert not cluster.get(PODS, "p", "default")["metadata"].get("annotations")
+
+
+def test_a_lone_pod_holding_a_virtual_resource_keeps_its_record() -> None:
+    qpu = VirtualShare("/cluster0/qpu0", "qpu", "qpu0", "cepheus")
+    held = HeldPlacement("pods", "default", "p", ["p"], {"compute": ON_N0,
+                                                          "qpu": Allocation(8, virtual=(qpu,))})
+    cluster = cluster_of(pod("p"))
+    book = RecordBook(cluster)
+    book.held[("pods", "default", "p")] = [held]
+    assert held.durable
+    book.write(("pods", "default", "p"))
+    annotations = cluster.get(PODS, "p", "default")["metadata"]["annotations"]
+    assert annotations[names.JOBIDS_ANNOTATION] == "7,8"
+
+
+def test_a_record_read_at_start_is_cleared_even_when_what_remains_needs_none() -> None:
+    recorded = _recorded("p", ["p"], node_name="n0")
+    cluster = cluster_of(recorded)
+    book = RecordBook(cluster)
+    book.restore([("pods", recorded)], _matcher(), lambda ns, name: True)
+    book.held[("pods", "default", "p")] = []
+    book.write(("pods", "default", "p"))
+    annotations = cluster.get(PODS, "p", "default")["metadata"].get("annotations") or {}
+    assert names.ALLOCATION_ANNOTATION not in annotations
+
+
+def test_a_read_only_book_writes_nothing() -> None:
+    cluster = cluster_of(pod_group("g", 2))
+    book = RecordBook(cluster, read_only=True)
+    book.held[("podgroups", "default", "g")] = [_gang()]
+    book.write(("podgroups", "default", "g"))
+    assert not cluster.get("podgroups", "g", "default")["metadata"].get("annotations")
 
 
 def test_writing_on_a_gone_owner_is_quiet_and_other_errors_are_logged(
@@ -82,8 +120,9 @@ def test_writing_on_a_gone_owner_is_quiet_and_other_errors_are_logged(
 
     cluster.patch = refuse  # type: ignore[method-assign]
     with caplog.at_level(logging.ERROR, logger="fluence"):
-        book.write(("pods", "default", "p"))
-    assert "cannot write the record on pods default/p" in caplog.text
+        book.held[("podgroups", "default", "g")] = [_gang()]
+        book.write(("podgroups", "default", "g"))
+    assert "cannot write the record on podgroups default/g" in caplog.text
 
 
 def test_restore_re_holds_records_whose_pods_live() -> None:

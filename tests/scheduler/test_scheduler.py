@@ -34,8 +34,8 @@ def test_a_single_pod_is_bound_and_told(harness_factory: Factory) -> None:
     assert results[0].placed == {"default/solo": "n0"}
     assert h.node_of("solo") == "n0"
     assert h.cluster.events(reason="Scheduled", involved_name="solo")
-    record = h.cluster.get(PODS, "solo", "default")["metadata"]["annotations"]
-    assert record[names.JOBIDS_ANNOTATION] == "1"
+    annotations = h.cluster.get(PODS, "solo", "default")["metadata"].get("annotations") or {}
+    assert names.JOBIDS_ANNOTATION not in annotations, "its binding is its record"
 
 
 def test_pods_of_other_schedulers_are_left_alone(harness_factory: Factory) -> None:
@@ -423,3 +423,13 @@ def test_start_raises_the_same_way_when_no_matcher_answers(harness_factory: Fact
     settings = load_settings(disable_plugins=["embedded-matcher", "fluxion"])
     with pytest.raises(FluenceError, match="no plugin returned a matcher"):
         Scheduler(h.cluster, settings, config=h.config).start()
+
+
+def test_a_lone_pod_placed_before_a_restart_can_still_be_preempted(harness_factory: Factory) -> None:
+    h = harness_factory(node("n0"), pod("low", "4", priority=1))
+    h.cycle()
+    h.restart()
+    h.add(pod("high", "4", priority=100))
+    h.cycle()
+    assert h.cluster.get(PODS, "low", "default") is None
+    assert h.node_of("high") == "n0"

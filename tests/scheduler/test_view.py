@@ -166,3 +166,11 @@ def test_handle_is_what_the_watch_feeds() -> None:
     assert ("default", "new") in view.pods and ("default", "new") in view.unplaced
     view.handle("pods", DELETED, pod("new"))
     assert ("default", "new") not in view.pods and ("default", "new") not in view.unplaced
+
+
+def test_a_lone_pod_of_ours_is_held_from_its_binding_not_pinned() -> None:
+    view = started_view(cluster_of(node("n0"), pod("mine", "3", node_name="n0")))
+    assert view.pins == {}
+    [record] = view.records.held[("pods", "default", "mine")]
+    assert record.pods == ["mine"] and not record.durable
+    assert sum(len(s.cores) for s in record.allocations["compute"].nodes) == 3
