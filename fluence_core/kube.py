@@ -119,6 +119,9 @@ class KubeCluster:
         self._api.user_agent = "fluence"
         self.host: str = configuration.host
         self.bucket = TokenBucket(qps, burst, clock=clock, sleep=sleep)
+        self.event_bucket = TokenBucket(qps, burst, clock=clock, sleep=sleep)
+        """Events have a limit of their own (kube-scheduler posts them through a client of
+        their own): a burst of events never holds up a binding."""
         self._clock = clock
         self._now = now
         self._instance = socket.gethostname()
@@ -171,9 +174,10 @@ class KubeCluster:
 
     def _call(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
               body: Any = None, content_type: str = "application/json",
-              stream: bool = False, timeout: float = _REQUEST_TIMEOUT) -> Any:
+              stream: bool = False, timeout: float = _REQUEST_TIMEOUT,
+              bucket: TokenBucket | None = None) -> Any:
         """One request; the decoded JSON body, or the open response when ``stream``."""
-        self.bucket.acquire()
+        (bucket or self.bucket).acquire()
         try:
             response = self._api.call_api(
                 path, method,
@@ -372,7 +376,9 @@ class KubeCluster:
         """Create a core/v1 Event (see :func:`fluence_core.cluster_api.build_event`)."""
         event = build_event(involved, type, reason, message, self._now(), action=action,
                             instance=self._instance)
-        return self.create("events", event)
+        path = self._path(resolve("events"), event["metadata"]["namespace"])
+        result: KubeDict = self._call("POST", path, body=event, bucket=self.event_bucket)
+        return result
 
 
 def _lines(response: Any) -> Iterator[str]:

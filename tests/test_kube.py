@@ -356,3 +356,17 @@ def test_every_request_takes_a_token(server: MockServer) -> None:
     for _ in range(3):
         kube.get("nodes", "n1")
     assert clock.slept == pytest.approx([0.2, 0.2])
+
+
+def test_events_take_tokens_from_a_bucket_of_their_own(server: MockServer) -> None:
+    clock = FakeClock()
+    kube = KubeCluster.from_token(server.url, TOKEN, qps=5, burst=1, clock=clock,
+                                  sleep=clock.sleep)
+    server.on("post /api/v1/namespaces/ns/events", lambda request: request.data)
+    server.on("get /api/v1/nodes/n1", {"kind": "Node"})
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": "ns"}}
+    kube.post_event(pod, "Normal", "Scheduled", "assigned")
+    kube.get("nodes", "n1")
+    assert clock.slept == [], "the event did not spend the requests' token"
+    kube.post_event(pod, "Normal", "Scheduled", "again")
+    assert clock.slept == pytest.approx([0.2])

@@ -30,6 +30,7 @@ from fluence_core.placement import PodPlacement
 from fluence_core.plugins import FluencePluginManager
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.context import SchedulingContext
+from fluence_core.scheduler.events import EventRecorder
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.view import ClusterView
@@ -48,8 +49,9 @@ class Reporter:
     """What became of each group: metrics, retry bookkeeping, events and conditions."""
 
     def __init__(self, cluster: ClusterAPI, metrics: SchedulerMetrics,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], events: EventRecorder | None = None) -> None:
         self.cluster = cluster
+        self.events = events or EventRecorder(cluster)
         self.metrics = metrics
         self.clock = clock
         self.failed_at: dict[str, int] = {}
@@ -87,8 +89,8 @@ class Reporter:
                      "message": reason}
         for pod in pending.pods:
             namespace, name = g.pod_key(pod)
+            self.events.post(pod, "Warning", "FailedScheduling", reason)
             try:
-                self.cluster.post_event(pod, "Warning", "FailedScheduling", reason)
                 self.cluster.patch_status(PODS, name, {"status": {"conditions": [condition]}},
                                           namespace)
             except ApiError as error:
@@ -168,10 +170,11 @@ class Binder:
         return CycleResult(pending.key, placed=planned)
 
     def drain(self, timeout: float | None = None) -> None:
-        """Wait for the bindings in flight (asynchronous binding only)."""
+        """Wait for the bindings in flight (asynchronous binding only) and their events."""
         pending = set(self._bindings)
         if pending:
             wait(pending, timeout=timeout)
+        self.reporter.events.flush(timeout)
 
     def _bind_group(self, commit: Commit) -> CycleResult:
         """Prebind (the durable record) and bind every pod; on failure, give everything back."""
@@ -238,5 +241,5 @@ class Binder:
             with self.view.lock:
                 self.view.assume((namespace, name), node)
             pod["spec"]["nodeName"] = node
-            self.cluster.post_event(pod, "Normal", "Scheduled",
-                                    f"Successfully assigned {namespace}/{name} to {node}")
+            self.reporter.events.post(pod, "Normal", "Scheduled",
+                                      f"Successfully assigned {namespace}/{name} to {node}")

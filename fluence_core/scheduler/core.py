@@ -21,7 +21,8 @@ came, an allocation was cancelled), never in a busy loop.
 It is driven two ways: :meth:`Scheduler.run` (threads watch the API; the loop
 wakes on changes) for ``fluence up``, and :meth:`Scheduler.pump` +
 :meth:`Scheduler.schedule_once` for tests and the simulator, with no threads.
-Binding is synchronous by default; ``bind_workers`` > 0 binds on a pool.
+Binding is synchronous by default; ``bind_workers`` > 0 binds on a pool and
+posts events from a thread of their own (:mod:`~fluence_core.scheduler.events`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from fluence_core.resource_config import ResourceConfig, load_resource_config
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, CycleResult, Reporter
 from fluence_core.scheduler.cycle import Cycle
+from fluence_core.scheduler.events import EventRecorder
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.promises import PromiseKeeper
@@ -94,12 +96,14 @@ class Scheduler:
         self.metrics = SchedulerMetrics()
         self.records = RecordBook(cluster, read_only=read_only)
         self.view = ClusterView(self.records)
-        self.reporter = Reporter(cluster, self.metrics, clock)
+        self.events = EventRecorder(cluster, background=bind_workers > 0)
+        """Posted from a thread of their own when binding is asynchronous (``fluence up``)."""
+        self.reporter = Reporter(cluster, self.metrics, clock, self.events)
         self.binder = Binder(cluster, self.view, self.records, self.manager, self.reporter,
                              bind_workers)
+        preemptor = Preemptor(cluster, self.view, self.records, self.events)
         self.cycle = Cycle(settings, self.manager, self.view, self.records, self.binder,
-                           self.reporter, Preemptor(cluster, self.view, self.records),
-                           self.metrics)
+                           self.reporter, preemptor, self.metrics)
         self.promises = PromiseKeeper(cluster, self.view, self.records, self.binder)
         self._versions: dict[str, str] = {}
 

@@ -15,6 +15,7 @@ from fluence_core.log import logger
 from fluence_core.match import GroupMatch, match_group
 from fluence_core.models import Group
 from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.events import EventRecorder
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.view import ClusterView
 
@@ -24,8 +25,10 @@ _Victim = tuple[int, g.Owner, HeldPlacement, list[KubeDict]]
 class Preemptor:
     """Finds, and if it helps evicts, the placements a waiting group may take over."""
 
-    def __init__(self, cluster: ClusterAPI, view: ClusterView, records: RecordBook) -> None:
+    def __init__(self, cluster: ClusterAPI, view: ClusterView, records: RecordBook,
+                 events: EventRecorder | None = None) -> None:
         self.cluster = cluster
+        self.events = events or EventRecorder(cluster)
         self.view = view
         self.records = records
 
@@ -75,6 +78,5 @@ class Preemptor:
             namespace, name = g.pod_key(pod)
             logger.info("preempting %s/%s (priority %d) for %s",
                         namespace, name, g.priority(pod), pending.key)
-            self.cluster.post_event(pod, "Warning", "Preempted",
-                                    f"preempted by fluence for {pending.key}")
+            self.events.post(pod, "Warning", "Preempted", f"preempted by fluence for {pending.key}")
             self.cluster.delete(PODS, name, namespace)
