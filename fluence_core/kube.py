@@ -51,6 +51,7 @@ from fluence_core.cluster_api import (
 )
 from fluence_core.kube_errors import ApiError, Gone, status_error
 from fluence_core.log import logger
+from fluence_core.settings import KUBE_BURST, KUBE_QPS
 
 _PATCH_CONTENT_TYPES: Final[Mapping[str, str]] = {
     "merge": "application/merge-patch+json",
@@ -111,8 +112,8 @@ class KubeCluster:
     else kubeconfig).
     """
 
-    def __init__(self, configuration: k8s_client.Configuration, *, qps: float = 20.0,
-                 burst: int = 40, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, configuration: k8s_client.Configuration, *, qps: float = KUBE_QPS,
+                 burst: int = KUBE_BURST, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
                  now: Callable[[], datetime] = _utcnow) -> None:
         self._api = k8s_client.ApiClient(configuration)
@@ -160,7 +161,7 @@ class KubeCluster:
         return cls(configuration, **options)
 
     @classmethod
-    def connect(cls, qps: float = 20.0, burst: int = 40) -> KubeCluster:
+    def connect(cls, qps: float = KUBE_QPS, burst: int = KUBE_BURST) -> KubeCluster:
         """In cluster when a service account is mounted, else the kubeconfig's current context."""
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
             return cls.in_cluster(qps=qps, burst=burst)

@@ -16,6 +16,12 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from fluence_core import names
 from fluence_core.errors import SettingsError
 
+KUBE_QPS = 50.0
+KUBE_BURST = 100
+"""Client-side API limits by default: kube-scheduler's own (clientConnection qps 50, burst
+100), so the two are compared on equal terms and a real API server's priority and fairness,
+not a small client bucket, paces a burst of bindings."""
+
 
 class MatchPolicy(str, Enum):
     """Fluxion's match policies; each means here what it means in Fluxion."""
@@ -72,8 +78,11 @@ class Settings(BaseSettings):
     memory_chunks_per_core: int = Field(
         default=1, ge=1, description="Memory vertices per core in the graph."
     )
-    kube_qps: float = Field(default=20.0, gt=0, description="API requests per second (token bucket).")
-    kube_burst: int = Field(default=40, ge=1, description="Token bucket burst size.")
+    kube_qps: float = Field(
+        default=KUBE_QPS, gt=0,
+        description="API requests per second (token bucket; events have a bucket of their own).",
+    )
+    kube_burst: int = Field(default=KUBE_BURST, ge=1, description="Token bucket burst size.")
     device_plugin_dir: Path = Field(
         default=Path("/var/lib/kubelet/device-plugins"),
         description="The kubelet's device-plugins directory (registration socket lives here).",

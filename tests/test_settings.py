@@ -48,7 +48,7 @@ def test_other_defaults() -> None:
     settings = load_settings()
     assert settings.fluxion_lib is None
     assert settings.memory_chunks_per_core == 1
-    assert (settings.kube_qps, settings.kube_burst) == (20.0, 40)
+    assert (settings.kube_qps, settings.kube_burst) == (50.0, 100)  # kube-scheduler's
     assert settings.device_plugin_dir == Path("/var/lib/kubelet/device-plugins")
     assert settings.log_level == "INFO"
 
