@@ -19,9 +19,10 @@ nodes differently from that traversal can still be missed.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from itertools import islice, permutations
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, TypeGuard
 
 from fluence_core.graph import ResourceGraph
 from fluence_core.jobspec import GroupJobspec, compute_parts, group_jobspecs, is_compute
@@ -70,9 +71,10 @@ def match_group(
 ) -> GroupMatch | GroupMiss:
     """Hold every jobspec of ``group`` or none of them."""
     specs = group_jobspecs(group, graph, exclude_nodes=list(exclude_nodes or []))
-    for spec in specs:
-        logger.debug("match %s/%s jobspec %s", group.name, spec.kind, spec.to_json())
-    if isinstance(matcher, GroupMatcher):
+    if logger.isEnabledFor(logging.DEBUG):  # a jobspec's JSON costs more than its match
+        for spec in specs:
+            logger.debug("match %s/%s jobspec %s", group.name, spec.kind, spec.to_json())
+    if _matches_jointly(matcher):
         outcome = _match_jointly(group, specs, matcher)
     else:
         outcome = _match_in_orders(group, specs, graph, matcher)
@@ -81,18 +83,32 @@ def match_group(
             "group %s does not fit: %s jobspec %s", group.name, outcome.kind, outcome.outcome.value
         )
         return outcome
-    for kind, allocation in outcome.items():
-        logger.info("group %s/%s allocated %s", group.name, kind, allocation.summary())
     placements = read_placements(group, outcome)
-    logger.info(
-        "group %s placed: %s",
-        group.name,
-        ", ".join(
-            f"{p.pod}->{p.node or '-'}{'@' + p.backend if p.backend else ''}"
-            for p in placements.values()
-        ),
-    )
+    if logger.isEnabledFor(logging.DEBUG):  # the binder logs each bound group at INFO
+        for kind, allocation in outcome.items():
+            logger.debug("group %s/%s allocated %s", group.name, kind, allocation.summary())
+        logger.debug(
+            "group %s placed: %s",
+            group.name,
+            ", ".join(
+                f"{p.pod}->{p.node or '-'}{'@' + p.backend if p.backend else ''}"
+                for p in placements.values()
+            ),
+        )
     return GroupMatch(group, outcome, placements)
+
+
+_JOINT: dict[type, bool] = {}
+
+
+def _matches_jointly(matcher: Matcher) -> TypeGuard[GroupMatcher]:
+    """Whether ``matcher`` is a GroupMatcher, decided once per class (an isinstance check
+    against a runtime-checkable protocol walks the protocol's members every time)."""
+    kind = type(matcher)
+    joint = _JOINT.get(kind)
+    if joint is None:
+        joint = _JOINT[kind] = isinstance(matcher, GroupMatcher)
+    return joint
 
 
 def _match_jointly(

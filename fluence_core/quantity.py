@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL: dict[str, Fraction | int] = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
@@ -23,6 +24,13 @@ def parse_quantity(value: str | int | float) -> Fraction:
         raise ValueError(f"not a quantity: {value!r}")
     if isinstance(value, (int, float)):
         return Fraction(str(value))
+    return _parse_text(value)
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Fraction:
+    """Parse a quantity's text; a cluster repeats a few texts ("1", "500m", "4Gi") for every
+    pod, so each is parsed once (a Fraction is immutable, so sharing it is safe)."""
     match = _QUANTITY.match(value.strip())
     if not match:
         raise ValueError(f"not a Kubernetes quantity: {value!r}")

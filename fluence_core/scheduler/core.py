@@ -132,6 +132,7 @@ class Scheduler:
                 view.replace(resource.plural, listing.items)
             self._build()
             view.started = True
+            view.track_utilisation(self.metrics)
             summary = self.graph.summary()
             logger.info("graph: %s", ", ".join(f"{k}={v}" for k, v in summary.items()))
             logger.info("matcher: %s (policy %s)", self.matcher.name,

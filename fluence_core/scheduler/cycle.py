@@ -68,7 +68,6 @@ class Cycle:
                 if self.binder.busy(g.record_owner(group)):
                     continue
                 results.append(self.attempt(group))
-            view.update_utilisation(self.metrics)
             return results
 
     def context(self) -> SchedulingContext:

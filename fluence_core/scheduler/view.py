@@ -111,16 +111,24 @@ class ClusterView:
         self.generation += 1
         logger.info("Cancel jobid %s (%s)", ",".join(map(str, record.jobids)), why)
 
-    def update_utilisation(self, metrics: SchedulerMetrics) -> None:
-        """Set the utilisation gauges from what the matcher holds."""
-        total = sum(n.cores for n in self.graph.nodes) or 1
-        allocations = self.matcher.allocations().values()
-        used = sum(len(s.cores) for a in allocations for s in a.nodes)
-        metrics.utilisation.labels(resource="cores").set(used / total)
-        if self.graph.virtual:
-            held_virtual = sum(len(a.virtual) for a in allocations)
-            roots = len(self.graph.virtual_roots or [1])
-            metrics.utilisation.labels(resource="virtual").set(held_virtual / roots)
+    def track_utilisation(self, metrics: SchedulerMetrics) -> None:
+        """Have the utilisation gauges read the matcher when they are scraped, not every cycle
+        (a sum over every allocation, once per cycle, grew with the cluster)."""
+        metrics.utilisation.labels(resource="cores").set_function(self._cores_used)
+        metrics.utilisation.labels(resource="virtual").set_function(self._virtual_used)
+
+    def _cores_used(self) -> float:
+        with self.lock:
+            total = sum(n.cores for n in self.graph.nodes) or 1
+            allocations = self.matcher.allocations().values()
+            return sum(len(s.cores) for a in allocations for s in a.nodes) / total
+
+    def _virtual_used(self) -> float:
+        with self.lock:
+            if not self.graph.virtual:
+                return 0.0
+            held = sum(len(a.virtual) for a in self.matcher.allocations().values())
+            return held / len(self.graph.virtual_roots or [1])
 
     # -- foreign pods ------------------------------------------------------------------
 

@@ -150,14 +150,18 @@ def test_swap_re_holds_every_allocation_and_keeps_the_pins() -> None:
     assert ("default", "theirs") in view.pins and view.generation > before
 
 
-def test_utilisation_is_the_fraction_of_cores_held() -> None:
+def test_utilisation_is_the_fraction_of_cores_held_when_scraped() -> None:
     view = started_view(cluster_of(node("n0", cpu=4), pod("theirs", "1", scheduler="other",
                                                           node_name="n0")))
     metrics = SchedulerMetrics()
-    view.update_utilisation(metrics)
+    view.track_utilisation(metrics)
     value = metrics.registry.get_sample_value("fluence_graph_utilisation",
                                               {"resource": "cores"})
     assert value == 0.25
+    view.handle("nodes", "ADDED", node("n1", cpu=4))
+    value = metrics.registry.get_sample_value("fluence_graph_utilisation",
+                                              {"resource": "cores"})
+    assert value == 0.125
 
 
 def test_handle_is_what_the_watch_feeds() -> None:

@@ -1,0 +1,136 @@
+"""Single pods: Fluence's own CPU per pod, as a ratio to a baseline commit measured in the same run.
+
+    python benchmarks/bench_singles.py --baseline REF [--pods 1000] [--repeat 5]
+
+REF is checked out into a temporary git worktree. Each measurement runs in a
+fresh Python process, alternating between the working tree and REF, so both
+meet the same (noisy, shared) machine at nearly the same time; the table shows
+the median of each and the ratio. Both run the same installed dependencies and
+plugins; only ``fluence_core`` differs (``PYTHONPATH`` puts the chosen tree first).
+
+Measured per case, on the in-memory cluster with 100 nodes of 64 cores:
+
+* ``cycle``: CPU seconds of the scheduling pass that places N pending single
+  pods, per pod, with the cluster's writes stubbed out (what the scheduler
+  itself spends: grouping, requests, hooks, match, commit, bind bookkeeping);
+* ``cycle+log``: the same with the INFO log on (as ``fluence up`` runs);
+* with each, the API requests made per bound pod (counted at the cluster
+  boundary: binds, patches, status patches, events).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _node(i: int) -> dict[str, Any]:
+    capacity = {"cpu": "64", "memory": "256Gi", "pods": "1000"}
+    return {"metadata": {"name": f"bench-{i}"},
+            "status": {"capacity": capacity, "allocatable": capacity}}
+
+
+def _pod(name: str) -> dict[str, Any]:
+    requests = {"cpu": "2", "memory": "1Gi"}
+    return {"metadata": {"name": name},
+            "spec": {"schedulerName": "fluence",
+                     "containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"requests": requests}}]}}
+
+
+def child(case: str, pods: int) -> dict[str, float]:
+    """One measurement in this process (whichever fluence_core is first on the path)."""
+    import time
+
+    from fluence_core import log
+    from fluence_core.fake_cluster import FakeCluster
+    from fluence_core.scheduler.core import Scheduler
+    from fluence_core.settings import load_settings
+
+    sys.stderr = open(os.devnull, "w")  # the log's handler writes here, as under fluence up
+    log.configure("INFO" if case == "cycle+log" else "WARNING")
+    cluster = FakeCluster()
+    for i in range(100):
+        cluster.create("nodes", _node(i))
+    for i in range(pods):
+        cluster.create("pods", _pod(f"single-{i}"), "default")
+    scheduler = Scheduler(cluster, load_settings(), bind_workers=0)
+    scheduler.start()
+    calls = {"n": 0}
+
+    def count(result: Any = None) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            return result
+        return call
+
+    for method in ("bind", "patch", "patch_status"):
+        setattr(cluster, method, count({}))
+    cluster.post_event = count({})  # type: ignore[method-assign]
+    started = time.process_time()
+    results = scheduler.schedule_once()
+    cpu = time.process_time() - started
+    placed = sum(len(r.placed) for r in results)
+    if placed != pods:
+        raise SystemExit(f"placed {placed} of {pods}")
+    return {"us_per_pod": cpu / pods * 1e6, "requests_per_pod": calls["n"] / pods}
+
+
+def run_child(tree: Path, case: str, pods: int) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", case,
+                          "--pods", str(pods)], env=env, check=True, capture_output=True,
+                         text=True, cwd=tree)
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--baseline", help="git ref to compare with (a temporary worktree)")
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.pods)))
+        return
+    if not args.baseline:
+        parser.error("--baseline REF is required")
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "baseline"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base),
+                        args.baseline], check=True, capture_output=True)
+        try:
+            compare(base, args.baseline, args.pods, args.repeat)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
+                           check=False, capture_output=True)
+
+
+def compare(base: Path, ref: str, pods: int, repeat: int) -> None:
+    print(f"{pods} single pods, 100 nodes x 64 cores, median of {repeat}; baseline {ref}")
+    print(f"{'case':12} {'measure':20} {'baseline':>10} {'this tree':>10} {'ratio':>7}")
+    for case in ("cycle", "cycle+log"):
+        samples: dict[str, list[dict[str, float]]] = {"base": [], "head": []}
+        for _ in range(repeat):
+            samples["base"].append(run_child(base, case, pods))
+            samples["head"].append(run_child(ROOT, case, pods))
+        for measure in ("us_per_pod", "requests_per_pod"):
+            old = statistics.median(s[measure] for s in samples["base"])
+            new = statistics.median(s[measure] for s in samples["head"])
+            ratio = old / new if new else float("inf")
+            print(f"{case:12} {measure:20} {old:10.1f} {new:10.1f} {ratio:6.2f}x")
+
+
+if __name__ == "__main__":
+    main()
