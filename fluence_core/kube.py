@@ -386,9 +386,12 @@ def _lines(response: Any) -> Iterator[str]:
     """Newline-delimited JSON from a chunked watch response, however the chunks fall."""
     buffer = b""
     for chunk in response.stream(amt=None, decode_content=True):
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
+        if b"\n" not in chunk:
+            buffer += chunk
+            continue
+        lines = (buffer + chunk).split(b"\n")  # one pass over a chunk of many events
+        buffer = lines.pop()
+        for line in lines:
             if line.strip():
                 yield line.decode("utf-8", errors="replace")
     if buffer.strip():

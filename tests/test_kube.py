@@ -9,6 +9,8 @@ synchronous, so the mock runs on its own event loop in a background thread.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ import kmock
 import pytest
 
 from fluence_core.cluster_api import ADDED, RESYNC, ClusterAPI
-from fluence_core.kube import KubeCluster, TokenBucket
+from fluence_core.kube import KubeCluster, TokenBucket, _lines
 from fluence_core.kube_errors import ApiError, Conflict, Gone, NotFound
 
 TOKEN = "test-token"
@@ -370,3 +372,15 @@ def test_events_take_tokens_from_a_bucket_of_their_own(server: MockServer) -> No
     assert clock.slept == [], "the event did not spend the requests' token"
     kube.post_event(pod, "Normal", "Scheduled", "again")
     assert clock.slept == pytest.approx([0.2])
+
+
+def test_watch_lines_are_whole_however_the_chunks_fall() -> None:
+    events = [json.dumps({"type": "ADDED", "object": {"n": i}}) for i in range(50)]
+    text = ("\n".join(events) + "\n\n" + '{"type":"BOOKMARK"}').encode()
+    cuts = [0, 3, 4, 200, 201, 1500, len(text) - 5, len(text)]
+
+    class Response:
+        def stream(self, amt: Any = None, decode_content: bool = True) -> Iterator[bytes]:
+            return (text[a:b] for a, b in itertools.pairwise(cuts))
+
+    assert list(_lines(Response())) == events + ['{"type":"BOOKMARK"}']
