@@ -8,16 +8,23 @@ its n-th write, for every n up to the last write of placing ``a`` and ``b``
 event and the PodGroup condition are writes). A second scheduler starts on what
 the cluster kept, runs until nothing changes, and the invariants are checked;
 then gang ``a`` finishes and ``c`` must be placed whole.
+
+A property test does the same for random clusters and gangs, killed at a
+random write and again at a random write of the restarted scheduler.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from fluence_core.cluster_api import NODES, PODGROUPS, PODS
 from fluence_core.fake_cluster import FakeCluster
+from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
@@ -40,8 +47,14 @@ def populated() -> FakeCluster:
     return cluster
 
 
+@functools.cache
+def _manager() -> FluencePluginManager:
+    """One plugin manager for every scheduler here (loading the plugins takes 0.2 s)."""
+    return get_plugin_manager(load_settings())
+
+
 def scheduler_on(cluster: Any) -> Scheduler:
-    return Scheduler(cluster, load_settings())
+    return Scheduler(cluster, load_settings(), _manager())
 
 
 def first_run_writes() -> list[str]:
@@ -189,3 +202,47 @@ def restarted_record_nodes(cluster: FakeCluster) -> set[str]:
         probe._build()
     return {s.node for r in probe.records.held[("podgroups", "default", "a")]
             for a in r.allocations.values() for s in a.nodes}
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[int, dict[str, list[str]], int, int]:
+    """Nodes of 4 cores, gangs of 1- and 2-core pods, and two kill points (0: no second kill)."""
+    node_count = draw(st.integers(2, 4))
+    gangs = {
+        f"g{i}": draw(st.lists(st.sampled_from(["1", "2"]), min_size=2, max_size=5))
+        for i in range(draw(st.integers(1, 4)))
+    }
+    return node_count, gangs, draw(st.integers(1, 25)), draw(st.integers(0, 12))
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=scenarios())
+def test_random_gangs_killed_twice_at_random_writes_end_whole(case) -> None:  # type: ignore[no-untyped-def]
+    node_count, gangs, first_kill, second_kill = case
+    cluster = FakeCluster()
+    for i in range(node_count):
+        cluster.create(NODES, node(f"n{i}", cpu=4))
+    for gang, cpus in gangs.items():
+        cluster.create(PODGROUPS, pod_group(gang, len(cpus)), "default")
+        for i, cpu in enumerate(cpus):
+            cluster.create(PODS, pod(f"{gang}-{i}", cpu, group=gang), "default")
+    died = run_until_killed(scheduler_on(Faulty(cluster, first_kill)))
+    event(f"first kill {'landed' if died else 'after the last write'}")
+    if second_kill:
+        run_until_killed(scheduler_on(Faulty(cluster, second_kill)))
+    final = scheduler_on(cluster)
+    final.start()
+    quiesce(final)
+    check_invariants(cluster, final)
+    for gang in gangs:  # finish every whole gang in turn: the rest must follow, whole
+        finish_bound(cluster, gang, len(gangs[gang]))
+        quiesce(final)
+        check_invariants(cluster, final)
+
+
+def finish_bound(cluster: FakeCluster, gang: str, size: int) -> None:
+    for i in range(size):
+        member = cluster.get(PODS, f"{gang}-{i}", "default")
+        if member is not None and g.is_bound(member):
+            cluster.patch_status(PODS, f"{gang}-{i}", {"status": {"phase": "Succeeded"}},
+                                 "default")
