@@ -1,6 +1,6 @@
 """The resource graph: the cluster's nodes plus the virtual resources, Fluxion-shaped.
 
-The shape is Fluxion's: a root ``cluster``; a ``node`` vertex per schedulable
+The shape is Fluxion's: a root ``cluster``; a ``node`` vertex per
 node (``virtual=false``) holding one vertex per core, per GPU and per memory
 chunk; and every virtual resource, at every level, a ``node``-typed vertex
 (Fluxion applies property constraints only to node vertices) carrying
@@ -39,6 +39,9 @@ class NodeVertex:
     labels: dict[str, str] = field(default_factory=dict)
     down: bool = False
     max_pods: int = 0
+    schedulable: bool = True
+    """Not cordoned nor NoSchedule/NoExecute-tainted. Such a node stays in the graph (a
+    pod tolerating it may use it); who may is Kubernetes' filters' answer, not the graph's."""
 
 
 @dataclass(slots=True)
@@ -98,11 +101,8 @@ class ResourceGraph:
     def has_node(self, name: str) -> bool:
         return name in self._nodes
 
-    def add_node(self, info: NodeInfo) -> NodeVertex | None:
-        """Add a schedulable node (cordoned or NoSchedule-tainted nodes are left out)."""
-        if not info.schedulable:
-            logger.debug("node %s left out of the graph: cordoned or tainted", info.name)
-            return None
+    def add_node(self, info: NodeInfo) -> NodeVertex:
+        """Add a node; cordoned and tainted ones too (a tolerating pod may use them)."""
         if info.name in self._nodes:
             raise ValueError(f"node {info.name} is already in the graph")
         chunks = info.cores * self.memory_chunks_per_core
@@ -121,6 +121,7 @@ class ResourceGraph:
             properties=frozenset(properties),
             labels=dict(info.labels),
             max_pods=info.max_pods,
+            schedulable=info.schedulable,
         )
         self._next_rank += 1
         self._nodes[info.name] = vertex

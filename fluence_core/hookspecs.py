@@ -6,7 +6,7 @@ Hooks marked *firstresult* stop at the first non-``None`` answer; the others
 collect every plugin's answer into a list.
 
 Scheduler hooks run in the order of one scheduling cycle for a group:
-``fluence_prefilter`` -> match -> ``fluence_filter`` per pod -> (on failure)
+``fluence_prefilter`` -> the ``fluence_feasibility_filters`` per pod -> match -> ``fluence_filter`` per pod -> (on failure)
 ``fluence_postfilter`` -> ``fluence_reserve`` -> ``fluence_prebind`` -> bind,
 with ``fluence_unreserve`` undoing a reservation whenever a later step fails.
 Each receives a read-only
@@ -23,6 +23,7 @@ import pluggy
 from fluence_core import names
 
 if TYPE_CHECKING:
+    from fluence_core.feasibility import FeasibilityFilter
     from fluence_core.matcher.base import Matcher
     from fluence_core.models import Group, PodRequest
     from fluence_core.placement import PodPlacement
@@ -41,6 +42,20 @@ def fluence_matcher(settings: "Settings", graph: "ResourceGraph") -> "Matcher | 
     the graph is rebuilt. Stops at the first non-``None`` result: a plugin that
     cannot serve (say, its library is missing) returns ``None`` so the next one
     is asked. The embedded matcher is the ``trylast`` default.
+    """
+
+
+@hookspec
+def fluence_feasibility_filters(settings: "Settings") -> "Sequence[FeasibilityFilter] | None":
+    """Contribute Kubernetes-style node filters, asked for every pod before matching.
+
+    Called once when the scheduler starts. Every implementation runs and the
+    lists are joined; Fluence's own (kube-scheduler's NodeUnschedulable,
+    NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit,
+    VolumeBinding, PodTopologySpread, InterPodAffinity) are each a plugin of
+    their own, so ``FLUENCE_DISABLE_PLUGINS`` can leave any out. Filters run in
+    kube-scheduler's order, then any others in plugin order. The nodes a pod
+    passes every filter on are the only nodes the matcher may give it.
     """
 
 

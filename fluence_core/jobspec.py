@@ -35,7 +35,8 @@ class GroupJobspec:
 
 
 def compute_parts(pods: list[PodRequest]) -> list[tuple[str, list[PodRequest]]]:
-    """The group's pods split by shape (cores, memory, GPUs, node selector), each part with its jobspec kind.
+    """The group's pods split by shape (cores, memory, GPUs, the nodes they may use), each
+    part with its jobspec kind.
 
     Fluxion refuses sibling resources of one type in a jobspec ("siblings in
     jobspec request same resource type"), so pods of different shapes cannot be
@@ -44,7 +45,8 @@ def compute_parts(pods: list[PodRequest]) -> list[tuple[str, list[PodRequest]]]:
     """
     parts: dict[tuple[Any, ...], list[PodRequest]] = {}
     for pod in pods:
-        parts.setdefault((pod.cores, pod.memory_mib, pod.gpus, pod.node_selector), []).append(pod)
+        shape = (pod.cores, pod.memory_mib, pod.gpus, pod.node_selector, pod.allowed)
+        parts.setdefault(shape, []).append(pod)
     return [
         (COMPUTE if i == 0 else f"{COMPUTE}-{i}", members) for i, members in enumerate(parts.values())
     ]
@@ -93,13 +95,32 @@ def _envelope(resources: list[dict[str, Any]], tasks: list[dict[str, Any]], cons
     }
 
 
+def _allowed_nodes(pod: PodRequest, graph: ResourceGraph) -> dict[str, Any] | None:
+    """The ``hostlist`` a pod of this shape is held to, ``None`` when every node will do.
+
+    With Kubernetes' filters asked (``pod.allowed``), their answer is the list. Without
+    them, the nodes whose labels match the pod's ``nodeSelector`` and are not cordoned
+    or tainted.
+    """
+    if pod.allowed is not None:
+        hosts = [n.name for n in graph.nodes if n.name in pod.allowed]
+        if len(hosts) == len(graph.nodes):
+            return None
+        return {"hostlist": hosts}
+    selector = set(pod.node_selector)
+    if not selector and all(n.schedulable for n in graph.nodes):
+        return None
+    return {"hostlist": [n.name for n in graph.nodes
+                         if n.schedulable and selector <= set(n.labels.items())]}
+
+
 def group_jobspecs(
     group: Group, graph: ResourceGraph, *, exclude_nodes: list[str] | None = None
 ) -> list[GroupJobspec]:
     """Every jobspec the group needs, compute first, then one per virtual type.
 
-    ``exclude_nodes`` adds a ``hostlist`` exclusion (the postfilter's rematch);
-    a pod's ``nodeSelector`` becomes a ``hostlist`` of the nodes whose labels match.
+    ``exclude_nodes`` adds a ``hostlist`` exclusion (the postfilter's rematch); the
+    nodes a pod may use become a ``hostlist`` (see :func:`_allowed_nodes`).
     A request for a virtual type the graph lacks raises
     :class:`UnknownResourceTypeError` naming the pod and the type.
     """
@@ -114,10 +135,9 @@ def group_jobspecs(
     exclusion = {"not": [{"hostlist": sorted(exclude_nodes)}]} if exclude_nodes else None
     specs = []
     for kind, members in compute_parts(list(group.pods)):
+        chosen = _allowed_nodes(members[0], graph)
         constraint: dict[str, Any] | None = exclusion
-        selector = members[0].node_selector
-        if selector:
-            chosen = {"hostlist": [n.name for n in graph.nodes if set(selector) <= set(n.labels.items())]}
+        if chosen is not None:
             constraint = {"and": [chosen, exclusion]} if exclusion else chosen
         specs.append(GroupJobspec(kind, compute_jobspec(members, constraint)))
     for vtype in group.virtual_types:

@@ -90,6 +90,9 @@ class PodRequest:
     uid: str = ""
     node_selector: tuple[tuple[str, str], ...] = ()
     """``spec.nodeSelector`` as sorted pairs: the pod goes only to nodes with these labels."""
+    allowed: frozenset[str] | None = None
+    """The nodes Kubernetes' filters let this pod use (:mod:`fluence_core.feasibility`);
+    ``None`` when nobody asked them, and then only ``node_selector`` and cordons narrow it."""
 
     @property
     def key(self) -> str:

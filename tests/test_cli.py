@@ -77,10 +77,10 @@ def test_a_bad_setting_exits_2_naming_the_variable() -> None:
 # -- fluence graph --------------------------------------------------------------
 
 
-def test_graph_summarises_the_example_cluster_leaving_the_tainted_node_out() -> None:
+def test_graph_summarises_the_example_cluster_tainted_node_included() -> None:
     output = ok(fluence("graph", "--nodes", NODES, "--resources", BRAKET))
-    assert "nodes=3 cores=48 gpus=2 memory_mib=196608 virtual=82 vertices=184" in output
-    assert "worker-0" in output and "worker-3" not in output
+    assert "nodes=4 cores=64 gpus=2 memory_mib=262144 virtual=82 vertices=217" in output
+    assert "worker-0" in output and "worker-3" in output
 
 
 def test_graph_lists_the_virtual_resources_with_backend_and_attributes() -> None:
@@ -100,19 +100,19 @@ def test_graph_reads_fluence_resources_when_no_option_is_given() -> None:
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.name)
 def test_graph_builds_with_every_shipped_config(config: Path) -> None:
-    assert "nodes=3" in ok(fluence("graph", "--nodes", NODES, "--resources", config))
+    assert "nodes=4" in ok(fluence("graph", "--nodes", NODES, "--resources", config))
 
 
 def test_graph_jgf_prints_the_json_graph_alone_on_stdout() -> None:
     jgf = json.loads(ok(fluence("graph", "--nodes", NODES, "--resources", BRAKET, "--jgf")))
-    assert len(jgf["graph"]["nodes"]) == 184
-    assert len(jgf["graph"]["edges"]) == 183
+    assert len(jgf["graph"]["nodes"]) == 217
+    assert len(jgf["graph"]["edges"]) == 216
     assert all(isinstance(v["id"], str) for v in jgf["graph"]["nodes"])
 
 
 def test_graph_logs_its_summary_with_the_fluence_prefix() -> None:
     result = fluence("graph", "--nodes", NODES, "--resources", BRAKET, "--jgf")
-    assert any(line.startswith("[fluence] ") and "vertices=184" in line for line in result.stderr.splitlines())
+    assert any(line.startswith("[fluence] ") and "vertices=217" in line for line in result.stderr.splitlines())
 
 
 def test_graph_of_1000_nodes_by_64_cores_builds(

@@ -86,15 +86,16 @@ def test_a_zone_label_becomes_a_zone_property() -> None:
     assert graph.node("n").properties == frozenset({"virtual=false", "zone=zone-a"})
 
 
-def test_a_cordoned_node_is_left_out() -> None:
+def test_a_cordoned_node_stays_in_marked_unschedulable() -> None:
     graph = ResourceGraph([NodeInfo("a", 2, 1024), NodeInfo("b", 2, 1024, unschedulable=True)])
-    assert [n.name for n in graph.nodes] == ["a"]
+    assert [(n.name, n.schedulable) for n in graph.nodes] == [("a", True), ("b", False)]
 
 
 @pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
-def test_a_node_with_a_blocking_taint_is_left_out(effect: str) -> None:
+def test_a_node_with_a_blocking_taint_stays_in_for_pods_tolerating_it(effect: str) -> None:
     tainted = NodeInfo("b", 2, 1024, taints=(Taint("dedicated", "infra", effect),))
-    assert not ResourceGraph([NodeInfo("a", 2, 1024), tainted]).has_node("b")
+    graph = ResourceGraph([NodeInfo("a", 2, 1024), tainted])
+    assert graph.has_node("b") and not graph.node("b").schedulable
 
 
 def test_a_prefer_no_schedule_node_stays_in() -> None:
@@ -193,10 +194,9 @@ def test_add_node_adds_a_node_with_the_next_rank() -> None:
     assert "/cluster0/new/core3" in vertices_by_path(graph)
 
 
-def test_add_node_leaves_out_a_cordoned_node() -> None:
+def test_add_node_keeps_a_cordoned_node_marked() -> None:
     graph = ResourceGraph(make_nodes(1))
-    assert graph.add_node(NodeInfo("c", 4, 4096, unschedulable=True)) is None
-    assert not graph.has_node("c")
+    assert not graph.add_node(NodeInfo("c", 4, 4096, unschedulable=True)).schedulable
 
 
 def test_adding_a_node_twice_is_an_error() -> None:
@@ -341,15 +341,14 @@ def test_jgf_node_vertices_are_named_after_the_kubernetes_node(jgf: dict[str, An
     assert {"node0", "node1", "node2", "zoned"} <= names
 
 
-def test_virtual_resources_under_a_cordoned_node_are_left_out_not_an_error() -> None:
+def test_virtual_resources_under_a_cordoned_node_stay() -> None:
     from fluence_core.graph import ResourceGraph
     from fluence_core.models import NodeInfo
     from fluence_core.resource_config import parse_resource_config
 
     config = parse_resource_config("resources:\n  - {type: licence, parent: n1, count: 2}\n", "r.yaml")
     graph = ResourceGraph([NodeInfo("n0", 4, 4096), NodeInfo("n1", 4, 4096, unschedulable=True)], config)
-    assert graph.virtual == []
-    assert [n.name for n in graph.nodes] == ["n0"]
+    assert [v.attach_to for v in graph.virtual] == ["n1", "n1"]
 
 
 def test_the_jgf_text_escapes_what_json_must_and_lists_gpus_like_cores() -> None:

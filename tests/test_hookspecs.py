@@ -300,6 +300,27 @@ def test_fluence_webhook_handlers_collects_every_plugins_handlers() -> None:
     assert sorted(h.name for handlers in lists for h in handlers) == ["env", "gang", "quantum"]
 
 
+def test_fluence_feasibility_filters_collects_every_plugins_filters_in_kube_order() -> None:
+    from fluence_core.feasibility.node_ports import NodePorts
+    from fluence_core.scheduler.feasible import filters_of
+
+    class Mine:
+        name = "Mine"
+
+        def prepare(self, pod: Any, snapshot: Any) -> None:
+            return None
+
+    class Contribute:
+        @hookimpl
+        def fluence_feasibility_filters(self, settings: Settings) -> list[Any]:
+            return [Mine()]
+
+    manager = manager_with(Contribute(), keep=["filter-node-ports", "filter-node-name"])
+    lists = manager.hook.fluence_feasibility_filters(settings=Settings())
+    assert [f.name for f in filters_of(lists)] == ["NodeName", "NodePorts", "Mine"]
+    assert any(isinstance(f, NodePorts) for f in filters_of(lists))
+
+
 def test_fluence_providers_collects_every_plugins_providers() -> None:
     def contribute(name: str) -> object:
         class Contribute:

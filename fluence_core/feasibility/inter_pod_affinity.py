@@ -21,9 +21,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from fluence_core.feasibility.base import FINE, NodeCheck
+from fluence_core import hookimpl
+from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
 from fluence_core.feasibility.objects import AffinityTerm, NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.selectors import matches
+from fluence_core.settings import Settings
 
 AFFINITY = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
@@ -43,6 +45,11 @@ def _matcher(snapshot: Snapshot) -> Callable[[AffinityTerm, PodFacts], bool]:
     return lambda term, pod: term_matches(term, pod, snapshot.namespace_labels(pod.namespace))
 
 
+def _labels_of(snapshot: Snapshot, pod: PodFacts) -> Mapping[str, str]:
+    node = snapshot.node(pod.node_name)
+    return node.labels if node is not None else {}
+
+
 class InterPodAffinity:
     name = "InterPodAffinity"
 
@@ -51,13 +58,15 @@ class InterPodAffinity:
         affinity: Counter[Domain] = Counter()
         anti: Counter[Domain] = Counter()
         existing_anti: Counter[Domain] = Counter()
-        for node in snapshot.nodes:
-            labels = node.labels
-            for other in snapshot.pods_on(node.name):
-                for term in other.anti_affinity:
-                    if term.topology_key in labels and term_matches(
-                            term, pod, snapshot.namespace_labels(pod.namespace)):
-                        existing_anti[(term.topology_key, labels[term.topology_key])] += 1
+        own_labels = snapshot.namespace_labels(pod.namespace)
+        for other in snapshot.anti_affine:
+            labels = _labels_of(snapshot, other)
+            for term in other.anti_affinity:
+                if term.topology_key in labels and term_matches(term, pod, own_labels):
+                    existing_anti[(term.topology_key, labels[term.topology_key])] += 1
+        if pod.affinity or pod.anti_affinity:
+            for other in snapshot.pods:
+                labels = _labels_of(snapshot, other)
                 if pod.affinity and all(match(t, other) for t in pod.affinity):
                     for term in pod.affinity:
                         if term.topology_key in labels:
@@ -88,3 +97,9 @@ class InterPodAffinity:
             return FINE
 
         return check
+
+
+@hookimpl
+def fluence_feasibility_filters(settings: Settings) -> list[FeasibilityFilter]:
+    """The scheduler's built-in InterPodAffinity filter (block it with FLUENCE_DISABLE_PLUGINS)."""
+    return [InterPodAffinity()]

@@ -7,8 +7,10 @@ Preferred terms are for scoring and never refuse a node.
 
 from __future__ import annotations
 
-from fluence_core.feasibility.base import FINE, NodeCheck
+from fluence_core import hookimpl
+from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.settings import Settings
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
 
@@ -34,3 +36,9 @@ class NodeAffinity:
             return FINE if required_match(pod, node) else (REASON,)
 
         return check
+
+
+@hookimpl
+def fluence_feasibility_filters(settings: Settings) -> list[FeasibilityFilter]:
+    """The scheduler's built-in NodeAffinity filter (block it with FLUENCE_DISABLE_PLUGINS)."""
+    return [NodeAffinity()]

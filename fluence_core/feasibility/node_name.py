@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from fluence_core.feasibility.base import FINE, NodeCheck
+from fluence_core import hookimpl
+from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.settings import Settings
 
 REASON = "node(s) didn't match the requested node name"
 
@@ -20,3 +22,9 @@ class NodeName:
             return FINE if node.name == wanted else (REASON,)
 
         return check
+
+
+@hookimpl
+def fluence_feasibility_filters(settings: Settings) -> list[FeasibilityFilter]:
+    """The scheduler's built-in NodeName filter (block it with FLUENCE_DISABLE_PLUGINS)."""
+    return [NodeName()]

@@ -7,8 +7,10 @@ Ports of init containers count as well as the app containers'.
 
 from __future__ import annotations
 
-from fluence_core.feasibility.base import FINE, NodeCheck
+from fluence_core import hookimpl
+from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
 from fluence_core.feasibility.objects import WILDCARD_IP, HostPort, NodeFacts, PodFacts, Snapshot
+from fluence_core.settings import Settings
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 
@@ -35,3 +37,9 @@ class NodePorts:
             return FINE
 
         return check
+
+
+@hookimpl
+def fluence_feasibility_filters(settings: Settings) -> list[FeasibilityFilter]:
+    """The scheduler's built-in NodePorts filter (block it with FLUENCE_DISABLE_PLUGINS)."""
+    return [NodePorts()]

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from fluence_core.feasibility.base import FINE, NodeCheck
+from fluence_core import hookimpl, names
+from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
+from fluence_core.settings import Settings
 
 TOO_MANY_PODS = "Too many pods"
 
@@ -43,12 +45,14 @@ def _order(resource: str) -> tuple[int, str]:
 class NodeResourcesFit:
     name = "NodeResourcesFit"
 
-    def __init__(self, ignored: Collection[str] = ()) -> None:
+    def __init__(self, ignored: Collection[str] = (), ignored_prefixes: tuple[str, ...] = ()) -> None:
         self.ignored = frozenset(ignored)
+        self.ignored_prefixes = ignored_prefixes
 
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck:
         wanted = {r: pod.requests[r] for r in sorted(pod.requests, key=_order)
-                  if r != PODS and r not in self.ignored}
+                  if r != PODS and r not in self.ignored
+                  and not r.startswith(self.ignored_prefixes)}
         count_pods = PODS not in self.ignored
         needs_any = any(v > 0 for v in wanted.values())
 
@@ -65,3 +69,15 @@ class NodeResourcesFit:
             return tuple(reasons) if reasons else FINE
 
         return check
+
+
+GRAPH_COUNTED = frozenset({CPU, MEMORY, PODS, names.GPU_RESOURCE})
+"""What the resource graph counts itself (cores, memory chunks, GPUs, pod slots), as it
+counts the virtual types under ``fluxion.flux-framework.org/``: the matcher decides those."""
+
+
+@hookimpl
+def fluence_feasibility_filters(settings: Settings) -> list[FeasibilityFilter]:
+    """The built-in NodeResourcesFit filter, for every resource the graph does not count
+    (``ephemeral-storage``, ``hugepages-*``, any vendor's extended resource)."""
+    return [NodeResourcesFit(GRAPH_COUNTED, (f"{names.RESOURCE_DOMAIN}/",))]

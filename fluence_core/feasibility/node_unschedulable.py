@@ -7,9 +7,11 @@
 
 from __future__ import annotations
 
-from fluence_core.feasibility.base import FINE, NodeCheck
+from fluence_core import hookimpl
+from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot, Taint
 from fluence_core.feasibility.taints import tolerates
+from fluence_core.settings import Settings
 
 CORDON_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 REASON = "node(s) were unschedulable"
@@ -25,3 +27,9 @@ class NodeUnschedulable:
             return (REASON,) if node.unschedulable and not allowed else FINE
 
         return check
+
+
+@hookimpl
+def fluence_feasibility_filters(settings: Settings) -> list[FeasibilityFilter]:
+    """The scheduler's built-in NodeUnschedulable filter (block it with FLUENCE_DISABLE_PLUGINS)."""
+    return [NodeUnschedulable()]

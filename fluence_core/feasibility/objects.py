@@ -277,10 +277,23 @@ class Snapshot:
 
     def __post_init__(self) -> None:
         self._by_node: dict[str, list[PodFacts]] = {n.name: [] for n in self.nodes}
-        for pod in self.pods:
-            if pod.node_name in self._by_node:
-                self._by_node[pod.node_name].append(pod)
         self._node = {n.name: n for n in self.nodes}
+        self.anti_affine: list[PodFacts] = []
+        """The bound pods with required anti-affinity terms (every pod is asked about these)."""
+        pods, self.pods = self.pods, []
+        for pod in pods:
+            self.add(pod)
+
+    def add(self, pod: PodFacts) -> None:
+        """Count a pod bound (or about to be) on ``pod.node_name``; one on no known node is
+        left out, as kube-scheduler's cache holds only pods of nodes it has."""
+        placed = self._by_node.get(pod.node_name)
+        if placed is None:
+            return
+        placed.append(pod)
+        self.pods.append(pod)
+        if pod.anti_affinity:
+            self.anti_affine.append(pod)
 
     def pods_on(self, node: str) -> list[PodFacts]:
         return self._by_node.get(node, [])

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from fluence_core.feasibility.base import FINE, NodeCheck
+from fluence_core import hookimpl
+from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
 from fluence_core.feasibility.node_affinity import required_match
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot, SpreadConstraint
 from fluence_core.feasibility.taints import first_untolerated
+from fluence_core.settings import Settings
 
 REASON = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
@@ -80,3 +82,9 @@ class PodTopologySpread:
             return FINE
 
         return check
+
+
+@hookimpl
+def fluence_feasibility_filters(settings: Settings) -> list[FeasibilityFilter]:
+    """The scheduler's built-in PodTopologySpread filter (block it with FLUENCE_DISABLE_PLUGINS)."""
+    return [PodTopologySpread()]

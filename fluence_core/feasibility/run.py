@@ -34,6 +34,18 @@ def default_filters() -> list[FeasibilityFilter]:
     ]
 
 
+KUBE_ORDER = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
+              "NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity")
+"""kube-scheduler's default profile runs its filters in this order."""
+
+
+def in_kube_order(filters: Iterable[FeasibilityFilter]) -> list[FeasibilityFilter]:
+    """kube-scheduler's filters in its order, then any others in the order given."""
+    found = list(filters)
+    rank = {name: i for i, name in enumerate(KUBE_ORDER)}
+    return sorted(found, key=lambda f: (rank.get(f.name, len(rank)), found.index(f)))
+
+
 @dataclass
 class Feasibility:
     """Which nodes a pod may use, and why each other node was refused."""

@@ -6,9 +6,11 @@ scoring, and feasibility does not score.
 
 from __future__ import annotations
 
-from fluence_core.feasibility.base import FINE, NodeCheck
+from fluence_core import hookimpl
+from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.taints import first_untolerated
+from fluence_core.settings import Settings
 
 
 def reason(key: str, value: str) -> str:
@@ -27,3 +29,9 @@ class TaintToleration:
             return FINE if taint is None else (reason(taint.key, taint.value),)
 
         return check
+
+
+@hookimpl
+def fluence_feasibility_filters(settings: Settings) -> list[FeasibilityFilter]:
+    """The scheduler's built-in TaintToleration filter (block it with FLUENCE_DISABLE_PLUGINS)."""
+    return [TaintToleration()]

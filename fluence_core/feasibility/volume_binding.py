@@ -18,10 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fluence_core.feasibility.base import FINE, NodeCheck, Refusal
+from fluence_core import hookimpl
+from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck, Refusal
 from fluence_core.feasibility.objects import KubeObject, NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.resources import amount
 from fluence_core.feasibility.selectors import LabelSelector, NodeSelector, SelectorError
+from fluence_core.settings import Settings
 
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
@@ -155,3 +157,9 @@ class VolumeBinding:
             return FINE
 
         return check
+
+
+@hookimpl
+def fluence_feasibility_filters(settings: Settings) -> list[FeasibilityFilter]:
+    """The scheduler's built-in VolumeBinding filter (block it with FLUENCE_DISABLE_PLUGINS)."""
+    return [VolumeBinding()]

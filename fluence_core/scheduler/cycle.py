@@ -2,12 +2,12 @@
 
 For each group that is ready and may have a chance (something changed since it
 last failed, no binding of its record owner in flight), an attempt runs
-prefilter -> match -> filter -> (postfilter, rematch, preemption) -> reserve ->
+prefilter -> feasibility (Kubernetes' filters give each pod its nodes) -> match -> filter -> (postfilter, rematch, preemption) -> reserve ->
 prebind, then hands the committed group to the :class:`Binder`. A failure at
 any step after the match gives the allocation back.
 
-The match happens in :meth:`Cycle.match`; a step that narrows the nodes a
-group may use before matching belongs in front of it.
+The match happens in :meth:`Cycle.match`, on nodes :class:`FeasibleNodes` already
+narrowed to those Kubernetes' filters accept for each pod.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from fluence_core.plugins import FluencePluginManager
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, Commit, CycleResult, Reporter
 from fluence_core.scheduler.context import SchedulingContext
+from fluence_core.scheduler.feasible import FeasibleNodes, filters_of
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
@@ -47,11 +48,15 @@ class Cycle:
         self.reporter = reporter
         self.preemptor = preemptor
         self.metrics = metrics
+        contributed = manager.hook.fluence_feasibility_filters(settings=settings)
+        self.feasible = FeasibleNodes(view, filters_of(contributed), lambda: binder.in_flight)
+        """Kubernetes' filters: the nodes each pod may use, handed to the matcher."""
 
     def schedule_once(self) -> list[CycleResult]:
         """One pass over the pending groups, in order; returns what each attempt came to."""
         view = self.view
         with view.lock:
+            self.feasible.begin()
             in_flight = self.binder.in_flight
             unplaced = (p for k, p in view.unplaced.items() if k not in in_flight)
             held = self.records.held_members(view.alive)
@@ -87,6 +92,10 @@ class Cycle:
         veto = hook.fluence_prefilter(group=group, ctx=ctx)
         if veto:
             return self._fail(pending, f"prefilter: {veto}", "vetoed")
+        constrained = self.feasible.constrain(group, pending.pods)
+        if isinstance(constrained, str):
+            return self._fail(pending, constrained, "unschedulable")
+        group = constrained
         try:
             outcome = self.match(group)
         except FluenceError as error:
@@ -107,8 +116,9 @@ class Cycle:
             if isinstance(outcome, GroupMiss):
                 outcome = self.preemptor.make_room(pending, group) or outcome
             if isinstance(outcome, GroupMiss):
-                return self._fail(pending, _veto_reason(vetoed) or outcome.reason,
-                                  "unschedulable")
+                why = (_veto_reason(vetoed) or self.feasible.explain(pending.pods)
+                       or outcome.reason)
+                return self._fail(pending, why, "unschedulable")
         return self._commit(pending, group, outcome, ctx)
 
     def match(self, group: Group, exclude: list[str] | None = None) -> GroupMatch | GroupMiss:
@@ -165,7 +175,10 @@ class Cycle:
             failed = Commit(pending, group, match, owner, None, {}, ctx)
             return self.binder.abandon(failed, {}, error)
         self.records.held.setdefault(owner, []).append(record)
-        return self.binder.bind(Commit(pending, group, match, owner, record, extra, ctx))
+        result = self.binder.bind(Commit(pending, group, match, owner, record, extra, ctx))
+        if result.reason is None:
+            self.feasible.placed(pending.pods, placements)
+        return result
 
 
 def _veto_reason(vetoed: Mapping[str, str]) -> str:

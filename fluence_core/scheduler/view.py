@@ -230,29 +230,24 @@ class ClusterView:
         self.nodes[name] = obj
         info = NodeInfo.from_kube(obj)
         if not self.graph.has_node(name):
-            if info.schedulable:
-                self.matcher.add_node(info)
-                self.generation += 1
-                logger.info("node %s added to the graph", name)
-                for key, pod in self.pods.items():
-                    if ((pod.get("spec") or {}).get("nodeName") == name
-                            and not self.records.covers(key, pod)):
-                        self.pin(key, pod)
-            return
-        if not info.schedulable:
-            if not self.graph.node(name).down:
-                self.matcher.set_node_down(name, True)
-                logger.info("node %s cordoned or tainted: no new work goes there", name)
-            return
-        if self.graph.node(name).down:
-            self.matcher.set_node_down(name, False)
+            self.matcher.add_node(info)
             self.generation += 1
-            logger.info("node %s schedulable again", name)
+            logger.info("node %s added to the graph", name)
+            for key, pod in self.pods.items():
+                if ((pod.get("spec") or {}).get("nodeName") == name
+                        and not self.records.covers(key, pod)):
+                    self.pin(key, pod)
+            return
         if old is not None and NodeInfo.from_kube(old) != info:
+            # Labels, taints or the cordon changed who may go there: groups that failed
+            # may fit now. The node stays in the graph either way (a pod may tolerate it).
             vertex = self.graph.node(name)
-            if vertex.labels != dict(info.labels):
-                vertex.labels = dict(info.labels)
-                self.generation += 1
+            vertex.labels = dict(info.labels)
+            if vertex.schedulable != info.schedulable:
+                logger.info("node %s %s", name, "schedulable again" if info.schedulable
+                            else "cordoned or tainted: only pods tolerating it go there")
+            vertex.schedulable = info.schedulable
+            self.generation += 1
             shape = (vertex.cores, vertex.gpus, vertex.max_pods)
             if (shape != (info.cores, info.gpus, info.max_pods)
                     or vertex.memory_chunks * vertex.chunk_mib != info.memory_mib):

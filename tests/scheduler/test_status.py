@@ -38,5 +38,5 @@ def test_status_shows_use_holders_and_why_groups_wait(harness_factory: Callable[
     assert owners["podgroups/default/g"].pods == ["g0", "g1"]
     why = {p.group: p.why for p in report.pending}
     assert "1 of 3 members ready" in why["default/big"]
-    assert "compute jobspec" in why["default/huge"]
+    assert why["default/huge"] == "0/2 nodes are available: 2 Insufficient cpu."
     assert h.cluster.get(PODS, "huge", "default")["spec"].get("nodeName") is None

@@ -1,0 +1,194 @@
+"""Kubernetes' filters over the scheduler's view: the nodes each pod of a group may use.
+
+Before a group is matched, each of its pods goes through the feasibility filters
+(:mod:`fluence_core.feasibility`, contributed by ``fluence_feasibility_filters``)
+against a snapshot of the cluster as the view holds it, plus the placements this
+scheduler committed whose binding the watch has not shown yet. A pod's answer
+becomes ``PodRequest.allowed``, which the jobspec hands the matcher as a
+``hostlist``: the matcher never sees a node Kubernetes would refuse, so nothing
+is vetoed after a match. A pod no node passes fails its group with
+kube-scheduler's summary ("0/12 nodes are available: ...").
+
+The snapshot is built once per cycle from per-object caches (a pod or node is
+read again only when its ``resourceVersion`` or node changed) and grows as the
+cycle commits groups, so a later group sees an earlier one's pods (their ports,
+their spread, their anti-affinity).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+from fluence_core import names
+from fluence_core.feasibility import Feasibility, FeasibilityFilter, NodeFacts, PodFacts
+from fluence_core.feasibility import Snapshot, feasible
+from fluence_core.feasibility.node_resources_fit import NodeResourcesFit
+from fluence_core.feasibility.resources import PODS
+from fluence_core.feasibility.run import in_kube_order
+from fluence_core.log import logger
+from fluence_core.models import Group, KubeObject
+from fluence_core.placement import PodPlacement
+from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.view import ClusterView
+
+
+def filters_of(contributions: Iterable[Sequence[FeasibilityFilter] | None]) -> list[FeasibilityFilter]:
+    """Every plugin's filters joined, kube-scheduler's in its order first."""
+    return in_kube_order(f for contributed in contributions for f in contributed or ())
+
+
+class FeasibleNodes:
+    """Computes ``PodRequest.allowed`` for the pods of a group, from the view."""
+
+    def __init__(self, view: ClusterView, filters: Sequence[FeasibilityFilter],
+                 in_flight: Callable[[], Collection[g.PodKey]]) -> None:
+        self.view = view
+        self.filters = list(filters)
+        self._in_flight = in_flight
+        self._pods: dict[g.PodKey, tuple[Any, str, PodFacts | None]] = {}
+        self._nodes: dict[str, tuple[Any, NodeFacts | None]] = {}
+        self._placed: dict[g.PodKey, str] = {}
+        """Pods this scheduler placed whose binding the view does not show yet."""
+        self._snapshot: Snapshot | None = None
+
+    def begin(self) -> None:
+        """A new cycle: the next question reads the view afresh."""
+        self._snapshot = None
+
+    def snapshot(self) -> Snapshot:
+        if self._snapshot is None:
+            self._snapshot = self._build()
+        return self._snapshot
+
+    def constrain(self, group: Group, pods: Sequence[KubeObject]) -> Group | str:
+        """The group with every pod's allowed nodes, or why one of its pods fits no node."""
+        snapshot = self.snapshot()
+        answers: dict[str, Feasibility] = {}
+        constrained = []
+        for request, pod in zip(group.pods, pods, strict=True):
+            try:
+                facts = PodFacts.from_kube(pod)
+            except ValueError as error:
+                return f"cannot read the pod's scheduling constraints: {error}"
+            signature = _signature(pod)
+            answer = answers.get(signature)
+            if answer is None:
+                answer = answers[signature] = feasible(facts, snapshot, self.filters)
+            if not answer.nodes:
+                return answer.summary()
+            constrained.append(dataclasses.replace(request, allowed=frozenset(answer.nodes)))
+        return dataclasses.replace(group, pods=tuple(constrained))
+
+    def explain(self, pods: Sequence[KubeObject]) -> str | None:
+        """kube-scheduler's summary for the first pod no node has room for, counting what the
+        graph counts too (CPU, memory, GPUs): why a group the matcher could not place waits.
+        ``None`` when each pod alone would fit somewhere (the group as a whole does not)."""
+        snapshot = self.snapshot()
+        filters = [_counting_all(f) for f in self.filters]
+        seen: set[str] = set()
+        for pod in pods:
+            signature = _signature(pod)
+            if signature in seen:
+                continue
+            seen.add(signature)
+            try:
+                answer = feasible(PodFacts.from_kube(pod), snapshot, filters)
+            except ValueError:
+                continue
+            if not answer.nodes:
+                return answer.summary()
+        return None
+
+    def placed(self, pods: Sequence[KubeObject], placements: Mapping[str, PodPlacement]) -> None:
+        """A group was committed: its pods count where they go from now on."""
+        for pod in pods:
+            key = g.pod_key(pod)
+            node = placements[f"{key[0]}/{key[1]}"].node
+            if node is None:
+                continue
+            self._placed[key] = node
+            if self._snapshot is not None:
+                try:
+                    facts = PodFacts.from_kube(pod)
+                except ValueError:
+                    continue  # it was read before matching; a change since is the watch's news
+                self._snapshot.add(dataclasses.replace(facts, node_name=node))
+
+    # -- the snapshot ----------------------------------------------------------------
+
+    def _build(self) -> Snapshot:
+        nodes = [node_facts for name, obj in self.view.nodes.items()
+                 if (node_facts := self._node_facts(name, obj)) is not None]
+        in_flight = self._in_flight()
+        pods = []
+        for key, obj in self.view.pods.items():
+            if g.is_finished(obj):
+                continue
+            node = (obj.get("spec") or {}).get("nodeName") or ""
+            if not node and key in in_flight:
+                node = self._placed.get(key, "")
+            if not node:
+                continue
+            facts = self._pod_facts(key, obj, node)
+            if facts is not None:
+                pods.append(facts)
+        self._placed = {k: n for k, n in self._placed.items()
+                        if k in in_flight and not g.is_bound(self.view.pods.get(k) or {})}
+        live = self.view.pods.keys()
+        self._pods = {k: v for k, v in self._pods.items() if k in live}
+        return Snapshot(nodes=nodes, pods=pods)
+
+    def _pod_facts(self, key: g.PodKey, obj: KubeObject, node: str) -> PodFacts | None:
+        version = _version(obj)
+        cached = self._pods.get(key)
+        if cached is not None and cached[0] == version and cached[1] == node:
+            return cached[2]
+        try:
+            facts: PodFacts | None = PodFacts.from_kube(obj)
+        except ValueError as error:
+            logger.warning("pod %s/%s on %s is left out of the filters: %s", *key, node, error)
+            facts = None
+        if facts is not None and facts.node_name != node:
+            facts = dataclasses.replace(facts, node_name=node)
+        self._pods[key] = (version, node, facts)
+        return facts
+
+    def _node_facts(self, name: str, obj: KubeObject) -> NodeFacts | None:
+        version = _version(obj)
+        cached = self._nodes.get(name)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        try:
+            facts: NodeFacts | None = NodeFacts.from_kube(obj)
+        except ValueError as error:
+            logger.warning("node %s is left out of the filters: %s", name, error)
+            facts = None
+        self._nodes[name] = (version, facts)
+        return facts
+
+
+def _counting_all(feasibility_filter: FeasibilityFilter) -> FeasibilityFilter:
+    """NodeResourcesFit counting CPU, memory and GPUs too; pod slots and virtual types are
+    left to the matcher, which reports them in its own words."""
+    if isinstance(feasibility_filter, NodeResourcesFit):
+        return NodeResourcesFit(ignored={PODS}, ignored_prefixes=(f"{names.RESOURCE_DOMAIN}/",))
+    return feasibility_filter
+
+
+def _version(obj: KubeObject) -> Any:
+    """What tells a changed object from the one read before: its resourceVersion, or (an
+    object that has none, as in some tests) the dict itself, read again each time."""
+    return (obj.get("metadata") or {}).get("resourceVersion") or object()
+
+
+def _signature(pod: KubeObject) -> str:
+    """Pods with equal signatures get equal answers (a gang's members usually do)."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    own = [metadata.get("namespace"), metadata.get("labels"), spec]
+    if any("ephemeral" in (v or {}) for v in spec.get("volumes") or ()):
+        own.append(metadata.get("name"))  # its claims are named after it
+    return json.dumps(own, sort_keys=True, default=str)

@@ -1,0 +1,128 @@
+"""fluence_core.scheduler.feasible: Kubernetes' filters narrow each pod's nodes before the match."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fluence_core.cluster_api import EVENTS, NODES, PODS
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.settings import load_settings
+from tests.scheduler.conftest import Harness, node, pod, pod_group
+
+Factory = Callable[..., Harness]
+GPU_TAINT = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
+
+
+def _with(obj: dict[str, Any], labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    obj["spec"].update(spec)
+    if labels:
+        obj["metadata"]["labels"] = labels
+    return obj
+
+
+def _labelled(name: str, labels: dict[str, str], **extra: Any) -> dict[str, Any]:
+    body = node(name, **extra)
+    body["metadata"]["labels"] = labels
+    return body
+
+
+def _reason(h: Harness, name: str) -> str:
+    found = h.cluster.get(PODS, name, "default")
+    assert found is not None
+    conditions = (found.get("status") or {}).get("conditions") or []
+    return next(c["message"] for c in conditions if c["type"] == "PodScheduled")
+
+
+def test_a_pod_tolerating_a_taint_uses_the_tainted_node(harness_factory: Factory) -> None:
+    h = harness_factory(node("plain", cpu=1), node("gpu", spec={"taints": [GPU_TAINT]}),
+                        _with(pod("trainer", "2"), tolerations=[{"key": "gpu", "operator": "Exists"}]))
+    h.cycle()
+    assert h.node_of("trainer") == "gpu"
+
+
+def test_a_pod_not_tolerating_the_taint_is_told_why_in_kube_schedulers_words(
+        harness_factory: Factory) -> None:
+    h = harness_factory(*(node(f"gpu{i}", spec={"taints": [GPU_TAINT]}) for i in range(4)),
+                        *(node(f"cpu{i}", cpu=2) for i in range(8)), pod("big", "4"))
+    h.cycle()
+    assert h.node_of("big") is None
+    # cpu is the graph's to count; the taint is the filters'
+    assert _reason(h, "big").startswith(
+        "0/12 nodes are available: 4 node(s) had untolerated taint {gpu: true}")
+
+
+def test_required_node_affinity_picks_the_zone(harness_factory: Factory) -> None:
+    zone_b = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]}]}}}
+    h = harness_factory(_labelled("a1", {"topology.kubernetes.io/zone": "a"}),
+                        _labelled("b1", {"topology.kubernetes.io/zone": "b"}),
+                        _with(pod("p"), affinity=zone_b))
+    h.cycle()
+    assert h.node_of("p") == "b1"
+
+
+def test_a_pod_tolerating_the_cordon_may_use_a_cordoned_node(harness_factory: Factory) -> None:
+    cordon = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+               "effect": "NoSchedule"}]
+    h = harness_factory(node("n0", spec={"unschedulable": True}),
+                        _with(pod("daemon"), tolerations=cordon), pod("plain"))
+    h.cycle()
+    assert h.node_of("daemon") == "n0" and h.node_of("plain") is None
+    assert _reason(h, "plain") == "0/1 nodes are available: 1 node(s) were unschedulable."
+
+
+def test_anti_affinity_between_pods_placed_one_after_another(harness_factory: Factory) -> None:
+    one_per_node = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname",
+         "labelSelector": {"matchLabels": {"app": "db"}}}]}}
+    nodes = [_labelled(f"n{i}", {"kubernetes.io/hostname": f"n{i}"}) for i in range(2)]
+    dbs = [_with(pod(f"db{i}"), labels={"app": "db"}, affinity=one_per_node) for i in range(3)]
+    h = harness_factory(*nodes, *dbs)
+    h.cycle()
+    placed = [h.node_of(f"db{i}") for i in range(3)]
+    assert sorted(n for n in placed if n) == ["n0", "n1"] and placed.count(None) == 1
+
+
+def test_host_ports_keep_two_pods_apart_within_one_cycle(harness_factory: Factory) -> None:
+    def web(name: str) -> dict[str, Any]:
+        body = pod(name)
+        body["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+        return body
+
+    h = harness_factory(node("n0"), node("n1"), web("w0"), web("w1"), web("w2"))
+    h.cycle()
+    placed = sorted(n or "-" for n in (h.node_of("w0"), h.node_of("w1"), h.node_of("w2")))
+    assert placed == ["-", "n0", "n1"]
+
+
+def test_a_gang_waits_with_the_reason_of_the_member_that_fits_nowhere(harness_factory: Factory) -> None:
+    h = harness_factory(node("n0"), pod_group("g", 2), pod("a", group="g"),
+                        _with(pod("b", group="g"), nodeSelector={"pool": "gpu"}))
+    h.cycle()
+    assert h.node_of("a") is None and h.node_of("b") is None
+    assert "didn't match Pod's node affinity/selector" in _reason(h, "a")
+
+
+def test_labels_changing_retry_the_waiting_pod(harness_factory: Factory) -> None:
+    h = harness_factory(node("n0"), _with(pod("p"), nodeSelector={"pool": "x"}))
+    h.cycle()
+    assert h.node_of("p") is None
+    h.cluster.patch(NODES, "n0", {"metadata": {"labels": {"pool": "x"}}})
+    h.cycle()
+    assert h.node_of("p") == "n0"
+
+
+def test_a_filter_plugin_blocked_is_not_asked(harness_factory: Factory) -> None:
+    h = harness_factory(node("gpu", spec={"taints": [GPU_TAINT]}), pod("p"))
+    h.scheduler = Scheduler(h.cluster, load_settings(disable_plugins="filter-taint-toleration"))
+    h.scheduler.start()
+    h.cycle()
+    assert h.node_of("p") == "gpu"
+
+
+def test_the_failed_scheduling_event_carries_the_summary(harness_factory: Factory) -> None:
+    h = harness_factory(node("n0"), _with(pod("p"), nodeName="", nodeSelector={"x": "y"}))
+    h.cycle()
+    events = [e["message"] for e in h.cluster.list(EVENTS, "default").items]
+    assert "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector." in events
