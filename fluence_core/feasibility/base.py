@@ -38,6 +38,9 @@ class FeasibilityFilter(Protocol):
     """One of kube-scheduler's filters, named as kube-scheduler names its plugin."""
 
     name: str
+    reads_pods: bool
+    """Whether its answer depends on the pods placed (ports, spread, affinity, free room)
+    rather than on the node and the pod alone; an answer of only the others lasts."""
 
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | Refusal | None:
         """Look at the pod and the cluster once; return what to ask of each node."""

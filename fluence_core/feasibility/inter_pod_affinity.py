@@ -52,6 +52,7 @@ def _labels_of(snapshot: Snapshot, pod: PodFacts) -> Mapping[str, str]:
 
 class InterPodAffinity:
     name = "InterPodAffinity"
+    reads_pods = True
 
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | None:
         match = _matcher(snapshot)

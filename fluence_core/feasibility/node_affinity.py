@@ -27,6 +27,7 @@ def required_match(pod: PodFacts, node: NodeFacts) -> bool:
 
 class NodeAffinity:
     name = "NodeAffinity"
+    reads_pods = False
 
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | None:
         if not pod.node_selector and pod.required_node_affinity is None:

@@ -12,6 +12,7 @@ REASON = "node(s) didn't match the requested node name"
 
 class NodeName:
     name = "NodeName"
+    reads_pods = False
 
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | None:
         if not pod.node_name:

@@ -24,6 +24,7 @@ def conflicts(wanted: HostPort, used: set[HostPort]) -> bool:
 
 class NodePorts:
     name = "NodePorts"
+    reads_pods = True
 
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | None:
         if not pod.host_ports:

@@ -44,17 +44,20 @@ def _order(resource: str) -> tuple[int, str]:
 
 class NodeResourcesFit:
     name = "NodeResourcesFit"
+    reads_pods = True
 
     def __init__(self, ignored: Collection[str] = (), ignored_prefixes: tuple[str, ...] = ()) -> None:
         self.ignored = frozenset(ignored)
         self.ignored_prefixes = ignored_prefixes
 
-    def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck:
+    def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | None:
         wanted = {r: pod.requests[r] for r in sorted(pod.requests, key=_order)
                   if r != PODS and r not in self.ignored
                   and not r.startswith(self.ignored_prefixes)}
         count_pods = PODS not in self.ignored
         needs_any = any(v > 0 for v in wanted.values())
+        if not needs_any and not count_pods:
+            return None
 
         def check(node: NodeFacts) -> tuple[str, ...]:
             reasons = []

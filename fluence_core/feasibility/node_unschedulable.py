@@ -19,6 +19,7 @@ REASON = "node(s) were unschedulable"
 
 class NodeUnschedulable:
     name = "NodeUnschedulable"
+    reads_pods = False
 
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck:
         allowed = any(tolerates(t, CORDON_TAINT) for t in pod.tolerations)

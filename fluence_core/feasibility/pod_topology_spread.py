@@ -49,6 +49,7 @@ def _count(snapshot: Snapshot, node: str, constraint: SpreadConstraint, namespac
 
 class PodTopologySpread:
     name = "PodTopologySpread"
+    reads_pods = True
 
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | None:
         hard = [c for c in pod.spread if c.when_unsatisfiable == HARD]

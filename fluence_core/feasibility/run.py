@@ -55,6 +55,9 @@ class Feasibility:
     refusal: str | None = None
     """Set when the pod fits no node whatever the node (a PreFilter failure)."""
     total: int = 0
+    lasting: bool = False
+    """No filter that reads the placed pods had anything to ask: the answer holds for as
+    long as the nodes do not change."""
 
     def summary(self) -> str:
         """kube-scheduler's FailedScheduling message (meaningful when no node is left)."""
@@ -77,13 +80,15 @@ def feasible(
     """The nodes of ``nodes`` (default: all of the snapshot's) that ``pod`` may use."""
     candidates = list(snapshot.nodes if nodes is None else nodes)
     checks: list[NodeCheck] = []
+    lasting = True
     for feasibility_filter in default_filters() if filters is None else filters:
         prepared = feasibility_filter.prepare(pod, snapshot)
         if isinstance(prepared, Refusal):
             return Feasibility([], refusal=prepared.reason, total=len(candidates))
         if prepared is not None:
             checks.append(prepared)
-    result = Feasibility([], total=len(candidates))
+            lasting = lasting and not feasibility_filter.reads_pods
+    result = Feasibility([], total=len(candidates), lasting=lasting)
     for node in candidates:
         for check in checks:
             reasons = check(node)

@@ -20,6 +20,7 @@ def reason(key: str, value: str) -> str:
 
 class TaintToleration:
     name = "TaintToleration"
+    reads_pods = False
 
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck:
         tolerations = pod.tolerations

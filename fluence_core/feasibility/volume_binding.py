@@ -112,6 +112,7 @@ class _Claim:
 
 class VolumeBinding:
     name = "VolumeBinding"
+    reads_pods = True
 
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | Refusal | None:
         if not pod.claims:

@@ -53,6 +53,10 @@ class FeasibleNodes:
         self._placed: dict[g.PodKey, str] = {}
         """Pods this scheduler placed whose binding the view does not show yet."""
         self._snapshot: Snapshot | None = None
+        self._lasting: dict[str, Feasibility] = {}
+        """Answers that depend on the nodes alone, by pod signature, for this snapshot."""
+        self._read: dict[g.PodKey, PodFacts] = {}
+        """The pods of the group being placed, as :meth:`constrain` read them."""
 
     def begin(self) -> None:
         """A new cycle: the next question reads the view afresh."""
@@ -61,6 +65,7 @@ class FeasibleNodes:
     def snapshot(self) -> Snapshot:
         if self._snapshot is None:
             self._snapshot = self._build()
+            self._lasting = {}
         return self._snapshot
 
     def constrain(self, group: Group, pods: Sequence[KubeObject]) -> Group | str:
@@ -68,15 +73,18 @@ class FeasibleNodes:
         snapshot = self.snapshot()
         answers: dict[str, Feasibility] = {}
         constrained = []
+        self._read = {}
         for request, pod in zip(group.pods, pods, strict=True):
             try:
-                facts = PodFacts.from_kube(pod)
+                facts = self._read[g.pod_key(pod)] = PodFacts.from_kube(pod)
             except ValueError as error:
                 return f"cannot read the pod's scheduling constraints: {error}"
             signature = _signature(pod)
-            answer = answers.get(signature)
+            answer = answers.get(signature) or self._lasting.get(signature)
             if answer is None:
                 answer = answers[signature] = feasible(facts, snapshot, self.filters)
+                if answer.lasting:
+                    self._lasting[signature] = answer
             if not answer.nodes:
                 return answer.summary()
             constrained.append(dataclasses.replace(request, allowed=frozenset(answer.nodes)))
@@ -110,12 +118,11 @@ class FeasibleNodes:
             if node is None:
                 continue
             self._placed[key] = node
-            if self._snapshot is not None:
-                try:
-                    facts = PodFacts.from_kube(pod)
-                except ValueError:
-                    continue  # it was read before matching; a change since is the watch's news
+            facts = self._read.get(key)
+            if self._snapshot is not None and facts is not None:
                 self._snapshot.add(dataclasses.replace(facts, node_name=node))
+                if facts.anti_affinity:
+                    self._lasting = {}  # every pod must now be asked about its terms
 
     # -- the snapshot ----------------------------------------------------------------
 

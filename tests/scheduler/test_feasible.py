@@ -126,3 +126,19 @@ def test_the_failed_scheduling_event_carries_the_summary(harness_factory: Factor
     h.cycle()
     events = [e["message"] for e in h.cluster.list(EVENTS, "default").items]
     assert "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector." in events
+
+
+def test_a_pod_placed_with_anti_affinity_keeps_later_pods_of_the_same_cycle_away(
+        harness_factory: Factory) -> None:
+    keep_web_away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname",
+         "labelSelector": {"matchLabels": {"app": "web"}}}]}}
+    nodes = [_labelled(f"n{i}", {"kubernetes.io/hostname": f"n{i}"}, cpu=1 if i == 0 else 4)
+             for i in range(3)]
+    # placed in name order: a web pod, then the guard, then two more web pods of the same shape
+    webs = [_with(pod(name), labels={"app": "web"}) for name in ("a-web", "c-web", "d-web")]
+    h = harness_factory(*nodes, webs[0], _with(pod("b-guard"), affinity=keep_web_away), *webs[1:])
+    h.cycle()
+    guard = h.node_of("b-guard")
+    assert guard is not None
+    assert [h.node_of(n) != guard for n in ("a-web", "c-web", "d-web")] == [True] * 3
