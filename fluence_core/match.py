@@ -179,6 +179,7 @@ def _room(pod: PodRequest, graph: ResourceGraph) -> int:
         1
         for node in graph.nodes
         if not node.down
+        and (node.name in pod.allowed if pod.allowed is not None else node.schedulable)
         and node.cores >= pod.cores
         and node.gpus >= pod.gpus
         and node.memory_chunks * node.chunk_mib >= pod.memory_mib

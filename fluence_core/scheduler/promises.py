@@ -94,7 +94,8 @@ class PromiseKeeper:
             for share in allocation.nodes:
                 if not graph.has_node(share.node):
                     return f"recorded node {share.node} is gone"
-                if graph.node(share.node).down:
+                vertex = graph.node(share.node)
+                if vertex.down or not vertex.schedulable:
                     return f"recorded node {share.node} is cordoned or tainted"
                 entry = room.setdefault(share.node, [0, 0, 0])
                 entry[0] += len(share.cores)
