@@ -40,7 +40,7 @@ from fluence_core.api import (
     names,
     pointer,
 )
-from fluence_flux import scripts
+from fluence_flux import scripts, trainer
 from fluence_flux import workload as wl
 from fluence_flux.adopt import Adopter, Adoption
 from fluence_flux.curve import curve_certificate
@@ -52,13 +52,6 @@ SCRIPTS_VOLUME = "flux-scripts"
 SHM_VOLUME = "flux-shm"
 SHM_PATH = "/dev/shm"
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
-
-TRAINJOBS = Resource("trainjobs", "TrainJob", group="trainer.kubeflow.org", version="v1alpha1")
-TRAINING_RUNTIMES = Resource("trainingruntimes", "TrainingRuntime", group="trainer.kubeflow.org",
-                             version="v1alpha1")
-CLUSTER_TRAINING_RUNTIMES = Resource("clustertrainingruntimes", "ClusterTrainingRuntime",
-                                     group="trainer.kubeflow.org", version="v1alpha1", namespaced=False)
-
 
 def extend_list(owner: Mapping[str, Any], base: str, key: str, items: list[dict[str, Any]],
                 *, identity: str = "name") -> JsonPatch:
@@ -89,7 +82,8 @@ class FluxHandler:
     """The ``flux`` webhook handler (Jobs and JobSets)."""
 
     name = "flux"
-    order = 50
+    order = 3
+    """Before ``job-group`` (5): that handler then names the gang this one adds on a Job."""
     resources = ("batch/jobs", "jobset.x-k8s.io/jobsets")
 
     def __init__(self, settings: FluxSettings | None = None, adopter: Adopter | None = None) -> None:
@@ -102,32 +96,19 @@ class FluxHandler:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _trainjob(self, obj: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, Any] | None:
-        ref = wl.trainer_owner(obj)
-        if ref is None or ctx.cluster is None:
-            return None
-        found: Mapping[str, Any] | None = ctx.cluster.get(TRAINJOBS, str(ref.get("name")), ctx.namespace)
-        return found
-
-    def _runtime_is_flux(self, trainjob: Mapping[str, Any] | None, ctx: AdmissionContext) -> bool:
-        if trainjob is None or ctx.cluster is None:
-            return False
-        ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
-        kind = ref.get("kind") or CLUSTER_TRAINING_RUNTIMES.kind
-        resource = TRAINING_RUNTIMES if kind == TRAINING_RUNTIMES.kind else CLUSTER_TRAINING_RUNTIMES
-        runtime = ctx.cluster.get(resource, str(ref.get("name") or ""), ctx.namespace)
-        runtime_labels = ((runtime or {}).get("metadata") or {}).get("labels") or {}
-        return bool(runtime_labels.get(names.TRAINER_FRAMEWORK_LABEL) == names.TRAINER_FRAMEWORK_FLUX)
-
     def workload(self, obj: Mapping[str, Any], ctx: AdmissionContext) -> wl.FluxWorkload | None:
-        """The workload, None when the object is not a Flux one after all (a non-flux TrainJob)."""
-        trainjob = self._trainjob(obj, ctx) if wl.kind_of(obj) == wl.JOBSET_KIND else None
-        if not wl.opted_in(obj) and not self._runtime_is_flux(trainjob, ctx):
-            return None
-        found = wl.read(obj, ctx.namespace)
-        nproc = ((trainjob or {}).get("spec") or {}).get("trainer", {}).get("numProcPerNode")
-        if names.FLUX_TASKS_PER_NODE_ANNOTATION not in wl.annotations_of(obj) and str(nproc).isdigit():
-            found = dataclasses.replace(found, tasks_per_node=max(1, int(str(nproc))))
+        """The workload, None when the object is not a Flux one after all (a non-flux TrainJob).
+
+        A TrainJob's JobSet takes its node count and tasks per node from the
+        TrainJob and its runtime; the annotation still wins for tasks per node.
+        """
+        policy = trainer.flux_policy(obj, ctx) if wl.kind_of(obj) == wl.JOBSET_KIND else None
+        if policy is None:
+            return wl.read(obj, ctx.namespace) if wl.opted_in(obj) else None
+        found = wl.read(obj, ctx.namespace, trainer=policy)
+        if (policy.tasks_per_node is not None
+                and names.FLUX_TASKS_PER_NODE_ANNOTATION not in wl.annotations_of(obj)):
+            found = dataclasses.replace(found, tasks_per_node=policy.tasks_per_node)
         return found
 
     # -- mutating --------------------------------------------------------------------------
@@ -150,6 +131,8 @@ class FluxHandler:
                 ops.append({"op": "add", "path": "/spec/network", "value": {"enableDNSHostnames": True}})
             else:
                 ops.append({"op": "add", "path": "/spec/network/enableDNSHostnames", "value": True})
+        ops += self._job_shape(work)
+        ops += self._gang(work, spec, base, ctx)
         ops += extend_list(spec, base, "initContainers", [self._init_container()])
         mounts_shm = any(m.get("mountPath") == SHM_PATH for c in spec.get("containers") or []
                          for m in c.get("volumeMounts") or [])
@@ -169,6 +152,50 @@ class FluxHandler:
         ops += self._container(work, base, mounts_shm)
         ops += self._affinity(work, spec, base, ctx)
         self._defer_objects(work, ctx)
+        return ops
+
+    @staticmethod
+    def _job_shape(work: wl.FluxWorkload) -> JsonPatch:
+        """An Indexed Job of ``nodes`` pods all at once (a Trainer JobSet may say otherwise)."""
+        base = pointer(*work.job_path)
+        want = {"completionMode": "Indexed", "completions": work.nodes, "parallelism": work.nodes}
+        return [{"op": "replace" if key in work.job_spec else "add", "path": f"{base}/{key}",
+                 "value": value}
+                for key, value in want.items() if work.job_spec.get(key) != value]
+
+    @staticmethod
+    def _gang(work: wl.FluxWorkload, spec: Mapping[str, Any], base: str,
+              ctx: AdmissionContext) -> JsonPatch:
+        """One Fluence gang of every broker's pod, so no broker waits on a partial instance.
+
+        The pods get ``schedulerName: fluence``, the group label (the workload's
+        name unless the template names a group) and the group size; the built-in
+        ``job-group`` and ``gang`` handlers then make the PodGroup from them. A
+        template that names another scheduler keeps it, with a warning.
+        """
+        scheduler = spec.get("schedulerName")
+        if scheduler not in (None, "", names.SCHEDULER_NAME):
+            ctx.warn(f"flux: {work.label} keeps schedulerName {scheduler!r}: its brokers are "
+                     "not placed as one gang by Fluence")
+            return []
+        ops: JsonPatch = []
+        if scheduler != names.SCHEDULER_NAME:
+            ops.append({"op": "add", "path": base + "/schedulerName", "value": names.SCHEDULER_NAME})
+        meta_path = pointer(*work.template_path, "metadata")
+        meta = work.template.get("metadata")
+        if meta is None:
+            ops.append({"op": "add", "path": meta_path, "value": {}})
+            meta = {}
+        wanted = {"labels": {names.GROUP_LABEL: work.name},
+                  "annotations": {names.GROUP_SIZE_ANNOTATION: str(work.nodes)}}
+        for field, entries in wanted.items():
+            current = meta.get(field)
+            if current is None:
+                ops.append({"op": "add", "path": f"{meta_path}/{field}", "value": dict(entries)})
+                continue
+            for key, value in entries.items():
+                if key not in current:
+                    ops.append({"op": "add", "path": meta_path + pointer(field, key), "value": value})
         return ops
 
     def _init_container(self) -> dict[str, Any]:

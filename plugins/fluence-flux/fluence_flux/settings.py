@@ -27,6 +27,11 @@ class FluxSettings(BaseSettings):
         description="Required node affinity, comma-separated key=value terms (values joined by '|').",
     )
     broker_port: int = Field(default=8050, ge=1, le=65535, description="TCP port the brokers use.")
+    start_timeout: int = Field(
+        default=600, ge=1,
+        description="Seconds rank 0 waits for every broker to join before it fails the Job "
+                    "(a rank whose pod never starts must not hang the instance).",
+    )
     adopt_timeout: float = Field(
         default=60.0, gt=0,
         description="Seconds to wait for an admitted Job/JobSet to be stored before its "

@@ -18,7 +18,11 @@ JOBSET_KIND = "JobSet"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 TRAINER_NODE_JOB = "node"
-"""The replicated job Kubeflow Trainer runs the training on."""
+"""The replicated job Kubeflow Trainer runs the training on (its runtimes' usual name)."""
+TRAINER_JOB = "trainer"
+"""The same job by its step name, which some runtimes also use as the job's name."""
+TRAINER_STEP_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+"""Trainer's label on a replicated job template: which step of the TrainJob it runs."""
 
 QUEUE_POLICIES = ("fcfs", "easy", "hybrid", "conservative")
 DEFAULT_QUEUE_POLICY = "fcfs"
@@ -30,6 +34,14 @@ MAX_HOSTNAME = 63
 
 
 @dataclass(frozen=True)
+class TrainerSize:
+    """The sizes a Kubeflow TrainJob and its runtime give; None where neither says."""
+
+    nodes: int | None
+    tasks_per_node: int | None
+
+
+@dataclass(frozen=True)
 class FluxWorkload:
     """One Job or JobSet made into a Flux instance of ``nodes`` brokers."""
 
@@ -37,6 +49,9 @@ class FluxWorkload:
     api_version: str
     name: str
     namespace: str
+    job_path: tuple[str | int, ...]
+    """Path parts of the Job spec (completions, parallelism) inside the object."""
+    job_spec: Mapping[str, Any]
     template_path: tuple[str | int, ...]
     """Path parts of the pod template (``metadata`` + ``spec``) inside the object."""
     template: Mapping[str, Any]
@@ -139,8 +154,21 @@ def _device(obj: Mapping[str, Any]) -> str:
     return value
 
 
-def _indexed(job_spec: Mapping[str, Any], what: str) -> int:
-    """The node count of an Indexed Job spec whose parallelism equals its completions."""
+def _indexed(job_spec: Mapping[str, Any], what: str, trainer: TrainerSize | None) -> int:
+    """The node count of an Indexed Job spec whose parallelism equals its completions.
+
+    For a Kubeflow Trainer JobSet (``trainer`` given) the count is Trainer's
+    ``numNodes``, else the job's own completions or parallelism, else 1, and
+    the handler makes the Job spec Indexed with that many completions itself.
+    """
+    if trainer is not None:
+        if trainer.nodes is not None:
+            return trainer.nodes
+        for key in ("completions", "parallelism"):
+            value = job_spec.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+                return value
+        return 1
     if job_spec.get("completionMode") != "Indexed":
         raise AdmissionDenied(f"{what} must be an Indexed Job (spec.completionMode: Indexed): "
                               "Flux ranks are the completion indexes")
@@ -180,8 +208,29 @@ def _container(template: Mapping[str, Any], obj: Mapping[str, Any], what: str) -
     return index, tuple(argv)
 
 
-def read(obj: Mapping[str, Any], namespace: str) -> FluxWorkload:
-    """The workload an opted-in Job or JobSet describes, or :class:`AdmissionDenied`."""
+def _flux_job(jobs: list[Mapping[str, Any]], what: str) -> int:
+    """Which replicated job of a JobSet runs Flux: the only one, or Trainer's trainer step."""
+    if len(jobs) == 1:
+        return 0
+    for i, job in enumerate(jobs):
+        job_labels = ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        if job_labels.get(TRAINER_STEP_LABEL) == TRAINER_JOB:
+            return i
+    for i, job in enumerate(jobs):
+        if job.get("name") in (TRAINER_NODE_JOB, TRAINER_JOB):
+            return i
+    raise AdmissionDenied(f"{what} has {len(jobs)} replicated jobs and none is the trainer "
+                          f"(named {TRAINER_NODE_JOB!r} or {TRAINER_JOB!r}, or labelled "
+                          f"{TRAINER_STEP_LABEL}={TRAINER_JOB}): say which one runs Flux")
+
+
+def read(obj: Mapping[str, Any], namespace: str, *,
+         trainer: TrainerSize | None = None) -> FluxWorkload:
+    """The workload an opted-in Job or JobSet describes, or :class:`AdmissionDenied`.
+
+    ``trainer`` is given for a TrainJob's JobSet; without it the Job spec must
+    already be Indexed with parallelism = completions.
+    """
     kind = kind_of(obj)
     meta = _meta(obj)
     name = str(meta.get("name") or "")
@@ -191,22 +240,17 @@ def read(obj: Mapping[str, Any], namespace: str) -> FluxWorkload:
                               "the brokers' hostnames and Service derive from the name")
     spec = obj.get("spec") or {}
     if kind == JOB_KIND:
-        nodes = _indexed(spec, what)
+        job_spec = spec
+        count = _indexed(spec, what, None)
         template = spec.get("template") or {}
-        template_path: tuple[str | int, ...] = ("spec", "template")
+        job_path = ("spec",)
+        template_path = ("spec", "template")
         subdomain = str((template.get("spec") or {}).get("subdomain") or name)
         host_prefix = f"{name}-"
         selector = {JOB_NAME_LABEL: name}
     elif kind == JOBSET_KIND:
         jobs = list(spec.get("replicatedJobs") or [])
-        if len(jobs) == 1:
-            index = 0
-        else:
-            found = [i for i, j in enumerate(jobs) if j.get("name") == TRAINER_NODE_JOB]
-            if not found:
-                raise AdmissionDenied(f"{what} has {len(jobs)} replicated jobs and none named "
-                                      f"{TRAINER_NODE_JOB!r}: say which one runs Flux")
-            index = found[0]
+        index = _flux_job(jobs, what)
         job = jobs[index]
         job_name = str(job.get("name") or "")
         if job.get("replicas", 1) != 1:
@@ -214,15 +258,16 @@ def read(obj: Mapping[str, Any], namespace: str) -> FluxWorkload:
                                   f"{job.get('replicas')}: one Flux instance needs replicas 1 "
                                   "(use parallelism/completions for the node count)")
         job_spec = (job.get("template") or {}).get("spec") or {}
-        nodes = _indexed(job_spec, f"replicated job {job_name!r} of {what}")
+        count = _indexed(job_spec, f"replicated job {job_name!r} of {what}", trainer)
         template = job_spec.get("template") or {}
-        template_path = ("spec", "replicatedJobs", index, "template", "spec", "template")
+        job_path: tuple[str | int, ...] = ("spec", "replicatedJobs", index, "template", "spec")
+        template_path = (*job_path, "template")
         subdomain = str((spec.get("network") or {}).get("subdomain") or name)
         host_prefix = f"{name}-{job_name}-0-"
         selector = {JOBSET_NAME_LABEL: name}
     else:
         raise AdmissionDenied(f"{what}: Flux runs in batch/v1 Jobs and JobSets only")
-    longest = f"{host_prefix}{nodes - 1}"
+    longest = f"{host_prefix}{count - 1}"
     if len(longest) > MAX_HOSTNAME or not _DNS_LABEL.match(longest):
         raise AdmissionDenied(f"{what}: hostname {longest!r} is not a DNS label of at most "
                               f"{MAX_HOSTNAME} characters; shorten the name")
@@ -231,7 +276,8 @@ def read(obj: Mapping[str, Any], namespace: str) -> FluxWorkload:
     container_index, argv = _container(template, obj, what)
     return FluxWorkload(
         kind=kind, api_version=str(obj.get("apiVersion") or ""), name=name, namespace=namespace,
-        template_path=template_path, template=template, nodes=nodes, host_prefix=host_prefix,
+        job_path=job_path, job_spec=job_spec, template_path=template_path, template=template,
+        nodes=count, host_prefix=host_prefix,
         subdomain=subdomain, selector=selector, container_index=container_index, argv=argv,
         tasks_per_node=_int_setting(obj, names.FLUX_TASKS_PER_NODE_ANNOTATION, DEFAULT_TASKS_PER_NODE),
         queue_policy=_choice(obj, names.FLUX_QUEUE_POLICY_ANNOTATION, DEFAULT_QUEUE_POLICY, QUEUE_POLICIES),

@@ -7,15 +7,14 @@ import base64
 import pytest
 from fluence_flux.adopt import Adopter
 from fluence_flux.handler import (
-    CLUSTER_TRAINING_RUNTIMES,
     INIT_CONTAINER,
     SCRIPTS_VOLUME,
     SHM_VOLUME,
-    TRAINJOBS,
     VIEW_VOLUME,
     FluxHandler,
 )
 from fluence_flux.settings import DEFAULT_VIEW_IMAGE, FluxSettings
+from fluence_flux.trainer import CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES, TRAINJOBS
 from flux_helpers import JOBSET_API, admit, job, jobset
 from kubernetes.client import ApiClient
 
@@ -311,31 +310,143 @@ def test_a_trainer_jobset_of_several_replicated_jobs_runs_flux_in_the_node_job(s
     assert node["initContainers"][0]["name"] == INIT_CONTAINER
 
 
-def trainer(cluster, framework: str, nproc=None):
-    cluster.create(CLUSTER_TRAINING_RUNTIMES, {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": f"{framework}-runtime", "labels": {names.TRAINER_FRAMEWORK_LABEL: framework}},
-        "spec": {}})
-    trainer_spec = {"numProcPerNode": nproc} if nproc is not None else {}
-    cluster.create(TRAINJOBS, {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+
+
+def trainer(cluster, *, ml_policy=None, runtime_labels=None, trainer_spec=None,
+            namespaced=False) -> dict:
+    """A runtime and a TrainJob ``tj`` using it; the JobSet owner reference Trainer writes."""
+    kind, resource = (("TrainingRuntime", TRAINING_RUNTIMES) if namespaced
+                      else ("ClusterTrainingRuntime", CLUSTER_TRAINING_RUNTIMES))
+    cluster.create(resource, {
+        "apiVersion": TRAINER_API, "kind": kind,
+        "metadata": {"name": "rt", "labels": dict(runtime_labels or {})},
+        "spec": {"mlPolicy": ml_policy or {}}}, "default" if namespaced else None)
+    cluster.create(TRAINJOBS, {"apiVersion": TRAINER_API, "kind": "TrainJob",
                                "metadata": {"name": "tj"},
-                               "spec": {"runtimeRef": {"name": f"{framework}-runtime"},
-                                        "trainer": trainer_spec}}, "default")
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj",
-            "uid": "tj-uid", "controller": True}
+                               "spec": {"runtimeRef": {"name": "rt", "kind": kind,
+                                                       "apiGroup": "trainer.kubeflow.org"},
+                                        "trainer": dict(trainer_spec or {})}}, "default")
+    return {"apiVersion": TRAINER_API, "kind": "TrainJob", "name": "tj", "uid": "tj-uid",
+            "controller": True}
 
 
-def test_a_jobset_of_a_trainjob_whose_runtime_is_flux_is_rewritten_with_its_num_proc(service, cluster):
-    owner = trainer(cluster, "flux", nproc=4)
+def trainer_jobset(owner) -> dict:
+    """A JobSet as Trainer makes it: an initializer and a trainer step of its own shape."""
+    initializer = {"name": "dataset-initializer", "replicas": 1, "template": {"spec": {
+        "template": {"spec": {"containers": [{"name": "d", "image": "x", "command": ["d"]}]}}}}}
+    step = {"name": "node", "replicas": 1, "template": {
+        "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "node", "image": "x", "command": ["python3", "train.py"]}]}}}}}
+    return jobset("tj", replicated=[initializer, step], owner=owner)
+
+
+def entrypoint(cluster, name="tj") -> str:
+    return cluster.get("configmaps", f"{name}-flux", "default")["data"]["entrypoint.sh"]
+
+
+def test_a_trainjob_whose_runtime_sets_ml_policy_flux_gets_its_trainer_step_rewritten(service, cluster):
+    owner = trainer(cluster, ml_policy={"numNodes": 3, "flux": {"numProcPerNode": 4}})
+    _, out = admit(service, trainer_jobset(owner))
+    initializer, step = out["spec"]["replicatedJobs"]
+    assert "initContainers" not in initializer["template"]["spec"]["template"]["spec"]
+    assert step["template"]["spec"]["template"]["spec"]["initContainers"][0]["name"] == INIT_CONTAINER
+    job_spec = step["template"]["spec"]
+    assert (job_spec["completionMode"], job_spec["completions"], job_spec["parallelism"]) == (
+        "Indexed", 3, 3)
+    assert "nodes=3" in entrypoint(cluster) and "tasks_per_node=4" in entrypoint(cluster)
+    init = cluster.get("configmaps", "tj-flux", "default")["data"]["init.sh"]
+    assert 'host = "tj-node-0-[0-2]"' in init
+
+
+def test_the_trainjobs_own_sizes_override_the_runtimes(service, cluster):
+    owner = trainer(cluster, ml_policy={"numNodes": 3, "flux": {"numProcPerNode": 4}},
+                    trainer_spec={"numNodes": 5, "numProcPerNode": 2})
+    _, out = admit(service, trainer_jobset(owner))
+    assert out["spec"]["replicatedJobs"][1]["template"]["spec"]["completions"] == 5
+    assert "nodes=5" in entrypoint(cluster) and "tasks_per_node=2" in entrypoint(cluster)
+
+
+def test_a_namespaced_training_runtime_with_an_empty_flux_policy_counts(service, cluster):
+    owner = trainer(cluster, ml_policy={"flux": {}}, namespaced=True)
+    _, out = admit(service, trainer_jobset(owner))
+    # Neither says how many nodes: Trainer's default, one; one task per node.
+    assert out["spec"]["replicatedJobs"][1]["template"]["spec"]["completions"] == 1
+    assert "nodes=1" in entrypoint(cluster) and "tasks_per_node=1" in entrypoint(cluster)
+
+
+def test_a_runtime_labelled_flux_still_counts_and_the_jobsets_counts_stand(service, cluster):
+    owner = trainer(cluster, runtime_labels={names.TRAINER_FRAMEWORK_LABEL: "flux"},
+                    trainer_spec={"numProcPerNode": 4})
     _, out = admit(service, jobset(owner=owner))
     assert pod_spec(out)["initContainers"][0]["name"] == INIT_CONTAINER
-    assert "tasks_per_node=4" in cluster.get("configmaps", "train-flux", "default")["data"]["entrypoint.sh"]
+    assert "nodes=2" in entrypoint(cluster, "train") and "tasks_per_node=4" in entrypoint(
+        cluster, "train")
 
 
-def test_a_jobset_of_a_trainjob_with_another_runtime_is_left_alone(service, cluster):
-    owner = trainer(cluster, "torch")
-    response, _ = admit(service, jobset(owner=owner))
+def test_the_num_proc_annotation_wins_over_the_trainjob(service, cluster):
+    owner = trainer(cluster, ml_policy={"flux": {"numProcPerNode": 4}})
+    obj = trainer_jobset(owner)
+    obj["metadata"]["annotations"] = {names.FLUX_TASKS_PER_NODE_ANNOTATION: "6"}
+    admit(service, obj)
+    assert "tasks_per_node=6" in entrypoint(cluster)
+
+
+@pytest.mark.parametrize("ml_policy, trainer_spec, message", [
+    ({"flux": {"numProcPerNode": "auto"}}, {},
+     "ClusterTrainingRuntime rt spec.mlPolicy.flux.numProcPerNode='auto' must be a positive integer"),
+    ({"flux": {}}, {"numNodes": 0},
+     "TrainJob default/tj spec.trainer.numNodes=0 must be a positive integer"),
+])
+def test_a_bad_size_is_refused_naming_the_field(service, cluster, ml_policy, trainer_spec, message):
+    owner = trainer(cluster, ml_policy=ml_policy, trainer_spec=trainer_spec)
+    response, _ = admit(service, trainer_jobset(owner))
+    assert response["allowed"] is False
+    assert message in response["status"]["message"]
+
+
+def test_a_trainjob_without_ml_policy_flux_is_left_alone(service, cluster):
+    owner = trainer(cluster, ml_policy={"numNodes": 2, "torch": {"numProcPerNode": "auto"}})
+    response, _ = admit(service, trainer_jobset(owner))
     assert response == {"uid": "req-1", "allowed": True}
+    assert cluster.get("configmaps", "tj-flux", "default") is None
+
+
+def test_a_trainjob_jobset_where_trainer_is_not_installed_is_left_alone(service, cluster):
+    owner = {"apiVersion": TRAINER_API, "kind": "TrainJob", "name": "tj", "uid": "u"}
+    response, _ = admit(service, trainer_jobset(owner))  # no TrainJob to read
+    assert response == {"uid": "req-1", "allowed": True}
+
+
+def test_every_broker_pod_is_one_fluence_gang_of_the_node_count(service):
+    _, out = admit(service, job())
+    template = out["spec"]["template"]
+    assert template["spec"]["schedulerName"] == names.SCHEDULER_NAME
+    assert template["metadata"]["labels"] == {names.GROUP_LABEL: "lmp"}
+    assert template["metadata"]["annotations"] == {names.GROUP_SIZE_ANNOTATION: "4"}
+
+
+def test_a_users_group_label_is_kept_and_a_jobsets_trainer_step_is_the_gang(service, cluster):
+    owner = trainer(cluster, ml_policy={"numNodes": 3, "flux": {}})
+    obj = trainer_jobset(owner)
+    step = obj["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]
+    step["metadata"] = {"labels": {names.GROUP_LABEL: "mine"}}
+    _, out = admit(service, obj)
+    template = out["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]
+    assert template["metadata"]["labels"] == {names.GROUP_LABEL: "mine"}
+    assert template["metadata"]["annotations"] == {names.GROUP_SIZE_ANNOTATION: "3"}
+    assert "schedulerName" not in out["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+        "spec"]
+
+
+def test_a_template_for_another_scheduler_keeps_it_with_a_warning(service):
+    obj = job()
+    obj["spec"]["template"]["spec"]["schedulerName"] = "volcano"
+    response, out = admit(service, obj)
+    assert out["spec"]["template"]["spec"]["schedulerName"] == "volcano"
+    assert "labels" not in out["spec"]["template"].get("metadata", {})
+    assert any("not placed as one gang" in w for w in response["warnings"])
 
 
 def test_the_handler_arrives_through_the_plugin_hook():
