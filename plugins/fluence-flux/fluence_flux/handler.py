@@ -266,7 +266,8 @@ class FluxHandler:
             (CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(work.config_map),
                           "data": {"init.sh": scripts.init_script(work, self.settings.view_path,
                                                                   self.settings.broker_port),
-                                   "entrypoint.sh": scripts.entrypoint_script(work)}}),
+                                   "entrypoint.sh": scripts.entrypoint_script(
+                                       work, self.settings.start_timeout)}}),
             (SECRETS, {"apiVersion": "v1", "kind": "Secret", "metadata": meta(work.secret),
                        "type": "Opaque",
                        "data": {"curve.cert": base64.b64encode(cert.encode()).decode()}}),

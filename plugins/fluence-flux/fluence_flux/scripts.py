@@ -67,16 +67,36 @@ echo "fluence-flux: view from $view_source, {workload.nodes} brokers on {workloa
 """
 
 
-def entrypoint_script(workload: FluxWorkload) -> str:
+START_TIMEOUT_EXIT = 75
+"""Rank 0's exit status when not every broker joined in time (EX_TEMPFAIL: try again)."""
+SHUTDOWN_GRACE = 30
+"""Seconds rank 0's instance may take to shut down after a start timeout before it is killed."""
+LATE_MARKER = "late-brokers"
+"""File in ``$flux_root/run`` by which rank 0's initial program tells its script of a timeout."""
+
+
+def entrypoint_script(workload: FluxWorkload, start_timeout: int) -> str:
+    """Every pod's command (see the module docstring).
+
+    Rank 0 starts its broker with a quorum of one, so its initial program (this
+    script again) runs at once and waits for the other brokers itself, at most
+    ``start_timeout`` seconds: the broker's own quorum wait has no limit, and a
+    pod that never starts would hang the Job. After such a timeout the instance
+    may not shut down either (flux-core 0.88's scheduler blocks until every
+    node's resources are known), so it gets ``SHUTDOWN_GRACE`` seconds and is
+    then killed. A TERM to the script (the pod is deleted) is passed to Flux.
+    """
     return f"""#!/bin/bash
 # fluence-flux entrypoint for {workload.label}: a Flux instance of {workload.nodes} pods,
 # rank 0 (completion index 0) submits the user's command, given as this script's arguments.
 set -uo pipefail
 nodes={workload.nodes}
 tasks_per_node={workload.tasks_per_node}
+start_timeout={start_timeout}
 flux_root="${{FLUENCE_FLUX_ROOT:-{FLUX_ROOT}}}"
 view="$flux_root/view"
 config="$flux_root/config/broker.toml"
+late="$flux_root/run/{LATE_MARKER}"
 
 flux="$view/bin/flux"
 if [ ! -x "$flux" ]; then
@@ -87,7 +107,17 @@ export PATH="$PATH:$view/bin"
 
 if [ "${{1:-}}" = "{SUBMIT_FLAG}" ]; then
   shift
-  jobid="$("$flux" submit --quiet -N "$nodes" --tasks-per-node "$tasks_per_node" --cwd "$PWD" "$@")" || exit $?
+  if ! "$flux" overlay status --wait=full --timeout="${{start_timeout}}s" >/dev/null 2>&1; then
+    missing=""
+    while read -r _ host state; do
+      case "$state" in offline|lost) missing="$missing ${{host%:}}" ;; esac
+    done < <("$flux" overlay status --no-pretty 2>/dev/null)
+    echo "fluence-flux: not every broker joined rank 0 within ${{start_timeout}}s" \\
+         "(FLUENCE_FLUX_START_TIMEOUT); never came up:${{missing:- unknown}}" >&2
+    touch "$late"
+    exit {START_TIMEOUT_EXIT}
+  fi
+  jobid="$("$flux" submit -N "$nodes" --tasks-per-node "$tasks_per_node" --cwd "$PWD" "$@")" || exit $?
   "$flux" job attach "$jobid"
   exit $?
 fi
@@ -102,10 +132,32 @@ if [ -z "$rank" ]; then
   exit 2
 fi
 install -m 0400 "$flux_root/config/curve.cert" "$flux_root/run/curve.cert" || exit $?
-if [ "$rank" -eq 0 ]; then
-  "$flux" start --broker-opts=--config-path="$config" /bin/bash "$0" {SUBMIT_FLAG} "$@"
-else
+if [ "$rank" -ne 0 ]; then
   "$flux" start --broker-opts=--config-path="$config"
+  exit $?
 fi
-exit $?
+
+rm -f "$late"
+set -m  # the instance gets a process group of its own: it can be signalled, or killed, whole
+"$flux" start --broker-opts=--config-path="$config" --setattr=broker.quorum=1 \\
+  /bin/bash "$0" {SUBMIT_FLAG} "$@" &
+instance=$!
+trap 'kill -TERM -- "-$instance" 2>/dev/null' TERM INT
+waited=0
+while kill -0 "$instance" 2>/dev/null; do
+  if [ -e "$late" ]; then
+    waited=$((waited + 1))
+    if [ "$waited" -gt {SHUTDOWN_GRACE} ]; then
+      echo "fluence-flux: the instance did not shut down within {SHUTDOWN_GRACE}s: killed" >&2
+      kill -KILL -- "-$instance" 2>/dev/null
+    fi
+  fi
+  sleep 1
+done
+wait "$instance"
+status=$?
+if [ -e "$late" ]; then
+  exit {START_TIMEOUT_EXIT}
+fi
+exit $status
 """

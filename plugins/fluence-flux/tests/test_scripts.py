@@ -29,6 +29,11 @@ if args[:1] == ["start"]:
     # the first non-option is the initial program; everything after it is its argv
     first = next((i for i, a in enumerate(args[1:], 1) if not a.startswith("-")), None)
     sys.exit(subprocess.call(args[first:]) if first is not None else 0)
+if args[:2] == ["overlay", "status"] and "--wait=full" in args:
+    sys.exit(int(os.environ.get("FLUX_STUB_OVERLAY_EXIT", "0")))
+if args[:2] == ["overlay", "status"]:
+    print("0 lmp-0: partial\\n1 lmp-1: full\\n2 lmp-2: lost\\n3 lmp-3: offline")
+    sys.exit(0)
 if args[:1] == ["submit"]:
     print("f2Fo6Tg9")
     sys.exit(0)
@@ -51,7 +56,7 @@ def sandbox(tmp_path):
         folder.mkdir(parents=True)
     work = lammps(annotations={names.FLUX_TASKS_PER_NODE_ANNOTATION: "2"})
     (mounted / "init.sh").write_text(scripts.init_script(work, "/opt/view", 8050))
-    (mounted / "entrypoint.sh").write_text(scripts.entrypoint_script(work))
+    (mounted / "entrypoint.sh").write_text(scripts.entrypoint_script(work, 45))
     (mounted / "curve.cert").write_text(curve_certificate("lmp"))
     (view / "lib-marker").write_text("flux lives here")
     (stubs / "flux").write_text(STUB)
@@ -73,7 +78,8 @@ def calls(tmp_path) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("render", [
-    lambda w: scripts.init_script(w, "/opt/view", 8050), scripts.entrypoint_script])
+    lambda w: scripts.init_script(w, "/opt/view", 8050),
+    lambda w: scripts.entrypoint_script(w, 600)])
 @pytest.mark.parametrize("obj", [job(), jobset(annotations={names.FLUX_ANNOTATION: "true"})])
 def test_the_scripts_are_valid_bash(tmp_path, render, obj):
     path = tmp_path / "script.sh"
@@ -108,11 +114,13 @@ def test_rank_zero_starts_flux_and_submits_the_users_command_across_all_nodes(sa
                JOB_COMPLETION_INDEX="0")
     assert done.returncode == 0, done.stderr
     assert "user command output" in done.stdout
-    start, submit, attach = calls(tmp_path)
+    start, wait, submit, attach = calls(tmp_path)
     assert start == ["start", f"--broker-opts=--config-path={root}/config/broker.toml",
+                     "--setattr=broker.quorum=1",
                      "/bin/bash", str(mounted / "entrypoint.sh"), scripts.SUBMIT_FLAG,
                      "lmp", "-in", "in file.lj"]
-    assert submit == ["submit", "--quiet", "-N", "4", "--tasks-per-node", "2", "--cwd", str(workdir),
+    assert wait == ["overlay", "status", "--wait=full", "--timeout=45s"]
+    assert submit == ["submit", "-N", "4", "--tasks-per-node", "2", "--cwd", str(workdir),
                       "lmp", "-in", "in file.lj"]
     assert attach == ["job", "attach", "f2Fo6Tg9"]
     cert = root / "run" / "curve.cert"
@@ -126,6 +134,19 @@ def test_rank_zero_exits_with_the_users_command_status(sandbox, status):
     done = run(mounted / "entrypoint.sh", env, "false", JOB_COMPLETION_INDEX="0",
                FLUX_STUB_EXIT=str(status))
     assert done.returncode == status
+
+
+def test_rank_zero_fails_naming_the_brokers_that_never_joined(sandbox):
+    tmp_path, root, mounted, env = sandbox
+    assert run(mounted / "init.sh", env).returncode == 0
+    done = run(mounted / "entrypoint.sh", env, "lmp", JOB_COMPLETION_INDEX="0",
+               FLUX_STUB_OVERLAY_EXIT="1")
+    assert done.returncode == scripts.START_TIMEOUT_EXIT
+    assert "not every broker joined rank 0 within 45s" in done.stderr
+    assert "never came up: lmp-2 lmp-3" in done.stderr
+    assert [call[:2] for call in calls(tmp_path)] == [
+        ["start", f"--broker-opts=--config-path={root}/config/broker.toml"],
+        ["overlay", "status"], ["overlay", "status"]]
 
 
 def test_other_ranks_run_a_broker_without_a_command(sandbox):
