@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import ssl
 import statistics
 import tempfile
@@ -51,7 +52,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10_000)
     args = parser.parse_args()
 
-    settings = load_settings(admission="off")  # no nodes in the fake: judge nothing, mutate everything
+    # No nodes in the fake: admission control judges nothing, every handler mutates.
+    os.environ["FLUENCE_ADMISSION_CONTROL"] = "off"
+    settings = load_settings()
     cluster = FakeCluster()
     service = build_service(settings, get_plugin_manager(settings), cluster)
     directory = Path(tempfile.mkdtemp())

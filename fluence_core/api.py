@@ -67,9 +67,9 @@ from fluence_core.runtime.provider import (
     Provider,
     parse_queue_position,
 )
-from fluence_core.settings import MatchPolicy, Settings, Switch, load_settings
+from fluence_core.settings import MatchPolicy, PluginSettings, Settings, Switch, load_settings
 from fluence_core.webhook._patch import JsonPatch, apply_patch, pointer
-from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
+from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler, ServiceState
 from fluence_core.webhook.pods import (
     annotations_of,
     group_of,
@@ -115,12 +115,14 @@ __all__ = [
     "NodeShare",
     "NotFound",
     "PodPlacement",
+    "PluginSettings",
     "PodRequest",
     "Provider",
     "Resource",
     "ResourceConfig",
     "ResourceGraph",
     "SchedulingContext",
+    "ServiceState",
     "Settings",
     "SettingsError",
     "Switch",

@@ -16,20 +16,24 @@ matcher, cluster, and what the attempt knows so far), never the scheduler.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pluggy
 
 from fluence_core import names
 
 if TYPE_CHECKING:
+    import typer
+
     from fluence_core.feasibility import FeasibilityFilter
+    from fluence_core.graph import ResourceGraph
     from fluence_core.matcher.base import Matcher
     from fluence_core.models import Group, PodRequest
     from fluence_core.placement import PodPlacement
-    from fluence_core.graph import ResourceGraph
+    from fluence_core.runtime.provider import Provider
     from fluence_core.scheduler.context import SchedulingContext
-    from fluence_core.settings import Settings
+    from fluence_core.settings import PluginSettings, Settings
+    from fluence_core.webhook.base import AdmissionContext, Handler
 
 hookspec = pluggy.HookspecMarker(names.ENTRY_POINT_GROUP)
 
@@ -121,25 +125,39 @@ def fluence_prebind(
 
 
 @hookspec
-def fluence_webhook_handlers(settings: "Settings") -> Sequence[Any] | None:
-    """Contribute admission handlers (objects with ``name``, ``applies(pod)``
-    and ``mutate(pod, ctx)``). Every implementation runs; the lists are joined
-    and ordered by the webhook settings."""
+def fluence_webhook_handlers(settings: "Settings") -> "Sequence[Handler] | None":
+    """Contribute admission handlers (:class:`~fluence_core.webhook.base.Handler`:
+    ``name``, ``applies(pod)``, ``mutate(pod, ctx)`` and the optional members the
+    protocol declares with their defaults). Called once when the webhook starts;
+    every implementation runs; the lists are joined and ordered by the webhook
+    settings."""
 
 
 @hookspec(firstresult=True)
-def fluence_admit(pod: Mapping[str, Any], ctx: Mapping[str, Any]) -> str | None:
+def fluence_admit(pod: Mapping[str, object], ctx: "AdmissionContext") -> str | None:
     """Refuse a pod at admission: return the message to deny with, or ``None``
-    to admit. Stops at the first refusal."""
+    to admit. Called for every pod the webhook sees, before the handlers; ``ctx``
+    is the request's :class:`~fluence_core.webhook.base.AdmissionContext` (the
+    cluster, the host's clock and the service's state for what must outlive one
+    request). Stops at the first refusal."""
 
 
 @hookspec
-def fluence_cli(app: Any) -> None:
-    """Add sub-commands to the ``fluence`` command line (``app`` is a
-    :class:`typer.Typer`). Called once at start, every implementation runs."""
+def fluence_cli(app: "typer.Typer") -> None:
+    """Add sub-commands to the ``fluence`` command line. Called once at start,
+    every implementation runs."""
 
 
 @hookspec
-def fluence_providers() -> Sequence[Any] | None:
-    """Contribute quantum vendor providers (interceptor and sidecar halves).
-    Every implementation runs; the lists are joined."""
+def fluence_providers() -> "Sequence[Provider] | None":
+    """Contribute quantum vendor providers
+    (:class:`~fluence_core.runtime.provider.Provider`: interceptor and sidecar
+    halves). Every implementation runs; the lists are joined."""
+
+
+@hookspec
+def fluence_settings() -> "Sequence[type[PluginSettings]] | None":
+    """Contribute the plugin's settings classes
+    (:class:`~fluence_core.settings.PluginSettings` subclasses, each with an env
+    prefix of its own) so ``fluence settings`` lists their variables beside the
+    core's. Every implementation runs; the lists are joined."""

@@ -18,7 +18,7 @@ import pluggy
 from fluence_core import hookspecs, names
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
-from fluence_core.settings import Settings
+from fluence_core.settings import PluginSettings, Settings
 
 
 @dataclass
@@ -95,3 +95,26 @@ def get_plugin_manager(
     except pluggy.PluginValidationError as error:
         raise FluenceError(f"a plugin implements an unknown hook: {error}") from None
     return manager
+
+
+def plugin_settings(manager: FluencePluginManager) -> list[type[PluginSettings]]:
+    """Every settings class the plugins contribute (``fluence_settings``), in plugin order.
+
+    Anything else than a :class:`PluginSettings` subclass is a :class:`FluenceError`
+    naming it, and so is a second class with the same env prefix.
+    """
+    found: list[type[PluginSettings]] = []
+    prefixes: dict[str, str] = {}
+    for contributed in manager.hook.fluence_settings():
+        for cls in contributed or ():
+            if not (isinstance(cls, type) and issubclass(cls, PluginSettings)):
+                raise FluenceError(f"fluence_settings returned {cls!r}, not a PluginSettings class")
+            prefix = str(cls.model_config.get("env_prefix") or "").upper()
+            if not prefix.startswith(names.SETTINGS_ENV_PREFIX) or prefix == names.SETTINGS_ENV_PREFIX:
+                raise FluenceError(f"{cls.__name__} needs an env_prefix of its own under "
+                                   f"{names.SETTINGS_ENV_PREFIX} (it has {prefix!r})")
+            if prefix in prefixes:
+                raise FluenceError(f"{cls.__name__} and {prefixes[prefix]} share the prefix {prefix}")
+            prefixes[prefix] = cls.__name__
+            found.append(cls)
+    return found

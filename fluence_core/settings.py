@@ -1,16 +1,21 @@
-"""Every ``FLUENCE_*`` setting, in one pydantic-settings class.
+"""Fluence's own ``FLUENCE_*`` settings in one pydantic-settings class, and the base
+class every plugin's settings derive from.
 
 A bad value fails with a message naming the variable, so an operator knows which
-line of a Deployment to fix.
+line of a Deployment to fix. A plugin's settings live in its own class under a
+prefix of its own (``FLUENCE_ADMISSION_*``, ``FLUENCE_FLUX_*``...), contributed
+through the ``fluence_settings`` hook so ``fluence settings`` lists them beside
+the core's.
 """
 
 from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Self
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from fluence_core import names
@@ -58,11 +63,6 @@ class Settings(BaseSettings):
         default=None, description="Path to resources.yaml; absent means classical resources only."
     )
     match_policy: MatchPolicy = Field(default=MatchPolicy.FIRST, description="Matcher policy.")
-    resource_capacity: int = Field(
-        default=1000, ge=1, description="Per-node count the device plugin advertises for each virtual type."
-    )
-    admission: Switch = Field(default=Switch.ON, description="Admission control for hybrid groups.")
-    reserve_cores: int = Field(default=0, ge=0, description="Cores admission control keeps free.")
     worker_timeout: float = Field(
         default=0, ge=0, description="Seconds the sidecar waits for workers; 0 waits forever."
     )
@@ -72,9 +72,6 @@ class Settings(BaseSettings):
     disable_plugins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated plugin names never to load."
     )
-    fluxion_lib: Path | None = Field(
-        default=None, description="Path to libreapi_cli.so (or a flux-sched install prefix)."
-    )
     memory_chunks_per_core: int = Field(
         default=1, ge=1, description="Memory vertices per core in the graph."
     )
@@ -83,10 +80,6 @@ class Settings(BaseSettings):
         description="API requests per second (token bucket; events have a bucket of their own).",
     )
     kube_burst: int = Field(default=KUBE_BURST, ge=1, description="Token bucket burst size.")
-    device_plugin_dir: Path = Field(
-        default=Path("/var/lib/kubelet/device-plugins"),
-        description="The kubelet's device-plugins directory (registration socket lives here).",
-    )
     pod_uid: str | None = Field(default=None, description="This pod's uid (downward API).")
     pod_name: str | None = Field(default=None, description="This pod's name (downward API).")
     pod_namespace: str | None = Field(default=None, description="This pod's namespace (downward API).")
@@ -139,7 +132,7 @@ class Settings(BaseSettings):
 
     _split_disable = field_validator("disable_plugins", mode="before")(_split_csv)
 
-    @field_validator("match_policy", "admission", mode="before")
+    @field_validator("match_policy", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         """``ON``, ``First``: enum values are read case-insensitively."""
@@ -147,13 +140,54 @@ class Settings(BaseSettings):
     _split_handlers = field_validator("webhook_handlers", mode="before")(_split_csv)
 
 
-def _describe(error: ValidationError) -> str:
+class PluginSettings(BaseSettings):
+    """The base of a plugin's own settings: environment variables under its own prefix.
+
+    A subclass sets ``model_config = SettingsConfigDict(env_prefix="FLUENCE_<PLUGIN>_")``
+    (the rest of the configuration is inherited), reads itself with :meth:`load`
+    and returns its class from the ``fluence_settings`` hook, so ``fluence
+    settings`` lists its variables. A variable renamed under the new prefix stays
+    readable by its old name with ``validation_alias=AliasChoices(new, old)``;
+    the first choice is the name Fluence shows.
+    """
+
+    model_config = SettingsConfigDict(
+        case_sensitive=False, extra="ignore", env_ignore_empty=True, populate_by_name=True
+    )
+
+    @classmethod
+    def load(cls, **overrides: object) -> Self:
+        """Read the settings, turning validation failures into a :class:`SettingsError`."""
+        try:
+            return cls(**overrides)
+        except ValidationError as error:
+            raise SettingsError(_describe(error, cls)) from None
+
+
+def env_names(cls: type[BaseSettings], field: str) -> list[str]:
+    """The environment variables that set ``field``: the one shown first, then old names."""
+    alias = cls.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return [choice.upper() for choice in alias.choices if isinstance(choice, str)]
+    if isinstance(alias, str):
+        return [alias.upper()]
+    prefix = str(cls.model_config.get("env_prefix") or "")
+    return [(prefix + field).upper()]
+
+
+def _variable_of(cls: type[BaseSettings], loc: str) -> str:
+    if loc in cls.model_fields:
+        return env_names(cls, loc)[0]
+    return loc.upper()  # validation reports an aliased field by the alias it read
+
+
+def _describe(error: ValidationError, cls: type[BaseSettings]) -> str:
     lines = []
     for problem in error.errors():
-        field = str(problem["loc"][0]) if problem["loc"] else "?"
-        variable = names.SETTINGS_ENV_PREFIX + field.upper()
+        variable = _variable_of(cls, str(problem["loc"][0])) if problem["loc"] else "?"
         lines.append(f"{variable}={problem.get('input')!r}: {problem['msg']}")
-    return "invalid Fluence settings: " + "; ".join(lines)
+    owner = "Fluence" if cls is Settings else cls.__name__
+    return f"invalid {owner} settings: " + "; ".join(lines)
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -161,4 +195,29 @@ def load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as error:
-        raise SettingsError(_describe(error)) from None
+        raise SettingsError(_describe(error, Settings)) from None
+
+
+@dataclass(frozen=True)
+class SettingRow:
+    """One line of ``fluence settings``."""
+
+    variable: str
+    value: object
+    default: object
+    meaning: str
+
+
+def setting_rows(settings: BaseSettings) -> list[SettingRow]:
+    """Every variable of ``settings``' class with its current value, default and meaning
+    (old names a variable is still read from are named in the meaning)."""
+    cls = type(settings)
+    rows = []
+    for field, info in cls.model_fields.items():
+        variable, *old = env_names(cls, field)
+        meaning = info.description or ""
+        if old:
+            meaning += f" (also read from {', '.join(old)})"
+        default = info.get_default(call_default_factory=True)
+        rows.append(SettingRow(variable, getattr(settings, field), default, meaning))
+    return rows

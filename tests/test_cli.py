@@ -268,3 +268,30 @@ def test_settings_lists_every_variable_with_its_current_value(monkeypatch) -> No
     for name in Settings.model_fields:
         assert f"FLUENCE_{name.upper()}" in result.output
     assert "hinode" in result.output
+
+
+def test_settings_lists_a_plugins_own_settings_beside_the_cores(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from pydantic import Field
+    from pydantic_settings import SettingsConfigDict
+
+    from fluence_core import hookimpl
+    from fluence_core.cli import settings as settings_command
+    from fluence_core.plugins import get_plugin_manager
+    from fluence_core.settings import PluginSettings
+
+    class WidgetSettings(PluginSettings):
+        model_config = SettingsConfigDict(env_prefix="FLUENCE_WIDGET_")
+        size: int = Field(default=3, description="How big the widget is.")
+
+    class Widget:
+        @hookimpl
+        def fluence_settings(self) -> list[type[PluginSettings]]:
+            return [WidgetSettings]
+
+    monkeypatch.setattr(settings_command, "get_plugin_manager", lambda settings: get_plugin_manager(
+        settings, extra_plugins=[("widget", Widget())]))
+    monkeypatch.setenv("FLUENCE_WIDGET_SIZE", "11")
+    result = fluence("settings")
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.output.splitlines() if "FLUENCE_WIDGET_SIZE" in line]
+    assert "11" in line and "How big the widget is." in line

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import ast
 import inspect
+import typing
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pytest
 import typer
+from pydantic_settings import SettingsConfigDict
 from typer.testing import CliRunner
 
 import fluence_core
@@ -25,9 +27,11 @@ from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import Group, PodRequest
 from fluence_core.placement import PodPlacement
+from fluence_core.runtime.provider import Provider
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.scheduler.context import SchedulingContext
-from fluence_core.settings import Settings
+from fluence_core.settings import PluginSettings, Settings
+from fluence_core.webhook.base import AdmissionContext, Handler
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -50,7 +54,7 @@ PLACEMENTS = {"default/a": PodPlacement("default/a", node="n0")}
 _EMPTY = ResourceGraph()
 CTX = SchedulingContext(settings=Settings(), graph=_EMPTY, matcher=EmbeddedMatcher(_EMPTY),
                         cluster=FakeCluster())
-ADMISSION_CTX: Mapping[str, Any] = {"settings": Settings()}
+ADMISSION_CTX = AdmissionContext(settings=Settings(), cluster=None, namespace="default")
 
 
 # -- the two meta-tests ---------------------------------------------------------
@@ -82,6 +86,50 @@ def test_every_hook_is_typed() -> None:
         signature = inspect.signature(getattr(hookspecs, name))
         assert signature.return_annotation is not inspect.Signature.empty, name
         assert all(p.annotation is not inspect.Parameter.empty for p in signature.parameters.values()), name
+
+
+def type_checking_namespace() -> dict[str, object]:
+    """hookspecs' globals plus what its ``if TYPE_CHECKING:`` block imports, so every
+    annotation resolves to the real types."""
+    namespace = dict(vars(hookspecs))
+    tree = ast.parse(inspect.getsource(hookspecs))
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            exec(compile(ast.Module(node.body, []), "hookspecs-type-checking", "exec"), namespace)
+    return namespace
+
+
+def mentions_any(annotation: object) -> bool:
+    """Whether ``Any`` appears anywhere in a resolved annotation (``Sequence[Any]`` too)."""
+    if annotation is Any:
+        return True
+    return any(mentions_any(arg) for arg in typing.get_args(annotation))
+
+
+def hook_hints(name: str) -> dict[str, object]:
+    return typing.get_type_hints(getattr(hookspecs, name), globalns=type_checking_namespace())
+
+
+def test_mentions_any_finds_any_nested_in_a_type() -> None:
+    assert mentions_any(Sequence[Any] | None) and mentions_any(Mapping[str, Any])
+    assert not mentions_any(Mapping[str, object]) and not mentions_any(Sequence[Handler] | None)
+
+
+def test_no_hook_signature_mentions_any() -> None:
+    loose = {name: [part for part, hint in hook_hints(name).items() if mentions_any(hint)]
+             for name in HOOK_NAMES}
+    assert not {name: parts for name, parts in loose.items() if parts}
+
+
+def test_contribution_hooks_return_the_protocols() -> None:
+    assert Handler in typing.get_args(typing.get_args(hook_hints("fluence_webhook_handlers")["return"])[0])
+    assert Provider in typing.get_args(typing.get_args(hook_hints("fluence_providers")["return"])[0])
+
+
+def test_every_context_a_hook_receives_is_a_typed_object() -> None:
+    contexts = {name: hook_hints(name)["ctx"] for name in HOOK_NAMES if "ctx" in hook_hints(name)}
+    assert contexts.pop("fluence_admit") is AdmissionContext
+    assert contexts and set(contexts.values()) == {SchedulingContext}
 
 
 def test_hookimpl_is_exported_from_the_package_root_for_the_fluence_project() -> None:
@@ -351,3 +399,19 @@ def test_fluence_cli_lets_a_plugin_add_a_command() -> None:
     result = CliRunner().invoke(app, ["hello", "--name", "fluence"])
     assert result.exit_code == 0, result.output
     assert result.stdout == "hello fluence\n"
+
+
+def test_fluence_settings_collects_every_plugins_settings_classes() -> None:
+    def contribute(prefix: str) -> object:
+        class Own(PluginSettings):
+            model_config = SettingsConfigDict(env_prefix=prefix)
+
+        class Contribute:
+            @hookimpl
+            def fluence_settings(self) -> list[type[PluginSettings]]:
+                return [Own]
+        return Contribute()
+
+    lists = manager_with(contribute("FLUENCE_A_"), contribute("FLUENCE_B_")).hook.fluence_settings()
+    assert sorted(cls.model_config["env_prefix"] for classes in lists for cls in classes) == [
+        "FLUENCE_A_", "FLUENCE_B_"]

@@ -6,12 +6,13 @@ from importlib.metadata import EntryPoint
 from typing import Any
 
 import pytest
+from pydantic_settings import SettingsConfigDict
 
 from fluence_core import hookimpl
 from fluence_core.errors import FluenceError
 from fluence_core.matcher.embedded import EmbeddedMatcher
-from fluence_core.plugins import FluencePluginManager, get_plugin_manager
-from fluence_core.settings import Settings, load_settings
+from fluence_core.plugins import FluencePluginManager, get_plugin_manager, plugin_settings
+from fluence_core.settings import PluginSettings, Settings, load_settings
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -111,3 +112,45 @@ def test_the_manager_knows_every_hookspec() -> None:
 
     declared = {name for name in dir(hookspecs) if name.startswith("fluence_")}
     assert declared <= {name for name in dir(FluencePluginManager().hook) if name.startswith("fluence_")}
+
+
+# -- plugin_settings: what `fluence settings` lists beside the core's -----------
+
+
+def settings_manager(*classes: object) -> FluencePluginManager:
+    class Contributes:
+        @hookimpl
+        def fluence_settings(self) -> list[object]:
+            return list(classes)
+
+    installed = list(get_plugin_manager(Settings()).infos)
+    return get_plugin_manager(Settings(disable_plugins=installed),
+                              extra_plugins=[("contributes", Contributes())])
+
+
+class GoodSettings(PluginSettings):
+    model_config = SettingsConfigDict(env_prefix="FLUENCE_GOOD_")
+
+
+class SamePrefix(PluginSettings):
+    model_config = SettingsConfigDict(env_prefix="FLUENCE_GOOD_")
+
+
+class NoPrefix(PluginSettings):
+    pass
+
+
+def test_plugin_settings_returns_the_contributed_classes_in_order() -> None:
+    assert plugin_settings(settings_manager(GoodSettings)) == [GoodSettings]
+
+
+@pytest.mark.parametrize(("contributed", "message"), [
+    ((Settings,), "not a PluginSettings class"),
+    (("FLUENCE_X_",), "not a PluginSettings class"),
+    ((NoPrefix,), "NoPrefix needs an env_prefix of its own under FLUENCE_"),
+    ((GoodSettings, SamePrefix), "SamePrefix and GoodSettings share the prefix FLUENCE_GOOD_"),
+])
+def test_plugin_settings_refuses_a_bad_contribution_by_name(contributed: tuple[object, ...],
+                                                            message: str) -> None:
+    with pytest.raises(FluenceError, match=message):
+        plugin_settings(settings_manager(*contributed))

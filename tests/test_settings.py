@@ -5,9 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import AliasChoices, Field
+from pydantic_settings import SettingsConfigDict
 
 from fluence_core.errors import SettingsError
-from fluence_core.settings import MatchPolicy, Settings, Switch, load_settings
+from fluence_core.settings import (
+    MatchPolicy,
+    PluginSettings,
+    Settings,
+    load_settings,
+    setting_rows,
+)
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -18,18 +26,6 @@ def test_fluence_resources_defaults_to_absent_meaning_classical_only() -> None:
 
 def test_fluence_match_policy_defaults_to_first() -> None:
     assert load_settings().match_policy is MatchPolicy.FIRST
-
-
-def test_fluence_resource_capacity_defaults_to_1000() -> None:
-    assert load_settings().resource_capacity == 1000
-
-
-def test_fluence_admission_defaults_to_on() -> None:
-    assert load_settings().admission is Switch.ON
-
-
-def test_fluence_reserve_cores_defaults_to_0() -> None:
-    assert load_settings().reserve_cores == 0
 
 
 def test_fluence_worker_timeout_defaults_to_0_meaning_forever() -> None:
@@ -46,10 +42,8 @@ def test_fluence_disable_plugins_defaults_to_none_disabled() -> None:
 
 def test_other_defaults() -> None:
     settings = load_settings()
-    assert settings.fluxion_lib is None
     assert settings.memory_chunks_per_core == 1
     assert (settings.kube_qps, settings.kube_burst) == (50.0, 100)  # kube-scheduler's
-    assert settings.device_plugin_dir == Path("/var/lib/kubelet/device-plugins")
     assert settings.log_level == "INFO"
 
 
@@ -58,12 +52,8 @@ def test_other_defaults() -> None:
     [
         ("FLUENCE_RESOURCES", "/etc/fluence/resources.yaml", "resources", Path("/etc/fluence/resources.yaml")),
         ("FLUENCE_MATCH_POLICY", "lonode", "match_policy", MatchPolicy.LONODE),
-        ("FLUENCE_RESOURCE_CAPACITY", "64", "resource_capacity", 64),
-        ("FLUENCE_ADMISSION", "off", "admission", Switch.OFF),
-        ("FLUENCE_RESERVE_CORES", "4", "reserve_cores", 4),
         ("FLUENCE_WORKER_TIMEOUT", "30", "worker_timeout", 30.0),
         ("FLUENCE_SESSION_HOLD_TIMEOUT", "2.5", "session_hold_timeout", 2.5),
-        ("FLUENCE_FLUXION_LIB", "/usr/lib/libreapi_cli.so", "fluxion_lib", Path("/usr/lib/libreapi_cli.so")),
         ("FLUENCE_MEMORY_CHUNKS_PER_CORE", "4", "memory_chunks_per_core", 4),
         ("FLUENCE_LOG_LEVEL", "DEBUG", "log_level", "DEBUG"),
     ],
@@ -95,18 +85,16 @@ def test_an_empty_variable_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_overrides_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FLUENCE_RESERVE_CORES", "4")
-    assert load_settings(reserve_cores=2).reserve_cores == 2
+    monkeypatch.setenv("FLUENCE_WORKER_TIMEOUT", "4")
+    assert load_settings(worker_timeout=2).worker_timeout == 2
 
 
 @pytest.mark.parametrize(
     ("variable", "text"),
     [
         ("FLUENCE_MATCH_POLICY", "best"),
-        ("FLUENCE_RESOURCE_CAPACITY", "lots"),
-        ("FLUENCE_RESOURCE_CAPACITY", "0"),
-        ("FLUENCE_ADMISSION", "maybe"),
-        ("FLUENCE_RESERVE_CORES", "-1"),
+        ("FLUENCE_BIND_WORKERS", "lots"),
+        ("FLUENCE_BIND_WORKERS", "-1"),
         ("FLUENCE_WORKER_TIMEOUT", "soon"),
         ("FLUENCE_WORKER_TIMEOUT", "-5"),
         ("FLUENCE_SESSION_HOLD_TIMEOUT", "-1"),
@@ -126,11 +114,11 @@ def test_a_bad_value_is_a_settings_error_naming_the_variable_and_value(
 
 def test_a_settings_error_lists_every_bad_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLUENCE_MATCH_POLICY", "best")
-    monkeypatch.setenv("FLUENCE_ADMISSION", "maybe")
+    monkeypatch.setenv("FLUENCE_WORKER_TIMEOUT", "soon")
     with pytest.raises(SettingsError) as caught:
         load_settings()
     assert "FLUENCE_MATCH_POLICY" in str(caught.value)
-    assert "FLUENCE_ADMISSION" in str(caught.value)
+    assert "FLUENCE_WORKER_TIMEOUT" in str(caught.value)
 
 
 def test_unknown_fluence_variables_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,9 +127,64 @@ def test_unknown_fluence_variables_are_ignored(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_enum_settings_are_read_case_insensitively(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from fluence_core.settings import MatchPolicy, Switch, load_settings
+    from fluence_core.settings import MatchPolicy, load_settings
 
-    monkeypatch.setenv("FLUENCE_ADMISSION", "OFF")
     monkeypatch.setenv("FLUENCE_MATCH_POLICY", "HiNode")
     settings = load_settings()
-    assert settings.admission is Switch.OFF and settings.match_policy is MatchPolicy.HINODE
+    assert settings.match_policy is MatchPolicy.HINODE
+
+
+# -- a plugin's own settings ----------------------------------------------------
+
+
+class WidgetSettings(PluginSettings):
+    """A plugin's settings as a third party writes them."""
+
+    model_config = SettingsConfigDict(env_prefix="FLUENCE_WIDGET_")
+
+    size: int = Field(default=3, ge=1, description="How big.")
+    colour: str = Field(default="red", validation_alias=AliasChoices("FLUENCE_WIDGET_COLOUR",
+                                                                     "FLUENCE_COLOUR"),
+                        description="Which colour.")
+
+
+def test_a_plugins_settings_are_read_under_its_own_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUENCE_WIDGET_SIZE", "7")
+    monkeypatch.setenv("FLUENCE_SIZE", "9")  # not its prefix: ignored
+    assert WidgetSettings.load().size == 7
+
+
+def test_a_renamed_variable_is_still_read_by_its_old_name_and_the_new_one_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLUENCE_COLOUR", "blue")
+    assert WidgetSettings.load().colour == "blue"
+    monkeypatch.setenv("FLUENCE_WIDGET_COLOUR", "green")
+    assert WidgetSettings.load().colour == "green"
+
+
+def test_a_plugins_bad_value_is_a_settings_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLUENCE_WIDGET_SIZE", "0")
+    with pytest.raises(SettingsError, match="FLUENCE_WIDGET_SIZE='0'"):
+        WidgetSettings.load()
+
+
+def test_overrides_are_given_by_field_name() -> None:
+    assert WidgetSettings.load(size=5, colour="teal").colour == "teal"
+
+
+def test_setting_rows_name_each_variable_its_default_and_its_old_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLUENCE_WIDGET_SIZE", "4")
+    rows = {row.variable: row for row in setting_rows(WidgetSettings.load())}
+    assert set(rows) == {"FLUENCE_WIDGET_SIZE", "FLUENCE_WIDGET_COLOUR"}
+    assert (rows["FLUENCE_WIDGET_SIZE"].value, rows["FLUENCE_WIDGET_SIZE"].default) == (4, 3)
+    assert rows["FLUENCE_WIDGET_COLOUR"].meaning == "Which colour. (also read from FLUENCE_COLOUR)"
+
+
+def test_setting_rows_cover_every_core_setting() -> None:
+    variables = [row.variable for row in setting_rows(load_settings())]
+    assert variables == [f"FLUENCE_{name.upper()}" for name in Settings.model_fields]

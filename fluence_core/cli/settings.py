@@ -1,26 +1,27 @@
-"""``fluence settings``: every ``FLUENCE_*`` variable, its value, default and meaning."""
+"""``fluence settings``: every ``FLUENCE_*`` variable, the core's and each plugin's own,
+with its value, default and meaning."""
 
 from __future__ import annotations
 
-from typing import Any
-
+import typer
 from rich.table import Table
 
-from fluence_core import hookimpl, names
+from fluence_core import hookimpl
 from fluence_core.cli.base import console, settings
-from fluence_core.settings import Settings
+from fluence_core.plugins import get_plugin_manager, plugin_settings
+from fluence_core.settings import setting_rows
 
 
 def show_settings() -> None:
-    """List every FLUENCE_* setting: its current value, default and meaning."""
+    """List every FLUENCE_* setting, the core's and each plugin's: value, default, meaning."""
     current = settings()
+    instances = [current] + [cls.load() for cls in plugin_settings(get_plugin_manager(current))]
     table = Table(title="Fluence settings (environment variables)")
     for column in ("variable", "value", "default", "meaning"):
         table.add_column(column)
-    for name, field in Settings.model_fields.items():
-        default = field.get_default(call_default_factory=True)
-        table.add_row(f"{names.SETTINGS_ENV_PREFIX}{name.upper()}", _plain(getattr(current, name)),
-                      _plain(default), field.description or "")
+    for instance in instances:
+        for row in setting_rows(instance):
+            table.add_row(row.variable, _plain(row.value), _plain(row.default), row.meaning)
     console.print(table)
 
 
@@ -33,5 +34,5 @@ def _plain(value: object) -> str:
 
 
 @hookimpl
-def fluence_cli(app: Any) -> None:
+def fluence_cli(app: typer.Typer) -> None:
     app.command("settings")(show_settings)

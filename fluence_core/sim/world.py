@@ -3,8 +3,9 @@
 What is real and what is simulated:
 
 * real: the :class:`~fluence_core.fake_cluster.FakeCluster` API semantics
-  (binding, gates, PodGroups, status), the webhook's handler chain and the
-  admission plugin (through :meth:`AdmissionService.review`, the function the
+  (binding, gates, PodGroups, status), the webhook's handler chain and every
+  installed plugin's admission hooks, admission control among them, on the
+  simulation's clock (through :meth:`AdmissionService.review`, the function the
   HTTPS server calls), Fluence's :class:`~fluence_core.scheduler.core.Scheduler`
   and matcher, the :class:`~fluence_core.runtime.sidecar.Sidecar` (configured
   from the env the webhook wrote into its container) and ``fluence select``'s
@@ -34,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from fluence_core import hookimpl, names
+from fluence_core import names
 from fluence_core.cluster_api import DELETED, NODES, PODS, PRIORITY_CLASSES, KubeDict
 from fluence_core.fake_cluster import FakeCluster
 from fluence_core.kube_errors import ApiError
@@ -117,34 +118,6 @@ class JobState:
         return self.plan.quantum is not None
 
 
-class _SimAdmission:
-    """The admission plugin's two hooks over a fresh controller on the simulation clock
-    (the entry-point module keeps one process-wide controller on the wall clock)."""
-
-    def __init__(self, control: Any, handler: Any) -> None:
-        self.control = control
-        self.handler = handler
-
-    @hookimpl
-    def fluence_webhook_handlers(self, settings: Settings) -> list[Any]:
-        self.control.configure(settings)
-        return [self.handler]
-
-    @hookimpl
-    def fluence_admit(self, pod: Any, ctx: Any) -> str | None:
-        result: str | None = self.control.admit(pod, ctx)
-        return result
-
-
-def _admission_plugin(clock: Any) -> _SimAdmission | None:
-    try:
-        from fluence_admission.control import AdmissionControl, MarkHandler
-    except ImportError:  # the plugin is optional: without it nothing is refused
-        return None
-    control = AdmissionControl(clock=clock)
-    return _SimAdmission(control, MarkHandler(control))
-
-
 def resolve_env(pod: KubeDict, container: dict[str, Any]) -> dict[str, str]:
     """The container's environment as the kubelet would build it (values and downward API)."""
     env: dict[str, str] = {}
@@ -215,12 +188,11 @@ class Run:
                                       ungate_position=self.scenario.sidecar.ungate_position,
                                       find_task_timeout=self.scenario.sidecar.find_timeout, leader_elect=False,
                                       webhook_handlers="")
-        admission = _admission_plugin(lambda: self.engine.now)
-        extra = [("admission", admission)] if admission is not None else []
-        blocked = sorted(set(self.settings.disable_plugins) | {"admission"})
-        self.settings = self.settings.model_copy(update={"disable_plugins": blocked})
-        self.manager = get_plugin_manager(self.settings, extra_plugins=extra)
-        self.service = build_service(self.settings, self.manager, self.cluster)
+        self.manager = get_plugin_manager(self.settings)
+        # Every plugin runs as in the webhook; the ones that keep time (admission
+        # control's promises) keep the simulation's.
+        self.service = build_service(self.settings, self.manager, self.cluster,
+                                     clock=lambda: self.engine.now)
         self.config: ResourceConfig = self.service.resource_config
         self.cluster.create(PRIORITY_CLASSES, {
             "metadata": {"name": names.QUANTUM_PRIORITY_CLASS}, "value": 1000,

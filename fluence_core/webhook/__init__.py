@@ -9,7 +9,8 @@ The HTTPS server lives in :mod:`fluence_core.webhook.server`, TLS bootstrap in
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import time
+from typing import Any, Callable, Mapping, Sequence
 
 from fluence_core.cluster_api import ClusterAPI
 from fluence_core.errors import FluenceError
@@ -48,8 +49,10 @@ def select_handlers(contributed: Sequence[Any], chosen: Sequence[str] = ()) -> l
     return [by_name[name] for name in chosen]
 
 
-def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None) -> AdmissionService:
-    """Collect the handlers from the plugins, order them and wire admission control."""
+def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None, *,
+                  clock: Callable[[], float] = time.monotonic) -> AdmissionService:
+    """Collect the handlers from the plugins, order them and wire admission control
+    (``clock`` is the one plugins see: ``fluence sim`` passes its virtual time)."""
     contributed = [h for batch in manager.hook.fluence_webhook_handlers(settings=settings) or []
                    for h in batch or []]
     handlers = select_handlers(contributed, settings.webhook_handlers)
@@ -59,11 +62,12 @@ def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None) 
         logger.error("webhook: %s", error)
         config = ResourceConfig()
 
-    def admit(pod: Any, ctx: Any) -> str | None:
+    def admit(pod: Mapping[str, Any], ctx: AdmissionContext) -> str | None:
         result: str | None = manager.hook.fluence_admit(pod=pod, ctx=ctx)
         return result
 
-    return AdmissionService(settings, handlers, cluster=cluster, admit=admit, resource_config=config)
+    return AdmissionService(settings, handlers, cluster=cluster, admit=admit, resource_config=config,
+                            clock=clock)
 
 
 def log_contract(service: AdmissionService) -> None:

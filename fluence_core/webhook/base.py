@@ -10,12 +10,29 @@ webhook again for a pod Fluence already mutated, and the answer must then be an
 empty patch. Handlers never touch the cluster directly while mutating; they
 ``ctx.defer`` their side effects (PodGroups, RBAC objects), which run only once
 every handler has succeeded and never for a dry-run request.
+
+The same :class:`AdmissionContext` is what ``fluence_admit`` receives: besides
+the request it carries the host's clock and the service's :class:`ServiceState`,
+where a plugin keeps what must outlive one request (admission control's
+promises), so no plugin needs a process-wide object.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from typing import (
+    Any,
+    Callable,
+    Iterator,
+    Mapping,
+    Protocol,
+    Sequence,
+    TypeVar,
+    cast,
+    runtime_checkable,
+)
 
 from fluence_core.cluster_api import ClusterAPI
 from fluence_core.errors import FluenceError
@@ -46,6 +63,26 @@ class Handler(Protocol):
         ...
 
 
+T = TypeVar("T")
+
+
+class ServiceState:
+    """Objects plugins keep for the life of one admission service (one webhook process,
+    one simulated run), each made once even when requests arrive on several threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[str, object] = {}
+
+    def get(self, key: str, create: Callable[[], T]) -> T:
+        """The object under ``key`` (a plugin prefixes keys with its name), made by
+        ``create`` the first time."""
+        with self._lock:
+            if key not in self._objects:
+                self._objects[key] = create()
+            return cast(T, self._objects[key])
+
+
 @dataclass
 class Deferred:
     handler: str
@@ -66,6 +103,10 @@ class AdmissionContext:
     warnings: list[str] = field(default_factory=list)
     deferred: list[Deferred] = field(default_factory=list)
     current_handler: str = ""
+    clock: Callable[[], float] = time.monotonic
+    """The host's clock in seconds: monotonic in the webhook, virtual in ``fluence sim``."""
+    state: ServiceState = field(default_factory=ServiceState)
+    """What plugins keep across this service's requests."""
     _cache: dict[Any, Any] = field(default_factory=dict)
 
     def defer(self, description: str, action: Callable[[], None]) -> None:
@@ -86,17 +127,6 @@ class AdmissionContext:
         if self.cluster is None:
             raise AdmissionDenied("this webhook has no cluster connection")
         return self.cluster
-
-    def as_mapping(self) -> Mapping[str, Any]:
-        """The mapping ``fluence_admit`` receives."""
-        return {
-            "settings": self.settings,
-            "cluster": self.cluster,
-            "namespace": self.namespace,
-            "dry_run": self.dry_run,
-            "resource_config": self.resource_config,
-            "warnings": self.warnings,
-        }
 
 
 POD_RESOURCE = "pods"

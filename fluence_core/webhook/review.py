@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -28,6 +29,7 @@ from fluence_core.webhook.base import (
     AdmissionContext,
     AdmissionDenied,
     Handler,
+    ServiceState,
     resource_key,
     resources_of,
 )
@@ -35,7 +37,8 @@ from fluence_core.webhook.base import (
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 
-AdmitHook = Callable[[Mapping[str, Any], Mapping[str, Any]], "str | None"]
+AdmitHook = Callable[[Mapping[str, Any], AdmissionContext], "str | None"]
+"""``fluence_admit`` as the service calls it: the pod and the request's context."""
 
 
 class BadReview(Exception):
@@ -97,16 +100,30 @@ def _parse(body: bytes) -> dict[str, Any]:
 
 
 class AdmissionService:
-    """Runs admission control and the ordered handlers for one AdmissionReview."""
+    """Runs admission control and the ordered handlers for one AdmissionReview.
+
+    ``clock`` and :attr:`state` reach every request's context: plugins age what
+    they remember by the host's clock and keep it in the service's state.
+    """
 
     def __init__(self, settings: Settings, handlers: Sequence[Handler], *,
                  cluster: ClusterAPI | None = None, admit: AdmitHook | None = None,
-                 resource_config: ResourceConfig | None = None) -> None:
+                 resource_config: ResourceConfig | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
         self.handlers = list(handlers)
         self.cluster = cluster
         self.admit = admit
         self.resource_config = resource_config or ResourceConfig()
+        self.clock = clock
+        self.state = ServiceState()
+
+    def _context(self, namespace: str, request: Mapping[str, Any], uid: str) -> AdmissionContext:
+        return AdmissionContext(
+            settings=self.settings, cluster=self.cluster, namespace=namespace,
+            dry_run=bool(request.get("dryRun")), resource_config=self.resource_config, uid=uid,
+            clock=self.clock, state=self.state,
+        )
 
     def review(self, body: bytes) -> Outcome:
         """The answer to one request body; never raises."""
@@ -144,13 +161,10 @@ class AdmissionService:
             return deny(uid, "fluence webhook: pod metadata is not an object", code=400)
         namespace = namespace or str(metadata.get("namespace") or "default")
         metadata.setdefault("namespace", namespace)
-        ctx = AdmissionContext(
-            settings=self.settings, cluster=self.cluster, namespace=namespace,
-            dry_run=bool(request.get("dryRun")), resource_config=self.resource_config, uid=uid,
-        )
+        ctx = self._context(namespace, request, uid)
         if self.admit is not None:
             try:
-                refusal = self.admit(pod, ctx.as_mapping())
+                refusal = self.admit(pod, ctx)
             except Exception as error:
                 logger.exception("webhook: admission control raised")
                 return deny(uid, f"fluence admission control failed: {error}")
@@ -171,10 +185,7 @@ class AdmissionService:
         metadata = obj.setdefault("metadata", {})
         namespace = namespace or str(metadata.get("namespace") or "default")
         metadata.setdefault("namespace", namespace)
-        ctx = AdmissionContext(
-            settings=self.settings, cluster=self.cluster, namespace=namespace,
-            dry_run=bool(request.get("dryRun")), resource_config=self.resource_config, uid=uid,
-        )
+        ctx = self._context(namespace, request, uid)
         return self._run(uid, obj, ctx, handlers)
 
     def _run(self, uid: str, obj: dict[str, Any], ctx: AdmissionContext,

@@ -40,7 +40,7 @@ def env(tmp_path_factory):
             "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}})
         kube.create("priorityclasses", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                                         "metadata": {"name": names.QUANTUM_PRIORITY_CLASS}, "value": 1000})
-        settings = load_settings(admission="on", webhook_config="fluence-e2e",
+        settings = load_settings(webhook_config="fluence-e2e",
                                  runtime_image="example.org/fluence:e2e")
         cert = tls.generate(["localhost"], work / "tls", ip_addresses=["127.0.0.1"])
         service = build_service(settings, get_plugin_manager(settings), kube)

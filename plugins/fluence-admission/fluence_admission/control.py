@@ -1,4 +1,9 @@
-"""Can the cluster support a new hybrid group? The ledger, the budget and the verdict."""
+"""Can the cluster support a new hybrid group? The ledger, the budget and the verdict.
+
+:class:`AdmissionControl` is given the cluster it reads and the clock its
+in-memory promises age by; nothing here is process-wide, so the webhook and
+each ``fluence sim`` run hold controls of their own.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from fluence_admission.settings import AdmissionSettings
 from fluence_core.api import (
     NODES,
     PODS,
@@ -16,7 +22,6 @@ from fluence_core.api import (
     JsonPatch,
     NodeInfo,
     PodRequest,
-    Settings,
     Switch,
     annotations_of,
     group_of,
@@ -82,42 +87,36 @@ class Budget:
 
 
 class AdmissionControl:
-    """Admits a hybrid group only when its cores will be there when its quantum task runs."""
+    """Admits a hybrid group only when its cores will be there when its quantum task runs.
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.enabled: bool | None = None  # None: not configured yet, read from the first ctx
-        self.reserve = 0
+    ``cluster`` is what the budget is read from; ``clock`` (seconds) ages the
+    promises of groups admitted but not yet stored (:data:`PENDING_TTL`).
+    """
+
+    def __init__(self, cluster: ClusterAPI, settings: AdmissionSettings, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cluster = cluster
+        self.enabled = settings.control == Switch.ON
+        self.reserve = settings.reserve_cores
         self._clock = clock
         self._lock = threading.Lock()
         self._pending: dict[GroupKey, tuple[int, float]] = {}
 
-    def configure(self, settings: Settings) -> None:
-        self.enabled = settings.admission == Switch.ON
-        self.reserve = settings.reserve_cores
-        logger.info("admission control %s (reserve %d cores)",
-                    "on" if self.enabled else "off", self.reserve)
-
     # -- the verdict --------------------------------------------------------
 
-    def admit(self, pod: Mapping[str, Any], ctx: Mapping[str, Any]) -> str | None:
-        if self.enabled is None and isinstance(ctx.get("settings"), Settings):
-            self.configure(ctx["settings"])
-        if self.enabled is False or not is_quantum(pod):
+    def admit(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> str | None:
+        """The refusal message for ``pod``, or None to admit it."""
+        if not self.enabled or not is_quantum(pod):
             return None
-        cluster: ClusterAPI | None = ctx.get("cluster")
-        if cluster is None:
-            return None
-        namespace = str(ctx.get("namespace") or metadata(pod).get("namespace") or "default")
+        namespace = str(ctx.namespace or metadata(pod).get("namespace") or "default")
         key = group_key(pod, namespace)
-        wctx = AdmissionContext(settings=ctx.get("settings") or Settings(), cluster=cluster,
-                                namespace=namespace)
         with self._lock:
-            if key in self._pending or self._group_exists(cluster, key):
+            if key in self._pending or self._group_exists(key):
                 return None  # admitted before: a sibling, a re-invocation, or before a restart
-            size = group_size(pod, wctx) if group_of(pod) else 1
+            size = group_size(pod, ctx) if group_of(pod) else 1
             per_pod = pod_cores(pod)
             needed = size * per_pod
-            budget = self.budget(cluster, self._priority_of(pod, cluster), exclude=key)
+            budget = self.budget(self._priority_of(pod), exclude=key)
             if needed > budget.available:
                 what = f"group {key[1]}" if group_of(pod) else f"pod {key[1][4:]}"
                 logger.info("admission: refused %s/%s: needs %d, %d available", namespace, key[1],
@@ -125,18 +124,15 @@ class AdmissionControl:
                 return (f"fluence admission control: {what} needs {needed} cores "
                         f"({size} pods x {per_pod}) but {max(0, budget.available)} are available "
                         f"({budget.explain()})")
-            if not ctx.get("dry_run"):
+            if not ctx.dry_run:
                 self._pending[key] = (needed, self._clock())
         return None
 
-    def group_cores(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
-        """The promise a quantum pod carries: N x its cores."""
-        size = group_size(pod, ctx) if group_of(pod) else 1
-        return size * pod_cores(pod)
-
     # -- the cluster's side -------------------------------------------------
 
-    def budget(self, cluster: ClusterAPI, priority: int, *, exclude: GroupKey | None = None) -> Budget:
+    def budget(self, priority: int, *, exclude: GroupKey | None = None) -> Budget:
+        """What a group of ``priority`` may count on now (``exclude``: its own promise)."""
+        cluster = self.cluster
         nodes = [NodeInfo.from_kube(n) for n in cluster.list(NODES).items]
         capacity = sum(n.cores for n in nodes if n.schedulable)
         schedulable = {n.name for n in nodes if n.schedulable}
@@ -176,18 +172,23 @@ class AdmissionControl:
         return Budget(free=max(0, capacity - used), preemptible=preemptible, reserved=self.reserve,
                       promised=sum(outstanding.values()))
 
-    def _group_exists(self, cluster: ClusterAPI, key: GroupKey) -> bool:
+    def _group_exists(self, key: GroupKey) -> bool:
         namespace, group = key
         if group.startswith("pod:"):
             return False
-        return bool(cluster.list(PODS, namespace, label_selector=f"{names.GROUP_LABEL}={group}").items)
+        return bool(self.cluster.list(PODS, namespace, label_selector=f"{names.GROUP_LABEL}={group}").items)
 
-    @staticmethod
-    def _priority_of(pod: Mapping[str, Any], cluster: ClusterAPI) -> int:
-        found = cluster.get(PRIORITY_CLASSES, names.QUANTUM_PRIORITY_CLASS)
+    def _priority_of(self, pod: Mapping[str, Any]) -> int:
+        found = self.cluster.get(PRIORITY_CLASSES, names.QUANTUM_PRIORITY_CLASS)
         if found is not None:
             return int(found.get("value") or 0)
         return int(spec(pod).get("priority") or 0)
+
+
+def promised_cores(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
+    """The promise a quantum pod carries: N x its cores."""
+    size = group_size(pod, ctx) if group_of(pod) else 1
+    return size * pod_cores(pod)
 
 
 def _request_cores(pod: Mapping[str, Any]) -> int:
@@ -204,9 +205,6 @@ class MarkHandler:
     name = "admission-mark"
     order = 5  # before the quantum split removes the workers' virtual requests
 
-    def __init__(self, control: AdmissionControl) -> None:
-        self.control = control
-
     def applies(self, pod: Mapping[str, Any]) -> bool:
         return is_quantum(pod) or any(
             key in annotations_of(pod) for key in (names.PROTECTED_ANNOTATION,
@@ -219,7 +217,7 @@ class MarkHandler:
                     for key in (names.PROTECTED_ANNOTATION, names.PROMISED_CORES_ANNOTATION)
                     if key in annotations]
         wanted = {names.PROTECTED_ANNOTATION: "true",
-                  names.PROMISED_CORES_ANNOTATION: str(self.control.group_cores(pod, ctx))}
+                  names.PROMISED_CORES_ANNOTATION: str(promised_cores(pod, ctx))}
         if metadata(pod).get("annotations") is None:
             return [{"op": "add", "path": "/metadata/annotations", "value": wanted}]
         return [{"op": "add", "path": pointer("metadata", "annotations", key), "value": value}

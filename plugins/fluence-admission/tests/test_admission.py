@@ -1,15 +1,18 @@
-"""Admission control: the budget, the verdict, promises and the protected mark."""
+"""Admission control: the budget, the verdict, promises, the protected mark and the settings."""
 
 from __future__ import annotations
 
 import copy
+import json
 
 import jsonpatch
 import pytest
 
-from fluence_admission.control import AdmissionControl, MarkHandler
-from fluence_core.api import AdmissionContext, load_settings, names
-from fluence_core.testing import AdmissionService, FakeCluster
+from fluence_admission import plugin
+from fluence_admission.control import PENDING_TTL, AdmissionControl, MarkHandler
+from fluence_admission.settings import AdmissionSettings
+from fluence_core.api import AdmissionContext, SettingsError, Switch, load_settings, names
+from fluence_core.testing import AdmissionService, FakeCluster, build_service, get_plugin_manager
 
 QPU = names.extended_resource("qpu")
 
@@ -39,7 +42,12 @@ def pod(name: str, *, cpu: int = 1, qpu: bool = False, group: str | None = None,
 
 @pytest.fixture
 def settings():
-    return load_settings(admission="on", reserve_cores=0)
+    return load_settings()
+
+
+@pytest.fixture
+def admission():
+    return AdmissionSettings(control="on", reserve_cores=0)
 
 
 @pytest.fixture
@@ -51,21 +59,19 @@ def cluster():
 
 
 @pytest.fixture
-def control(settings):
-    made = AdmissionControl()
-    made.configure(settings)
-    return made
+def control(cluster, admission):
+    return AdmissionControl(cluster, admission)
 
 
 def ctx(settings, cluster, **extra):
-    return {"settings": settings, "cluster": cluster, "namespace": "default", "dry_run": False, **extra}
+    return AdmissionContext(settings=settings, cluster=cluster, namespace="default", **extra)
 
 
 def store(cluster, obj, control=None, settings=None):
     """Create a pod as the webhook would leave it (with the admission marks)."""
     obj = copy.deepcopy(obj)
     if control is not None:
-        handler = MarkHandler(control)
+        handler = MarkHandler()
         wctx = AdmissionContext(settings=settings, cluster=cluster, namespace="default")
         if handler.applies(obj):
             obj = jsonpatch.apply_patch(obj, handler.mutate(obj, wctx))
@@ -88,26 +94,25 @@ def test_lower_priority_unprotected_pods_count_as_preemptible(control, settings,
                                        "metadata": {"name": names.QUANTUM_PRIORITY_CLASS}, "value": 50})
     store(cluster, pod("low", cpu=8, node_name="n1", priority=0))
     store(cluster, pod("high", cpu=4, node_name="n2", priority=100))
-    budget = control.budget(cluster, 50)
+    budget = control.budget(50)
     assert (budget.free, budget.preemptible) == (4, 8)
     assert control.admit(pod("q-0", cpu=4, qpu=True, group="q", size=3), ctx(settings, cluster)) is None
 
 
 def test_protected_quantum_pods_are_never_preemptible(control, settings, cluster):
     store(cluster, pod("other-0", cpu=8, qpu=True, group="other", size=1, node_name="n1"), control, settings)
-    assert control.budget(cluster, 1000).preemptible == 0
+    assert control.budget(1000).preemptible == 0
 
 
 def test_a_mark_only_counts_on_a_fluence_pod(control, cluster):
     forged = pod("forged", cpu=8, node_name="n1", scheduler="default-scheduler",
                  annotations={names.PROTECTED_ANNOTATION: "true"})
     store(cluster, forged)
-    assert control.budget(cluster, 1000).preemptible == 8
+    assert control.budget(1000).preemptible == 8
 
 
 def test_the_reserve_is_kept_free(settings, cluster):
-    control = AdmissionControl()
-    control.configure(settings.model_copy(update={"reserve_cores": 6}))
+    control = AdmissionControl(cluster, AdmissionSettings(reserve_cores=6))
     verdict = control.admit(pod("q-0", cpu=4, qpu=True, group="q", size=3), ctx(settings, cluster))
     assert "needs 12 cores" in verdict and "but 10 are available" in verdict
 
@@ -120,14 +125,13 @@ def test_promised_cores_count_against_the_next_group_until_it_starts(control, se
     # The group's pods are created and all three bind: the promise becomes real usage.
     for i, where in enumerate(("n1", "n2", "n2")):
         store(cluster, pod(f"a-{i}", cpu=4, qpu=True, group="a", size=3, node_name=where), control, settings)
-    assert control.budget(cluster, 0).promised == 0
+    assert control.budget(0).promised == 0
 
 
 def test_promises_are_rebuilt_from_the_cluster_after_a_restart(control, settings, cluster):
     store(cluster, pod("a-0", cpu=4, qpu=True, group="a", size=3), control, settings)  # admitted, pending
-    restarted = AdmissionControl()
-    restarted.configure(settings)
-    assert restarted.budget(cluster, 0).promised == 12
+    restarted = AdmissionControl(cluster, AdmissionSettings())
+    assert restarted.budget(0).promised == 12
     verdict = restarted.admit(pod("b-0", cpu=4, qpu=True, group="b", size=2), ctx(settings, cluster))
     assert "but 4 are available" in verdict
 
@@ -136,7 +140,7 @@ def test_a_deleted_group_gives_its_promise_back(control, settings, cluster):
     store(cluster, pod("a-0", cpu=4, qpu=True, group="a", size=3), control, settings)
     control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=3), ctx(settings, cluster))
     cluster.delete("pods", "a-0", "default")
-    assert control.budget(cluster, 0).promised == 0
+    assert control.budget(0).promised == 0
 
 
 def test_later_pods_of_an_admitted_group_are_not_rechecked(control, settings, cluster):
@@ -147,12 +151,11 @@ def test_later_pods_of_an_admitted_group_are_not_rechecked(control, settings, cl
 
 def test_a_dry_run_promises_nothing(control, settings, cluster):
     control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=3), ctx(settings, cluster, dry_run=True))
-    assert control.budget(cluster, 0).promised == 0
+    assert control.budget(0).promised == 0
 
 
 def test_admission_off_admits_everything(settings, cluster):
-    control = AdmissionControl()
-    control.configure(settings.model_copy(update={"admission": "off"}))
+    control = AdmissionControl(cluster, AdmissionSettings(control="off"))
     assert control.admit(pod("q-0", cpu=64, qpu=True, group="q", size=9), ctx(settings, cluster)) is None
 
 
@@ -161,7 +164,7 @@ def test_classical_pods_are_not_judged(control, settings, cluster):
 
 
 def test_quantum_pods_are_marked_and_users_cannot_mark_their_own(control, settings, cluster):
-    handler = MarkHandler(control)
+    handler = MarkHandler()
     wctx = AdmissionContext(settings=settings, cluster=cluster, namespace="default")
     quantum = pod("q-0", cpu=2, qpu=True, group="q", size=3)
     marked = jsonpatch.apply_patch(quantum, handler.mutate(quantum, wctx))
@@ -176,12 +179,7 @@ def test_quantum_pods_are_marked_and_users_cannot_mark_their_own(control, settin
 
 
 def test_through_the_webhook_an_over_budget_group_is_denied_with_the_message(control, settings, cluster):
-    import json
-
-    from fluence_admission import plugin
-
-    service = AdmissionService(settings, [MarkHandler(control)], cluster=cluster,
-                               admit=lambda p, c: control.admit(p, c))
+    service = AdmissionService(settings, [MarkHandler()], cluster=cluster, admit=control.admit)
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "u1", "operation": "CREATE", "namespace": "default",
                         "resource": {"group": "", "version": "v1", "resource": "pods"},
@@ -190,3 +188,88 @@ def test_through_the_webhook_an_over_budget_group_is_denied_with_the_message(con
     assert response["allowed"] is False
     assert "group q needs 32 cores (4 pods x 8) but 16 are available" in response["status"]["message"]
     assert plugin.fluence_admit is not None
+
+
+# -- injection: each service its own control, on the clock it is given ---------
+
+
+def review_body(obj, uid="u1"):
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": {"uid": uid, "operation": "CREATE", "namespace": "default",
+                                   "resource": {"group": "", "version": "v1", "resource": "pods"},
+                                   "object": obj}}).encode()
+
+
+def plugin_service(cluster, now):
+    """The webhook as Fluence builds it, with only this plugin's hooks and the given clock."""
+    settings = load_settings()
+    manager = get_plugin_manager(settings)
+    return build_service(settings, manager, cluster, clock=lambda: now[0])
+
+
+def test_a_pending_promise_ages_by_the_clock_the_service_injects(cluster):
+    now = [0.0]
+    service = plugin_service(cluster, now)
+    first = service.review(review_body(pod("a-0", cpu=4, qpu=True, group="a", size=3)))
+    assert first.response["allowed"] is True  # promises 12 of 16, the pod is never stored
+    refused = service.review(review_body(pod("b-0", cpu=4, qpu=True, group="b", size=2), "u2"))
+    assert "group b needs 8 cores" in refused.response["status"]["message"]
+    now[0] = PENDING_TTL + 1  # virtual time passes; the wall clock did not move
+    assert service.review(review_body(pod("b-0", cpu=4, qpu=True, group="b", size=2),
+                                      "u3")).response["allowed"] is True
+
+
+def test_two_services_keep_separate_promises(cluster):
+    one, two = plugin_service(cluster, [0.0]), plugin_service(cluster, [0.0])
+    assert one.review(review_body(pod("a-0", cpu=4, qpu=True, group="a", size=3))).response["allowed"]
+    assert two.review(review_body(pod("b-0", cpu=4, qpu=True, group="b", size=3))).response["allowed"]
+
+
+# -- settings: FLUENCE_ADMISSION_*, the old names still read --------------------
+
+
+@pytest.fixture
+def no_admission_env(monkeypatch):
+    for variable in ("FLUENCE_ADMISSION", "FLUENCE_ADMISSION_CONTROL", "FLUENCE_RESERVE_CORES",
+                     "FLUENCE_ADMISSION_RESERVE_CORES"):
+        monkeypatch.delenv(variable, raising=False)
+    return monkeypatch
+
+
+def test_fluence_admission_defaults_to_on(no_admission_env):
+    assert AdmissionSettings.load().control is Switch.ON
+
+
+def test_fluence_reserve_cores_defaults_to_0(no_admission_env):
+    assert AdmissionSettings.load().reserve_cores == 0
+
+
+@pytest.mark.parametrize(("variable", "text", "field", "value"), [
+    ("FLUENCE_ADMISSION_CONTROL", "off", "control", Switch.OFF),
+    ("FLUENCE_ADMISSION", "off", "control", Switch.OFF),
+    ("FLUENCE_ADMISSION", "OFF", "control", Switch.OFF),
+    ("FLUENCE_ADMISSION_RESERVE_CORES", "4", "reserve_cores", 4),
+    ("FLUENCE_RESERVE_CORES", "4", "reserve_cores", 4),
+])
+def test_each_variable_is_read_by_its_name_and_its_old_name(no_admission_env, variable, text, field,
+                                                            value):
+    no_admission_env.setenv(variable, text)
+    assert getattr(AdmissionSettings.load(), field) == value
+
+
+def test_the_new_name_wins_over_the_old(no_admission_env):
+    no_admission_env.setenv("FLUENCE_RESERVE_CORES", "4")
+    no_admission_env.setenv("FLUENCE_ADMISSION_RESERVE_CORES", "2")
+    assert AdmissionSettings.load().reserve_cores == 2
+
+
+@pytest.mark.parametrize(("variable", "text"), [("FLUENCE_ADMISSION", "maybe"),
+                                                ("FLUENCE_RESERVE_CORES", "-1")])
+def test_a_bad_value_is_a_settings_error_naming_the_variable(no_admission_env, variable, text):
+    no_admission_env.setenv(variable, text)
+    with pytest.raises(SettingsError, match=f"{text!r}"):
+        AdmissionSettings.load()
+
+
+def test_fluence_settings_contributes_the_admission_settings():
+    assert AdmissionSettings in plugin.fluence_settings()

@@ -20,6 +20,7 @@ import grpc
 import watchfiles
 
 from fluence_core.api import FluenceError, ResourceConfig, Settings, load_resource_config, logger
+from fluence_deviceplugin.settings import DevicePluginSettings
 from fluence_deviceplugin.api import API_VERSION, KUBELET_SOCKET, pb, rpc
 from fluence_deviceplugin.server import TypePluginServer
 
@@ -113,16 +114,17 @@ class DevicePluginManager:
     def from_settings(
         cls,
         settings: Settings,
+        own: DevicePluginSettings,
         *,
         resources: Path | None = None,
         plugin_dir: Path | None = None,
         capacity: int | None = None,
     ) -> "DevicePluginManager":
-        """Build from ``FLUENCE_*`` settings, with command-line overrides."""
+        """Build from the core's and the plugin's settings, with command-line overrides."""
         return cls(
-            plugin_dir or settings.device_plugin_dir,
+            plugin_dir or own.dir,
             resources or settings.resources,
-            capacity or settings.resource_capacity,
+            capacity or own.capacity,
         )
 
     @property

@@ -14,7 +14,8 @@ from typing import Any, Optional
 
 import typer
 
-from fluence_core.api import FluenceError, hookimpl, load_settings, logger
+from fluence_core.api import FluenceError, PluginSettings, hookimpl, load_settings, logger
+from fluence_deviceplugin.settings import DevicePluginSettings
 
 
 def deviceplugin(
@@ -23,14 +24,15 @@ def deviceplugin(
     plugin_dir: Optional[Path] = typer.Option(
         None, "--dir", help="The kubelet's device-plugins directory (default: $FLUENCE_DEVICE_PLUGIN_DIR)."),
     capacity: Optional[int] = typer.Option(
-        None, "--capacity", min=1, help="Devices per type (default: $FLUENCE_RESOURCE_CAPACITY)."),
+        None, "--capacity", min=1, help="Devices per type (default: $FLUENCE_DEVICE_PLUGIN_CAPACITY)."),
 ) -> None:
     """Advertise every virtual type to the kubelet as fluxion.flux-framework.org/<type>."""
     from fluence_deviceplugin.manager import DevicePluginManager
 
     settings = load_settings()  # the fluence app has checked it and set the log level
+    own = DevicePluginSettings.load()  # a bad FLUENCE_DEVICE_PLUGIN_* exits 2, named
     manager = DevicePluginManager.from_settings(
-        settings, resources=resources, plugin_dir=plugin_dir, capacity=capacity)
+        settings, own, resources=resources, plugin_dir=plugin_dir, capacity=capacity)
     stop = threading.Event()
 
     def _stop(signum: int, _frame: Any) -> None:
@@ -48,5 +50,10 @@ def deviceplugin(
 
 
 @hookimpl
-def fluence_cli(app: Any) -> None:
+def fluence_settings() -> list[type[PluginSettings]]:
+    return [DevicePluginSettings]
+
+
+@hookimpl
+def fluence_cli(app: typer.Typer) -> None:
     app.command(name="deviceplugin")(deviceplugin)

@@ -21,7 +21,7 @@ def test_the_plugin_loads_through_the_fluence_entry_point() -> None:
     info = manager.infos["deviceplugin"]
     assert info.distribution == "fluence-deviceplugin"
     assert info.status == "loaded"
-    assert info.hooks == ["fluence_cli"]
+    assert info.hooks == ["fluence_cli", "fluence_settings"]
 
 
 def test_fluence_cli_adds_the_deviceplugin_command() -> None:

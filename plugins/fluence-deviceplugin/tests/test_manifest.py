@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fluence_core.api import Settings
+from fluence_deviceplugin.settings import DevicePluginSettings
 
 MANIFEST = Path(__file__).resolve().parents[3] / "deploy" / "device-plugin.yaml"
 
@@ -24,7 +24,7 @@ def test_it_runs_the_deviceplugin_command_on_the_kubelets_directory(pod_spec: di
     [container] = pod_spec["containers"]
     assert container["command"] == ["fluence", "deviceplugin"]
     env = {e["name"]: e.get("value") for e in container["env"]}
-    default_dir = str(Settings().device_plugin_dir)
+    default_dir = str(DevicePluginSettings().dir)
     assert env["FLUENCE_DEVICE_PLUGIN_DIR"] == default_dir
     [host] = [v for v in pod_spec["volumes"] if "hostPath" in v]
     assert host["hostPath"]["path"] == default_dir

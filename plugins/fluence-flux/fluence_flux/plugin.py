@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from fluence_core.api import Settings, hookimpl
+from fluence_core.api import Handler, PluginSettings, Settings, hookimpl
 from fluence_flux.handler import FluxHandler
 from fluence_flux.settings import FluxSettings
 
 
 @hookimpl
-def fluence_webhook_handlers(settings: Settings) -> list[Any]:
-    return [FluxHandler(FluxSettings())]
+def fluence_settings() -> list[type[PluginSettings]]:
+    return [FluxSettings]
+
+
+@hookimpl
+def fluence_webhook_handlers(settings: Settings) -> list[Handler]:
+    return [FluxHandler(FluxSettings.load())]

@@ -7,16 +7,17 @@ the Job or JobSet as annotations instead; see :mod:`fluence_flux.workload`.
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from fluence_core.api import PluginSettings
 
 DEFAULT_VIEW_IMAGE = "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy"
 
 
-class FluxSettings(BaseSettings):
+class FluxSettings(PluginSettings):
     """What the webhook's operator chooses for every Flux workload."""
 
-    model_config = SettingsConfigDict(env_prefix="FLUENCE_FLUX_", case_sensitive=False,
-                                      extra="ignore", env_ignore_empty=True)
+    model_config = SettingsConfigDict(env_prefix="FLUENCE_FLUX_")
 
     view_image: str = Field(default=DEFAULT_VIEW_IMAGE,
                             description="Image of the init container holding the Flux install (a flux view).")
@@ -40,4 +41,4 @@ class FluxSettings(BaseSettings):
 
 
 def load_flux_settings(**overrides: object) -> FluxSettings:
-    return FluxSettings(**overrides)  # type: ignore[arg-type]
+    return FluxSettings.load(**overrides)

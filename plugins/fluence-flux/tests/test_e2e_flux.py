@@ -83,7 +83,7 @@ def env(tmp_path_factory):
             for c in ((kube.get(CRDS, "jobsets.jobset.x-k8s.io") or {}).get("status") or {}).get(
                 "conditions") or []))
         assert established, "the JobSet CRD never became established"
-        settings = load_settings(admission="off", webhook_config="fluence-flux-e2e")
+        settings = load_settings(webhook_config="fluence-flux-e2e")
         cert = tls.generate(["localhost"], work / "tls", ip_addresses=["127.0.0.1"])
         service = build_service(settings, get_plugin_manager(settings), kube)
         httpd = WebhookServer(("127.0.0.1", 0), service,

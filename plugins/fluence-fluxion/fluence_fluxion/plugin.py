@@ -2,35 +2,40 @@
 
 from __future__ import annotations
 
-from fluence_core.api import hookimpl
-from fluence_core.api import Matcher, ResourceGraph, Settings, load_settings, logger
+from fluence_core.api import Matcher, PluginSettings, ResourceGraph, Settings, hookimpl, logger
 
 from fluence_fluxion.binding import Library
+from fluence_fluxion.settings import FluxionSettings
 
 
-def _library(settings: Settings) -> tuple[Library | None, str]:
-    if settings.fluxion_lib is None:
+def _library(settings: FluxionSettings) -> tuple[Library | None, str]:
+    if settings.lib is None:
         return None, "inactive: FLUENCE_FLUXION_LIB is not set (embedded matcher in charge)"
     from fluence_fluxion.matcher import load_library
 
     try:
-        library = load_library(str(settings.fluxion_lib))
+        library = load_library(str(settings.lib))
     except OSError as error:
-        return None, f"inactive: cannot load {settings.fluxion_lib}: {error}"
+        return None, f"inactive: cannot load {settings.lib}: {error}"
     return library, f"active: {library.path}"
 
 
 def plugin_status() -> str:
     """What ``fluence plugins`` shows: whether the library loads, and if not, why."""
     try:
-        return _library(load_settings())[1]
+        return _library(FluxionSettings.load())[1]
     except Exception as error:  # a bad setting is reported where settings are read
         return f"inactive: {error}"
 
 
 @hookimpl
+def fluence_settings() -> list[type[PluginSettings]]:
+    return [FluxionSettings]
+
+
+@hookimpl
 def fluence_matcher(settings: Settings, graph: ResourceGraph) -> Matcher | None:
-    library, status = _library(settings)
+    library, status = _library(FluxionSettings.load())
     if library is None:
         logger.info("fluxion plugin %s", status)
         return None
