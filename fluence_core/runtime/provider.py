@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import importlib
 import os
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from fluence_core import names
 from fluence_core.errors import FluenceError
@@ -42,12 +42,14 @@ class Backend:
         return cls(attributes.get("backend", ""), dict(attributes))
 
 
-class Provider(ABC):
+class Provider(Protocol):
     """One quantum vendor, as the interceptor and the sidecar see it.
 
-    ``task`` objects are the provider's own; the sidecar only hands them back.
-    Every sidecar method may raise on a transient vendor error; the sidecar logs
-    it and tries again at the next poll.
+    A provider subclasses this protocol: it must implement the abstract methods
+    and inherits the defaults of the others. ``task`` objects are the provider's
+    own; the sidecar only hands them back. Every sidecar method may raise on a
+    transient vendor error; the sidecar logs it and tries again at the next poll.
+    :mod:`fluence_core.runtime.conformance` checks a provider against this contract.
     """
 
     name: str = ""

@@ -17,29 +17,36 @@ from fluence_core.errors import FluenceError
 from fluence_core.log import logger
 from fluence_core.resource_config import ResourceConfig, load_resource_config
 from fluence_core.settings import Settings
-from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler, env_contract_of
+from fluence_core.webhook.base import (
+    HANDLER_MEMBERS,
+    AdmissionContext,
+    AdmissionDenied,
+    Handler,
+    env_contract_of,
+)
 from fluence_core.webhook.review import AdmissionService
 
-DEFAULT_ORDER = 100
 
-
-def select_handlers(contributed: Sequence[Any], chosen: Sequence[str] = ()) -> list[Handler]:
+def select_handlers(contributed: Sequence[object], chosen: Sequence[str] = ()) -> list[Handler]:
     """The handlers to run, in order.
 
-    With ``chosen`` empty: every contributed handler, by its ``order`` attribute
-    (then name). Otherwise exactly the named ones, in the order named; a name no
-    plugin contributed is a :class:`FluenceError`, as is a duplicate name.
+    With ``chosen`` empty: every contributed handler, by its ``order`` (then
+    name). Otherwise exactly the named ones, in the order named; a name no
+    plugin contributed is a :class:`FluenceError`, as is a duplicate name, and
+    so is an object that is not a :class:`Handler` (named with what it lacks).
     """
-    by_name: dict[str, Any] = {}
+    by_name: dict[str, Handler] = {}
     for handler in contributed:
-        for attribute in ("name", "applies", "mutate"):
-            if not hasattr(handler, attribute):
-                raise FluenceError(f"webhook handler {handler!r} has no {attribute!r}")
+        if not isinstance(handler, Handler):
+            lacks = [member for member in HANDLER_MEMBERS if not hasattr(handler, member)]
+            label = getattr(handler, "name", None) or repr(handler)
+            raise FluenceError(f"webhook handler {label!r} is not a Handler: it has no {lacks} "
+                               f"(subclass fluence_core.api.Handler for the optional ones)")
         if handler.name in by_name:
             raise FluenceError(f"two webhook handlers are named {handler.name!r}")
         by_name[handler.name] = handler
     if not chosen:
-        return sorted(by_name.values(), key=lambda h: (getattr(h, "order", DEFAULT_ORDER), h.name))
+        return sorted(by_name.values(), key=lambda h: (h.order, h.name))
     unknown = [name for name in chosen if name not in by_name]
     if unknown:
         raise FluenceError(f"FLUENCE_WEBHOOK_HANDLERS names unknown handlers {unknown}; "

@@ -47,12 +47,27 @@ class AdmissionDenied(FluenceError):
     """A handler refuses the pod on purpose; the message is shown to the user."""
 
 
+POD_RESOURCE = "pods"
+DEFAULT_ORDER = 100
+
+
 @runtime_checkable
 class Handler(Protocol):
-    """One admission step. ``order`` (optional, default 100) sets the default order;
-    ``resources`` (optional, default ``("pods",)``) the kinds it is sent."""
+    """One admission step.
+
+    A handler subclasses this protocol: it must give ``name``, ``applies`` and
+    ``mutate``, and inherits the optional members' defaults (``order``,
+    ``resources``, ``env_contract``) unless it sets its own. The webhook reads
+    every member directly, so an object that is not a Handler is refused when
+    the webhook starts, naming what it lacks.
+    """
 
     name: str
+    """Unique among the handlers; what ``FLUENCE_WEBHOOK_HANDLERS`` names."""
+    order: int = DEFAULT_ORDER
+    """Default position: lower runs first, ties by name."""
+    resources: tuple[str, ...] = (POD_RESOURCE,)
+    """The kinds it is sent: ``"pods"``, or ``"group/plural"`` (``"batch/jobs"``)."""
 
     def applies(self, pod: Mapping[str, Any]) -> bool:
         """Whether this handler has anything to say about ``pod``."""
@@ -61,6 +76,13 @@ class Handler(Protocol):
     def mutate(self, pod: Mapping[str, Any], ctx: "AdmissionContext") -> JsonPatch:
         """The JSON patch for ``pod`` (empty when it is already mutated)."""
         ...
+
+    def env_contract(self) -> Sequence[tuple[str, str]]:
+        """``(env variable, source)`` for every variable it injects (logged at start)."""
+        return ()
+
+
+HANDLER_MEMBERS = ("name", "order", "resources", "applies", "mutate", "env_contract")
 
 
 T = TypeVar("T")
@@ -129,26 +151,19 @@ class AdmissionContext:
         return self.cluster
 
 
-POD_RESOURCE = "pods"
-
-
 def resource_key(group: str, plural: str) -> str:
     """``"pods"`` for the core group, ``"batch/jobs"`` otherwise: how handlers name kinds."""
     return f"{group}/{plural}" if group else plural
 
 
-def resources_of(handler: Any) -> tuple[str, ...]:
-    """The kinds a handler is sent (``resources`` attribute; pods when it has none)."""
-    declared = getattr(handler, "resources", None)
-    if declared is None:
-        return (POD_RESOURCE,)
+def resources_of(handler: Handler) -> tuple[str, ...]:
+    """The kinds a handler is sent (a lone string counts as one kind)."""
+    declared: str | Sequence[str] = handler.resources
     return (declared,) if isinstance(declared, str) else tuple(declared)
 
 
-def env_contract_of(handlers: Sequence[Any]) -> Iterator[tuple[str, str, str]]:
-    """``(handler, env variable, source)`` for every handler that declares an env contract."""
+def env_contract_of(handlers: Sequence[Handler]) -> Iterator[tuple[str, str, str]]:
+    """``(handler, env variable, source)`` for every variable a handler injects."""
     for handler in handlers:
-        contract = getattr(handler, "env_contract", None)
-        if callable(contract):
-            for variable, source in contract():
-                yield handler.name, variable, source
+        for variable, source in handler.env_contract():
+            yield handler.name, variable, source

@@ -18,11 +18,11 @@ from fluence_core.resource_config import load_resource_config
 from fluence_core.settings import Settings
 from fluence_core.webhook import pods
 from fluence_core.webhook._patch import JsonPatch, pointer
-from fluence_core.webhook.base import AdmissionContext
+from fluence_core.webhook.base import AdmissionContext, Handler
 from fluence_core.webhook.env import add_env, annotation_env
 
 
-class FluxionEnvHandler:
+class FluxionEnvHandler(Handler):
     name = "fluxion-env"
     order = 40
 

@@ -18,10 +18,10 @@ from fluence_core import hookimpl
 from fluence_core.settings import Settings
 from fluence_core.webhook import pods
 from fluence_core.webhook._patch import JsonPatch, pointer
-from fluence_core.webhook.base import AdmissionContext
+from fluence_core.webhook.base import AdmissionContext, Handler
 
 
-class GangHandler:
+class GangHandler(Handler):
     name = "gang"
     order = 20
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from fluence_core import hookimpl, names
 from fluence_core.settings import Settings
 from fluence_core.webhook._patch import JsonPatch, pointer
-from fluence_core.webhook.base import AdmissionContext
+from fluence_core.webhook.base import AdmissionContext, Handler
 
 JOBS = "batch/jobs"
 
@@ -34,7 +34,7 @@ def _group(job: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
-class JobGroupHandler:
+class JobGroupHandler(Handler):
     name = "job-group"
     order = 5
     resources = (JOBS,)

@@ -31,13 +31,13 @@ from fluence_core.log import logger
 from fluence_core.settings import Settings
 from fluence_core.webhook import pods
 from fluence_core.webhook._patch import JsonPatch, pointer
-from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
+from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 from fluence_core.webhook.env import add_env, add_to_list, annotation_env, field_env
 
 SIDECAR_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}]
 
 
-class QuantumSplitHandler:
+class QuantumSplitHandler(Handler):
     name = "quantum"
     order = 10
 

@@ -11,10 +11,11 @@ from fluence_core import names
 from fluence_core.errors import FluenceError
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.webhook import build_service, select_handlers
+from fluence_core.webhook.base import Handler
 from fluence_core.webhook.review import AdmissionService
 
 
-class Tagger:
+class Tagger(Handler):
     """Appends its name to an annotation list, to observe order and the pod each one sees."""
 
     def __init__(self, name: str, order: int = 100) -> None:
@@ -28,7 +29,7 @@ class Tagger:
         return [{"op": "add", "path": "/metadata/annotations/seen", "value": seen + self.name}]
 
 
-class Exploding:
+class Exploding(Handler):
     name = "boom"
 
     def applies(self, pod):
@@ -151,3 +152,24 @@ def test_a_kind_no_handler_declares_is_allowed_untouched(settings):
 def test_an_object_request_without_an_object_is_denied(settings):
     service = AdmissionService(settings, [JobTagger("job")])
     assert service.review(job_review(None)).response["allowed"] is False
+
+
+def test_a_handler_inherits_the_optional_members_from_the_protocol():
+    handler = Tagger("a")
+    assert handler.resources == ("pods",) and list(handler.env_contract()) == []
+    assert Exploding().order == 100
+
+
+def test_an_object_that_is_not_a_handler_is_refused_naming_what_it_lacks():
+    class Loose:
+        name = "loose"
+
+        def applies(self, pod):
+            return True
+
+        def mutate(self, pod, ctx):
+            return []
+
+    with pytest.raises(FluenceError, match=r"loose.*is not a Handler: it has no \['order', 'resources', "
+                                           r"'env_contract'\]"):
+        select_handlers([Loose()])

@@ -19,6 +19,7 @@ from fluence_core.api import (
     PRIORITY_CLASSES,
     AdmissionContext,
     ClusterAPI,
+    Handler,
     JsonPatch,
     NodeInfo,
     PodRequest,
@@ -198,7 +199,7 @@ def _request_cores(pod: Mapping[str, Any]) -> int:
         return 1
 
 
-class MarkHandler:
+class MarkHandler(Handler):
     """``admission-mark``: quantum pods carry the protected mark and their group's promise;
     nobody else may carry either."""
 

@@ -34,6 +34,7 @@ from fluence_core.api import (
     AdmissionContext,
     AdmissionDenied,
     Conflict,
+    Handler,
     JsonPatch,
     Resource,
     logger,
@@ -78,7 +79,7 @@ def node_affinity_terms(setting: str) -> list[dict[str, Any]]:
     return [{"matchExpressions": expressions}] if expressions else []
 
 
-class FluxHandler:
+class FluxHandler(Handler):
     """The ``flux`` webhook handler (Jobs and JobSets)."""
 
     name = "flux"
