@@ -8,7 +8,7 @@ in-memory cluster, the admission service, a real API server, the sidecar).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -19,6 +19,8 @@ from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import Group, NodeInfo, PodRequest
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.resource_config import ResourceConfig, parse_resource_config
+from fluence_core.runtime.conformance import CASES, Case, TaskState, VendorDouble, run_case
+from fluence_core.runtime.fake_provider import FakeQueueProvider, FakeTask
 from fluence_core.runtime.sidecar import Outcome as SidecarOutcome
 from fluence_core.runtime.sidecar import Sidecar, SidecarConfig, VirtualClock
 from fluence_core.testing_apiserver import find_assets, start_apiserver
@@ -27,11 +29,12 @@ from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.server import WebhookServer, server_context
 
 __all__ = [
-    "BRAKET_EXAMPLE", "AdmissionService", "EmbeddedMatcher", "FakeCluster", "FluencePluginManager",
-    "Sidecar", "SidecarConfig", "SidecarOutcome", "VirtualClock", "WebhookServer", "braket_config",
-    "build_service", "compute_jobspec", "find_assets", "get_plugin_manager", "make_nodes",
-    "make_pod_dict", "parse_resource_config", "pod_group", "server_context", "small_graph",
-    "start_apiserver", "tls", "virtual_jobspec",
+    "BRAKET_EXAMPLE", "AdmissionService", "EmbeddedMatcher", "FakeCluster", "FakeQueueProvider",
+    "FakeTask", "FluencePluginManager", "Sidecar", "SidecarConfig", "SidecarOutcome", "TaskState",
+    "VendorDouble", "VirtualClock", "WebhookServer", "braket_config", "build_service",
+    "compute_jobspec", "fake_cluster", "fake_vendor_queue", "find_assets", "get_plugin_manager",
+    "make_nodes", "make_pod_dict", "parse_resource_config", "pod_group", "provider_conformance",
+    "server_context", "small_graph", "start_apiserver", "tls", "vendor_clock", "virtual_jobspec",
 ]
 
 BRAKET_EXAMPLE = """
@@ -88,3 +91,37 @@ def small_graph(braket_config: ResourceConfig) -> ResourceGraph:
 def pod_group() -> Group:
     """A gang of three 2-core pods."""
     return Group("gang", tuple(PodRequest(f"p{i}", cores=2) for i in range(3)))
+
+
+@pytest.fixture
+def fake_cluster() -> FakeCluster:
+    """An empty in-memory cluster with the API server's semantics (what the scheduler,
+    the webhook and the sidecar are tested against)."""
+    return FakeCluster()
+
+
+@pytest.fixture
+def vendor_clock() -> VirtualClock:
+    """Virtual time for a fake vendor queue and the sidecar: ``sleep`` advances it."""
+    return VirtualClock()
+
+
+@pytest.fixture
+def fake_vendor_queue(vendor_clock: VirtualClock) -> FakeQueueProvider:
+    """A provider serving ``provider=fake`` over scripted tasks (``tasks[pod_uid] =
+    FakeTask(job_id, [(time, position, state), ...])``) that move in ``vendor_clock`` time."""
+    return FakeQueueProvider(vendor_clock)
+
+
+def provider_conformance(make_double: Callable[[], VendorDouble]) -> Callable[[Case], None]:
+    """The provider conformance suite as one parametrized test, for a test module::
+
+        test_provider_conformance = provider_conformance(MyVendorDouble)
+    """
+
+    @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+    def test_provider_conformance(case: Case) -> None:
+        """One behaviour of the provider contract (:mod:`fluence_core.runtime.conformance`)."""
+        run_case(case, make_double)
+
+    return test_provider_conformance

@@ -40,6 +40,7 @@ class FakeQueueProvider(Provider):
     clock: Any
     tasks: dict[str, FakeTask] = field(default_factory=dict)
     name: str = "fake"
+    interceptor_module: str = "fluence_core.runtime.fake_interceptor"
     calls: list[str] = field(default_factory=list)
 
     def matches(self, attributes: Mapping[str, str]) -> bool:

@@ -9,7 +9,12 @@ from fluence_core.errors import FluenceError
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.runtime.fake_provider import FakeQueueProvider
 from fluence_core.runtime.provider import (
-    BEYOND_REPORTED, attributes_from_env, collect_providers, parse_queue_position, resolve_provider,
+    BEYOND_REPORTED,
+    Provider,
+    attributes_from_env,
+    collect_providers,
+    parse_queue_position,
+    resolve_provider,
 )
 from fluence_core.runtime.sidecar import VirtualClock
 from fluence_core.settings import Settings
@@ -21,18 +26,28 @@ class ThirdParty:
         return [FakeQueueProvider(VirtualClock())]
 
 
-def test_installed_vendors_and_a_third_party_resolve_through_the_hook() -> None:
-    providers = collect_providers(get_plugin_manager(Settings(), [("acme", ThirdParty())]))
-    assert {p.name for p in providers} >= {"braket", "qrmi", "fake"}
-    assert resolve_provider({"provider": "braket", "region": "us-east-1"}, providers).name == "braket"
-    assert resolve_provider({"provider": "qrmi", "vendor": "pasqal"}, providers).name == "qrmi"
+def only(*plugins: tuple[str, object], blocked: tuple[str, ...] = ()) -> list[Provider]:
+    """The providers of ``plugins`` alone (installed ones are optional: never counted on)."""
+    installed = list(get_plugin_manager(Settings()).infos)
+    settings = Settings(disable_plugins=installed + list(blocked))
+    return collect_providers(get_plugin_manager(settings, list(plugins)))
+
+
+def test_a_third_party_provider_resolves_through_the_hook() -> None:
+    providers = only(("third-party", ThirdParty()))
+    assert [p.name for p in providers] == ["fake"]
     assert resolve_provider({"provider": "fake"}, providers).name == "fake"
 
 
+def test_every_installed_provider_resolves_by_its_own_attribute() -> None:
+    for provider in collect_providers(get_plugin_manager(Settings())):
+        assert provider.matches({"provider": provider.name}), provider.name
+
+
 def test_a_blocked_plugin_contributes_no_provider() -> None:
-    providers = collect_providers(get_plugin_manager(Settings(disable_plugins=["braket"])))
-    with pytest.raises(FluenceError, match="no provider serves provider=braket"):
-        resolve_provider({"provider": "braket"}, providers)
+    providers = only(("third-party", ThirdParty()), blocked=("third-party",))
+    with pytest.raises(FluenceError, match="no provider serves provider=fake"):
+        resolve_provider({"provider": "fake"}, providers)
 
 
 def test_attributes_are_read_from_the_fluxion_environment() -> None:

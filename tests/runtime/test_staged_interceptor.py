@@ -20,6 +20,7 @@ import pytest
 from fluence_core.runtime.stage import stage
 
 pytest.importorskip("braket.aws")
+pytest.importorskip("fluence_braket")  # an optional plugin: without it there is nothing to stage
 from fluence_braket.provider import BraketProvider  # noqa: E402
 
 APP = Path(__file__).with_name("app_braket.py")

@@ -116,3 +116,13 @@ def test_backend_info_reads_status_queue_qubits_and_shot_price(aws, provider) ->
     info = provider.backend_info(BACKEND)
     assert info is not None
     assert (info.status, info.queue, info.qubits, info.price_per_shot) == ("online", 17, 108, 0.000425)
+
+
+def test_fluence_resolves_braket_attributes_to_this_provider() -> None:
+    from fluence_core.api import Settings
+    from fluence_core.testing import get_plugin_manager
+
+    contributed = [p for providers in get_plugin_manager(Settings()).hook.fluence_providers()
+                   for p in providers]
+    chosen = [p for p in contributed if p.matches({"provider": "braket", "region": "us-east-1"})]
+    assert [type(p) for p in chosen] == [BraketProvider]

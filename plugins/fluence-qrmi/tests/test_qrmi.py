@@ -136,3 +136,13 @@ def test_without_the_sdks_the_interceptor_returns_false(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "qiskit_ibm_runtime.base_primitive", None)
     monkeypatch.setitem(sys.modules, "qrmi.primitives", None)
     assert interceptor.install_interceptor("u") is False
+
+
+def test_fluence_resolves_any_qrmi_vendor_to_this_provider() -> None:
+    from fluence_core.api import Settings
+    from fluence_core.testing import get_plugin_manager
+
+    contributed = [p for providers in get_plugin_manager(Settings()).hook.fluence_providers()
+                   for p in providers]
+    chosen = [p for p in contributed if p.matches({"provider": "qrmi", "vendor": "pasqal"})]
+    assert [type(p) for p in chosen] == [QrmiProvider]
