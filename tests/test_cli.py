@@ -258,8 +258,6 @@ def test_graph_with_a_bad_setting_exits_2() -> None:
 
 
 def test_settings_lists_every_variable_with_its_current_value(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from typer.testing import CliRunner
-
     from fluence_core.settings import Settings
 
     monkeypatch.setenv("FLUENCE_MATCH_POLICY", "hinode")

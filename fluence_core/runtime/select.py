@@ -21,6 +21,7 @@ excluded, with the reason in the record.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,12 +209,10 @@ def _exclusion(candidate: Candidate, policy: Policy) -> str | None:
     info = candidate.info
     if policy.online_only and (info.status or "").lower() != ONLINE:
         return f"status {info.status or 'unknown'} is not online"
-    at_most: Callable[[float, float], bool] = lambda v, limit: v <= limit
-    at_least: Callable[[float, float], bool] = lambda v, limit: v >= limit
     checks: dict[str, tuple[float | None, Callable[[float, float], bool]]] = {
-        "max-cost": (candidate.cost, at_most),
-        "max-queue": (info.queue, at_most),
-        "min-qubits": (info.qubits, at_least),
+        "max-cost": (candidate.cost, operator.le),
+        "max-queue": (info.queue, operator.le),
+        "min-qubits": (info.qubits, operator.ge),
     }
     for term, limit in policy.thresholds.items():
         value, ok = checks[term]
@@ -259,7 +258,8 @@ def select_into_manifest(text: str, selection: Selection) -> str:
     touched = sum(annotate_manifest(d, selection) for d in documents if isinstance(d, dict))
     if not touched:
         raise FluenceError("the manifest has no Pod or pod template to write the choice on")
-    return yaml.safe_dump_all(documents, sort_keys=False)
+    rendered: str = yaml.safe_dump_all(documents, sort_keys=False)
+    return rendered
 
 
 def as_json(selection: Selection) -> str:

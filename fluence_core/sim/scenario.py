@@ -318,4 +318,5 @@ def resources_yaml(scenario: Scenario) -> str:
         if model.qubits:
             child["with"] = [{"type": "qubit", "count": model.qubits}]
         resources.append({"type": "qdevice", "name": name, "attributes": attributes, "with": [child]})
-    return yaml.safe_dump({"resources": resources}, sort_keys=False)
+    text: str = yaml.safe_dump({"resources": resources}, sort_keys=False)
+    return text
