@@ -58,6 +58,10 @@ class Provider(Protocol):
     interceptor_module: str = ""
     """Dotted name of the self-contained interceptor module (see the module doc)."""
 
+    interceptor_match: Mapping[str, str] = {}
+    """Attributes the scout's backend must carry for ``fluence stage``'s boot to install
+    this interceptor (every key it has must agree); empty installs it always."""
+
     # -- interceptor half -------------------------------------------------
 
     def install_interceptor(self, pod_uid: str) -> bool:

@@ -73,7 +73,7 @@ def stage(directory: Path, providers: Iterable[Provider],
         entries.append({
             "name": provider.name,
             "module": f"{names.STAGED_PACKAGE}.interceptors.{provider.name}",
-            "match": dict(getattr(provider, "interceptor_match", {}) or {}),
+            "match": dict(provider.interceptor_match),
         })
     manifest: dict[str, object] = {"providers": entries}
     (package / boot.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")

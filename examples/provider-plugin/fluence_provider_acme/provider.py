@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fluence_core.api import Backend, Provider, parse_queue_position
 
@@ -32,6 +32,7 @@ class AcmeProvider(Provider):
     client_for: Callable[[str], AcmeClient] = HttpAcmeClient
     name: str = "acme"
     interceptor_module: str = "fluence_provider_acme.interceptor"
+    interceptor_match: Mapping[str, str] = field(default_factory=lambda: {"provider": "acme"})
 
     def matches(self, attributes: Mapping[str, str]) -> bool:
         return attributes.get("provider") == "acme"

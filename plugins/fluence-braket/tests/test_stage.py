@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 def test_stage_copies_the_braket_interceptor_with_its_match(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "fluence_core.runtime.stage", str(tmp_path / "s")],
+    done = subprocess.run([sys.executable, "-m", "fluence_core.cli", "stage", str(tmp_path / "s")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     manifest = json.loads((tmp_path / "s" / "fluence_staged" / "manifest.json").read_text())
