@@ -10,9 +10,10 @@ the core's.
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from dataclasses import dataclass
 from typing import Annotated, Self
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
@@ -176,9 +177,14 @@ def env_names(cls: type[BaseSettings], field: str) -> list[str]:
 
 
 def _variable_of(cls: type[BaseSettings], loc: str) -> str:
-    if loc in cls.model_fields:
-        return env_names(cls, loc)[0]
-    return loc.upper()  # validation reports an aliased field by the alias it read
+    """The variable to name for a bad value at ``loc`` (a field, or the alias validation
+    reports): the one the environment sets, so an old name is named as the user wrote it."""
+    candidates = [loc.upper()]
+    for field in cls.model_fields:
+        if loc == field or loc.upper() in env_names(cls, field):
+            candidates = env_names(cls, field)
+    present = {name.upper() for name in os.environ}
+    return next((name for name in candidates if name in present), candidates[0])
 
 
 def _describe(error: ValidationError, cls: type[BaseSettings]) -> str:
@@ -186,8 +192,8 @@ def _describe(error: ValidationError, cls: type[BaseSettings]) -> str:
     for problem in error.errors():
         variable = _variable_of(cls, str(problem["loc"][0])) if problem["loc"] else "?"
         lines.append(f"{variable}={problem.get('input')!r}: {problem['msg']}")
-    owner = "Fluence" if cls is Settings else cls.__name__
-    return f"invalid {owner} settings: " + "; ".join(lines)
+    owner = "Fluence settings" if cls is Settings else f"settings ({cls.__name__})"
+    return f"invalid {owner}: " + "; ".join(lines)
 
 
 def load_settings(**overrides: object) -> Settings:

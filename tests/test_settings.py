@@ -188,3 +188,16 @@ def test_setting_rows_name_each_variable_its_default_and_its_old_names(
 def test_setting_rows_cover_every_core_setting() -> None:
     variables = [row.variable for row in setting_rows(load_settings())]
     assert variables == [f"FLUENCE_{name.upper()}" for name in Settings.model_fields]
+
+
+def test_a_bad_value_under_an_old_name_is_named_as_the_user_wrote_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Counted(PluginSettings):
+        model_config = SettingsConfigDict(env_prefix="FLUENCE_COUNTED_")
+        count: int = Field(default=1, validation_alias=AliasChoices("FLUENCE_COUNTED_COUNT",
+                                                                    "FLUENCE_COUNT"))
+
+    monkeypatch.setenv("FLUENCE_COUNT", "many")
+    with pytest.raises(SettingsError, match=r"invalid settings \(Counted\): FLUENCE_COUNT='many'"):
+        Counted.load()

@@ -267,7 +267,7 @@ def test_the_new_name_wins_over_the_old(no_admission_env):
                                                 ("FLUENCE_RESERVE_CORES", "-1")])
 def test_a_bad_value_is_a_settings_error_naming_the_variable(no_admission_env, variable, text):
     no_admission_env.setenv(variable, text)
-    with pytest.raises(SettingsError, match=f"{text!r}"):
+    with pytest.raises(SettingsError, match=f"{variable}={text!r}"):
         AdmissionSettings.load()
 
 
