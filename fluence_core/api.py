@@ -17,9 +17,14 @@ What is here, by the hook that needs it:
   :class:`ResourceGraph`, :class:`NodeInfo`, :class:`MatchPolicy`;
 * scheduler hooks: :class:`Group`, :class:`PodRequest`, :class:`PodPlacement`
   and the :data:`SchedulingContext` they receive;
+* ``fluence_feasibility_filters``: :class:`FeasibilityFilter` (a :class:`NodeCheck`
+  per node over a :class:`Snapshot` of :class:`NodeFacts` and :class:`PodFacts`,
+  answering with a :class:`Refusal` or nothing);
+* ``fluence_settings``: :class:`PluginSettings` subclasses (and :class:`Switch`);
 * ``fluence_webhook_handlers`` and ``fluence_admit``: :class:`Handler`,
   :class:`AdmissionContext`, :class:`AdmissionDenied`, the JSON patch helpers
-  (:data:`JsonPatch`, :func:`pointer`, :func:`apply_patch`) and pod accessors;
+  (:data:`JsonPatch`, :func:`pointer`, :func:`apply_patch`), pod accessors and
+  the :class:`ServiceState` a service keeps across requests;
 * ``fluence_providers``: :class:`Provider`, :class:`Backend`,
   :class:`BackendInfo`, :func:`parse_queue_position`;
 * talking to Kubernetes: :class:`ClusterAPI`, :class:`Resource`, the resource
@@ -43,6 +48,14 @@ from fluence_core.cluster_api import (
     Resource,
 )
 from fluence_core.errors import FluenceError, MatcherError, SettingsError
+from fluence_core.feasibility import (
+    FeasibilityFilter,
+    NodeCheck,
+    NodeFacts,
+    PodFacts,
+    Refusal,
+    Snapshot,
+)
 from fluence_core.graph import ResourceGraph
 from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.kube_errors import ApiError, Conflict, NotFound
@@ -100,6 +113,7 @@ __all__ = [
     "BackendInfo",
     "ClusterAPI",
     "Conflict",
+    "FeasibilityFilter",
     "FluenceError",
     "Group",
     "GroupMatcher",
@@ -111,13 +125,17 @@ __all__ = [
     "MatchPolicy",
     "Matcher",
     "MatcherError",
+    "NodeCheck",
+    "NodeFacts",
     "NodeInfo",
     "NodeShare",
     "NotFound",
     "PodPlacement",
     "PluginSettings",
+    "PodFacts",
     "PodRequest",
     "Provider",
+    "Refusal",
     "Resource",
     "ResourceConfig",
     "ResourceGraph",
@@ -125,6 +143,7 @@ __all__ = [
     "ServiceState",
     "Settings",
     "SettingsError",
+    "Snapshot",
     "Switch",
     "VirtualShare",
     "annotations_of",
