@@ -17,9 +17,9 @@ What is here, by the hook that needs it:
   :class:`ResourceGraph`, :class:`NodeInfo`, :class:`MatchPolicy`;
 * scheduler hooks: :class:`Group`, :class:`PodRequest`, :class:`PodPlacement`
   and the :data:`SchedulingContext` they receive;
-* ``fluence_feasibility_filters``: :class:`FeasibilityFilter` (a :class:`NodeCheck`
-  per node over a :class:`Snapshot` of :class:`NodeFacts` and :class:`PodFacts`,
-  answering with a :class:`Refusal` or nothing);
+* ``fluence_feasibility_filters``: :class:`FeasibilityFilter` (asked once per
+  pod, with its :class:`PodFacts` and a :class:`Snapshot`, for a :class:`NodeCheck`
+  over :class:`NodeFacts`, a :class:`Refusal`, or nothing);
 * ``fluence_settings``: :class:`PluginSettings` subclasses (and :class:`Switch`);
 * ``fluence_webhook_handlers`` and ``fluence_admit``: :class:`Handler`,
   :class:`AdmissionContext`, :class:`AdmissionDenied`, the JSON patch helpers
