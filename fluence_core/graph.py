@@ -39,6 +39,10 @@ class NodeVertex:
     labels: dict[str, str] = field(default_factory=dict)
     down: bool = False
     max_pods: int = 0
+    millicores: int = 0
+    """Allocatable CPU in millicores; what the cores leave is the shared pool's from the start."""
+    memory_mib: int = 0
+    """Allocatable memory in MiB; what the chunks leave is the shared pool's from the start."""
     schedulable: bool = True
     """Not cordoned nor NoSchedule/NoExecute-tainted. Such a node stays in the graph (a
     pod tolerating it may use it); who may is Kubernetes' filters' answer, not the graph's."""
@@ -122,6 +126,8 @@ class ResourceGraph:
             labels=dict(info.labels),
             max_pods=info.max_pods,
             schedulable=info.schedulable,
+            millicores=info.millicores or info.cores * 1000,
+            memory_mib=info.memory_mib,
         )
         self._next_rank += 1
         self._nodes[info.name] = vertex

@@ -20,6 +20,8 @@ from fluence_core.graph import ResourceGraph
 from fluence_core.models import Group, PodRequest
 
 COMPUTE = "compute"
+MILLICORES = "millicores"
+"""The resource a shared pod's CPU is asked as (served by the pooled matcher)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ def compute_parts(pods: list[PodRequest]) -> list[tuple[str, list[PodRequest]]]:
     """
     parts: dict[tuple[Any, ...], list[PodRequest]] = {}
     for pod in pods:
-        shape = (pod.cores, pod.memory_mib, pod.gpus, pod.node_selector, pod.allowed)
+        shape = (pod.cores, pod.memory_mib, pod.gpus, pod.millicores if pod.shared else None,
+                 pod.node_selector, pod.allowed)
         parts.setdefault(shape, []).append(pod)
     return [
         (COMPUTE if i == 0 else f"{COMPUTE}-{i}", members) for i, members in enumerate(parts.values())
@@ -58,12 +61,18 @@ def is_compute(kind: str) -> bool:
 
 
 def compute_jobspec(pods: list[PodRequest], constraint: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The compute jobspec for pods of one shape: one slot entry, a slot per pod."""
-    shapes = {(p.cores, p.memory_mib, p.gpus) for p in pods}
+    """The compute jobspec for pods of one shape: one slot entry, a slot per pod.
+
+    Shared pods (:attr:`PodRequest.shared`) ask for ``millicores`` from the node's pool
+    instead of cores (:mod:`fluence_core.matcher.pooled` serves those).
+    """
+    shapes = {(p.cores, p.memory_mib, p.gpus, p.millicores if p.shared else None) for p in pods}
     if len(shapes) != 1:
-        raise ValueError(f"a compute jobspec holds pods of one shape, got {sorted(shapes)}")
-    cores, memory, gpus = shapes.pop()
+        raise ValueError(f"a compute jobspec holds pods of one shape, got {sorted(shapes, key=str)}")
+    cores, memory, gpus, shared = shapes.pop()
     inner: list[dict[str, Any]] = [{"type": "core", "count": cores}]
+    if shared is not None:
+        inner = [{"type": MILLICORES, "count": shared}]
     if gpus:
         inner.append({"type": "gpu", "count": gpus})
     if memory:

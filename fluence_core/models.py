@@ -38,6 +38,8 @@ class NodeInfo:
     unschedulable: bool = False
     max_pods: int = 0
     """Allocatable ``pods``: how many pods the kubelet admits (0 = not said)."""
+    millicores: int = 0
+    """Allocatable CPU in millicores, as the kubelet counts it (0: ``cores`` x 1000)."""
 
     @property
     def schedulable(self) -> bool:
@@ -54,7 +56,8 @@ class NodeInfo:
             raise ValueError("a Node without metadata.name")
         allocatable = status.get("allocatable") or status.get("capacity") or {}
         try:
-            cores = math.floor(cpu_cores(allocatable.get("cpu", 0)))
+            millicores = math.ceil(cpu_cores(allocatable.get("cpu", 0)) * 1000)
+            cores = millicores // 1000
             memory = math.floor(memory_mib(allocatable.get("memory", 0)))
             gpus = math.floor(cpu_cores(allocatable.get(names.GPU_RESOURCE, 0)))
             max_pods = math.floor(cpu_cores(allocatable.get("pods", 0)))
@@ -73,12 +76,18 @@ class NodeInfo:
             taints=taints,
             unschedulable=bool(spec.get("unschedulable", False)),
             max_pods=max_pods,
+            millicores=millicores,
         )
 
 
 @dataclass(frozen=True)
 class PodRequest:
-    """One pod's demand: whole cores, MiB of memory, GPUs, virtual types and pins."""
+    """One pod's demand: whole cores, MiB of memory, GPUs, virtual types and pins.
+
+    A pod asking for whole CPUs (or any GPU) holds ``cores`` exclusive cores. One asking
+    for a fraction of a CPU, or none, is *shared*: ``cores`` is 0 and it draws
+    ``millicores`` from its node's shared pool (see :mod:`fluence_core.matcher.pooled`).
+    """
 
     name: str
     namespace: str = "default"
@@ -90,6 +99,8 @@ class PodRequest:
     uid: str = ""
     node_selector: tuple[tuple[str, str], ...] = ()
     """``spec.nodeSelector`` as sorted pairs: the pod goes only to nodes with these labels."""
+    millicores: int | None = None
+    """The CPU request exactly, in millicores (``None``: ``cores`` x 1000, whole cores)."""
     allowed: frozenset[str] | None = None
     """The nodes Kubernetes' filters let this pod use (:mod:`fluence_core.feasibility`);
     ``None`` when nobody asked them, and then only ``node_selector`` and cordons narrow it."""
@@ -98,13 +109,20 @@ class PodRequest:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def shared(self) -> bool:
+        """Draws from the node's shared pool instead of holding whole cores."""
+        return self.millicores is not None and self.cores == 0
+
     @classmethod
     def from_kube(cls, pod: KubeObject) -> "PodRequest":
         """Sum the containers' requests (limits when a request is absent).
 
         Init containers run before the others, so a pod needs the larger of the
         biggest init container and the sum of the app containers, as the
-        kube-scheduler counts it. Every pod gets at least one core.
+        kube-scheduler counts it. CPU is read in millicores: a whole number of CPUs
+        (or a pod with GPUs, rounded up) means exclusive cores; anything else, even
+        no request at all, is a share of the node's pool.
         """
         metadata = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
@@ -119,6 +137,12 @@ class PodRequest:
             vtype = names.virtual_type_of(resource)
             if vtype is not None and amount > 0:
                 virtual[vtype] = math.ceil(amount)
+        millicores = math.ceil(totals.get("cpu", 0) * 1000)
+        gpus = math.ceil(totals.get(names.GPU_RESOURCE, 0))
+        if millicores % 1000 == 0 and millicores or gpus:
+            cores = max(1, math.ceil(millicores / 1000))
+        else:
+            cores = 0
         annotations = metadata.get("annotations") or {}
         requires = {
             key[len(names.REQUIRE_ANNOTATION_PREFIX):]: str(value)
@@ -128,9 +152,10 @@ class PodRequest:
         return cls(
             name=name,
             namespace=metadata.get("namespace") or "default",
-            cores=max(1, math.ceil(totals.get("cpu", 0))),
+            cores=cores,
+            millicores=millicores,
             memory_mib=math.ceil(totals.get("memory", 0)),
-            gpus=math.ceil(totals.get(names.GPU_RESOURCE, 0)),
+            gpus=gpus,
             virtual=virtual,
             requires=requires,
             node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),

@@ -59,6 +59,12 @@ def read_placements(group: Group, allocations: Mapping[str, Allocation]) -> dict
 
 
 def _assign_nodes(pods: list[PodRequest], shares: tuple[NodeShare, ...]) -> dict[str, str]:
+    if pods and all(p.shared for p in pods):
+        # one shape drawing from the pool: each share names how many of them it holds
+        slots = [s.node for s in shares for _ in range(s.pods)]
+        if len(slots) != len(pods):
+            raise MatcherError(f"the shared allocation holds {len(slots)} pods, not {len(pods)}")
+        return {pod.key: node for pod, node in zip(pods, slots)}
     return assign_pods(pods, {s.node: (len(s.cores), len(s.gpus), s.memory_mib) for s in shares})
 
 

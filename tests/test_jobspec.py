@@ -66,16 +66,22 @@ def test_a_slot_leaves_out_gpus_and_memory_not_asked_for(small_graph: ResourceGr
     assert slot["with"] == [{"type": "core", "count": 2}]
 
 
-def test_cores_in_the_slot_are_the_ceiling_of_the_pod_cpu(small_graph: ResourceGraph) -> None:
+def test_a_fractional_cpu_is_asked_in_millicores_from_the_pool(small_graph: ResourceGraph) -> None:
     pod = PodRequest.from_kube(make_pod_dict("p", cpu="2500m"))
+    (slot,) = slots(compute_of(Group("g", (pod,)), small_graph))
+    assert inner(slot)["millicores"]["count"] == 2500 and "core" not in inner(slot)
+
+
+def test_whole_cpus_are_asked_as_exclusive_cores(small_graph: ResourceGraph) -> None:
+    pod = PodRequest.from_kube(make_pod_dict("p", cpu="3"))
     (slot,) = slots(compute_of(Group("g", (pod,)), small_graph))
     assert inner(slot)["core"]["count"] == 3
 
 
-def test_every_pod_gets_at_least_one_core_in_its_slot(small_graph: ResourceGraph) -> None:
+def test_a_pod_asking_no_cpu_asks_the_pool_for_none(small_graph: ResourceGraph) -> None:
     pod = PodRequest.from_kube({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
     (slot,) = slots(compute_of(Group("g", (pod,)), small_graph))
-    assert inner(slot)["core"]["count"] == 1
+    assert inner(slot) == {"millicores": {"type": "millicores", "count": 0}}
 
 
 def test_slot_memory_uses_the_same_mib_unit_as_the_graph(small_graph: ResourceGraph) -> None:

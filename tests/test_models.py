@@ -69,18 +69,29 @@ def test_a_prefer_no_schedule_taint_keeps_a_node_schedulable(make_node: Callable
 # -- PodRequest -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("cpu", "cores"), [("1", 1), ("500m", 1), ("1500m", 2), ("4", 4), ("2.1", 3)])
-def test_pod_cores_are_the_ceiling_of_its_cpu(cpu: str, cores: int) -> None:
-    assert PodRequest.from_kube(make_pod_dict("p", cpu=cpu)).cores == cores
+@pytest.mark.parametrize(("cpu", "cores", "millicores", "shared"), [
+    ("1", 1, 1000, False), ("4", 4, 4000, False), ("4000m", 4, 4000, False),
+    ("500m", 0, 500, True), ("1500m", 0, 1500, True), ("2.1", 0, 2100, True), ("1m", 0, 1, True),
+])
+def test_whole_cpus_are_exclusive_cores_and_fractions_draw_millicores_from_the_pool(
+        cpu: str, cores: int, millicores: int, shared: bool) -> None:
+    request = PodRequest.from_kube(make_pod_dict("p", cpu=cpu))
+    assert (request.cores, request.millicores, request.shared) == (cores, millicores, shared)
 
 
-def test_a_pod_with_no_requests_gets_one_core() -> None:
+def test_a_pod_with_no_requests_shares_the_pool_asking_nothing() -> None:
     pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}}
-    assert PodRequest.from_kube(pod).cores == 1
+    request = PodRequest.from_kube(pod)
+    assert (request.cores, request.millicores, request.shared) == (0, 0, True)
 
 
-def test_a_pod_asking_for_zero_cpu_gets_one_core() -> None:
-    assert PodRequest.from_kube(make_pod_dict("p", cpu="0")).cores == 1
+def test_a_pod_with_gpus_holds_whole_cores_even_for_a_fraction() -> None:
+    request = PodRequest.from_kube(make_pod_dict("p", cpu="500m", extra={"nvidia.com/gpu": "1"}))
+    assert (request.cores, request.shared) == (1, False)
+
+
+def test_a_request_made_in_code_is_whole_cores() -> None:
+    assert not PodRequest("p", cores=2).shared
 
 
 @pytest.mark.parametrize(("memory", "mib"), [("4Gi", 4096), ("512Mi", 512), ("1G", 954), ("1", 1)])
@@ -98,7 +109,7 @@ def test_pod_requests_sum_over_containers() -> None:
         {"name": "side", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}
     )
     request = PodRequest.from_kube(pod)
-    assert (request.cores, request.memory_mib) == (2, 1536)
+    assert (request.millicores, request.memory_mib) == (1500, 1536)
 
 
 def test_limits_count_when_a_request_is_absent() -> None:

@@ -15,6 +15,7 @@ from fluence_core.errors import FluenceError
 from fluence_core.jobspec import group_jobspecs
 from fluence_core.kubeyaml import read_objects
 from fluence_core.match import GroupMatch, match_group
+from fluence_core.matcher.pooled import pooled
 from fluence_core.models import Group, PodRequest
 from fluence_core.plugins import get_plugin_manager
 
@@ -47,7 +48,7 @@ def plan(
         console.print("[yellow]no matcher available[/]: jobspecs only, no placement")
         return
     try:
-        result = match_group(group, built, matcher)
+        result = match_group(group, built, pooled(matcher, built))
     except ValueError as failure:
         raise FluenceError(f"{pods}: {failure}") from None
     if not isinstance(result, GroupMatch):

@@ -27,6 +27,8 @@ class NodeShare:
     memory_mib: int = 0
     pods: int = 0
     """How many pods (slots) the share holds; 0 when the matcher does not say."""
+    millicores: int = 0
+    """Millicores drawn from the node's shared pool (shared pods only)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Allocation:
                     memory=tuple(n.get("memory", ())),
                     memory_mib=int(n.get("memory_mib", 0)),
                     pods=int(n.get("pods", 0)),
+                    millicores=int(n.get("millicores", 0)),
                 )
                 for n in data.get("nodes", ())
             ),

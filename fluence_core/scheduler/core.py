@@ -38,6 +38,7 @@ from fluence_core.graph import ResourceGraph
 from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.matcher.base import Matcher
+from fluence_core.matcher.pooled import pooled
 from fluence_core.models import NodeInfo
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.resource_config import ResourceConfig, load_resource_config
@@ -69,7 +70,7 @@ def build_graph(nodes: Iterable[KubeDict], config: ResourceConfig, settings: Set
     matcher = manager.hook.fluence_matcher(settings=settings, graph=graph)
     if matcher is None:
         raise FluenceError("no plugin returned a matcher (is the embedded matcher blocked?)")
-    return graph, matcher
+    return graph, pooled(matcher, graph)
 
 
 class Scheduler:

@@ -142,3 +142,17 @@ def test_a_pod_placed_with_anti_affinity_keeps_later_pods_of_the_same_cycle_away
     guard = h.node_of("b-guard")
     assert guard is not None
     assert [h.node_of(n) != guard for n in ("a-web", "c-web", "d-web")] == [True] * 3
+
+
+def test_pods_of_other_schedulers_subtract_exactly_their_millicores(harness_factory: Factory) -> None:
+    daemons = [pod(f"ds{i}", "50m", scheduler="default-scheduler", node_name="n0") for i in range(10)]
+    h = harness_factory(node("n0", cpu=1), *daemons, pod("half", "500m"), pod("more", "1m"))
+    h.cycle()
+    assert h.node_of("half") == "n0" and h.node_of("more") is None
+
+
+def test_a_thousand_tenth_cpu_pods_bind_on_a_hundred_nodes(harness_factory: Factory) -> None:
+    h = harness_factory(*(node(f"n{i}", cpu=8) for i in range(100)),
+                        *(pod(f"p{i}", "100m") for i in range(1000)))
+    h.cycle()
+    assert sum(1 for i in range(1000) if h.node_of(f"p{i}")) == 1000

@@ -1,0 +1,327 @@
+"""The shared CPU and memory pool: fractional pods draw from it, whole cores stay exclusive.
+
+The kubelet counts CPU in millicores. A pod asking for whole CPUs gets whole cores
+(the static CPU manager's exclusive cores; Fluxion's core vertices mean that). A
+pod asking for a fraction (``100m``, ``1500m``) or for no CPU shares the node's
+*pool*: the node's cores not held exclusively. So one node's CPU is bounded by
+``1000 x exclusive cores + pooled millicores <= allocatable millicores``, as
+kube-scheduler bounds it.
+
+**Why a layer and not a vertex.** Fluxion's pool resources have a fixed size (as
+memory chunks do). The shared pool's size is not fixed: it is what the exclusive
+cores leave, and changes with every whole-core job. One vertex cannot express
+that, so the pool lives here, in front of any matcher (the embedded one or
+Fluxion), and *leases* whole core vertices from it with ordinary one-core
+jobspecs pinned to the node (``hostlist``), one lease per core, as the pool grows;
+it gives a lease back as soon as the pool can do without it. Whatever both
+matchers can do (whole cores, memory chunks, GPUs, virtual vertices) is theirs;
+the millicore and MiB arithmetic is this module's alone. A node's allocatable
+above its whole cores (``7500m`` = 7 cores + 500m) is in the pool from the
+start; memory likewise, in MiB, leasing whole chunks.
+
+A shared jobspec is the compute jobspec of fractional pods: each slot holds
+``{"type": "millicores", "count": m}`` and, if any, ``{"type": "memory", "count":
+mib, "unit": "MiB"}`` (see :func:`fluence_core.jobspec.compute_jobspec`). Its
+allocation has job ids of their own (from :data:`SHARED_JOBIDS`) and one
+:class:`NodeShare` per node carrying ``millicores`` and ``memory_mib``, so the
+durable record restores it like any other allocation.
+
+Known limits: a lease takes one pod slot in the embedded matcher's count; shared
+pods take no GPUs (a pod with GPUs is placed on whole cores); pool leases are not
+in :meth:`PooledMatcher.allocations` (they are re-made from the shared
+allocations on restore).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluence_core import names
+from fluence_core.errors import MatcherError
+from fluence_core.graph import NodeVertex, ResourceGraph
+from fluence_core.jobspec import MILLICORES
+from fluence_core.matcher.base import (
+    Allocation, GroupMatcher, GroupRefusal, Matcher, MatchOutcome, NodeShare,
+)
+from fluence_core.matcher.constraints import compile_constraint
+from fluence_core.models import NodeInfo
+
+SHARED_JOBIDS = 1 << 40
+"""Shared allocations are numbered from here, apart from any matcher's own job ids."""
+
+
+def is_shared_jobspec(jobspec: Mapping[str, Any]) -> bool:
+    for resource in jobspec.get("resources") or ():
+        for inner in resource.get("with") or ():
+            if inner.get("type") == MILLICORES:
+                return True
+    return False
+
+
+@dataclass
+class _Pool:
+    """One node's pool: what its whole cores leave, plus the cores leased to it."""
+
+    base_millicores: int
+    base_mib: int
+    chunk_mib: int
+    used_millicores: int = 0
+    used_mib: int = 0
+    core_leases: list[int] = field(default_factory=list)
+    memory_leases: list[int] = field(default_factory=list)
+
+    @property
+    def millicores(self) -> int:
+        return self.base_millicores + 1000 * len(self.core_leases)
+
+    @property
+    def mib(self) -> int:
+        return self.base_mib + self.chunk_mib * len(self.memory_leases)
+
+    def short(self, millicores: int, mib: int) -> tuple[int, int]:
+        """Cores and memory chunks to lease before ``millicores`` and ``mib`` more fit."""
+        cores = max(0, math.ceil((self.used_millicores + millicores - self.millicores) / 1000))
+        over = self.used_mib + mib - self.mib
+        chunks = max(0, math.ceil(over / self.chunk_mib)) if over > 0 and self.chunk_mib else 0
+        if over > 0 and not self.chunk_mib:
+            chunks = -1  # no chunk to lease: it can never fit
+        return cores, chunks
+
+
+@dataclass
+class _Shared:
+    allocation: Allocation
+
+
+def _slot_demand(jobspec: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(slots, millicores per slot, MiB per slot) of a shared jobspec."""
+    resources: list[Mapping[str, Any]] = list(jobspec.get("resources") or [])
+    if len(resources) != 1 or resources[0].get("type") != "slot":
+        raise MatcherError("a shared jobspec holds one slot entry")
+    slot = resources[0]
+    inner = {r.get("type"): r for r in slot.get("with") or ()}
+    unknown = set(inner) - {MILLICORES, "memory"}
+    if unknown:
+        raise MatcherError(f"a shared slot holds millicores and memory only, not {sorted(unknown)}")
+    return (int(slot.get("count", 1)), int(inner[MILLICORES].get("count", 0)),
+            int((inner.get("memory") or {}).get("count", 0)))
+
+
+def _lease_jobspec(node: str, what: str, amount: int) -> dict[str, Any]:
+    """One whole core (``what="core"``) or one memory chunk, on ``node``, for the pool."""
+    unit = {"unit": "MiB"} if what == "memory" else {}
+    return {
+        "version": 1,
+        "resources": [{"type": "slot", "count": 1, "label": "pool",
+                       "with": [{"type": what, "count": amount, **unit}]}],
+        "tasks": [{"command": ["fluence"], "slot": "pool", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": 0, "constraints": {
+            "and": [{"properties": [names.VIRTUAL_FALSE]}, {"hostlist": [node]}]}}},
+    }
+
+
+class PooledMatcher:
+    """Any matcher, plus the shared pool of every node (see the module's docstring)."""
+
+    def __init__(self, inner: Matcher, graph: ResourceGraph) -> None:
+        self.inner = inner
+        self.graph = graph
+        self.name = inner.name
+        self.last_outcome: MatchOutcome | None = None
+        self._pools: dict[str, _Pool] = {}
+        self._shared: dict[int, Allocation] = {}
+        self._next = SHARED_JOBIDS
+
+    # -- the Matcher protocol ------------------------------------------------------------
+
+    def match_allocate(self, jobspec: Mapping[str, Any]) -> Allocation | None:
+        if not is_shared_jobspec(jobspec):
+            allocation = self.inner.match_allocate(jobspec)
+            self.last_outcome = getattr(self.inner, "last_outcome", None)
+            return allocation
+        return self._allocate_shared(jobspec)
+
+    def satisfiable(self, jobspec: Mapping[str, Any]) -> bool:
+        if not is_shared_jobspec(jobspec):
+            return self.inner.satisfiable(jobspec)
+        _, millicores, mib = _slot_demand(jobspec)
+        return any(self._could_ever(n, millicores, mib) for n in self._candidates(jobspec))
+
+    def cancel(self, jobid: int) -> bool:
+        allocation = self._shared.pop(jobid, None)
+        if allocation is None:
+            return self.inner.cancel(jobid)
+        for share in allocation.nodes:
+            self._put_back(share)
+        return True
+
+    def restore(self, allocation: Allocation) -> None:
+        if allocation.jobid < SHARED_JOBIDS:
+            self.inner.restore(allocation)
+            return
+        if allocation.jobid in self._shared:
+            raise MatcherError(f"cannot restore job {allocation.jobid}: already held")
+        taken: list[NodeShare] = []
+        for share in allocation.nodes:
+            if not self.graph.has_node(share.node) or not self._take(
+                    share.node, share.millicores, share.memory_mib):
+                for done in taken:
+                    self._put_back(done)
+                raise MatcherError(f"cannot restore job {allocation.jobid}: node {share.node} "
+                                   f"has no room for {share.millicores}m and {share.memory_mib} MiB")
+            taken.append(share)
+        self._shared[allocation.jobid] = allocation
+        self._next = max(self._next, allocation.jobid + 1)
+
+    def allocations(self) -> Mapping[int, Allocation]:
+        leased = {j for pool in self._pools.values() for j in pool.core_leases + pool.memory_leases}
+        held = {j: a for j, a in self.inner.allocations().items() if j not in leased}
+        held.update(self._shared)
+        return held
+
+    def add_node(self, node: NodeInfo) -> None:
+        self.inner.add_node(node)
+
+    def remove_node(self, name: str) -> None:
+        self._pools.pop(name, None)
+        self.inner.remove_node(name)
+
+    def set_node_down(self, name: str, down: bool = True) -> None:
+        self.inner.set_node_down(name, down)
+
+    def __getattr__(self, attribute: str) -> Any:
+        """Anything else a matcher offers (its statistics, its plugin status) is the inner's."""
+        return getattr(self.inner, attribute)
+
+    # -- shared allocations ----------------------------------------------------------------
+
+    def _candidates(self, jobspec: Mapping[str, Any]) -> list[NodeVertex]:
+        constraints = ((jobspec.get("attributes") or {}).get("system") or {}).get("constraints")
+        predicate = compile_constraint(constraints)
+        return [n for n in self.graph.nodes
+                if not n.down and predicate(n.name, n.properties, n.rank)]
+
+    def _pool(self, vertex: NodeVertex) -> _Pool:
+        pool = self._pools.get(vertex.name)
+        if pool is None:
+            pool = self._pools[vertex.name] = _Pool(
+                base_millicores=max(0, vertex.millicores - 1000 * vertex.cores),
+                base_mib=max(0, vertex.memory_mib - vertex.memory_chunks * vertex.chunk_mib),
+                chunk_mib=vertex.chunk_mib,
+            )
+        return pool
+
+    def _could_ever(self, vertex: NodeVertex, millicores: int, mib: int) -> bool:
+        return vertex.millicores >= millicores and vertex.memory_mib >= mib
+
+    def _allocate_shared(self, jobspec: Mapping[str, Any]) -> Allocation | None:
+        slots, millicores, mib = _slot_demand(jobspec)
+        candidates = self._candidates(jobspec)
+        placed: list[str] = []
+        for _ in range(slots):
+            node = self._place_one(candidates, millicores, mib)
+            if node is None:
+                for done in placed:
+                    self._put_back(NodeShare(done, memory_mib=mib, millicores=millicores))
+                ever = any(self._could_ever(n, millicores, mib) for n in candidates)
+                self.last_outcome = MatchOutcome.BUSY if ever else MatchOutcome.UNSATISFIABLE
+                return None
+            placed.append(node)
+        per_node: dict[str, int] = {}
+        for node in placed:
+            per_node[node] = per_node.get(node, 0) + 1
+        shares = tuple(NodeShare(node, memory_mib=mib * count, pods=count,
+                                 millicores=millicores * count)
+                       for node, count in per_node.items())
+        allocation = Allocation(self._next, shares)
+        self._next += 1
+        self._shared[allocation.jobid] = allocation
+        self.last_outcome = None
+        return allocation
+
+    def _place_one(self, candidates: Sequence[NodeVertex], millicores: int, mib: int) -> str | None:
+        """The first node whose pool has room as it is, else the first that can lease it."""
+        for vertex in candidates:
+            if self._pool(vertex).short(millicores, mib) == (0, 0):
+                self._take(vertex.name, millicores, mib)
+                return vertex.name
+        for vertex in candidates:
+            cores, chunks = self._pool(vertex).short(millicores, mib)
+            if chunks >= 0 and cores <= vertex.cores and self._take(vertex.name, millicores, mib):
+                return vertex.name
+        return None
+
+    def _take(self, node: str, millicores: int, mib: int) -> bool:
+        """Draw from ``node``'s pool, leasing what it lacks; all or nothing."""
+        pool = self._pool(self.graph.node(node))
+        cores, chunks = pool.short(millicores, mib)
+        if chunks < 0:
+            return False
+        leased: list[tuple[list[int], int]] = []
+        for leases, what, count, amount in ((pool.core_leases, "core", cores, 1),
+                                            (pool.memory_leases, "memory", chunks, pool.chunk_mib)):
+            for _ in range(count):
+                lease = self.inner.match_allocate(_lease_jobspec(node, what, amount))
+                if lease is None:
+                    for owner, jobid in leased:
+                        owner.remove(jobid)
+                        self.inner.cancel(jobid)
+                    return False
+                leases.append(lease.jobid)
+                leased.append((leases, lease.jobid))
+        pool.used_millicores += millicores
+        pool.used_mib += mib
+        return True
+
+    def _put_back(self, share: NodeShare) -> None:
+        pool = self._pools.get(share.node)
+        if pool is not None:
+            pool.used_millicores -= share.millicores
+            pool.used_mib -= share.memory_mib
+            self._shrink(share.node, pool)
+
+    def _shrink(self, node: str, pool: _Pool) -> None:
+        """Give back the leases the pool can do without."""
+        while pool.core_leases and pool.millicores - 1000 >= pool.used_millicores:
+            self.inner.cancel(pool.core_leases.pop())
+        while pool.memory_leases and pool.mib - pool.chunk_mib >= pool.used_mib:
+            self.inner.cancel(pool.memory_leases.pop())
+
+
+class PooledGroupMatcher(PooledMatcher):
+    """A pooled matcher over a :class:`GroupMatcher`: the inner's jobspecs jointly, the
+    shared ones after, from what those leave."""
+
+    inner: GroupMatcher
+
+    def match_allocate_all(
+        self, jobspecs: Sequence[Mapping[str, Any]]
+    ) -> list[Allocation] | GroupRefusal:
+        own = [i for i, spec in enumerate(jobspecs) if not is_shared_jobspec(spec)]
+        shared = [i for i, spec in enumerate(jobspecs) if is_shared_jobspec(spec)]
+        held: dict[int, Allocation] = {}
+        if own:
+            placed = self.inner.match_allocate_all([jobspecs[i] for i in own])
+            if isinstance(placed, GroupRefusal):
+                return GroupRefusal(own[placed.index], placed.outcome)
+            held.update(zip(own, placed))
+        for index in shared:
+            allocation = self._allocate_shared(jobspecs[index])
+            if allocation is None:
+                for taken in held.values():
+                    self.cancel(taken.jobid)
+                return GroupRefusal(index, self.last_outcome or MatchOutcome.BUSY)
+            held[index] = allocation
+        return [held[i] for i in range(len(jobspecs))]
+
+
+def pooled(matcher: Matcher, graph: ResourceGraph) -> PooledMatcher:
+    """``matcher`` with the shared pool in front (joint matching kept when it has it)."""
+    if isinstance(matcher, PooledMatcher):
+        return matcher
+    if isinstance(matcher, GroupMatcher):
+        return PooledGroupMatcher(matcher, graph)
+    return PooledMatcher(matcher, graph)
