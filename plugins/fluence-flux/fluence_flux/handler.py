@@ -53,6 +53,8 @@ SCRIPTS_VOLUME = "flux-scripts"
 SHM_VOLUME = "flux-shm"
 SHM_PATH = "/dev/shm"
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
+DEFAULT_SCHEDULER = "default-scheduler"
+"""What the API server writes into a pod template without ``schedulerName``."""
 
 def extend_list(owner: Mapping[str, Any], base: str, key: str, items: list[dict[str, Any]],
                 *, identity: str = "name") -> JsonPatch:
@@ -172,10 +174,11 @@ class FluxHandler(Handler):
         The pods get ``schedulerName: fluence``, the group label (the workload's
         name unless the template names a group) and the group size; the built-in
         ``job-group`` and ``gang`` handlers then make the PodGroup from them. A
-        template that names another scheduler keeps it, with a warning.
+        template that names another scheduler keeps it, with a warning; the API
+        server's default (``default-scheduler``, set before admission) is no choice.
         """
         scheduler = spec.get("schedulerName")
-        if scheduler not in (None, "", names.SCHEDULER_NAME):
+        if scheduler not in (None, "", DEFAULT_SCHEDULER, names.SCHEDULER_NAME):
             ctx.warn(f"flux: {work.label} keeps schedulerName {scheduler!r}: its brokers are "
                      "not placed as one gang by Fluence")
             return []

@@ -440,6 +440,14 @@ def test_a_users_group_label_is_kept_and_a_jobsets_trainer_step_is_the_gang(serv
         "spec"]
 
 
+def test_the_api_servers_default_scheduler_is_replaced_by_fluence(service):
+    obj = job()
+    obj["spec"]["template"]["spec"]["schedulerName"] = "default-scheduler"  # defaulted before us
+    _, out = admit(service, obj)
+    assert out["spec"]["template"]["spec"]["schedulerName"] == names.SCHEDULER_NAME
+    assert out["spec"]["template"]["metadata"]["labels"] == {names.GROUP_LABEL: "lmp"}
+
+
 def test_a_template_for_another_scheduler_keeps_it_with_a_warning(service):
     obj = job()
     obj["spec"]["template"]["spec"]["schedulerName"] = "volcano"
