@@ -69,7 +69,9 @@ def show(exits) -> None:
 
 
 TASK = ('echo "task $FLUX_TASK_RANK on $(hostname)"; '
-        'if [ "$FLUX_TASK_RANK" = 0 ]; then flux resource list; fi')
+        'if [ "$FLUX_TASK_RANK" = 0 ]; then flux resource list; '
+        'flux module list | while read -r name _ _ _ _ services; do '
+        'if [ "$services" = sched ]; then echo "scheduler: $name"; fi; done; fi')
 
 
 def test_the_instance_forms_and_the_command_runs_on_every_rank(pods):
@@ -83,6 +85,8 @@ def test_the_instance_forms_and_the_command_runs_on_every_rank(pods):
               if row and row[0] in ("free", "allocated", "down")}
     assert states["allocated"][0] == str(NODES) and states["allocated"][-1] == "lmp-[0-2]", states
     assert states["free"][0] == states["down"][0] == "0", states
+    # Fluxion when flux-sched is installed in the prefix, else flux-core's own.
+    assert re.search(r"^scheduler: (sched-fluxion-qmanager|sched-simple)$", out, re.M), out
 
 
 def test_the_commands_exit_status_is_rank_zeros(pods):
