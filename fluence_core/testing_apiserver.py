@@ -261,6 +261,32 @@ def _wait_port(server: ApiServer, name: str, port: int, deadline: float) -> None
     raise HarnessError(f"{name} never listened on {port}:\n{server.log_tail(name)}")
 
 
+KUBE_SCHEDULER_ENV: Final = "KUBE_SCHEDULER"
+
+
+def find_kube_scheduler(assets: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """kube-scheduler from ``KUBE_SCHEDULER``, else beside the API server; None if neither."""
+    for candidate in (environ.get(KUBE_SCHEDULER_ENV), str(assets / "kube-scheduler")):
+        if candidate and os.access(candidate, os.X_OK):
+            return Path(candidate)
+    return None
+
+
+def start_kube_scheduler(server: ApiServer, binary: Path, timeout: float = 60.0) -> None:
+    """Run kube-scheduler (default profile) against ``server`` until the server stops.
+
+    It places the pods whose ``schedulerName`` is ``default-scheduler``, as the
+    peer Fluence is compared with.
+    """
+    port = free_port()
+    _spawn(server, "kube-scheduler", [
+        str(binary), f"--kubeconfig={server.kubeconfig()}", "--leader-elect=false",
+        "--bind-address=127.0.0.1", f"--secure-port={port}",
+        f"--feature-gates={FEATURE_GATES}",
+    ])
+    _wait_port(server, "kube-scheduler", port, time.monotonic() + timeout)
+
+
 @contextmanager
 def start_apiserver(assets: Path, workdir: Path, *, controller_manager: bool | None = None,
                     timeout: float = 90.0) -> Iterator[ApiServer]:

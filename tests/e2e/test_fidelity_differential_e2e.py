@@ -1,0 +1,165 @@
+"""Fluence against kube-scheduler v1.36 on the same objects: bind or not, and where.
+
+Each generated case (:mod:`fidelity_cases`) is created on a real API server with
+kube-scheduler running beside it. The pod is placed once by kube-scheduler
+(``schedulerName: default-scheduler``) and once by Fluence (``fluence``), each
+copy deleted before the next. Both must agree on bind versus no-bind. Where both
+bind, Fluence's node must be one kube-scheduler's filters accept: a probe copy,
+pinned to that node by required node affinity (``metadata.name``), must bind
+under kube-scheduler. The agreement table is printed (``-s`` shows it).
+
+Skipped without ``KUBEBUILDER_ASSETS`` or without kube-scheduler (beside the API
+server, or ``KUBE_SCHEDULER``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluence_core.kube import KubeCluster
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.settings import load_settings
+from fluence_core.testing_apiserver import (
+    ApiServer, ensure_namespace, find_assets, find_kube_scheduler, start_apiserver,
+    start_kube_scheduler,
+)
+from tests.e2e.fidelity_cases import Case, generate
+
+pytestmark = pytest.mark.e2e
+
+CASES = int(os.environ.get("FLUENCE_DIFF_CASES", "200"))
+"""At least 200 by default; fewer for a quick look."""
+NAMESPACE = "fidelity"
+
+
+@pytest.fixture(scope="module")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """An API server of this module's own (nodes are cluster-wide) with kube-scheduler."""
+    assets, reason = find_assets()
+    if assets is None:
+        pytest.skip(reason)
+    binary = find_kube_scheduler(assets)
+    if binary is None:
+        pytest.skip("kube-scheduler not found beside the API server nor in KUBE_SCHEDULER")
+    with start_apiserver(assets, Path(tmp_path_factory.mktemp("fidelity")),
+                         controller_manager=False) as server:
+        start_kube_scheduler(server, binary)
+        yield server
+
+
+def _wait_kube(kube: KubeCluster, name: str, timeout: float = 20.0) -> tuple[str | None, str]:
+    """Where kube-scheduler bound the pod, or None and its message."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pod = kube.get("pods", name, NAMESPACE)
+        assert pod is not None
+        if pod["spec"].get("nodeName"):
+            return pod["spec"]["nodeName"], ""
+        for condition in (pod.get("status") or {}).get("conditions") or ():
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                return None, str(condition.get("message"))
+        time.sleep(0.05)
+    raise AssertionError(f"kube-scheduler said nothing about {name} in {timeout} s")
+
+
+def _place_with_kube(kube: KubeCluster, pod: dict[str, Any], name: str) -> tuple[str | None, str]:
+    body = copy.deepcopy(pod)
+    body["metadata"]["name"] = name
+    body["spec"]["schedulerName"] = "default-scheduler"
+    kube.create("pods", body, NAMESPACE)
+    try:
+        return _wait_kube(kube, name)
+    finally:
+        kube.delete("pods", name, NAMESPACE, grace_period_seconds=0)
+
+
+def _place_with_fluence(kube: KubeCluster, pod: dict[str, Any], name: str) -> tuple[str | None, str]:
+    body = copy.deepcopy(pod)
+    body["metadata"]["name"] = name
+    body["spec"]["schedulerName"] = "fluence"
+    kube.create("pods", body, NAMESPACE)
+    try:
+        scheduler = Scheduler(kube, load_settings())
+        scheduler.start()
+        results = scheduler.schedule_once()
+        placed = {r.group: r for r in results}.get(f"{NAMESPACE}/{name}")
+        assert placed is not None, f"fluence did not try {name}: {results}"
+        node = placed.placed.get(f"{NAMESPACE}/{name}")
+        return node, placed.reason or ""
+    finally:
+        kube.delete("pods", name, NAMESPACE, grace_period_seconds=0)
+
+
+def _pinned(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    """The pod, also required to go to ``node`` (ANDed into every node selector term)."""
+    body = copy.deepcopy(pod)
+    field = {"key": "metadata.name", "operator": "In", "values": [node]}
+    affinity = body["spec"].setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution",
+                                   {"nodeSelectorTerms": [{}]})
+    for term in required["nodeSelectorTerms"]:
+        term.setdefault("matchFields", []).append(field)
+    return body
+
+
+def _set_up(kube: KubeCluster, case: Case) -> None:
+    for node in case.nodes:
+        kube.create("nodes", node)
+    for pod in case.existing:
+        kube.create("pods", pod, NAMESPACE)
+
+
+def _tear_down(kube: KubeCluster, case: Case) -> None:
+    for pod in case.existing:
+        kube.delete("pods", pod["metadata"]["name"], NAMESPACE, grace_period_seconds=0)
+    for node in case.nodes:
+        kube.delete("nodes", node["metadata"]["name"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (kube.list("nodes").items or
+                                           kube.list("pods", NAMESPACE).items):
+        time.sleep(0.05)
+    time.sleep(0.2)  # kube-scheduler's cache hears of the deletions by watch
+
+
+def test_fluence_agrees_with_kube_scheduler_on_generated_cases(control_plane: ApiServer) -> None:
+    kube = control_plane.cluster(qps=1000, burst=1000)
+    ensure_namespace(kube, NAMESPACE)
+    table: Counter[str] = Counter()
+    by_feature: Counter[str] = Counter()
+    disagreements = []
+    for case in generate(CASES):
+        _set_up(kube, case)
+        time.sleep(0.2)  # both schedulers' views include the new nodes and pods
+        try:
+            kube_node, kube_why = _place_with_kube(kube, case.pod, f"c{case.index}-k")
+            fluence_node, fluence_why = _place_with_fluence(kube, case.pod, f"c{case.index}-f")
+            verdict = f"kube {'binds' if kube_node else 'refuses'}, " \
+                      f"fluence {'binds' if fluence_node else 'refuses'}"
+            if kube_node and fluence_node:
+                accepted, _ = _place_with_kube(kube, _pinned(case.pod, fluence_node),
+                                               f"c{case.index}-probe")
+                verdict += ", on a node kube accepts" if accepted else ", ON A NODE KUBE REFUSES"
+            table[verdict] += 1
+            for feature in case.features:
+                by_feature[feature] += 1
+            if (kube_node is None) != (fluence_node is None) or "REFUSES" in verdict:
+                disagreements.append(f"case {case.index} ({', '.join(sorted(case.features))}): "
+                                     f"{verdict}; kube: {kube_node or kube_why}; "
+                                     f"fluence: {fluence_node or fluence_why}")
+        finally:
+            _tear_down(kube, case)
+    print(f"\nagreement over {CASES} cases (kube-scheduler v1.36 vs fluence):")
+    for verdict, count in sorted(table.items()):
+        print(f"  {count:4d}  {verdict}")
+    print("features exercised: " + ", ".join(f"{f}={n}" for f, n in sorted(by_feature.items())))
+    for line in disagreements:
+        print("  DISAGREE " + line)
+    assert not disagreements, "\n".join(disagreements)
