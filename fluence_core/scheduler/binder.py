@@ -169,6 +169,11 @@ class Binder:
         planned = {p.pod: p.node or "" for p in commit.match.placements.values()}
         return CycleResult(pending.key, placed=planned)
 
+    def bind_now(self, commit: Commit) -> CycleResult:
+        """Bind in the caller's thread, whatever the pool: for work that must be done before
+        the next cycle starts (a restored record's members, at start)."""
+        return self._bind_group(commit)
+
     def drain(self, timeout: float | None = None) -> None:
         """Wait for the bindings in flight (asynchronous binding only) and their events."""
         pending = set(self._bindings)

@@ -138,7 +138,8 @@ class PromiseKeeper:
         logger.info("keeping the record of %s: binding %s", key,
                     ", ".join(f"{p}->{n}" for p, n in nodes.items()))
         match = GroupMatch(group, dict(record.allocations), placements)
-        return self.binder.bind(Commit(pending, group, match, owner, record, {}, ctx))
+        # in this thread, before the first cycle: a pool would race the cycle for the lock
+        return self.binder.bind_now(Commit(pending, group, match, owner, record, {}, ctx))
 
     def release(self, owner: g.Owner, record: HeldPlacement, live: _Members, why: str) -> None:
         """Give back the whole gang: its allocation, its record, and its members already bound."""
