@@ -184,7 +184,8 @@ class FluxHandler(Handler):
             return []
         ops: JsonPatch = []
         if scheduler != names.SCHEDULER_NAME:
-            ops.append({"op": "add", "path": base + "/schedulerName", "value": names.SCHEDULER_NAME})
+            ops.append({"op": "add", "path": base + "/schedulerName",
+                        "value": names.SCHEDULER_NAME})
         meta_path = pointer(*work.template_path, "metadata")
         meta = work.template.get("metadata")
         if meta is None:
@@ -199,7 +200,8 @@ class FluxHandler(Handler):
                 continue
             for key, value in entries.items():
                 if key not in current:
-                    ops.append({"op": "add", "path": meta_path + pointer(field, key), "value": value})
+                    ops.append({"op": "add", "path": meta_path + pointer(field, key),
+                                "value": value})
         return ops
 
     def _init_container(self) -> dict[str, Any]:

@@ -77,7 +77,8 @@ class Pods:
         self.netns = [f"{tag}-r{rank}" for rank in range(len(hosts))]
         self.hosts_file = work / "hosts"
         lines = ["127.0.0.1 localhost"]
-        lines += [f"{SUBNET}.{rank + 1} {host}.{subdomain} {host}" for rank, host in enumerate(hosts)]
+        lines += [f"{SUBNET}.{rank + 1} {host}.{subdomain} {host}"
+                  for rank, host in enumerate(hosts)]
         self.hosts_file.write_text("\n".join(lines) + "\n")
 
     def root(self, rank: int) -> Path:

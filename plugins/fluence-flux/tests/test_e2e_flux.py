@@ -235,7 +235,8 @@ ML_POLICY = {"mlPolicy": {"type": "object", "properties": {
 TRAINER_CRDS = [
     _crd("TrainJob", "trainjobs", "Namespaced", {
         "runtimeRef": {"type": "object", "properties": {
-            "name": {"type": "string"}, "kind": {"type": "string"}, "apiGroup": {"type": "string"}}},
+            "name": {"type": "string"}, "kind": {"type": "string"},
+            "apiGroup": {"type": "string"}}},
         "trainer": {"type": "object", "properties": {
             "numNodes": COUNT, "numProcPerNode": NUM_PROC,
             "command": {"type": "array", "items": {"type": "string"}}}}}),
@@ -260,7 +261,8 @@ def trainer_installed(kube, wanted: bool) -> None:
             kube.create(CRDS, crd)
         elif not wanted and kube.get(CRDS, name) is not None:
             kube.delete(CRDS, name)
-    assert until(lambda: serves_trainjobs(kube) == wanted, 60), f"Trainer CRDs present: {not wanted}"
+    assert until(lambda: serves_trainjobs(kube) == wanted, 60), \
+        f"Trainer CRDs present: {not wanted}"
 
 
 def trainer_jobset(name: str, owner: dict) -> dict:
@@ -326,7 +328,8 @@ def test_a_trainjob_whose_runtime_sets_ml_policy_flux_has_its_jobset_rewritten(e
     assert stored["spec"]["network"] == {"enableDNSHostnames": True}
     script = kube.get("configmaps", "tj-flux", NAMESPACE)["data"]["entrypoint.sh"]
     assert "nodes=3" in script and "tasks_per_node=2" in script
-    assert 'host = "tj-node-0-[0-2]"' in kube.get("configmaps", "tj-flux", NAMESPACE)["data"]["init.sh"]
+    init = kube.get("configmaps", "tj-flux", NAMESPACE)["data"]["init.sh"]
+    assert 'host = "tj-node-0-[0-2]"' in init
 
 
 def test_a_trainjob_with_a_torch_runtime_is_left_alone(env):
@@ -369,9 +372,10 @@ def gang_node(kube, name: str) -> None:
 def diagnose(kube, tmp_path: Path) -> str:
     """What the Job, its pods and the scheduler's log say, for a failed wait."""
     stored = kube.get("jobs", "ranks", NAMESPACE) or {}
-    lines = [f"job status: {json.dumps(stored.get('status'))}",
-             f"job pod template: {json.dumps((stored.get('spec') or {}).get('template'))[:1500]}",
-             f"podgroups: {[g['metadata']['name'] for g in kube.list('podgroups', NAMESPACE).items]}"]
+    groups = [g["metadata"]["name"] for g in kube.list("podgroups", NAMESPACE).items]
+    template = json.dumps((stored.get("spec") or {}).get("template"))[:1500]
+    lines = [f"job status: {json.dumps(stored.get('status'))}", f"job pod template: {template}",
+             f"podgroups: {groups}"]
     for found in kube.list("pods", NAMESPACE).items:
         lines.append(f"pod {found['metadata']['name']}: node {found['spec'].get('nodeName')} "
                      f"scheduler {found['spec'].get('schedulerName')} "
