@@ -1,12 +1,24 @@
-"""Load test: N concurrent HTTPS clients send M admissions to a real webhook server.
+"""The webhook's cost, measured two ways.
 
-The server runs in this process with the built-in handlers and an in-memory
+**In process** (always): N concurrent HTTPS clients send M AdmissionReviews to
+a webhook server in this process with the built-in handlers and an in-memory
 cluster (so the figures measure the webhook, not an API server): every request
-is a new grouped quantum pod — admission control, the quantum split, gang and
-fluxion-env all run, and PodGroups and RBAC objects are created. Each client
-keeps one TLS connection open, as the API server does.
+is a new grouped quantum pod; admission control, the quantum split, gang and
+fluxion-env all run, and PodGroups are created. Each client keeps one TLS
+connection open, as the API server does.
+
+**Through a real API server** (when ``KUBEBUILDER_ASSETS`` names etcd and
+kube-apiserver): the webhook runs in a process of its own, as deployed (default
+settings, its own API client and rate limit), registered for pod CREATE in one
+namespace; the same pods are created in that namespace and in one without the
+webhook, by 1 client and by 20 concurrent clients, each phase alternating
+without/with a few times. Reported: create latency p50/p99 on each path, the
+latency the webhook adds (p50 and p99 of "with" minus those of "without") and
+the creates/s ratio with/without.
 
     python benchmarks/bench_webhook.py --clients 50 --requests 10000
+    KUBEBUILDER_ASSETS=/usr/local/kubebuilder/bin python benchmarks/bench_webhook.py \\
+        --mode apiserver --pods gang
 """
 
 from __future__ import annotations
@@ -14,13 +26,17 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import multiprocessing
 import os
 import ssl
 import statistics
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from fluence_core import names
 from fluence_core.fake_cluster import FakeCluster
@@ -29,12 +45,29 @@ from fluence_core.settings import load_settings
 from fluence_core.webhook import build_service, tls
 from fluence_core.webhook.server import WebhookServer, server_context
 
+HOOKED = "bench-hooked"
+PLAIN = "bench-plain"
+WEBHOOK_CONFIG = "fluence-bench"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}ms"
+
+
+def quantile(values: list[float], q: int) -> float:
+    """The q-th percentile (1..99) of ``values``."""
+    return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
+
+
+# -- in process ------------------------------------------------------------------------------
+
 
 def review_body(i: int) -> bytes:
     group = f"g{i // 4}"
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": f"{group}-{i % 4}", "namespace": "default",
-                        "labels": {names.GROUP_LABEL: group, names.JOB_COMPLETION_INDEX: str(i % 4)},
+                        "labels": {names.GROUP_LABEL: group,
+                                   names.JOB_COMPLETION_INDEX: str(i % 4)},
                         "annotations": {names.COORDINATION_ANNOTATION: names.COORDINATION_SHARED,
                                         names.GROUP_SIZE_ANNOTATION: "4"}},
            "spec": {"schedulerName": names.SCHEDULER_NAME, "containers": [
@@ -46,12 +79,7 @@ def review_body(i: int) -> bytes:
                                    "object": pod}}).encode()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--requests", type=int, default=10_000)
-    args = parser.parse_args()
-
+def in_process(clients: int, requests: int) -> None:
     # No nodes in the fake: admission control judges nothing, every handler mutates.
     os.environ["FLUENCE_ADMISSION_CONTROL"] = "off"
     settings = load_settings()
@@ -64,14 +92,18 @@ def main() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     client_ctx = ssl.create_default_context(cadata=cert.ca_pem.decode())
 
-    bodies = [review_body(i) for i in range(args.requests)]
+    bodies = [review_body(i) for i in range(requests)]
     latencies: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
-    counter = iter(range(args.requests))
+    counter = iter(range(requests))
+
+    def connect() -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection("localhost", server.port, context=client_ctx,
+                                           timeout=30)
 
     def client() -> None:
-        conn = http.client.HTTPSConnection("localhost", server.port, context=client_ctx, timeout=30)
+        conn = connect()
         mine: list[float] = []
         while True:
             with lock:
@@ -91,29 +123,240 @@ def main() -> None:
                 with lock:
                     errors.append(repr(error))
                 conn.close()
-                conn = http.client.HTTPSConnection("localhost", server.port, context=client_ctx, timeout=30)
+                conn = connect()
             mine.append(time.perf_counter() - started)
         conn.close()
         with lock:
             latencies.extend(mine)
 
     started = time.perf_counter()
-    threads = [threading.Thread(target=client) for _ in range(args.clients)]
+    threads = [threading.Thread(target=client) for _ in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
     server.shutdown()
+    server.server_close()
     latencies.sort()
-    quantiles = statistics.quantiles(latencies, n=100)
-    print(f"clients={args.clients} admissions={len(latencies)} errors={len(errors)} "
+    print(f"in process: clients={clients} admissions={len(latencies)} errors={len(errors)} "
           f"elapsed={elapsed:.1f}s throughput={len(latencies) / elapsed:.0f}/s")
-    print(f"p50={quantiles[49] * 1000:.1f}ms p90={quantiles[89] * 1000:.1f}ms "
-          f"p99={quantiles[98] * 1000:.1f}ms max={latencies[-1] * 1000:.1f}ms")
-    print(f"podgroups={len(cluster.list('podgroups', 'default').items)}")
+    print(f"  p50={_ms(quantile(latencies, 50))} p90={_ms(quantile(latencies, 90))} "
+          f"p99={_ms(quantile(latencies, 99))} max={_ms(latencies[-1])} "
+          f"podgroups={len(cluster.list('podgroups', 'default').items)}")
     if errors:
-        print("first errors:", errors[:5])
+        print("  first errors:", errors[:5])
+
+
+# -- through a real API server ---------------------------------------------------------------
+
+
+def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Connection) -> None:
+    """The webhook process: default settings, its own API client, as ``fluence webhook`` runs."""
+    from fluence_core.kube import KubeCluster
+    from fluence_core.log import configure
+
+    configure("WARNING")  # an INFO line per PodGroup is not what is measured
+    settings = load_settings()
+    cluster = KubeCluster.from_token(url, token, ca_file=ca_file, qps=settings.kube_qps,
+                                     burst=settings.kube_burst)
+    service = build_service(settings, get_plugin_manager(settings), cluster)
+    cert = tls.generate(["localhost"], Path(workdir), ip_addresses=["127.0.0.1"])
+    server = WebhookServer(("127.0.0.1", 0), service,
+                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+    reply.send((server.port, cert.ca_pem))
+    server.serve_forever()
+
+
+def pod_body(name: str, i: int, shape: str) -> bytes:
+    """A Fluence pod: a member of a gang of 4 (``gang``) or alone (``single``)."""
+    metadata: dict[str, Any] = {"name": name}
+    if shape == "gang":
+        metadata["labels"] = {names.GROUP_LABEL: f"{name.rsplit('-', 1)[0]}-g{i // 4}"}
+        metadata["annotations"] = {names.GROUP_SIZE_ANNOTATION: "4"}
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {
+        "schedulerName": names.SCHEDULER_NAME,
+        "containers": [{"name": "app", "image": "busybox",
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}).encode()
+
+
+@dataclass
+class Phase:
+    """The creates of one path, pooled over its repeats."""
+
+    latencies: list[float] = field(default_factory=list)
+    elapsed: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.elapsed if self.elapsed else 0.0
+
+
+class ApiClient:
+    """Raw keep-alive HTTPS to the API server: what is timed is the server, not a client library."""
+
+    def __init__(self, url: str, token: str, context: ssl.SSLContext) -> None:
+        host, port = url.removeprefix("https://").rsplit(":", 1)
+        self.conn = http.client.HTTPSConnection(host, int(port), context=context, timeout=60)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                        "Accept": "application/json"}
+
+    def create(self, namespace: str, body: bytes, *, dry_run: bool = False) -> tuple[int, Any]:
+        path = f"/api/v1/namespaces/{namespace}/pods" + ("?dryRun=All" if dry_run else "")
+        self.conn.request("POST", path, body=body, headers=self.headers)
+        response = self.conn.getresponse()
+        return response.status, json.loads(response.read())
+
+
+def run_phase(url: str, token: str, context: ssl.SSLContext, namespace: str, clients: int,
+              count: int, prefix: str, shape: str, into: Phase) -> None:
+    bodies = [pod_body(f"{prefix}-{i}", i, shape) for i in range(count)]
+    lock = threading.Lock()
+    counter = iter(range(count))
+    connections = [ApiClient(url, token, context) for _ in range(clients)]
+    for api in connections:  # the handshake is not a create's cost
+        api.conn.connect()
+
+    def client(api: ApiClient) -> None:
+        mine: list[float] = []
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                break
+            started = time.perf_counter()
+            try:
+                status, answer = api.create(namespace, bodies[i])
+                if status != 201:
+                    with lock:
+                        into.errors.append(f"{status}: {answer.get('message')}")
+            except Exception as error:  # noqa: BLE001 - counted, reported
+                with lock:
+                    into.errors.append(repr(error))
+                api.conn.close()
+            mine.append(time.perf_counter() - started)
+        with lock:
+            into.latencies.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(api,)) for api in connections]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    into.elapsed += time.perf_counter() - started
+    for api in connections:
+        api.conn.close()
+
+
+def register_webhook(kube: Any, port: int, ca_pem: bytes) -> None:
+    import base64
+
+    kube.create("mutatingwebhookconfigurations", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_CONFIG},
+        "webhooks": [{
+            "name": "pods.fluence.flux-framework.org", "admissionReviewVersions": ["v1"],
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate",
+                             "caBundle": base64.b64encode(ca_pem).decode()},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["pods"]}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": HOOKED}},
+            "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10,
+            "reinvocationPolicy": "IfNeeded"}]})
+
+
+def wait_for_webhook(api: ApiClient, shape: str) -> None:
+    """Until the API server calls the webhook (a dry-run create comes back mutated)."""
+    deadline = time.monotonic() + 60
+    probe = pod_body("probe-x", 0, "gang")
+    while time.monotonic() < deadline:
+        status, answer = api.create(HOOKED, probe, dry_run=True)
+        if status == 201 and (answer.get("spec") or {}).get("schedulingGroup"):
+            return
+        time.sleep(0.2)
+    raise SystemExit("the API server never called the webhook")
+
+
+def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats: int) -> None:
+    from fluence_core.testing_apiserver import ensure_namespace, start_apiserver
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-webhook-"))
+    with start_apiserver(assets, workdir / "apiserver", controller_manager=False) as apiserver:
+        kube = apiserver.cluster(qps=1000, burst=1000)
+        for namespace in (HOOKED, PLAIN):
+            ensure_namespace(kube, namespace)
+        parent, child = multiprocessing.get_context("spawn").Pipe()
+        webhook = multiprocessing.get_context("spawn").Process(
+            target=serve_webhook, daemon=True,
+            args=(apiserver.url, apiserver.token, str(apiserver.ca_file), str(workdir / "tls"),
+                  child))
+        webhook.start()
+        try:
+            if not parent.poll(60):
+                raise SystemExit("the webhook process never came up")
+            port, ca_pem = parent.recv()
+            register_webhook(kube, port, ca_pem)
+            context = ssl.create_default_context(cafile=str(apiserver.ca_file))
+            wait_for_webhook(ApiClient(apiserver.url, apiserver.token, context), shape)
+            print(f"through kube-apiserver ({assets}), {shape} pods, webhook in its own process")
+            print("| clients | path | creates | creates/s | p50 | p99 | errors |")
+            print("|---|---|---|---|---|---|---|")
+            summary = []
+            for clients, count in counts.items():
+                phases = {PLAIN: Phase(), HOOKED: Phase()}
+                run_phase(apiserver.url, apiserver.token, context, PLAIN, clients,
+                          min(count, 50), f"warm{clients}", shape, Phase())
+                for repeat in range(repeats):
+                    for namespace, phase in phases.items():
+                        run_phase(apiserver.url, apiserver.token, context, namespace, clients,
+                                  count, f"c{clients}r{repeat}", shape, phase)
+                for namespace, phase in phases.items():
+                    print(f"| {clients} | {'with' if namespace == HOOKED else 'without'} "
+                          f"| {len(phase.latencies)} | {phase.rate:.0f} "
+                          f"| {_ms(quantile(phase.latencies, 50))} "
+                          f"| {_ms(quantile(phase.latencies, 99))} | {len(phase.errors)} |")
+                plain, hooked = phases[PLAIN], phases[HOOKED]
+                summary.append(
+                    f"clients={clients}: added p50 "
+                    f"{_ms(quantile(hooked.latencies, 50) - quantile(plain.latencies, 50))}, "
+                    f"added p99 {_ms(quantile(hooked.latencies, 99) - quantile(plain.latencies, 99))}"
+                    f", creates/s with/without {hooked.rate / plain.rate:.2f}x")
+                for phase in phases.values():
+                    if phase.errors:
+                        summary.append(f"  first errors: {phase.errors[:3]}")
+            print("\n".join(summary))
+        finally:
+            webhook.terminate()
+            webhook.join(10)
+            kube.close()
+
+
+def main() -> None:
+    from fluence_core.testing_apiserver import find_assets
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("both", "inprocess", "apiserver"), default="both")
+    parser.add_argument("--clients", type=int, default=50, help="in process")
+    parser.add_argument("--requests", type=int, default=10_000, help="in process")
+    parser.add_argument("--pods", choices=("gang", "single"), default="gang",
+                        help="through the API server: members of gangs of 4, or lone pods")
+    parser.add_argument("--creates", type=int, default=200,
+                        help="through the API server: creates per phase with one client "
+                             "(x5 with 20 clients)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="through the API server: without/with alternations per client count")
+    args = parser.parse_args()
+    if args.mode in ("both", "inprocess"):
+        in_process(args.clients, args.requests)
+    if args.mode in ("both", "apiserver"):
+        assets, reason = find_assets()
+        if assets is None:
+            print(f"through a real API server: skipped ({reason})")
+            return
+        through_apiserver(assets, args.pods, {1: args.creates, 20: args.creates * 5},
+                          args.repeats)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ dependency. Hardening:
   uploads) and may not exceed ``max_body`` bytes;
 * at most ``max_connections`` connections are served at once; more are closed;
 * every POST gets an AdmissionReview back, whatever the body held.
+
+Latency: a response leaves in one write on a socket with ``TCP_NODELAY``. The
+standard handler writes the status line and headers, then the body, straight
+to the socket; the second small write then waits for the ACK of the first
+(Nagle), which the API server delays by up to 40 ms (delayed ACK), on every
+keep-alive request (issue 20: 45 ms added to each pod create).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ READ_TIMEOUT = 10.0
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the API server reuses connections
+    wbufsize = 64 * 1024  # headers and body leave together, at the flush after each request
+    disable_nagle_algorithm = True  # TCP_NODELAY: an answer is never held back for an ACK
     server: "WebhookServer"
     server_version = "fluence-webhook"
     sys_version = ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import random
 import socket
@@ -139,3 +140,55 @@ def test_a_body_without_a_length_is_refused(served):
     conn.send(b"0\r\n\r\n")
     response = conn.getresponse()
     assert response.status == 411 and json.loads(response.read())["response"]["allowed"] is False
+
+
+class _RecordingRaw(io.RawIOBase):
+    """The socket's write side: every write that would reach the network."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.writes.append(bytes(data))
+        return len(data)
+
+
+class _Connection:
+    """Just enough of a socket for the handler: one request in, every write recorded."""
+
+    def __init__(self, request: bytes) -> None:
+        self.request = request
+        self.raw = _RecordingRaw()
+        self.options: dict[tuple[int, int], int] = {}
+
+    def makefile(self, mode: str, buffering: int):
+        if "r" in mode:
+            return io.BufferedReader(io.BytesIO(self.request))
+        return io.BufferedWriter(self.raw, buffering) if buffering > 0 else self.raw
+
+    def setsockopt(self, level: int, option: int, value: int) -> None:
+        self.options[(level, option)] = value
+
+    def settimeout(self, value) -> None:
+        pass
+
+
+def test_an_answer_leaves_in_one_write_on_a_socket_without_nagle(settings, cluster):
+    # Two writes (headers, then body) meet delayed ACKs: 40 ms per request (issue 20).
+    body = json.dumps(review(pod("g-0", group="g"))).encode()
+    request = (b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)) + body
+    server = WebhookServer(("127.0.0.1", 0), AdmissionService(settings, [GangHandler()],
+                                                              cluster=cluster))
+    try:
+        connection = _Connection(request)
+        server.RequestHandlerClass(connection, ("127.0.0.1", 1), server)
+    finally:
+        server.server_close()
+    assert connection.options[(socket.IPPROTO_TCP, socket.TCP_NODELAY)] == 1
+    assert len(connection.raw.writes) == 1
+    head, _, answer = connection.raw.writes[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and json.loads(answer)["response"]["allowed"]
