@@ -81,6 +81,7 @@ def review_body(i: int) -> bytes:
 
 def in_process(clients: int, requests: int) -> None:
     # No nodes in the fake: admission control judges nothing, every handler mutates.
+    before = os.environ.get("FLUENCE_ADMISSION_CONTROL")
     os.environ["FLUENCE_ADMISSION_CONTROL"] = "off"
     settings = load_settings()
     cluster = FakeCluster()
@@ -138,6 +139,10 @@ def in_process(clients: int, requests: int) -> None:
     elapsed = time.perf_counter() - started
     server.shutdown()
     server.server_close()
+    if before is None:  # the API server's webhook process runs with the defaults
+        del os.environ["FLUENCE_ADMISSION_CONTROL"]
+    else:
+        os.environ["FLUENCE_ADMISSION_CONTROL"] = before
     latencies.sort()
     print(f"in process: clients={clients} admissions={len(latencies)} errors={len(errors)} "
           f"elapsed={elapsed:.1f}s throughput={len(latencies) / elapsed:.0f}/s")
