@@ -330,6 +330,23 @@ def test_a_trainjob_whose_runtime_sets_ml_policy_flux_has_its_jobset_rewritten(e
     assert "nodes=3" in script and "tasks_per_node=2" in script
     init = kube.get("configmaps", "tj-flux", NAMESPACE)["data"]["init.sh"]
     assert 'host = "tj-node-0-[0-2]"' in init
+    if not server.controller_manager:
+        return
+    # The Job the JobSet controller makes from the step (no JobSet controller runs here): the
+    # job-group and gang handlers make its three pods one PodGroup of three.
+    child = {"apiVersion": "batch/v1", "kind": "Job",
+             "metadata": {"name": "tj-node-0", "labels": {"jobset.sigs.k8s.io/jobset-name": "tj"}},
+             "spec": copy.deepcopy(job_spec)}
+    kube.create("jobs", here(child), NAMESPACE)
+
+    def pods():
+        selector = "batch.kubernetes.io/job-name=tj-node-0"
+        return kube.list("pods", NAMESPACE, label_selector=selector).items
+
+    assert until(lambda: len(pods()) == 3, 60)
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods()} == {"tj"}
+    group = kube.get("podgroups", "tj", NAMESPACE)
+    assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
 
 
 def test_a_trainjob_with_a_torch_runtime_is_left_alone(env):
