@@ -293,3 +293,7 @@ def test_settings_lists_a_plugins_own_settings_beside_the_cores(monkeypatch) -> 
     assert result.exit_code == 0, result.output
     [line] = [line for line in result.output.splitlines() if "FLUENCE_WIDGET_SIZE" in line]
     assert "11" in line and "How big the widget is." in line
+
+
+def test_plugins_check_passes_when_every_plugin_works() -> None:
+    ok(fluence("plugins", "--check", FLUENCE_DISABLE_PLUGINS="fluxion"))

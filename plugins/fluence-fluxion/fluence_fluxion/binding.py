@@ -45,6 +45,21 @@ ffi.cdef(CDEF)
 _CANDIDATES = ("lib/flux/libreapi_cli.so", "lib/libreapi_cli.so", "lib64/flux/libreapi_cli.so")
 
 
+PREFIXES: tuple[str, ...] = ("/usr", "/usr/local")
+"""Where flux-sched installs itself (distribution packages; cmake's default prefix);
+searched, in this order, when ``FLUENCE_FLUXION_LIB`` is unset."""
+
+
+def installed_library() -> Path | None:
+    """The first ``libreapi_cli.so`` under one of :data:`PREFIXES`, if any."""
+    for prefix in PREFIXES:
+        for candidate in _CANDIDATES:
+            path = Path(prefix) / candidate
+            if path.is_file():
+                return path
+    return None
+
+
 def library_path(setting: str | os.PathLike[str]) -> Path:
     """The shared library named by the setting: the file itself or one under a prefix."""
     path = Path(setting)

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from fluence_core.api import Matcher, PluginSettings, ResourceGraph, Settings, hookimpl, logger
 
+from fluence_fluxion import binding
 from fluence_fluxion.binding import Library
 from fluence_fluxion.settings import FluxionSettings
 
 
 def _library(settings: FluxionSettings) -> tuple[Library | None, str]:
-    if settings.lib is None:
-        return None, "inactive: FLUENCE_FLUXION_LIB is not set (embedded matcher in charge)"
+    """The library FLUENCE_FLUXION_LIB names, else one where flux-sched installs itself."""
+    setting = settings.lib or binding.installed_library()
+    if setting is None:
+        return None, ("inactive: FLUENCE_FLUXION_LIB is not set and no libreapi_cli.so is under "
+                      f"{', '.join(binding.PREFIXES)} (embedded matcher in charge)")
     from fluence_fluxion.matcher import load_library
 
     try:
-        library = load_library(str(settings.lib))
+        library = load_library(str(setting))
     except OSError as error:
-        return None, f"inactive: cannot load {settings.lib}: {error}"
+        return None, f"inactive: cannot load {setting}: {error}"
     return library, f"active: {library.path}"
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from fluence_core.api import (
     load_settings,
 )
 from fluence_core.testing import EmbeddedMatcher, compute_jobspec, get_plugin_manager
-from fluence_fluxion import plugin
+from fluence_fluxion import binding, plugin
 from fluence_fluxion.binding import library_path
 from fluence_fluxion.matcher import FluxionMatcher, check_jgf, load_library
 
@@ -49,13 +51,29 @@ def test_library_path_names_what_is_missing(tmp_path: Path) -> None:
         library_path(tmp_path / "nope.so")
 
 
-def test_without_the_library_the_embedded_matcher_stays_in_charge(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_library_the_embedded_matcher_stays_in_charge(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("FLUENCE_FLUXION_LIB", raising=False)
+    monkeypatch.setattr(binding, "PREFIXES", (str(tmp_path),))
     settings = load_settings()
     manager = get_plugin_manager(settings)
     matcher = manager.hook.fluence_matcher(settings=settings, graph=_graph())
     assert isinstance(matcher, EmbeddedMatcher)
     assert "FLUENCE_FLUXION_LIB is not set" in manager.infos["fluxion"].status
+    assert f"no libreapi_cli.so is under {tmp_path}" in manager.infos["fluxion"].status
+
+
+def test_unset_it_looks_where_flux_sched_installs_its_library(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("FLUENCE_FLUXION_LIB", raising=False)
+    installed = tmp_path / "usr-local" / "lib" / "flux" / "libreapi_cli.so"
+    installed.parent.mkdir(parents=True)
+    installed.write_bytes(b"not an ELF file")  # found, then refused by the loader: named
+    monkeypatch.setattr(binding, "PREFIXES", (str(tmp_path / "usr"), str(tmp_path / "usr-local")))
+    assert binding.installed_library() == installed
+    assert plugin.plugin_status().startswith(f"inactive: cannot load {installed}")
 
 
 def test_an_unloadable_library_is_reported_in_the_plugin_status(
@@ -145,3 +163,12 @@ def test_a_held_virtual_resource_is_busy_not_unsatisfiable() -> None:
     assert matcher.last_outcome is MatchOutcome.BUSY
     assert matcher.match_allocate(virtual_jobspec("qpu", 2, {})) is None
     assert matcher.last_outcome is MatchOutcome.UNSATISFIABLE
+
+
+def test_fluence_plugins_check_names_an_inactive_fluxion(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.so"
+    env = {**os.environ, "FLUENCE_FLUXION_LIB": str(missing), "COLUMNS": "250"}
+    done = subprocess.run([sys.executable, "-m", "fluence_core.cli", "plugins", "--check"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert f"plugins not working: fluxion (inactive: cannot load {missing}" in done.stderr
