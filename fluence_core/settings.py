@@ -105,7 +105,11 @@ class Settings(BaseSettings):
     metrics_port: int = Field(default=9402, ge=0, le=65535, description="Prometheus metrics port of `fluence up` (0: off).")
     leader_elect: bool = Field(default=True, description="Take a Lease before scheduling, so one replica schedules.")
     lease_name: str = Field(default="fluence-scheduler", description="The leader-election Lease's name.")
-    lease_namespace: str = Field(default="fluence-system", description="The leader-election Lease's namespace.")
+    lease_namespace: str | None = Field(
+        default=None,
+        description="The leader-election Lease's namespace; unset: the pod's own in cluster, "
+                    "else kube-system (where kube-scheduler keeps its Lease).",
+    )
     lease_duration: float = Field(default=15, gt=0, description="Seconds a leader's Lease lasts without renewal.")
     lease_renew: float = Field(default=5, gt=0, description="Seconds between Lease renewals.")
     webhook_handlers: Annotated[list[str], NoDecode] = Field(
@@ -124,7 +128,7 @@ class Settings(BaseSettings):
         description="MutatingWebhookConfiguration whose caBundle self-managed TLS patches.",
     )
     runtime_image: str = Field(
-        default="ghcr.io/flux-framework/fluence:latest",
+        default=names.IMAGE,
         description="Image of the stage init container and the sidecar.",
     )
     quantum_gate: str = Field(

@@ -9,11 +9,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from fluence_core import hookimpl, log
+from fluence_core import hookimpl, log, names
 from fluence_core.cli.base import settings as current_settings
 from fluence_core.errors import FluenceError
 from fluence_core.resource_config import load_resource_config
 from fluence_core.settings import Settings
+
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+"""The namespace a pod runs in, as its mounted service account states it."""
 
 
 def connect(settings: Settings) -> Any:
@@ -24,6 +28,19 @@ def connect(settings: Settings) -> Any:
         return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)
     except Exception as error:  # no kubeconfig, no in-cluster token: say so plainly
         raise FluenceError(f"cannot reach a Kubernetes API server: {error}") from None
+
+
+def lease_namespace(settings: Settings, in_cluster_namespace: Path = SERVICE_ACCOUNT_NAMESPACE,
+                    ) -> str:
+    """Where the Lease lives: FLUENCE_LEASE_NAMESPACE, else the pod's own namespace in
+    cluster, else ``kube-system``, where kube-scheduler keeps its own Lease."""
+    if settings.lease_namespace:
+        return settings.lease_namespace
+    if settings.pod_namespace:
+        return settings.pod_namespace
+    if in_cluster_namespace.is_file():
+        return in_cluster_namespace.read_text().strip() or names.KUBE_SYSTEM
+    return names.KUBE_SYSTEM
 
 
 def watch_resources(path: Path, scheduler: Any, stop: threading.Event) -> None:
@@ -68,10 +85,10 @@ def up() -> None:
         lead(stop)
         return
     identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
-    elector = LeaderElector(cluster, settings.lease_name, settings.lease_namespace, identity,
+    namespace = lease_namespace(settings)
+    elector = LeaderElector(cluster, settings.lease_name, namespace, identity,
                             duration=settings.lease_duration, renew=settings.lease_renew)
-    log.logger.info("waiting for lease %s/%s as %s", settings.lease_namespace, settings.lease_name,
-                    identity)
+    log.logger.info("waiting for lease %s/%s as %s", namespace, settings.lease_name, identity)
 
     def lead_until_stopped(stop_leading: threading.Event) -> None:
         def relay() -> None:

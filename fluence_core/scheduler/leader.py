@@ -14,8 +14,13 @@ from datetime import UTC, datetime
 from typing import Callable
 
 from fluence_core.cluster_api import LEASES, ClusterAPI, KubeDict
+from fluence_core.errors import FluenceError
 from fluence_core.kube_errors import ApiError, Conflict
 from fluence_core.log import logger
+
+
+class LeaseUnavailable(FluenceError):
+    """The Lease cannot be taken at all: its namespace is missing or RBAC forbids it."""
 
 
 def _micro(moment: float) -> str:
@@ -46,9 +51,18 @@ class LeaderElector:
         self.clock = clock
 
     def try_acquire(self) -> bool:
-        """One attempt to take or renew the Lease; True while we hold it."""
+        """One attempt to take or renew the Lease; True while we hold it.
+
+        Raises :class:`LeaseUnavailable` when no retry can help: the namespace does
+        not exist, or the API server forbids reading or writing the Lease.
+        """
         now = self.clock()
-        lease = self.cluster.get(LEASES, self.name, self.namespace)
+        try:
+            lease = self.cluster.get(LEASES, self.name, self.namespace)
+        except ApiError as error:
+            self._raise_if_unavailable(error, creating=False)
+            logger.warning("lease %s/%s: %s", self.namespace, self.name, error)
+            return False
         spec_now = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": int(self.duration),
@@ -80,12 +94,24 @@ class LeaderElector:
         except Conflict:
             return False
         except ApiError as error:
+            self._raise_if_unavailable(error, creating=lease is None)
             logger.warning("lease %s/%s: %s", self.namespace, self.name, error)
             return False
 
+    def _raise_if_unavailable(self, error: ApiError, *, creating: bool) -> None:
+        where = f"cannot take the leader Lease {self.namespace}/{self.name}"
+        if error.status == 404 and creating:
+            raise LeaseUnavailable(
+                f"{where}: namespace {self.namespace} does not exist (create it, or set "
+                "FLUENCE_LEASE_NAMESPACE to one that does)") from None
+        if error.status in (401, 403):
+            raise LeaseUnavailable(
+                f"{where}: {error} (grant get, create and update on "
+                f"coordination.k8s.io leases in {self.namespace})") from None
+
     def run(self, lead: Callable[[threading.Event], None], stop: threading.Event) -> None:
         """Wait for the Lease, then call ``lead(stop_leading)`` in a thread while renewing it."""
-        while not stop.is_set() and not self.try_acquire():
+        while not stop.is_set() and not self.try_acquire():  # LeaseUnavailable: to the caller
             stop.wait(self.renew)
         if stop.is_set():
             return
@@ -95,10 +121,18 @@ class LeaderElector:
         last = self.clock()
         while not stop.is_set() and worker.is_alive():
             stop.wait(self.renew)
-            if self.try_acquire():
+            if self._renew():
                 last = self.clock()
             elif self.clock() - last > self.duration:
                 logger.error("lost the lease %s/%s; stopping", self.namespace, self.name)
                 break
         leading.set()
         worker.join(timeout=30)
+
+    def _renew(self) -> bool:
+        """Renew while leading: every failure counts against the Lease's duration."""
+        try:
+            return self.try_acquire()
+        except LeaseUnavailable as error:
+            logger.warning("%s", error)
+            return False

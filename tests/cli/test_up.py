@@ -46,3 +46,14 @@ def test_a_valid_edit_is_applied_and_an_invalid_one_is_ignored(tmp_path: Path) -
     finally:
         stop.set()
         watcher.join(timeout=10)
+
+
+def test_the_lease_goes_where_kube_scheduler_keeps_its_own_out_of_cluster(tmp_path: Path) -> None:
+    from fluence_core.cli.up import lease_namespace
+    from fluence_core.settings import Settings
+
+    nowhere = tmp_path / "namespace"
+    assert lease_namespace(Settings(), nowhere) == "kube-system"
+    nowhere.write_text("fluence-system\n")
+    assert lease_namespace(Settings(), nowhere) == "fluence-system"  # in cluster: its own
+    assert lease_namespace(Settings(lease_namespace="elsewhere"), nowhere) == "elsewhere"

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
+import pytest
+
 from fluence_core.fake_cluster import FakeCluster
-from fluence_core.scheduler.leader import LeaderElector
+from fluence_core.kube_errors import status_error
+from fluence_core.scheduler.leader import LeaderElector, LeaseUnavailable
 
 
 class Clock:
@@ -55,3 +61,46 @@ def test_a_stale_update_loses_the_race() -> None:
         pass
     else:
         raise AssertionError("a replace with a stale resourceVersion must conflict")
+
+
+class Refusing(FakeCluster):
+    """A cluster whose Lease writes (or all Lease requests) fail with one HTTP status."""
+
+    def __init__(self, status: int, message: str, *, reads_too: bool = False) -> None:
+        self.status, self.message, self.reads_too = status, message, reads_too
+        self.armed = False
+        super().__init__()  # creates the default namespaces
+        self.armed = True
+
+    def _refuse(self) -> None:
+        if self.armed:
+            raise status_error(self.status, {"code": self.status, "message": self.message})
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        if self.reads_too:
+            self._refuse()
+        return super().get(*args, **kwargs)
+
+    def create(self, *args: Any, **kwargs: Any) -> Any:
+        self._refuse()
+        return super().create(*args, **kwargs)
+
+
+def test_a_missing_namespace_is_one_clear_error_not_an_endless_wait() -> None:
+    elector = LeaderElector(Refusing(404, 'namespaces "fluence-system" not found'),
+                            "fluence", "fluence-system", "a", clock=Clock())
+    with pytest.raises(LeaseUnavailable, match="namespace fluence-system does not exist"):
+        elector.run(lambda stop: None, threading.Event())
+
+
+def test_forbidden_lease_access_names_the_rights_it_needs() -> None:
+    elector = LeaderElector(Refusing(403, "leases is forbidden", reads_too=True),
+                            "fluence", "kube-system", "a", clock=Clock())
+    with pytest.raises(LeaseUnavailable, match="grant get, create and update on "
+                                               "coordination.k8s.io leases in kube-system"):
+        elector.try_acquire()
+
+
+def test_other_api_errors_are_retried() -> None:
+    elector = LeaderElector(Refusing(500, "etcd timeout"), "fluence", "default", "a", clock=Clock())
+    assert elector.try_acquire() is False
