@@ -84,6 +84,11 @@ ENV_SCOUT_STATUS: Final = "FLUENCE_SCOUT_STATUS"
 ENV_POD_NAME: Final = "FLUENCE_POD_NAME"
 ENV_POD_NAMESPACE: Final = "FLUENCE_POD_NAMESPACE"
 RUNTIME_VOLUME: Final = "fluence-runtime"
+IMAGE: Final = "ghcr.io/flux-framework/fluence:0.1.0"
+"""The Fluence image (Containerfile): the scheduler, webhook and device plugin run it, and
+the webhook's stage init container and sidecar use it (FLUENCE_RUNTIME_IMAGE's default).
+Its tag is fluence-core's version."""
+
 RUNTIME_MOUNT: Final = "/fluence-runtime"
 """emptyDir the stage init container fills with the interceptor (sitecustomize)."""
 STAGE_CONTAINER: Final = "fluence-stage"
