@@ -13,31 +13,55 @@ from pathlib import Path
 import pytest
 
 from fluence_core.kube import KubeCluster
-from fluence_core.kube_errors import Conflict
-from fluence_core.testing_apiserver import ApiServer, find_assets
+from fluence_core.testing_apiserver import ApiServer, ensure_namespace, find_assets
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-MANIFESTS = ["deploy/fluence.yaml", "deploy/webhook.yaml", "deploy/device-plugin.yaml",
+MANIFESTS = ["deploy/namespace.yaml", "deploy/fluence-resources.yaml", "deploy/fluence.yaml",
+             "deploy/webhook.yaml", "deploy/device-plugin.yaml",
              "examples/pod.yaml", "examples/podgroup.yaml"]
 
 
-@pytest.mark.parametrize("manifest", MANIFESTS)
-def test_manifest_is_accepted_by_the_api_server(manifest: str, apiserver: ApiServer, kube: KubeCluster) -> None:
+def _kubectl() -> str:
     assets, _ = find_assets()
     bundled = assets / "kubectl" if assets is not None else None
     kubectl = str(bundled) if bundled is not None and bundled.exists() else shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("no kubectl in KUBEBUILDER_ASSETS or on PATH")
-    try:
-        kube.create("namespaces", {"metadata": {"name": "fluence-system"}})
-    except Conflict:
-        pass
+    return str(kubectl)
+
+
+def _dry_run(apiserver: ApiServer, kube: KubeCluster, *source: str) -> str:
+    """``kubectl apply --dry-run=server`` of ``source``; its stdout (namespaces made first:
+    a dry run creates nothing, so namespaced objects need theirs to exist already, with
+    the ``default`` ServiceAccount a pod is admitted with)."""
+    kubectl = _kubectl()
+    for namespace in ("fluence-system", "default"):
+        ensure_namespace(kube, namespace)
     result = subprocess.run(
-        [str(kubectl), "--kubeconfig", str(apiserver.kubeconfig()), "apply", "--dry-run=server",
-         "-f", str(ROOT / manifest)],
+        [kubectl, "--kubeconfig", str(apiserver.kubeconfig()), "apply", "--dry-run=server",
+         *source],
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert "(server dry run)" in result.stdout
+    return result.stdout
+
+
+@pytest.mark.parametrize("manifest", MANIFESTS)
+def test_manifest_is_accepted_by_the_api_server(
+    manifest: str, apiserver: ApiServer, kube: KubeCluster
+) -> None:
+    _dry_run(apiserver, kube, "-f", str(ROOT / manifest))
+
+
+def test_the_kustomization_installs_everything(apiserver: ApiServer, kube: KubeCluster) -> None:
+    output = _dry_run(apiserver, kube, "-k", str(ROOT / "deploy"))
+    print(output)
+    for expected in ("namespace/fluence-system", "configmap/fluence-resources",
+                     "deployment.apps/fluence ", "deployment.apps/fluence-webhook",
+                     "mutatingwebhookconfiguration.admissionregistration.k8s.io/fluence-webhook",
+                     "daemonset.apps/fluence-device-plugin",
+                     "priorityclass.scheduling.k8s.io/fluence-quantum-classical"):
+        assert expected in output
