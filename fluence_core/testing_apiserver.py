@@ -58,12 +58,24 @@ class HarnessError(RuntimeError):
     """A binary failed to start or never became ready; the message carries its log tail."""
 
 
-def find_assets(environ: Mapping[str, str] = os.environ) -> tuple[Path | None, str]:
-    """The assets folder, or None and the reason it cannot be used."""
+DEFAULT_ASSETS = Path("/usr/local/kubebuilder/bin")
+"""Where envtest looks when ``KUBEBUILDER_ASSETS`` is unset."""
+
+
+def find_assets(environ: Mapping[str, str] = os.environ,
+                default: Path = DEFAULT_ASSETS) -> tuple[Path | None, str]:
+    """The assets folder, or None and the reason it cannot be used.
+
+    As envtest does: ``KUBEBUILDER_ASSETS`` when set, else :data:`DEFAULT_ASSETS`.
+    """
     raw = environ.get(ASSETS_ENV)
     if not raw:
-        return None, (f"{ASSETS_ENV} not set: point it at a folder holding etcd and "
-                      "kube-apiserver (1.36, for scheduling.k8s.io/v1alpha2)")
+        if (default / "kube-apiserver").exists():
+            raw = str(default)
+        else:
+            return None, (f"{ASSETS_ENV} not set and nothing in {default}: point it at a "
+                          "folder holding etcd and kube-apiserver (1.36, for "
+                          "scheduling.k8s.io/v1alpha2)")
     folder = Path(raw)
     missing = [b for b in ("etcd", "kube-apiserver") if not os.access(folder / b, os.X_OK)]
     if missing:
