@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -81,6 +82,15 @@ def find_assets(environ: Mapping[str, str] = os.environ,
     if missing:
         return None, f"{ASSETS_ENV}={raw} lacks executable {', '.join(missing)}"
     return folder, ""
+
+
+def find_kubectl(environ: Mapping[str, str] = os.environ) -> Path | None:
+    """kubectl beside the API server binaries (as envtest ships it), else on PATH."""
+    assets, _ = find_assets(environ)
+    if assets is not None and os.access(assets / "kubectl", os.X_OK):
+        return assets / "kubectl"
+    found = shutil.which("kubectl")
+    return Path(found) if found else None
 
 
 def ensure_namespace(cluster: ClusterAPI, name: str) -> str:

@@ -6,14 +6,13 @@ would refuse every Fluence pod the other e2e tests create.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from fluence_core.kube import KubeCluster
-from fluence_core.testing_apiserver import ApiServer, ensure_namespace, find_assets
+from fluence_core.testing_apiserver import ApiServer, ensure_namespace, find_kubectl
 
 pytestmark = pytest.mark.e2e
 
@@ -24,9 +23,7 @@ MANIFESTS = ["deploy/namespace.yaml", "deploy/fluence-resources.yaml", "deploy/f
 
 
 def _kubectl() -> str:
-    assets, _ = find_assets()
-    bundled = assets / "kubectl" if assets is not None else None
-    kubectl = str(bundled) if bundled is not None and bundled.exists() else shutil.which("kubectl")
+    kubectl = find_kubectl()
     if kubectl is None:
         pytest.skip("no kubectl in KUBEBUILDER_ASSETS or on PATH")
     return str(kubectl)
