@@ -35,7 +35,10 @@ def _env(apiserver: ApiServer, **extra: str) -> dict[str, str]:
 def test_up_on_a_bare_api_server_leads_from_kube_system_and_places_a_pod(
     apiserver: ApiServer, kube: KubeCluster, kube_namespace: str, tmp_path: Path
 ) -> None:
-    assert kube.get("namespaces", "fluence-system") is None  # nothing installed
+    # No manifest applied: nothing of Fluence's RBAC, no Lease (other tests of the session
+    # may have made the fluence-system namespace; fluence up does not look for it).
+    assert kube.get("leases", "fluence-scheduler", names.KUBE_SYSTEM) is None
+    assert kube.get("clusterroles", "fluence-scheduler") is None
     node = f"{kube_namespace}-first"
     kube.create("nodes", {"metadata": {"name": node, "labels": {"e2e-ns": kube_namespace}},
                           "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"},
