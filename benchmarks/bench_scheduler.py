@@ -3,6 +3,8 @@
 
     python benchmarks/bench_scheduler.py            # in-memory cluster
     KUBEBUILDER_ASSETS=/path/to/bin python benchmarks/bench_scheduler.py   # plus a real API server
+    KUBEBUILDER_ASSETS=/path/to/bin python benchmarks/bench_scheduler.py --peer [--nodes 100,1000]
+        # Fluence beside kube-scheduler on one API server (see benchmarks/peer.py)
 
 The pods are created first; the clock runs from the scheduler's start (list,
 graph, restore) until the last pod is bound, so the figure is the scheduler's
@@ -15,6 +17,7 @@ binding in the scheduling loop, and on 8 bind workers (``fluence up``'s default)
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import threading
 import time
@@ -106,7 +109,21 @@ def run_on(cluster: ClusterAPI, label: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args()
+    parser.add_argument("--peer", action="store_true",
+                        help="Fluence beside kube-scheduler on a real API server")
+    parser.add_argument("--nodes", default="100,1000", help="node counts of --peer")
+    parser.add_argument("--json", type=Path, default=Path("bench-peer.json"),
+                        help="where --peer writes its rows")
+    args = parser.parse_args()
+    if args.peer:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from peer import run_peer
+
+        assets, reason = find_assets()
+        if assets is None:
+            raise SystemExit(f"--peer needs a real API server: {reason}")
+        run_peer(assets, [int(n) for n in args.nodes.split(",")], args.json)
+        return
     import logging
 
     logging.getLogger("fluence").setLevel(logging.WARNING)

@@ -56,7 +56,7 @@ def child(case: str, pods: int) -> dict[str, float]:
     from fluence_core.scheduler.core import Scheduler
     from fluence_core.settings import load_settings
 
-    sys.stderr = open(os.devnull, "w")  # the log's handler writes here, as under fluence up
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - kept for the process; the log's handler writes here, as under fluence up
     log.configure("INFO" if case == "cycle+log" else "WARNING")
     cluster = FakeCluster()
     for i in range(100):

@@ -1,0 +1,247 @@
+"""Fluence beside kube-scheduler on one real API server: ``bench_scheduler.py --peer``.
+
+For each node count, a fresh etcd + kube-apiserver (KUBEBUILDER_ASSETS) gets
+that many fake nodes (16 cpu, 64Gi, 110 pods). Then for each client limit
+(the schedulers' defaults, 50 QPS / burst 100, and 5,000 / 5,000) and each
+workload (1,000 single pods of 1 cpu; 50 gangs of 20), each scheduler runs as
+its own process, exactly as a user runs it:
+
+1. started with equal client limits, and shown ready by binding a probe pod;
+2. paused (SIGSTOP) while the workload's pods (and PodGroups) are created;
+3. resumed (SIGCONT): the clock runs until no pod of the workload is unbound
+   (polled with a one-item list of ``spec.nodeName=`` every 20 ms);
+4. in the gang rows, a gang that can never fit is created and the process's
+   CPU seconds per second are read from /proc over 10 s while it waits;
+5. stopped, and the workload deleted.
+
+kube-scheduler's path comes from ``KUBE_SCHEDULER`` (default
+``$KUBEBUILDER_ASSETS/kube-scheduler``); it gets the same feature gates as the
+API server and a KubeSchedulerConfiguration with the client limits. Fluence
+runs ``python -m fluence_core.cli up`` with FLUENCE_KUBE_QPS/BURST, no leader
+election and no metrics port. One table with the ratios is printed and the rows
+are written as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from fluence_core.testing_apiserver import (
+    FEATURE_GATES,
+    ApiServer,
+    ensure_namespace,
+    start_apiserver,
+)
+
+LIMITS = {"default": (50.0, 100), "5000 QPS": (5000.0, 5000)}
+WORKLOADS = {"1000 single pods": (1000, 0), "50 gangs of 20": (0, 50)}
+GANG_SIZE = 20
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Row:
+    nodes: int
+    limits: str
+    workload: str
+    kube_scheduler_pods_s: float
+    fluence_pods_s: float
+    ratio: float
+    kube_scheduler_waiting_cores: float | None = None
+    fluence_waiting_cores: float | None = None
+
+
+def _node(i: int) -> dict[str, Any]:
+    capacity = {"cpu": "16", "memory": "64Gi", "pods": "110"}
+    return {"metadata": {"name": f"peer-{i}", "labels": {"kubernetes.io/hostname": f"peer-{i}"}},
+            "status": {"capacity": capacity, "allocatable": capacity}}
+
+
+def _pod(name: str, scheduler: str | None, group: str | None, cpu: str = "1") -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox", "resources": {
+        "requests": {"cpu": cpu, "memory": "100Mi"}}}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    if group:
+        spec["schedulingGroup"] = {"podGroupName": group}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def _pod_group(name: str, size: int) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": size}}}}
+
+
+def _in_parallel(action: Callable[[Any], Any], items: list[Any]) -> None:
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(action, items))
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (all threads)
+
+
+class Peer:
+    """One scheduler as a process: how to start it and which pods it takes."""
+
+    def __init__(self, name: str, scheduler_name: str | None,
+                 command: Callable[[Path, tuple[float, int]], tuple[list[str], dict[str, str]]]):
+        self.name = name
+        self.scheduler_name = scheduler_name
+        self.command = command
+
+    @contextmanager
+    def running(self, server: ApiServer, limits: tuple[float, int],
+                workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
+        argv, env = self.command(workdir, limits)
+        with open(workdir / f"{self.name}.log", "ab") as log:
+            process = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=log)
+            try:
+                yield process
+            finally:
+                os.kill(process.pid, signal.SIGCONT)
+                process.terminate()
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+def fluence_peer(kubeconfig: Path) -> Peer:
+    def command(workdir: Path, limits: tuple[float, int]) -> tuple[list[str], dict[str, str]]:
+        return ([sys.executable, "-m", "fluence_core.cli", "up"],
+                {"KUBECONFIG": str(kubeconfig), "FLUENCE_KUBE_QPS": str(limits[0]),
+                 "FLUENCE_KUBE_BURST": str(limits[1]), "FLUENCE_LEADER_ELECT": "false",
+                 "FLUENCE_METRICS_PORT": "0"})
+    return Peer("fluence", "fluence", command)
+
+
+def kube_scheduler_peer(binary: Path, kubeconfig: Path) -> Peer:
+    def command(workdir: Path, limits: tuple[float, int]) -> tuple[list[str], dict[str, str]]:
+        config = workdir / "kube-scheduler.yaml"
+        config.write_text(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            f"clientConnection:\n  kubeconfig: {kubeconfig}\n  qps: {limits[0]}\n"
+            f"  burst: {limits[1]}\nleaderElection:\n  leaderElect: false\n")
+        return ([str(binary), f"--config={config}", f"--feature-gates={FEATURE_GATES}",
+                 "--secure-port=0", "-v=0"], {})
+    return Peer("kube-scheduler", None, command)
+
+
+class Run:
+    """One API server with its nodes, where peers take turns."""
+
+    def __init__(self, server: ApiServer, nodes: int, workdir: Path) -> None:
+        self.server = server
+        self.kube = server.cluster(qps=5000, burst=5000)
+        self.nodes = nodes
+        self.workdir = workdir
+        _in_parallel(lambda i: self.kube.create("nodes", _node(i)), list(range(nodes)))
+
+    def unbound(self, namespace: str) -> bool:
+        # a one-item page is enough to know whether any pod still waits
+        page = self.kube._call("GET", f"/api/v1/namespaces/{namespace}/pods", query={
+            "fieldSelector": "spec.nodeName=", "limit": 1})
+        return bool(page.get("items"))
+
+    def wait_bound(self, namespace: str, timeout: float) -> float:
+        started = time.perf_counter()
+        while self.unbound(namespace):
+            if time.perf_counter() - started > timeout:
+                raise TimeoutError(f"pods in {namespace} still unbound after {timeout:.0f} s")
+            time.sleep(0.02)
+        return time.perf_counter() - started
+
+    def ready(self, peer: Peer, process: subprocess.Popen[bytes], namespace: str) -> None:
+        """Bind a probe pod: the scheduler has listed and is watching."""
+        self.kube.create("pods", _pod("probe", peer.scheduler_name, None), namespace)
+        try:
+            self.wait_bound(namespace, 120)
+        except TimeoutError:
+            raise SystemExit(f"{peer.name} bound no probe pod; see {self.workdir}") from None
+        self.kube.delete("pods", "probe", namespace, grace_period_seconds=0)
+
+    def scenario(self, peer: Peer, limits: str, workload: str) -> tuple[float, float | None]:
+        singles, gangs = WORKLOADS[workload]
+        namespace = f"{peer.name}-{int(time.time() * 1000) % 10**8}"
+        ensure_namespace(self.kube, namespace)
+        with peer.running(self.server, LIMITS[limits], self.workdir) as process:
+            self.ready(peer, process, namespace)
+            os.kill(process.pid, signal.SIGSTOP)
+            pods = [_pod(f"single-{i}", peer.scheduler_name, None) for i in range(singles)]
+            for g in range(gangs):
+                self.kube.create("podgroups", _pod_group(f"gang-{g}", GANG_SIZE), namespace)
+                pods += [_pod(f"gang-{g}-{m}", peer.scheduler_name, f"gang-{g}")
+                         for m in range(GANG_SIZE)]
+            _in_parallel(lambda p: self.kube.create("pods", p, namespace), pods)
+            os.kill(process.pid, signal.SIGCONT)
+            elapsed = self.wait_bound(namespace, 600)
+            rate = len(pods) / elapsed
+            waiting = self.waiting_gang_cores(peer, process, namespace) if gangs else None
+        self.clean(namespace)
+        return rate, waiting
+
+    def waiting_gang_cores(self, peer: Peer, process: subprocess.Popen[bytes],
+                           namespace: str) -> float:
+        """CPU seconds per second of the scheduler while a gang that cannot fit waits."""
+        self.kube.create("podgroups", _pod_group("unfit", 2), namespace)
+        for m in range(2):
+            self.kube.create("pods", _pod(f"unfit-{m}", peer.scheduler_name, "unfit", cpu="64"),
+                             namespace)
+        time.sleep(3)
+        before, started = _cpu_seconds(process.pid), time.perf_counter()
+        time.sleep(10)
+        return (_cpu_seconds(process.pid) - before) / (time.perf_counter() - started)
+
+    def clean(self, namespace: str) -> None:
+        names = [p["metadata"]["name"] for p in self.kube.list("pods", namespace).items]
+        _in_parallel(lambda n: self.kube.delete("pods", n, namespace, grace_period_seconds=0),
+                     names)
+        for group in self.kube.list("podgroups", namespace).items:
+            self.kube.delete("podgroups", group["metadata"]["name"], namespace)
+
+
+def run_peer(assets: Path, node_counts: list[int], output: Path) -> list[Row]:
+    binary = Path(os.environ.get("KUBE_SCHEDULER") or assets / "kube-scheduler")
+    if not os.access(binary, os.X_OK):
+        raise SystemExit(f"no kube-scheduler at {binary} (set KUBE_SCHEDULER)")
+    rows: list[Row] = []
+    for nodes in node_counts:
+        with tempfile.TemporaryDirectory() as tmp, \
+                start_apiserver(assets, Path(tmp), controller_manager=False) as server:
+            run = Run(server, nodes, Path(tmp))
+            kubeconfig = server.kubeconfig()
+            peers = [kube_scheduler_peer(binary, kubeconfig), fluence_peer(kubeconfig)]
+            for limits in LIMITS:
+                for workload in WORKLOADS:
+                    results = {p.name: run.scenario(p, limits, workload) for p in peers}
+                    (ks, ks_cpu), (fl, fl_cpu) = results["kube-scheduler"], results["fluence"]
+                    row = Row(nodes, limits, workload, ks, fl, fl / ks, ks_cpu, fl_cpu)
+                    rows.append(row)
+                    _print_row(row)
+                    output.write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    return rows
+
+
+def _print_row(row: Row) -> None:
+    waiting = ""
+    if row.fluence_waiting_cores is not None:
+        waiting = (f"  waiting gang: kube-scheduler {row.kube_scheduler_waiting_cores:.3f}, "
+                   f"fluence {row.fluence_waiting_cores:.3f} cores")
+    print(f"{row.nodes:5d} nodes  {row.limits:9} {row.workload:17} "
+          f"kube-scheduler {row.kube_scheduler_pods_s:7.1f}  fluence {row.fluence_pods_s:7.1f} "
+          f"pods/s  {row.ratio:5.2f}x{waiting}", flush=True)
