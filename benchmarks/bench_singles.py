@@ -16,6 +16,11 @@ Measured per case, on the in-memory cluster with 100 nodes of 64 cores:
 * ``cycle+log``: the same with the INFO log on (as ``fluence up`` runs);
 * with each, the API requests made per bound pod (counted at the cluster
   boundary: binds, patches, status patches, events).
+
+With ``--apiserver`` (KUBEBUILDER_ASSETS set), both trees also run ``fluence up``
+as a process on one real API server with 100 nodes, taking turns on the same
+workloads (benchmarks/peer.py: paused while the pods are created, timed from
+resume to the last bind), at the default client limits and at 5,000 QPS.
 """
 
 from __future__ import annotations
@@ -56,7 +61,8 @@ def child(case: str, pods: int) -> dict[str, float]:
     from fluence_core.scheduler.core import Scheduler
     from fluence_core.settings import load_settings
 
-    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - kept for the process; the log's handler writes here, as under fluence up
+    # the log's handler writes to stderr, as under fluence up; kept open for the process
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115
     log.configure("INFO" if case == "cycle+log" else "WARNING")
     cluster = FakeCluster()
     for i in range(100):
@@ -99,6 +105,8 @@ def main() -> None:
     parser.add_argument("--baseline", help="git ref to compare with (a temporary worktree)")
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--apiserver", action="store_true",
+                        help="also compare the two on a real API server")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -112,6 +120,8 @@ def main() -> None:
                         args.baseline], check=True, capture_output=True)
         try:
             compare(base, args.baseline, args.pods, args.repeat)
+            if args.apiserver:
+                compare_on_apiserver(base, args.baseline, args.repeat)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
                            check=False, capture_output=True)
@@ -130,6 +140,35 @@ def compare(base: Path, ref: str, pods: int, repeat: int) -> None:
             new = statistics.median(s[measure] for s in samples["head"])
             ratio = old / new if new else float("inf")
             print(f"{case:12} {measure:20} {old:10.1f} {new:10.1f} {ratio:6.2f}x")
+
+
+def compare_on_apiserver(base: Path, ref: str, repeat: int) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from peer import LIMITS, WORKLOADS, Run, fluence_peer
+
+    from fluence_core.testing_apiserver import find_assets, start_apiserver
+
+    assets, reason = find_assets()
+    if assets is None:
+        raise SystemExit(reason)
+    print(f"fluence up on kube-apiserver, 100 nodes, median pods/s of {repeat}; baseline {ref}")
+    print(f"{'limits':9} {'workload':17} {'baseline':>9} {'this tree':>9} {'ratio':>7}")
+    with tempfile.TemporaryDirectory() as tmp, \
+            start_apiserver(assets, Path(tmp), controller_manager=False) as server:
+        run = Run(server, 100, Path(tmp))
+        kubeconfig = server.kubeconfig()
+        old = fluence_peer(kubeconfig, "baseline", base)
+        new = fluence_peer(kubeconfig, "head", ROOT)
+        for limits in LIMITS:
+            for workload in WORKLOADS:
+                rates: dict[str, list[float]] = {"baseline": [], "head": []}
+                for _ in range(repeat):
+                    for peer in (old, new):
+                        rates[peer.name].append(run.scenario(peer, limits, workload)[0])
+                before = statistics.median(rates["baseline"])
+                after = statistics.median(rates["head"])
+                print(f"{limits:9} {workload:17} {before:9.1f} {after:9.1f} "
+                      f"{after / before:6.2f}x", flush=True)
 
 
 if __name__ == "__main__":

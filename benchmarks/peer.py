@@ -121,13 +121,16 @@ class Peer:
                     process.wait()
 
 
-def fluence_peer(kubeconfig: Path) -> Peer:
+def fluence_peer(kubeconfig: Path, name: str = "fluence", tree: Path | None = None) -> Peer:
+    """``fluence up``; from ``tree`` (a checkout put first on PYTHONPATH) when given."""
     def command(workdir: Path, limits: tuple[float, int]) -> tuple[list[str], dict[str, str]]:
-        return ([sys.executable, "-m", "fluence_core.cli", "up"],
-                {"KUBECONFIG": str(kubeconfig), "FLUENCE_KUBE_QPS": str(limits[0]),
-                 "FLUENCE_KUBE_BURST": str(limits[1]), "FLUENCE_LEADER_ELECT": "false",
-                 "FLUENCE_METRICS_PORT": "0"})
-    return Peer("fluence", "fluence", command)
+        env = {"KUBECONFIG": str(kubeconfig), "FLUENCE_KUBE_QPS": str(limits[0]),
+               "FLUENCE_KUBE_BURST": str(limits[1]), "FLUENCE_LEADER_ELECT": "false",
+               "FLUENCE_METRICS_PORT": "0"}
+        if tree is not None:
+            env["PYTHONPATH"] = str(tree)
+        return [sys.executable, "-m", "fluence_core.cli", "up"], env
+    return Peer(name, "fluence", command)
 
 
 def kube_scheduler_peer(binary: Path, kubeconfig: Path) -> Peer:

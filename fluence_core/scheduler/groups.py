@@ -116,7 +116,8 @@ def pending_groups(
     ``held_members`` counts, per PodGroup, members already placed: a gang whose
     minCount was met by an earlier placement lets late members in one by one.
     """
-    held_members = held_members or {}
+    if held_members is None:  # not `or`: that asks the mapping its length, a walk of every record
+        held_members = {}
     gangs: dict[PodKey, list[KubeObject]] = {}
     gated: dict[PodKey, int] = {}
     singles: list[PendingGroup] = []
