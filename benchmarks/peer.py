@@ -108,7 +108,10 @@ class Peer:
                 workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
         argv, env = self.command(workdir, limits)
         with open(workdir / f"{self.name}.log", "ab") as log:
-            process = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=log)
+            # the working directory comes first on a Python process's path: use the tree's own
+            cwd = env.get("PYTHONPATH") or str(workdir)
+            process = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=log,
+                                       cwd=cwd)
             try:
                 yield process
             finally:
@@ -122,7 +125,8 @@ class Peer:
 
 
 def fluence_peer(kubeconfig: Path, name: str = "fluence", tree: Path | None = None) -> Peer:
-    """``fluence up``; from ``tree`` (a checkout put first on PYTHONPATH) when given."""
+    """``fluence up``; from ``tree`` (a checkout, first on PYTHONPATH and the working
+    directory) when given."""
     def command(workdir: Path, limits: tuple[float, int]) -> tuple[list[str], dict[str, str]]:
         env = {"KUBECONFIG": str(kubeconfig), "FLUENCE_KUBE_QPS": str(limits[0]),
                "FLUENCE_KUBE_BURST": str(limits[1]), "FLUENCE_LEADER_ELECT": "false",
