@@ -245,9 +245,13 @@ TRAINER_CRDS = [
 ]
 
 
-def serves_trainjobs(kube) -> bool:
+TRAINING_RUNTIMES = Resource("trainingruntimes", "TrainingRuntime", group="trainer.kubeflow.org",
+                             version="v1alpha1")
+
+
+def serves(kube, resource: Resource) -> bool:
     try:
-        kube.list(TRAINJOBS, NAMESPACE)
+        kube.list(resource, NAMESPACE if resource.namespaced else None)
         return True
     except ApiError:
         return False
@@ -261,7 +265,8 @@ def trainer_installed(kube, wanted: bool) -> None:
             kube.create(CRDS, crd)
         elif not wanted and kube.get(CRDS, name) is not None:
             kube.delete(CRDS, name)
-    assert until(lambda: serves_trainjobs(kube) == wanted, 60), \
+    kinds = (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_RUNTIMES)
+    assert until(lambda: all(serves(kube, kind) == wanted for kind in kinds), 60), \
         f"Trainer CRDs present: {not wanted}"
 
 
