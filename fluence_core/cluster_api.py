@@ -109,6 +109,12 @@ SERVICES: Final = Resource("services", "Service", status_subresource=True)
 JOBSETS: Final = Resource(
     "jobsets", "JobSet", group="jobset.x-k8s.io", version="v1alpha2", status_subresource=True
 )
+PERSISTENT_VOLUME_CLAIMS: Final = Resource(
+    "persistentvolumeclaims", "PersistentVolumeClaim", status_subresource=True)
+PERSISTENT_VOLUMES: Final = Resource(
+    "persistentvolumes", "PersistentVolume", namespaced=False, status_subresource=True)
+STORAGE_CLASSES: Final = Resource(
+    "storageclasses", "StorageClass", group="storage.k8s.io", namespaced=False)
 MUTATING_WEBHOOKS: Final = Resource(
     "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
     group="admissionregistration.k8s.io", namespaced=False,
@@ -120,6 +126,7 @@ RESOURCES: Final[Mapping[str, Resource]] = {
         PODS, NODES, EVENTS, NAMESPACES, SERVICE_ACCOUNTS, PODGROUPS, WORKLOADS,
         PRIORITY_CLASSES, JOBS, LEASES, ROLES, ROLE_BINDINGS, CLUSTER_ROLES,
         CLUSTER_ROLE_BINDINGS, MUTATING_WEBHOOKS, CONFIGMAPS, SECRETS, SERVICES, JOBSETS,
+        PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES,
     )
 }
 """Every kind Fluence touches, by plural."""

@@ -101,6 +101,8 @@ class PodRequest:
     """``spec.nodeSelector`` as sorted pairs: the pod goes only to nodes with these labels."""
     millicores: int | None = None
     """The CPU request exactly, in millicores (``None``: ``cores`` x 1000, whole cores)."""
+    claims: tuple[str, ...] = ()
+    """PersistentVolumeClaims its volumes use (``WaitForFirstConsumer`` ones learn its node)."""
     allowed: frozenset[str] | None = None
     """The nodes Kubernetes' filters let this pod use (:mod:`fluence_core.feasibility`);
     ``None`` when nobody asked them, and then only ``node_selector`` and cordons narrow it."""
@@ -154,6 +156,7 @@ class PodRequest:
             namespace=metadata.get("namespace") or "default",
             cores=cores,
             millicores=millicores,
+            claims=_claims(spec, name),
             memory_mib=math.ceil(totals.get("memory", 0)),
             gpus=gpus,
             virtual=virtual,
@@ -161,6 +164,17 @@ class PodRequest:
             node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
             uid=metadata.get("uid") or "",
         )
+
+
+def _claims(spec: KubeObject, pod_name: str) -> tuple[str, ...]:
+    """Claim names of the pod's volumes; an ephemeral volume's claim is ``<pod>-<volume>``."""
+    found = []
+    for volume in spec.get("volumes") or ():
+        if volume.get("persistentVolumeClaim"):
+            found.append(str(volume["persistentVolumeClaim"].get("claimName") or ""))
+        elif volume.get("ephemeral"):
+            found.append(f"{pod_name}-{volume.get('name')}")
+    return tuple(found)
 
 
 def _sum_requests(containers: list[KubeObject], pod_name: str) -> dict[str, Any]:

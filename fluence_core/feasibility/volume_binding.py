@@ -23,6 +23,10 @@ from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck, Re
 from fluence_core.feasibility.objects import KubeObject, NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.resources import amount
 from fluence_core.feasibility.selectors import LabelSelector, NodeSelector, SelectorError
+from fluence_core.cluster_api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
+from fluence_core.models import Group
+from fluence_core.placement import PodPlacement
+from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.settings import Settings
 
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
@@ -164,3 +168,26 @@ class VolumeBinding:
 def fluence_feasibility_filters(settings: Settings) -> list[FeasibilityFilter]:
     """The scheduler's built-in VolumeBinding filter (block it with FLUENCE_DISABLE_PLUGINS)."""
     return [VolumeBinding()]
+
+
+@hookimpl
+def fluence_reserve(group: Group, placements: Mapping[str, PodPlacement],
+                    ctx: SchedulingContext) -> None:
+    """Write the chosen node on each unbound WaitForFirstConsumer claim, as kube-scheduler
+    does before binding, so the provisioner makes the volume there."""
+    for pod in group.pods:
+        node = placements[pod.key].node
+        if node is None:
+            continue
+        for name in pod.claims:
+            claim = ctx.cluster.get(PERSISTENT_VOLUME_CLAIMS, name, pod.namespace)
+            if claim is None or (claim.get("spec") or {}).get("volumeName"):
+                continue
+            annotations = (claim.get("metadata") or {}).get("annotations") or {}
+            if annotations.get(SELECTED_NODE_ANNOTATION) == node:
+                continue
+            storage_class = ctx.cluster.get(STORAGE_CLASSES, class_of(claim))
+            if (storage_class or {}).get("volumeBindingMode") != WAIT_FOR_FIRST_CONSUMER:
+                continue
+            ctx.cluster.patch(PERSISTENT_VOLUME_CLAIMS, name, {"metadata": {"annotations": {
+                SELECTED_NODE_ANNOTATION: node}}}, pod.namespace)

@@ -15,6 +15,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from fluence_core.cluster_api import (
+    PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, ClusterAPI,
+)
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
 from fluence_core.match import GroupMatch, GroupMiss, match_group
@@ -24,7 +27,7 @@ from fluence_core.plugins import FluencePluginManager
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, Commit, CycleResult, Reporter
 from fluence_core.scheduler.context import SchedulingContext
-from fluence_core.scheduler.feasible import FeasibleNodes, filters_of
+from fluence_core.scheduler.feasible import FeasibleNodes, Storage, filters_of
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
@@ -49,7 +52,8 @@ class Cycle:
         self.preemptor = preemptor
         self.metrics = metrics
         contributed = manager.hook.fluence_feasibility_filters(settings=settings)
-        self.feasible = FeasibleNodes(view, filters_of(contributed), lambda: binder.in_flight)
+        self.feasible = FeasibleNodes(view, filters_of(contributed), lambda: binder.in_flight,
+                                      lambda: _storage(binder.cluster))
         """Kubernetes' filters: the nodes each pod may use, handed to the matcher."""
 
     def schedule_once(self) -> list[CycleResult]:
@@ -179,6 +183,12 @@ class Cycle:
         if result.reason is None:
             self.feasible.placed(pending.pods, placements)
         return result
+
+
+def _storage(cluster: ClusterAPI) -> Storage:
+    """What VolumeBinding reads, listed when a pod with claims is placed."""
+    return (cluster.list(PERSISTENT_VOLUME_CLAIMS).items, cluster.list(PERSISTENT_VOLUMES).items,
+            cluster.list(STORAGE_CLASSES).items)
 
 
 def _veto_reason(vetoed: Mapping[str, str]) -> str:

@@ -28,11 +28,16 @@ from fluence_core.feasibility import Snapshot, feasible
 from fluence_core.feasibility.node_resources_fit import NodeResourcesFit
 from fluence_core.feasibility.resources import PODS
 from fluence_core.feasibility.run import in_kube_order
+from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.models import Group, KubeObject
 from fluence_core.placement import PodPlacement
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.view import ClusterView
+
+
+Storage = tuple[Sequence[KubeObject], Sequence[KubeObject], Sequence[KubeObject]]
+"""(PersistentVolumeClaims, PersistentVolumes, StorageClasses) as listed."""
 
 
 def filters_of(contributions: Iterable[Sequence[FeasibilityFilter] | None]) -> list[FeasibilityFilter]:
@@ -44,8 +49,12 @@ class FeasibleNodes:
     """Computes ``PodRequest.allowed`` for the pods of a group, from the view."""
 
     def __init__(self, view: ClusterView, filters: Sequence[FeasibilityFilter],
-                 in_flight: Callable[[], Collection[g.PodKey]]) -> None:
+                 in_flight: Callable[[], Collection[g.PodKey]],
+                 storage: Callable[[], Storage] | None = None) -> None:
         self.view = view
+        self._storage = storage
+        """Reads claims, volumes and StorageClasses, once a cycle meets a pod with claims."""
+        self._storage_read = False
         self.filters = list(filters)
         self._in_flight = in_flight
         self._pods: dict[g.PodKey, tuple[Any, str, PodFacts | None]] = {}
@@ -66,7 +75,22 @@ class FeasibleNodes:
         if self._snapshot is None:
             self._snapshot = self._build()
             self._lasting = {}
+            self._storage_read = False
         return self._snapshot
+
+    def _read_storage(self, snapshot: Snapshot) -> str | None:
+        """Fill the snapshot's claims, volumes and classes; why not, if they cannot be read."""
+        if self._storage_read or self._storage is None:
+            return None
+        try:
+            claims, volumes, classes = self._storage()
+        except ApiError as error:
+            return f"cannot read PersistentVolumeClaims, PersistentVolumes or StorageClasses: {error}"
+        fresh = Snapshot.from_kube([], claims=claims, volumes=volumes, storage_classes=classes)
+        snapshot.claims, snapshot.volumes = fresh.claims, fresh.volumes
+        snapshot.storage_classes = fresh.storage_classes
+        self._storage_read = True
+        return None
 
     def constrain(self, group: Group, pods: Sequence[KubeObject]) -> Group | str:
         """The group with every pod's allowed nodes, or why one of its pods fits no node."""
@@ -79,6 +103,10 @@ class FeasibleNodes:
                 facts = self._read[g.pod_key(pod)] = PodFacts.from_kube(pod)
             except ValueError as error:
                 return f"cannot read the pod's scheduling constraints: {error}"
+            if facts.claims:
+                unreadable = self._read_storage(snapshot)
+                if unreadable:
+                    return unreadable
             signature = _signature(pod)
             answer = answers.get(signature) or self._lasting.get(signature)
             if answer is None:

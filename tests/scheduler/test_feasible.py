@@ -156,3 +156,55 @@ def test_a_thousand_tenth_cpu_pods_bind_on_a_hundred_nodes(harness_factory: Fact
                         *(pod(f"p{i}", "100m") for i in range(1000)))
     h.cycle()
     assert sum(1 for i in range(1000) if h.node_of(f"p{i}")) == 1000
+
+
+def _claim(name: str, storage_class: str, volume: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"storageClassName": storage_class, "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "1Gi"}}}
+    if volume:
+        spec["volumeName"] = volume
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def _storage(h: Harness, *objects: tuple[Any, dict[str, Any]]) -> None:
+    for resource, body in objects:
+        namespace = (body["metadata"] or {}).get("namespace")
+        h.cluster.create(resource, body, namespace)
+
+
+def test_a_wait_for_first_consumer_claim_learns_the_node_chosen(harness_factory: Factory) -> None:
+    from fluence_core.cluster_api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
+
+    h = harness_factory(node("n0"), node("n1", spec={"taints": [GPU_TAINT]}))
+    _storage(h, (STORAGE_CLASSES, {"metadata": {"name": "csi"}, "provisioner": "csi.example.com",
+                                   "volumeBindingMode": "WaitForFirstConsumer"}),
+             (PERSISTENT_VOLUME_CLAIMS, _claim("data", "csi")))
+    h.add(_with(pod("p"), volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))
+    h.cycle()
+    assert h.node_of("p") == "n0"
+    claim = h.cluster.get(PERSISTENT_VOLUME_CLAIMS, "data", "default")
+    assert claim is not None
+    assert claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == "n0"
+
+
+def test_a_claim_bound_to_a_zonal_volume_pins_the_pod(harness_factory: Factory) -> None:
+    from fluence_core.cluster_api import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
+
+    volume = {"metadata": {"name": "pv-b"}, "spec": {
+        "storageClassName": "local", "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["b"]}]}]}}}}
+    h = harness_factory(_labelled("a1", {"zone": "a"}), _labelled("b1", {"zone": "b"}))
+    _storage(h, (PERSISTENT_VOLUMES, volume),
+             (PERSISTENT_VOLUME_CLAIMS, _claim("data", "local", volume="pv-b")))
+    h.add(_with(pod("p"), volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))
+    h.cycle()
+    assert h.node_of("p") == "b1"
+
+
+def test_a_missing_claim_is_named_in_the_reason(harness_factory: Factory) -> None:
+    h = harness_factory(node("n0"),
+                        _with(pod("p"), volumes=[{"name": "d",
+                                                  "persistentVolumeClaim": {"claimName": "gone"}}]))
+    h.cycle()
+    assert _reason(h, "p") == '0/1 nodes are available: persistentvolumeclaim "gone" not found.'
