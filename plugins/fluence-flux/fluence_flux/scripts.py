@@ -79,8 +79,9 @@ def entrypoint_script(workload: FluxWorkload, start_timeout: int) -> str:
     """Every pod's command (see the module docstring).
 
     Rank 0 starts its broker with a quorum of one, so its initial program (this
-    script again) runs at once and waits for the other brokers itself, at most
-    ``start_timeout`` seconds: the broker's own quorum wait has no limit, and a
+    script again) runs at once and waits for the other brokers, and for the
+    scheduler to know their nodes, itself, at most ``start_timeout`` seconds: the
+    broker's own quorum wait has no limit, and a
     pod that never starts would hang the Job. After such a timeout the instance
     may not shut down either (flux-core 0.88's scheduler blocks until every
     node's resources are known), so it gets ``SHUTDOWN_GRACE`` seconds and is
@@ -107,13 +108,29 @@ export PATH="$PATH:$view/bin"
 
 if [ "${{1:-}}" = "{SUBMIT_FLAG}" ]; then
   shift
-  if ! "$flux" overlay status --wait=full --timeout="${{start_timeout}}s" >/dev/null 2>&1; then
+  deadline=$((SECONDS + start_timeout))
+  joined=false
+  up=0
+  if "$flux" overlay status --wait=full --timeout="${{start_timeout}}s" >/dev/null 2>&1; then
+    # The scheduler learns the nodes a moment after their brokers join; Fluxion refuses a job
+    # for more nodes than it knows as unsatisfiable, so wait until it knows them all.
+    while [ "$SECONDS" -lt "$deadline" ]; do
+      up="$("$flux" resource list --states=up --no-header --format="{{nnodes}}" 2>/dev/null)"
+      if [ "${{up:-0}}" -ge "$nodes" ] 2>/dev/null; then
+        joined=true
+        break
+      fi
+      sleep 1
+    done
+  fi
+  if [ "$joined" != true ]; then
     missing=""
     while read -r _ host state; do
       case "$state" in offline|lost) missing="$missing ${{host%:}}" ;; esac
     done < <("$flux" overlay status --no-pretty 2>/dev/null)
     echo "fluence-flux: not every broker joined rank 0 within ${{start_timeout}}s" \\
-         "(FLUENCE_FLUX_START_TIMEOUT); never came up:${{missing:- unknown}}" >&2
+         "(FLUENCE_FLUX_START_TIMEOUT); never came up:${{missing:- none, but the scheduler" \
+         "knows ${{up:-0}} of $nodes nodes}}" >&2
     touch "$late"
     exit {START_TIMEOUT_EXIT}
   fi

@@ -34,6 +34,9 @@ if args[:2] == ["overlay", "status"] and "--wait=full" in args:
 if args[:2] == ["overlay", "status"]:
     print("0 lmp-0: partial\\n1 lmp-1: full\\n2 lmp-2: lost\\n3 lmp-3: offline")
     sys.exit(0)
+if args[:2] == ["resource", "list"]:
+    print(os.environ.get("FLUX_STUB_NODES_UP", "4"))
+    sys.exit(0)
 if args[:1] == ["submit"]:
     print("f2Fo6Tg9")
     sys.exit(0)
@@ -114,12 +117,13 @@ def test_rank_zero_starts_flux_and_submits_the_users_command_across_all_nodes(sa
                JOB_COMPLETION_INDEX="0")
     assert done.returncode == 0, done.stderr
     assert "user command output" in done.stdout
-    start, wait, submit, attach = calls(tmp_path)
+    start, wait, listed, submit, attach = calls(tmp_path)
     assert start == ["start", f"--broker-opts=--config-path={root}/config/broker.toml",
                      "--setattr=broker.quorum=1",
                      "/bin/bash", str(mounted / "entrypoint.sh"), scripts.SUBMIT_FLAG,
                      "lmp", "-in", "in file.lj"]
     assert wait == ["overlay", "status", "--wait=full", "--timeout=45s"]
+    assert listed == ["resource", "list", "--states=up", "--no-header", "--format={nnodes}"]
     assert submit == ["submit", "-N", "4", "--tasks-per-node", "2", "--cwd", str(workdir),
                       "lmp", "-in", "in file.lj"]
     assert attach == ["job", "attach", "f2Fo6Tg9"]
@@ -147,6 +151,18 @@ def test_rank_zero_fails_naming_the_brokers_that_never_joined(sandbox):
     assert [call[:2] for call in calls(tmp_path)] == [
         ["start", f"--broker-opts=--config-path={root}/config/broker.toml"],
         ["overlay", "status"], ["overlay", "status"]]
+
+
+def test_rank_zero_fails_when_the_scheduler_never_knows_every_node(sandbox):
+    tmp_path, root, mounted, env = sandbox
+    work = lammps(annotations={names.FLUX_TASKS_PER_NODE_ANNOTATION: "2"})
+    (mounted / "entrypoint.sh").write_text(scripts.entrypoint_script(work, 2))
+    assert run(mounted / "init.sh", env).returncode == 0
+    done = run(mounted / "entrypoint.sh", env, "lmp", JOB_COMPLETION_INDEX="0",
+               FLUX_STUB_NODES_UP="3", FLUX_STUB_LOG=str(tmp_path / "flux.log"))
+    assert done.returncode == scripts.START_TIMEOUT_EXIT
+    assert "within 2s" in done.stderr
+    assert not any(call[:1] == ["submit"] for call in calls(tmp_path))
 
 
 def test_other_ranks_run_a_broker_without_a_command(sandbox):
