@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fluence_core import hookimpl
 from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck, Refusal
@@ -24,10 +24,12 @@ from fluence_core.feasibility.objects import KubeObject, NodeFacts, PodFacts, Sn
 from fluence_core.feasibility.resources import amount
 from fluence_core.feasibility.selectors import LabelSelector, NodeSelector, SelectorError
 from fluence_core.cluster_api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
-from fluence_core.models import Group
-from fluence_core.placement import PodPlacement
-from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.settings import Settings
+
+if TYPE_CHECKING:  # the reserve hook's types, above this layer: named, never imported
+    from fluence_core.models import Group
+    from fluence_core.placement import PodPlacement
+    from fluence_core.scheduler.context import SchedulingContext
 
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
