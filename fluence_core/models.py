@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from fluence_core import names
-from fluence_core.quantity import cpu_cores, memory_mib
+from fluence_core import limits, names
+from fluence_core.quantity import MAX_VALUE, QuantityError, cpu_cores, memory_mib
 
 KubeObject = Mapping[str, Any]
 
@@ -63,6 +63,12 @@ class NodeInfo:
             max_pods = math.floor(cpu_cores(allocatable.get("pods", 0)))
         except ValueError as error:
             raise ValueError(f"node {name}: {error}") from None
+        if cores > limits.MAX_NODE_CORES:
+            raise ValueError(f"node {name}: cpu {cores} is more than Fluence's limit of"
+                             f" {limits.MAX_NODE_CORES} cores per node")
+        if gpus > limits.MAX_NODE_GPUS:
+            raise ValueError(f"node {name}: {names.GPU_RESOURCE} {gpus} is more than Fluence's"
+                             f" limit of {limits.MAX_NODE_GPUS} per node")
         taints = tuple(
             Taint(t.get("key", ""), t.get("value", "") or "", t.get("effect", ""))
             for t in spec.get("taints") or []
@@ -134,6 +140,10 @@ class PodRequest:
         totals: dict[str, Any] = {}
         for key in set(app) | {k for i in init for k in i}:
             totals[key] = max([app.get(key, 0)] + [i.get(key, 0) for i in init])
+        for resource, amount in totals.items():
+            if amount > MAX_VALUE:
+                raise QuantityError(f"pod {name}: {resource} requests add up to more than"
+                                    " int64 milli-units")
         virtual = {}
         for resource, amount in totals.items():
             vtype = names.virtual_type_of(resource)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,22 @@ def test_node_without_a_name_is_an_error() -> None:
 def test_node_with_a_bad_quantity_is_an_error_naming_the_node(make_node: Callable[..., dict[str, Any]]) -> None:
     with pytest.raises(ValueError, match="node n7"):
         NodeInfo.from_kube(make_node("n7", memory="lots"))
+
+
+@pytest.mark.parametrize(("cpu", "match"), [("-4", "node n7: quantity '-4' is negative"),
+                                            ("70000", "node n7: cpu 70000 is more than"),
+                                            ("1e18", "node n7: quantity '1e18' is too large")])
+def test_node_cpu_outside_the_bounds_is_an_error_naming_node_and_bound(
+        make_node: Callable[..., dict[str, Any]], cpu: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        NodeInfo.from_kube(make_node("n7", cpu=cpu))
+
+
+def test_pod_requests_adding_up_past_int64_milli_units_are_an_error() -> None:
+    pod = make_pod_dict("p", cpu="9000000000000000")
+    pod["spec"]["containers"].append(dict(pod["spec"]["containers"][0], name="two"))
+    with pytest.raises(ValueError, match="pod p: cpu requests add up to more than"):
+        PodRequest.from_kube(pod)
 
 
 def test_a_plain_node_is_schedulable(make_node: Callable[..., dict[str, Any]]) -> None:
