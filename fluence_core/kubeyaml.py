@@ -11,18 +11,15 @@ from typing import Any, Iterator
 
 import yaml
 
+from fluence_core import yamlfile
 from fluence_core.errors import FluenceError
-
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's loader when PyYAML was built with it (ten times faster on node dumps)."""
 
 
 def read_objects(path: Path | str, kind: str | None = None) -> list[dict[str, Any]]:
     """Every object in the file (``List`` items flattened), optionally of one kind."""
+    text = yamlfile.read_text(path)
     try:
-        documents = list(yaml.load_all(Path(path).read_text(), Loader=_Loader))
-    except OSError as error:
-        raise FluenceError(f"{path}: cannot read: {error.strerror or error}") from None
+        documents = yamlfile.load_all(text)
     except yaml.YAMLError as error:
         raise FluenceError(f"{path}: not valid YAML: {error}") from None
     objects = list(_flatten(documents))

@@ -28,7 +28,8 @@ from typing import Any, Mapping
 
 import yaml
 
-from fluence_core.errors import ResourceConfigError
+from fluence_core import yamlfile
+from fluence_core.errors import FluenceError, ResourceConfigError
 
 CLUSTER = "cluster"
 _ENTRY_KEYS = frozenset({"type", "name", "parent", "count", "attributes", "with"})
@@ -88,16 +89,16 @@ def load_resource_config(path: Path | str | None) -> ResourceConfig:
         return ResourceConfig()
     source = str(path)
     try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise ResourceConfigError(f"{source}: cannot read: {error.strerror or error}") from None
+        text = yamlfile.read_text(path)
+    except FluenceError as error:
+        raise ResourceConfigError(str(error)) from None
     return parse_resource_config(text, source)
 
 
 def parse_resource_config(text: str, source: str = "<string>") -> ResourceConfig:
     """Validate the YAML text of a resources file."""
     try:
-        document = yaml.safe_load(text)
+        document = yamlfile.load(text)
     except yaml.YAMLError as error:
         raise ResourceConfigError(f"{source}: not valid YAML: {error}") from None
     if document is None:

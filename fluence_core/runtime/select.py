@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from fluence_core import names
+from fluence_core import names, yamlfile
 from fluence_core.errors import FluenceError
 from fluence_core.resource_config import ResourceConfig, VirtualResource
 from fluence_core.runtime.provider import Backend, BackendInfo, Provider, normalise_key
@@ -143,7 +143,10 @@ def backends_of_type(config: ResourceConfig, resource_type: str) -> list[tuple[B
 
 def load_price_fixture(path: Path) -> dict[str, BackendInfo]:
     """A YAML/JSON mapping ``backend -> {price_per_shot, price_per_task, queue, status, qubits}``."""
-    data = yaml.safe_load(Path(path).read_text()) or {}
+    try:
+        data = yamlfile.load(yamlfile.read_text(path)) or {}
+    except yaml.YAMLError as error:
+        raise FluenceError(f"{path}: not valid YAML: {error}") from None
     if not isinstance(data, dict):
         raise FluenceError(f"{path}: expected a mapping of backend name to its figures")
     infos = {}
@@ -254,7 +257,10 @@ def annotate_manifest(obj: dict[str, Any], selection: Selection) -> bool:
 
 def select_into_manifest(text: str, selection: Selection) -> str:
     """Every document of a manifest with the choice written where it applies."""
-    documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    try:
+        documents = [d for d in yamlfile.load_all(text) if d is not None]
+    except yaml.YAMLError as error:
+        raise FluenceError(f"the manifest is not valid YAML: {error}") from None
     touched = sum(annotate_manifest(d, selection) for d in documents if isinstance(d, dict))
     if not touched:
         raise FluenceError("the manifest has no Pod or pod template to write the choice on")

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from fluence_core import yamlfile
+from fluence_core.errors import FluenceError
 from fluence_core.sim.experiments import run_scenario
 from fluence_core.sim.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
 
@@ -37,8 +39,8 @@ def available_scenarios() -> list[tuple[str, Path, str]]:
             continue
         seen.add(key)
         try:
-            document = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError):
+            document = yamlfile.load(yamlfile.read_text(path)) or {}
+        except (FluenceError, yaml.YAMLError):
             continue
         found.append((str(document.get("name", path.stem)), path, str(document.get("description", ""))))
     return found

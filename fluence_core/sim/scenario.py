@@ -42,6 +42,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fluence_core import yamlfile
 from fluence_core.errors import FluenceError
 from fluence_core.runtime.select import Policy
 
@@ -281,7 +282,7 @@ def _where(loc: tuple[Any, ...]) -> str:
 def parse_scenario(text: str, source: str = "<string>") -> Scenario:
     """Validate a scenario's YAML text; a :class:`ScenarioError` names ``source`` and the field."""
     try:
-        document = yaml.safe_load(text)
+        document = yamlfile.load(text)
     except yaml.YAMLError as error:
         raise ScenarioError(f"{source}: not valid YAML: {error}") from None
     if not isinstance(document, dict):
@@ -302,9 +303,9 @@ def parse_scenario(text: str, source: str = "<string>") -> Scenario:
 def load_scenario(path: Path | str) -> Scenario:
     """Read and validate a scenario file."""
     try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise ScenarioError(f"{path}: cannot read: {error.strerror or error}") from None
+        text = yamlfile.read_text(path)
+    except FluenceError as error:
+        raise ScenarioError(str(error)) from None
     return parse_scenario(text, str(path))
 
 
