@@ -142,7 +142,7 @@ def test_a_null_value_also_removes_an_inherited_key() -> None:
 def test_removal_applies_to_the_subtree_only() -> None:
     (device,) = parse(
         "resources:\n  - type: qdevice\n    attributes: {region: us-east-1}\n"
-        "    with: [{type: qpu, attributes: {region: ''}}, {type: qpu}]\n"
+        "    with: [{type: qpu, name: a, attributes: {region: ''}}, {type: qpu, name: b}]\n"
     ).resources
     assert [c.attributes for c in device.children] == [{}, {"region": "us-east-1"}]
     assert device.attributes == {"region": "us-east-1"}
