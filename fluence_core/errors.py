@@ -15,6 +15,10 @@ class ResourceConfigError(FluenceError):
     """The resources file is malformed; the message names the file and the entry."""
 
 
+class KubeConfigError(FluenceError):
+    """No usable way to reach the API server: no kubeconfig, no in-cluster account, a bad file."""
+
+
 class UnknownResourceTypeError(FluenceError):
     """A pod asks for a virtual type the resource graph does not have."""
 

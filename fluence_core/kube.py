@@ -49,6 +49,7 @@ from fluence_core.cluster_api import (
     build_event,
     resolve,
 )
+from fluence_core.errors import KubeConfigError
 from fluence_core.kube_errors import ApiError, Gone, status_error
 from fluence_core.log import logger
 from fluence_core.settings import KUBE_BURST, KUBE_QPS
@@ -134,17 +135,28 @@ class KubeCluster:
                         context: str | None = None, **options: Any) -> KubeCluster:
         """From a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config``) and its current context."""
         configuration = k8s_client.Configuration()
-        k8s_config.load_kube_config(
-            config_file=str(path) if path is not None else None, context=context,
-            client_configuration=configuration,
-        )
+        where = str(path) if path is not None else os.environ.get("KUBECONFIG") or "~/.kube/config"
+        try:
+            k8s_config.load_kube_config(
+                config_file=str(path) if path is not None else None, context=context,
+                client_configuration=configuration,
+            )
+        except (k8s_config.ConfigException, OSError, ValueError, TypeError) as error:
+            raise KubeConfigError(
+                f"cannot reach a Kubernetes API server: kubeconfig {where}: {error}"
+                " (set KUBECONFIG, or run in a pod with a service account)") from None
         return cls(configuration, **options)
 
     @classmethod
     def in_cluster(cls, **options: Any) -> KubeCluster:
         """From the service account mounted into the pod Fluence runs in."""
         configuration = k8s_client.Configuration()
-        k8s_config.load_incluster_config(client_configuration=configuration)
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except (k8s_config.ConfigException, OSError, ValueError) as error:
+            raise KubeConfigError(
+                f"cannot reach a Kubernetes API server: in-cluster service account: {error}"
+            ) from None
         return cls(configuration, **options)
 
     @classmethod

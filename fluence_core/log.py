@@ -8,10 +8,12 @@ import sys
 from typing import Any, Final
 
 from fluence_core import names
+from fluence_core.errors import SettingsError
 
 logger: Final = logging.getLogger(names.LOGGER_NAME)
 
 _FORMAT: Final = "[fluence] %(asctime)s %(levelname)s %(message)s"
+LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -33,7 +35,12 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 def configure(level: str | int | None = None) -> None:
     """Attach a stderr handler once; the level comes from the argument or ``FLUENCE_LOG_LEVEL``."""
     chosen = level if level is not None else os.environ.get("FLUENCE_LOG_LEVEL", "INFO")
-    logger.setLevel(chosen if isinstance(chosen, int) else chosen.upper())
+    if isinstance(chosen, str):
+        chosen = chosen.strip().upper()
+        if chosen not in LEVELS:
+            raise SettingsError(f"FLUENCE_LOG_LEVEL={chosen[:40]!r}: expected one of"
+                                f" {', '.join(LEVELS)}")
+    logger.setLevel(chosen)
     if not any(getattr(h, "_fluence", False) for h in logger.handlers):
         handler = _StderrHandler()
         handler.setFormatter(logging.Formatter(_FORMAT))

@@ -11,6 +11,7 @@ the core's.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -21,6 +22,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from fluence_core import names
 from fluence_core.errors import SettingsError
+from fluence_core.log import LEVELS
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 
 KUBE_QPS = 50.0
 KUBE_BURST = 100
@@ -58,6 +62,7 @@ class Settings(BaseSettings):
         case_sensitive=False,
         extra="ignore",
         env_ignore_empty=True,  # FLUENCE_RESOURCES="" means absent, not the directory "."
+        allow_inf_nan=False,  # FLUENCE_KUBE_QPS=nan would pass "gt=0" checks by failing every one
     )
 
     resources: Path | None = Field(
@@ -144,6 +149,25 @@ class Settings(BaseSettings):
         return value.strip().lower() if isinstance(value, str) else value
     _split_handlers = field_validator("webhook_handlers", mode="before")(_split_csv)
 
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _log_level(cls, value: object) -> object:
+        if isinstance(value, str):
+            level = value.strip().upper()
+            if level not in LEVELS:
+                raise ValueError(f"expected one of {', '.join(LEVELS)}")
+            return level
+        return value
+
+    @field_validator("lease_name", "lease_namespace", "webhook_service", "webhook_namespace",
+                     "webhook_config")
+    @classmethod
+    def _kube_name(cls, value: str) -> str:
+        if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
+            raise ValueError("expected a Kubernetes name: at most 63 lower-case letters, digits"
+                             " and '-', starting and ending with a letter or digit")
+        return value
+
 
 class PluginSettings(BaseSettings):
     """The base of a plugin's own settings: environment variables under its own prefix.
@@ -157,7 +181,8 @@ class PluginSettings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(
-        case_sensitive=False, extra="ignore", env_ignore_empty=True, populate_by_name=True
+        case_sensitive=False, extra="ignore", env_ignore_empty=True, populate_by_name=True,
+        allow_inf_nan=False,
     )
 
     @classmethod

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 from fluence_core import names
 from fluence_core.cluster_api import JOBS, PODGROUPS
 from fluence_core.kube_errors import Conflict
+from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.log import logger
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
 
@@ -119,18 +120,26 @@ def owning_job(pod: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, An
     return job
 
 
-def positive_int_annotation(obj: Mapping[str, Any], key: str) -> int | None:
-    """Annotation ``key`` as a positive integer, None when absent; anything else is refused."""
+def positive_int_annotation(obj: Mapping[str, Any], key: str, limit: int = MAX_GROUP_SIZE) -> int | None:
+    """Annotation ``key`` as a positive integer up to ``limit``, None when absent; anything else
+    is refused. Only ASCII digits count: Python's ``int`` also reads ``"4_000"`` and ``"\u0663"``
+    (an Arabic-Indic three), which nothing else in Kubernetes would."""
     raw = annotations_of(obj).get(key)
     if raw is None:
         return None
-    try:
-        value = int(str(raw))
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise AdmissionDenied(f"{key}={raw!r} must be a positive integer")
+    text = str(raw)
+    if not (0 < len(text) <= len(str(limit)) and text.isascii() and text.isdigit()):
+        raise AdmissionDenied(f"{key}={_shown(raw)} must be a positive integer written in"
+                              f" ASCII digits, at most {limit}")
+    value = int(text)
+    if not 1 <= value <= limit:
+        raise AdmissionDenied(f"{key}={_shown(raw)} must be a positive integer, at most {limit}")
     return value
+
+
+def _shown(raw: Any) -> str:
+    text = repr(raw)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def group_size(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
@@ -143,7 +152,10 @@ def group_size(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
         job_spec = job.get("spec") or {}
         for key in ("parallelism", "completions"):
             value = job_spec.get(key)
-            if isinstance(value, int) and value >= 1:
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+                if value > MAX_GROUP_SIZE:
+                    raise AdmissionDenied(f"Job {key}={value} is more than Fluence's limit of"
+                                          f" {MAX_GROUP_SIZE} pods in a group")
                 return value
     return 1
 

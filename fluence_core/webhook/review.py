@@ -96,6 +96,8 @@ def _parse(body: bytes) -> dict[str, Any]:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise BadReview("AdmissionReview request has no uid")
+    if request.get("dryRun") is not None and not isinstance(request["dryRun"], bool):
+        raise BadReview(f"request.dryRun must be true or false, got {request['dryRun']!r:.40}")
     return request
 
 
@@ -121,7 +123,7 @@ class AdmissionService:
     def _context(self, namespace: str, request: Mapping[str, Any], uid: str) -> AdmissionContext:
         return AdmissionContext(
             settings=self.settings, cluster=self.cluster, namespace=namespace,
-            dry_run=bool(request.get("dryRun")), resource_config=self.resource_config, uid=uid,
+            dry_run=request.get("dryRun") is True, resource_config=self.resource_config, uid=uid,
             clock=self.clock, state=self.state,
         )
 

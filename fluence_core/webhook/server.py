@@ -28,6 +28,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from fluence_core.errors import FluenceError
 from fluence_core.log import logger
 from fluence_core.webhook.review import AdmissionService, deny
 
@@ -154,5 +155,9 @@ class WebhookServer(ThreadingHTTPServer):
 def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert_file, key_file)
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as error:
+        raise FluenceError(f"webhook certificate {cert_file} with key {key_file} cannot be"
+                           f" used: {error}") from None
     return context
