@@ -28,5 +28,11 @@ MAX_YAML_DEPTH: Final = 64
 """Nesting of collections in any YAML document."""
 MAX_YAML_NODES: Final = 5_000_000
 """Scalars and collections one YAML file may expand to, aliases counted each time used."""
+MAX_SIM_NODES: Final = 10_000
+"""Nodes one ``fluence sim`` scenario may build."""
+MAX_SIM_PODS: Final = 200_000
+"""Pods one ``fluence sim`` scenario may create (gang sizes times counts, over every job)."""
+MAX_SIM_REPEATS: Final = 1_000
+"""``repeats`` of one scenario."""
 MAX_NAME_LENGTH: Final = 253
 """A Kubernetes object name (DNS subdomain)."""

@@ -26,6 +26,8 @@ def connect(settings: Settings) -> Any:
 
     try:
         return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)
+    except FluenceError:
+        raise  # already says what is missing
     except Exception as error:  # no kubeconfig, no in-cluster token: say so plainly
         raise FluenceError(f"cannot reach a Kubernetes API server: {error}") from None
 
@@ -47,13 +49,29 @@ def watch_resources(path: Path, scheduler: Any, stop: threading.Event) -> None:
     """Apply valid changes of the resources file; log and ignore invalid ones."""
     from watchfiles import watch
 
-    for _ in watch(path, stop_event=stop, debounce=500):
+    while not stop.is_set():
         try:
-            config = load_resource_config(path)
-            scheduler.reload_config(config)
-        except FluenceError as error:
-            log.logger.error("cannot apply the changed resources file, keeping the old graph: %s",
-                             error)
+            for _ in watch(path, stop_event=stop, debounce=500):
+                apply_resources(path, scheduler)
+            stop.wait(1.0)
+        except Exception:  # the watcher outlives a vanished folder or a broken inotify
+            log.logger.exception("watching %s broke; watching again", path)
+            stop.wait(1.0)
+
+
+def apply_resources(path: Path, scheduler: Any) -> bool:
+    """Load the file and reload the scheduler; log and keep the old graph on any error."""
+    try:
+        config = load_resource_config(path)
+        scheduler.reload_config(config)
+    except FluenceError as error:
+        log.logger.error("cannot apply the changed resources file, keeping the old graph: %s",
+                         error)
+        return False
+    except Exception:
+        log.logger.exception("cannot apply the changed resources file, keeping the old graph")
+        return False
+    return True
 
 
 def up() -> None:

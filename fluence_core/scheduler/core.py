@@ -39,7 +39,6 @@ from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.matcher.base import Matcher
 from fluence_core.matcher.pooled import pooled
-from fluence_core.models import NodeInfo
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.resource_config import ResourceConfig, load_resource_config
 from fluence_core.scheduler import groups as g
@@ -50,7 +49,7 @@ from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.promises import PromiseKeeper
 from fluence_core.scheduler.records import RecordBook
-from fluence_core.scheduler.view import ClusterView
+from fluence_core.scheduler.view import ClusterView, read_node
 from fluence_core.settings import Settings
 
 __all__ = ["WATCHED", "CycleResult", "Scheduler", "build_graph"]
@@ -65,7 +64,7 @@ def build_graph(nodes: Iterable[KubeDict], config: ResourceConfig, settings: Set
     The one way a scheduler makes them, at start and on a config reload. Raises
     FluenceError when no plugin returns a matcher.
     """
-    infos = [NodeInfo.from_kube(n) for n in nodes]
+    infos = [info for info in map(read_node, nodes) if info is not None]
     graph = ResourceGraph(infos, config, memory_chunks_per_core=settings.memory_chunks_per_core)
     matcher = manager.hook.fluence_matcher(settings=settings, graph=graph)
     if matcher is None:
@@ -237,4 +236,9 @@ class Scheduler:
                 if stop.is_set():
                     return
                 logger.warning("watch of %s failed (%s); retrying", resource.plural, error)
+                stop.wait(1.0)
+            except Exception:  # a watch thread never dies: a dead one would freeze the view
+                if stop.is_set():
+                    return
+                logger.exception("watch of %s broke; retrying", resource.plural)
                 stop.wait(1.0)

@@ -76,7 +76,12 @@ class Cycle:
                     continue
                 if self.binder.busy(g.record_owner(group)):
                     continue
-                results.append(self.attempt(group))
+                try:
+                    results.append(self.attempt(group))
+                except Exception as error:  # one bad group never stops the loop
+                    logger.exception("group %s: the attempt failed", group.key)
+                    results.append(self._fail(pending=group, reason=f"internal error: {error}",
+                                              result="error"))
             return results
 
     def context(self) -> SchedulingContext:

@@ -30,6 +30,26 @@ from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 
 
+def describe(obj: Any) -> str:
+    """``namespace/name`` of a watched object, whatever shape it came in."""
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(metadata, Mapping):
+        return "(without metadata)"
+    name = str(metadata.get("name"))[:253]
+    return f"{metadata['namespace']}/{name}" if metadata.get("namespace") else name
+
+
+def read_node(obj: KubeDict, *, quiet: bool = False) -> NodeInfo | None:
+    """The node's shape, or None (logged) when it cannot be read: a node with an absurd or
+    garbled allocatable takes no work, and nothing else stops."""
+    try:
+        return NodeInfo.from_kube(obj)
+    except ValueError as error:
+        if not quiet:
+            logger.error("cannot use %s: %s", describe(obj), error)
+        return None
+
+
 @dataclass
 class Pin:
     """A pod Fluence did not place (or lost the record of), held where it runs."""
@@ -71,18 +91,24 @@ class ClusterView:
         self.matcher = matcher
 
     def swap(self, graph: ResourceGraph, matcher: Matcher) -> None:
-        """Move to a rebuilt graph and matcher, re-holding every allocation held now."""
+        """Move to a rebuilt graph and matcher holding every allocation held now.
+
+        Transactional: the new matcher re-holds everything before it is installed; if it
+        cannot (a held backend or node is gone from the new graph), FluenceError says
+        which, and the old graph and matcher stay in use, untouched.
+        """
         held = dict(self.matcher.allocations())
-        pins = self.pins
-        self.install(graph, matcher)
-        self.pins = {}
+        failed = []
         for allocation in held.values():
             try:
                 matcher.restore(allocation)
-            except FluenceError as error:
-                logger.error("after the config change jobid %d cannot be held: %s",
-                             allocation.jobid, error)
-        self.pins = {key: pin for key, pin in pins.items() if pin.jobid in held}
+            except Exception as error:  # any failure leaves the old state whole
+                failed.append(f"jobid {allocation.jobid}: {error}")
+        if failed:
+            raise FluenceError("the new graph cannot hold what is held now ("
+                               + "; ".join(failed[:5]) + (" ..." if len(failed) > 5 else "")
+                               + "); keeping the old graph")
+        self.install(graph, matcher)
         self.generation += 1
 
     def alive(self, namespace: str, pod: str) -> bool:
@@ -146,7 +172,11 @@ class ClusterView:
         node = pod["spec"]["nodeName"]
         if not self.graph.has_node(node):
             return
-        request = PodRequest.from_kube(pod)
+        try:
+            request = PodRequest.from_kube(pod)
+        except ValueError as error:
+            logger.warning("pod %s/%s on %s is not subtracted from its node: %s", *key, node, error)
+            return
         jobspec = compute_jobspec([request], {"hostlist": [node]})
         allocation = self.matcher.match_allocate(jobspec)
         if allocation is None:
@@ -206,15 +236,18 @@ class ClusterView:
     def handle(self, plural: str, event: str, obj: KubeDict) -> None:
         """Apply one watch event to the cache, the graph and the held allocations."""
         with self.lock:
-            if event == RESYNC:
-                self.replace(plural, obj.get("items") or [])
-                return
-            if plural == "nodes":
-                self._on_node(event, obj)
-            elif plural == "pods":
-                self._on_pod(event, obj)
-            elif plural == "podgroups":
-                self._on_pod_group(event, obj)
+            try:
+                if event == RESYNC:
+                    self.replace(plural, obj.get("items") or [])
+                elif plural == "nodes":
+                    self._on_node(event, obj)
+                elif plural == "pods":
+                    self._on_pod(event, obj)
+                elif plural == "podgroups":
+                    self._on_pod_group(event, obj)
+            except Exception:  # one bad object never stops the watch loop
+                logger.exception("cannot apply %s event for %s %s", event, plural,
+                                 describe(obj))
 
     # -- nodes ---------------------------------------------------------------------------
 
@@ -228,7 +261,12 @@ class ClusterView:
                 logger.info("node %s removed from the graph", name)
             return
         self.nodes[name] = obj
-        info = NodeInfo.from_kube(obj)
+        info = read_node(obj)
+        if info is None:
+            if self.graph.has_node(name) and not self.graph.node(name).down:
+                self.matcher.set_node_down(name, True)
+                logger.error("node %s: no new work goes there until it reads again", name)
+            return
         if not self.graph.has_node(name):
             self.matcher.add_node(info)
             self.generation += 1
@@ -238,7 +276,11 @@ class ClusterView:
                         and not self.records.covers(key, pod)):
                     self.pin(key, pod)
             return
-        if old is not None and NodeInfo.from_kube(old) != info:
+        if self.graph.node(name).down:  # it was unreadable; now it reads again
+            self.matcher.set_node_down(name, False)
+            self.generation += 1
+            logger.info("node %s reads again; work may go there", name)
+        if old is not None and read_node(old, quiet=True) != info:
             # Labels, taints or the cordon changed who may go there: groups that failed
             # may fit now. The node stays in the graph either way (a pod may tolerate it).
             vertex = self.graph.node(name)
