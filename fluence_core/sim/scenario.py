@@ -36,14 +36,16 @@ scheduler and which admission path the same pods go through.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fluence_core import yamlfile
+from fluence_core import limits, yamlfile
 from fluence_core.errors import FluenceError
+from fluence_core.quantity import cpu_cores, memory_mib
 from fluence_core.runtime.select import Policy
 
 ARMS = ("fluence", "first-fit", "gang-ungated")
@@ -52,6 +54,9 @@ no gangs (kube-scheduler's default shape); ``gang-ungated``: all-or-nothing gang
 no gate (native gang scheduling)."""
 Arm = Literal["fluence", "first-fit", "gang-ungated"]
 _DEFAULT_ARMS: tuple[Arm, ...] = ("fluence", "first-fit")
+_FILE_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+"""A name that is safe as a file name and a graph path segment: no '/', no '..' alone."""
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 EXPERIMENTS = ("workload", "gang-contention", "two-queue", "selection")
 RANDOM_POLICY = "random"
 
@@ -85,10 +90,16 @@ class Range(_Model):
 
 
 class NodeGroup(_Model):
-    count: int = Field(default=1, ge=1)
-    cpu: int = Field(default=4, ge=1)
+    count: int = Field(default=1, ge=1, le=limits.MAX_SIM_NODES)
+    cpu: int = Field(default=4, ge=1, le=limits.MAX_NODE_CORES)
     memory: str = "16Gi"
-    prefix: str = "node"
+    prefix: str = Field(default="node", pattern=_DNS_LABEL, max_length=40)
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str) -> str:
+        memory_mib(value)
+        return value
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -175,6 +186,12 @@ class JobSpec(_Model):
     def _text(cls, value: Any) -> Any:
         return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _quantity(cls, value: str) -> str:
+        cpu_cores(value)
+        return value
+
     @field_validator("sizes")
     @classmethod
     def _positive(cls, sizes: list[int] | None) -> list[int] | None:
@@ -210,13 +227,14 @@ class Sweep(_Model):
 
 
 class Scenario(_Model):
-    name: str
+    name: str = Field(pattern=_FILE_NAME, max_length=100)
+    """Also the output files' name (``<name>.json``), so it may not hold a path."""
     description: str = ""
     experiment: Literal["workload", "gang-contention", "two-queue", "selection"] = "workload"
     seed: int = 1
     schedulers: list[Arm] = Field(default_factory=lambda: list(_DEFAULT_ARMS), min_length=1)
     policies: list[str] = Field(default_factory=list)
-    repeats: int = Field(default=1, ge=1)
+    repeats: int = Field(default=1, ge=1, le=limits.MAX_SIM_REPEATS)
     horizon: float = Field(default=7 * 86400, gt=0)
     cluster: ClusterSpec = ClusterSpec()
     lifecycle: Lifecycle = Lifecycle()
@@ -248,6 +266,18 @@ class Scenario(_Model):
                                  f"the backends {sorted(self.backends)}")
             if not any(b.type == quantum.type for b in self.backends.values()):
                 raise ValueError(f"workload[{i}].quantum.type: no backend serves {quantum.type!r}")
+        nodes = sum(group.count for group in self.cluster.nodes)
+        if nodes > limits.MAX_SIM_NODES:
+            raise ValueError(f"cluster.nodes: {nodes} nodes in all; the limit is"
+                             f" {limits.MAX_SIM_NODES}")
+        pods = sum(sum(job.gang_sizes) for job in self.workload)
+        if pods > limits.MAX_SIM_PODS:
+            raise ValueError(f"workload: {pods} pods in all (sizes x count); the limit is"
+                             f" {limits.MAX_SIM_PODS}")
+        for name in self.backends:
+            if not re.fullmatch(_FILE_NAME, name) or len(name) > 63:
+                raise ValueError(f"backends: {name[:80]!r} must be at most 63 letters, digits,"
+                                 " '-', '_' and '.', starting and ending with a letter or digit")
         names = [j.name for j in self.workload]
         if len(set(names)) != len(names):
             raise ValueError(f"workload: job names must be distinct, got {names}")
