@@ -18,6 +18,23 @@ KubeObject = Mapping[str, Any]
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """``value`` if it is a mapping (absent reads as empty); else an error naming ``where``."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where} is not a mapping")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{where} is not a list")
+    return value
+
+
 @dataclass(frozen=True)
 class Taint:
     key: str
@@ -48,13 +65,23 @@ class NodeInfo:
 
     @classmethod
     def from_kube(cls, node: KubeObject) -> "NodeInfo":
-        metadata = node.get("metadata") or {}
-        spec = node.get("spec") or {}
-        status = node.get("status") or {}
+        metadata = _mapping(node.get("metadata"), "Node metadata")
         name = metadata.get("name")
         if not name:
             raise ValueError("a Node without metadata.name")
-        allocatable = status.get("allocatable") or status.get("capacity") or {}
+        if not isinstance(name, str):
+            raise ValueError(f"a Node's metadata.name must be a string, got {name!r:.40}")
+        try:
+            spec = _mapping(node.get("spec"), "spec")
+            status = _mapping(node.get("status"), "status")
+            allocatable = _mapping(status.get("allocatable") or status.get("capacity"),
+                                   "status.allocatable")
+            labels = _mapping(metadata.get("labels"), "metadata.labels")
+            raw_taints = _list(spec.get("taints"), "spec.taints")
+            if not all(isinstance(t, Mapping) for t in raw_taints):
+                raise ValueError("spec.taints has an entry that is not a mapping")
+        except ValueError as error:
+            raise ValueError(f"node {name}: {error}") from None
         try:
             millicores = math.ceil(cpu_cores(allocatable.get("cpu", 0)) * 1000)
             cores = millicores // 1000
@@ -70,15 +97,15 @@ class NodeInfo:
             raise ValueError(f"node {name}: {names.GPU_RESOURCE} {gpus} is more than Fluence's"
                              f" limit of {limits.MAX_NODE_GPUS} per node")
         taints = tuple(
-            Taint(t.get("key", ""), t.get("value", "") or "", t.get("effect", ""))
-            for t in spec.get("taints") or []
+            Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
+            for t in raw_taints
         )
         return cls(
             name=name,
             cores=cores,
             memory_mib=memory,
             gpus=gpus,
-            labels=dict(metadata.get("labels") or {}),
+            labels={str(k): str(v) for k, v in labels.items()},
             taints=taints,
             unschedulable=bool(spec.get("unschedulable", False)),
             max_pods=max_pods,
@@ -132,11 +159,18 @@ class PodRequest:
         (or a pod with GPUs, rounded up) means exclusive cores; anything else, even
         no request at all, is a share of the node's pool.
         """
-        metadata = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        name = metadata.get("name") or metadata.get("generateName") or "pod"
-        app = _sum_requests(spec.get("containers") or [], name)
-        init = [_sum_requests([c], name) for c in spec.get("initContainers") or []]
+        metadata = _mapping(pod.get("metadata"), "pod metadata")
+        name = str(metadata.get("name") or metadata.get("generateName") or "pod")[:253]
+        try:
+            spec = _mapping(pod.get("spec"), "spec")
+            containers = _list(spec.get("containers"), "spec.containers")
+            init_containers = _list(spec.get("initContainers"), "spec.initContainers")
+            annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
+            selector = _mapping(spec.get("nodeSelector"), "spec.nodeSelector")
+        except ValueError as error:
+            raise ValueError(f"pod {name}: {error}") from None
+        app = _sum_requests(containers, name)
+        init = [_sum_requests([c], name) for c in init_containers]
         totals: dict[str, Any] = {}
         for key in set(app) | {k for i in init for k in i}:
             totals[key] = max([app.get(key, 0)] + [i.get(key, 0) for i in init])
@@ -155,15 +189,14 @@ class PodRequest:
             cores = max(1, math.ceil(millicores / 1000))
         else:
             cores = 0
-        annotations = metadata.get("annotations") or {}
         requires = {
             key[len(names.REQUIRE_ANNOTATION_PREFIX):]: str(value)
             for key, value in annotations.items()
-            if key.startswith(names.REQUIRE_ANNOTATION_PREFIX)
+            if str(key).startswith(names.REQUIRE_ANNOTATION_PREFIX)
         }
         return cls(
             name=name,
-            namespace=metadata.get("namespace") or "default",
+            namespace=str(metadata.get("namespace") or "default"),
             cores=cores,
             millicores=millicores,
             claims=_claims(spec, name),
@@ -171,8 +204,8 @@ class PodRequest:
             gpus=gpus,
             virtual=virtual,
             requires=requires,
-            node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
-            uid=metadata.get("uid") or "",
+            node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
+            uid=str(metadata.get("uid") or ""),
         )
 
 
@@ -190,9 +223,14 @@ def _claims(spec: KubeObject, pod_name: str) -> tuple[str, ...]:
 def _sum_requests(containers: list[KubeObject], pod_name: str) -> dict[str, Any]:
     totals: dict[str, Any] = {}
     for container in containers:
-        resources = container.get("resources") or {}
-        requests = dict(resources.get("limits") or {})
-        requests.update(resources.get("requests") or {})
+        label = container.get("name") if isinstance(container, Mapping) else "?"
+        try:
+            container = _mapping(container, "a container")
+            resources = _mapping(container.get("resources"), "resources")
+            requests = dict(_mapping(resources.get("limits"), "resources.limits"))
+            requests.update(_mapping(resources.get("requests"), "resources.requests"))
+        except ValueError as error:
+            raise ValueError(f"pod {pod_name}, container {label}: {error}") from None
         for resource, raw in requests.items():
             try:
                 if resource == "memory":
