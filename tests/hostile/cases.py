@@ -25,3 +25,14 @@ def cases(table: Iterable[Case]) -> list[Any]:
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     assert not duplicates, f"case ids used twice: {duplicates}"
     return [pytest.param(case, id=case.id) for case in table]
+
+
+def run_fluence(*args: str) -> tuple[int, str, BaseException | None]:
+    """``fluence ARGS`` in process: exit code, everything it printed (one line), its exception."""
+    from typer.testing import CliRunner
+
+    from fluence_core.cli import app, load_plugin_commands
+
+    load_plugin_commands(app)
+    result = CliRunner().invoke(app, list(args), terminal_width=400)
+    return result.exit_code, " ".join(result.output.split()), result.exception

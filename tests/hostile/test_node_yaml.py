@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from typer.testing import CliRunner
+import re
 
-from fluence_core.cli import app
-from tests.hostile.cases import Case, cases
+import pytest
+
+from tests.hostile.cases import Case, cases, run_fluence
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -69,19 +69,16 @@ CASES = [
 def test_a_hostile_node_file_is_refused_naming_the_node(case: Case, tmp_path: Path) -> None:
     path = tmp_path / "nodes.yaml"
     path.write_text(case.input)
-    result = CliRunner().invoke(app, ["graph", "--nodes", str(path)])
-    output = " ".join(result.output.split())
-    assert result.exit_code == 2, output
+    code, output, exception = run_fluence("graph", "--nodes", str(path))
+    assert code == 2, output
     assert "Traceback" not in output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    import re
-
+    assert exception is None or isinstance(exception, SystemExit)
     assert re.search(case.expect, output), output
 
 
 def test_a_node_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     path = tmp_path / "nodes.yaml"
     path.write_bytes(node().encode() + b"# \xff\n")
-    result = CliRunner().invoke(app, ["graph", "--nodes", str(path)])
-    assert result.exit_code == 2
-    assert "not UTF-8" in " ".join(result.output.split())
+    code, output, _ = run_fluence("graph", "--nodes", str(path))
+    assert code == 2
+    assert "not UTF-8" in output
