@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from fluence_core import names
@@ -12,6 +13,56 @@ from fluence_core.log import logger
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+                            re.ASCII)
+MAX_GROUP_NAME = 253 - len(names.SCOUT_GROUP_SUFFIX)
+"""A group names PodGroups ``<group>`` and ``<group>-scout``: both must be object names."""
+_COORDINATIONS = (names.COORDINATION_INDEPENDENT, names.COORDINATION_SHARED)
+
+
+def shape_problem(pod: Mapping[str, Any]) -> str | None:
+    """What makes ``pod`` unreadable for the handlers, or None.
+
+    The API server validates a Pod only after mutating webhooks ran, so a review
+    can carry any JSON: every field the handlers read is checked here once, and
+    each problem is named with its path.
+    """
+    meta = pod.get("metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        return "pod metadata is not an object"
+    meta = meta or {}
+    for key in ("labels", "annotations"):
+        value = meta.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            return f"metadata.{key} is not an object"
+    body = pod.get("spec") or {}
+    for key in ("containers", "initContainers"):
+        listed = body.get(key)
+        if listed is None:
+            continue
+        if not isinstance(listed, list):
+            return f"spec.{key} is not a list"
+        for i, container in enumerate(listed):
+            if not isinstance(container, Mapping):
+                return f"spec.{key}[{i}] is not an object"
+            resources = container.get("resources")
+            if resources is None:
+                continue
+            if not isinstance(resources, Mapping):
+                return f"spec.{key}[{i}].resources is not an object"
+            for part in ("requests", "limits"):
+                if resources.get(part) is not None and not isinstance(resources[part], Mapping):
+                    return f"spec.{key}[{i}].resources.{part} is not an object"
+    group = (meta.get("labels") or {}).get(names.GROUP_LABEL)
+    if group and (not isinstance(group, str) or len(group) > MAX_GROUP_NAME
+                  or not _DNS_SUBDOMAIN.fullmatch(group)):
+        return (f"label {names.GROUP_LABEL}: group {str(group)[:80]!r} must be a lower-case DNS"
+                f" name of at most {MAX_GROUP_NAME} characters (it names the PodGroup)")
+    coordination = (meta.get("annotations") or {}).get(names.COORDINATION_ANNOTATION)
+    if coordination is not None and coordination not in _COORDINATIONS:
+        return (f"{names.COORDINATION_ANNOTATION}={str(coordination)[:40]!r} must be"
+                f" {' or '.join(repr(c) for c in _COORDINATIONS)}")
+    return None
 
 
 def metadata(pod: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -157,10 +157,11 @@ class AdmissionService:
             return deny(uid, "fluence webhook: the request carries no Pod object", code=400)
         if not pods.is_fluence_pod(pod):
             return allow(uid)
+        problem = pods.shape_problem(pod)
+        if problem is not None:
+            return deny(uid, f"fluence webhook: {problem}", code=400)
         pod = copy.deepcopy(pod)
-        metadata = pod.setdefault("metadata", {})
-        if not isinstance(metadata, dict):
-            return deny(uid, "fluence webhook: pod metadata is not an object", code=400)
+        metadata = pod["metadata"] = pod.get("metadata") or {}
         namespace = namespace or str(metadata.get("namespace") or "default")
         metadata.setdefault("namespace", namespace)
         ctx = self._context(namespace, request, uid)
