@@ -203,7 +203,11 @@ class DevicePluginManager:
             ):
                 if stop.is_set():
                     break
-                self.reconcile()
+                try:
+                    self.reconcile()
+                except Exception:  # keep serving the last good set; the next tick tries again
+                    logger.exception("device plugin: reconciling failed; still serving %s",
+                                     self.types)
         finally:
             self.close()
 
@@ -249,13 +253,17 @@ class DevicePluginManager:
             logger.error("device plugin: keeping types %s: the new config is invalid: %s",
                          self.types, error)
             return
+        except Exception:
+            logger.exception("device plugin: keeping types %s: the new config cannot be read",
+                             self.types)
+            return
         if config.types == self.types:
             logger.info("device plugin: %s changed; its types did not", self.config_path)
             return
         logger.info("device plugin: %s changed; types %s -> %s", self.config_path, self.types, config.types)
         try:
             self._apply_types(config.types)
-        except (OSError, ValueError) as error:
+        except Exception as error:  # whatever started keeps serving (see _apply_types)
             logger.error("device plugin: cannot serve every new type (now serving %s): %s", self.types, error)
 
     def _apply_types(self, wanted: Iterable[str]) -> None:
