@@ -87,6 +87,22 @@ def pod_label(pod: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or '?'}/{meta.get('name') or (meta.get('generateName') or '') + '*'}"
 
 
+def controller_of(obj: Mapping[str, Any], kind: str) -> tuple[str, str] | None:
+    """(name, uid) of the object's controller when it is a ``kind``; None otherwise.
+
+    Only a reference with ``controller: true`` and a uid counts: that is what the
+    controllers themselves write, and the uid cannot be guessed from a name.
+    """
+    refs = metadata(obj).get("ownerReferences")
+    if not isinstance(refs, list):
+        return None
+    for ref in refs:
+        if (isinstance(ref, Mapping) and ref.get("controller") is True
+                and ref.get("kind") == kind and ref.get("uid") and ref.get("name")):
+            return str(ref["name"]), str(ref["uid"])
+    return None
+
+
 def is_fluence_pod(pod: Mapping[str, Any]) -> bool:
     return spec(pod).get("schedulerName") == names.SCHEDULER_NAME
 

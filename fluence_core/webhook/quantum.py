@@ -7,9 +7,12 @@ quantum task, from its **scout** (Job completion index 0); the classical
 * scout: PodGroup ``<group>-scout`` of one, never gated; an init container
   stages the interceptor (``fluence stage``) into an emptyDir that every app
   container mounts and finds on ``PYTHONPATH`` (its ``sitecustomize`` runs at
-  interpreter start); a sidecar container (``fluence sidecar``) runs under the
-  ``fluence-sidecar`` ServiceAccount, whose Role (pods get/list/patch in the
-  namespace) lets it ungate the workers.
+  interpreter start); a sidecar container (``fluence sidecar``) watches the
+  vendor's queue and ungates the workers. It runs under the pod's own
+  ServiceAccount: the webhook grants no rights to anyone (a request could name
+  any ServiceAccount). Until the sidecar reports to Fluence instead (issue 14),
+  an operator who runs shared groups grants that account pods get/list/patch in
+  the namespace themselves (``deploy/sidecar-rbac.yaml``).
 * workers: PodGroup ``<group>`` of N-1, scheduling gate, priority class
   ``fluence-quantum-classical`` unless one is set, role and scout env, and no
   virtual request (the scout holds it).
@@ -17,7 +20,9 @@ quantum task, from its **scout** (Job completion index 0); the classical
 ``independent`` groups (the default) are not this handler's: each pod submits
 its own task, ungated. A pod that arrives with the job controller's scheduling
 group is re-pointed (allowed at CREATE), and that PodGroup, which would hold a
-gang of N the split never fills, is deleted.
+gang of N the split never fills, is deleted, but only when its controller is the
+pod's own controlling Job (owner references, uid included): a request naming
+someone else's PodGroup gets it re-pointed, never deleted.
 """
 
 from __future__ import annotations
@@ -25,17 +30,14 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from fluence_core import hookimpl, names
-from fluence_core.cluster_api import PODGROUPS, PRIORITY_CLASSES, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS
-from fluence_core.kube_errors import Conflict, NotFound
+from fluence_core.cluster_api import PODGROUPS, PRIORITY_CLASSES
+from fluence_core.kube_errors import NotFound
 from fluence_core.log import logger
 from fluence_core.settings import Settings
 from fluence_core.webhook import pods
 from fluence_core.webhook._patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 from fluence_core.webhook.env import add_env, add_to_list, annotation_env, field_env
-
-SIDECAR_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}]
-
 
 class QuantumSplitHandler(Handler):
     name = "quantum"
@@ -44,7 +46,6 @@ class QuantumSplitHandler(Handler):
     def __init__(self, settings: Settings) -> None:
         self.image = settings.runtime_image
         self.gate = settings.quantum_gate
-        self._rbac_ready: set[tuple[str, str]] = set()
 
     def env_contract(self) -> list[tuple[str, str]]:
         return [
@@ -77,7 +78,6 @@ class QuantumSplitHandler(Handler):
             ops.append(self._label(names.ROLE_SCOUT))
             ops += self._scout(pod, group, size, ctx.resource_config.attribute_keys)
             pods.ensure_pod_group(ctx, target, 1)
-            self._ensure_rbac(ctx, pods.spec(pod).get("serviceAccountName"))
         else:
             target = group
             ops.append(self._label(names.ROLE_WORKER))
@@ -86,7 +86,7 @@ class QuantumSplitHandler(Handler):
         ops.append({"op": "add", "path": pointer("spec", "schedulingGroup"),
                     "value": {"podGroupName": target}})
         if previous is not None and previous not in (group, group + names.SCOUT_GROUP_SUFFIX):
-            self._drop_orphan(ctx, previous)
+            self._drop_orphan(ctx, previous, pod)
         return ops
 
     @staticmethod
@@ -141,11 +141,6 @@ class QuantumSplitHandler(Handler):
             "volumeMounts": [dict(mount)],
             "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
         })
-        if spec.get("serviceAccountName") in (None, "", "default"):
-            ops.append({"op": "add", "path": "/spec/serviceAccountName",
-                        "value": names.SIDECAR_SERVICE_ACCOUNT})
-            if "serviceAccount" in spec:  # the deprecated alias must agree
-                ops.append({"op": "remove", "path": "/spec/serviceAccount"})
         return ops
 
     @staticmethod
@@ -198,63 +193,29 @@ class QuantumSplitHandler(Handler):
             ops.append({"op": "add", "path": "/spec/preemptionPolicy", "value": found["preemptionPolicy"]})
         return ops
 
-    def _ensure_rbac(self, ctx: AdmissionContext, account: str | None) -> None:
+    @staticmethod
+    def _drop_orphan(ctx: AdmissionContext, name: str, pod: Mapping[str, Any]) -> None:
+        """Delete the job controller's PodGroup of N: the split leaves it empty forever.
+
+        Only that one: the PodGroup's controller must be the Job that controls this pod
+        (same name and uid), so a pod naming another group's PodGroup deletes nothing.
+        """
         namespace = ctx.namespace
-        custom = account if account not in (None, "", "default") else None
-        key = (namespace, custom or "")
-        if key in self._rbac_ready:
+        job = pods.controller_of(pod, "Job")
+        if job is None:
+            logger.info("webhook: %s pointed at PodGroup %s but has no controlling Job; left alone",
+                        pods.pod_label(pod), name)
             return
-        sa = names.SIDECAR_SERVICE_ACCOUNT
-        binding = sa if custom is None else f"{sa}-{custom}"
-        subject = custom or sa
-        objects: list[tuple[Any, dict[str, Any]]] = []
-        if custom is None:
-            objects.append((SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount",
-                                               "metadata": self._meta(sa, namespace)}))
-        objects.append((ROLES, {"apiVersion": ROLES.api_version, "kind": "Role",
-                                "metadata": self._meta(sa, namespace), "rules": SIDECAR_RULES}))
-        objects.append((ROLE_BINDINGS, {
-            "apiVersion": ROLE_BINDINGS.api_version, "kind": "RoleBinding",
-            "metadata": self._meta(binding, namespace),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
-            "subjects": [{"kind": "ServiceAccount", "name": subject, "namespace": namespace}],
-        }))
-        if custom is not None:
-            ctx.warn(f"the scout runs as ServiceAccount {custom}; it is granted pods get/list/patch "
-                     f"in {namespace} for the sidecar")
-
-        def create() -> None:
-            cluster = ctx.require_cluster()
-            for resource, body in objects:
-                if cluster.get(resource, body["metadata"]["name"], namespace) is not None:
-                    continue
-                try:
-                    cluster.create(resource, body, namespace)
-                    logger.info("webhook: created %s %s/%s", body["kind"], namespace, body["metadata"]["name"])
-                except Conflict:
-                    pass
-            self._rbac_ready.add(key)
-
-        ctx.defer(f"sidecar RBAC in {namespace}", create)
-
-    @staticmethod
-    def _meta(name: str, namespace: str) -> dict[str, Any]:
-        return {"name": name, "namespace": namespace,
-                "labels": {names.MANAGED_BY_LABEL: names.SCHEDULER_NAME}}
-
-    @staticmethod
-    def _drop_orphan(ctx: AdmissionContext, name: str) -> None:
-        """Delete the job controller's PodGroup of N: the split leaves it empty forever."""
-        namespace = ctx.namespace
 
         def delete() -> None:
             cluster = ctx.require_cluster()
             existing = cluster.get(PODGROUPS, name, namespace)
             if existing is None:
                 return
-            owned = (existing.get("metadata", {}).get("labels") or {}).get(names.MANAGED_BY_LABEL)
-            if owned == names.SCHEDULER_NAME:
-                return  # one of ours (another group's): never touch it
+            if pods.controller_of(existing, "Job") != job:
+                logger.warning("webhook: %s pointed at PodGroup %s/%s, which its Job %s does not"
+                               " control; left alone", pods.pod_label(pod), namespace, name, job[0])
+                return
             try:
                 cluster.delete(PODGROUPS, name, namespace)
                 logger.info("webhook: deleted PodGroup %s/%s replaced by the quantum split", namespace, name)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from webhook_helpers import QPU, admit, container, env_of, pod, shared
 
 from fluence_core import names
@@ -106,19 +108,19 @@ def test_the_scout_gets_its_own_group_the_staged_interceptor_and_the_sidecar(ser
     sidecar = container(out, names.SIDECAR_CONTAINER)
     assert sidecar["command"] == ["fluence", "sidecar"]
     assert env_of(sidecar)[names.ENV_GROUP_SIZE] == "4"
-    assert spec["serviceAccountName"] == names.SIDECAR_SERVICE_ACCOUNT
+    assert "serviceAccountName" not in spec, "the scout keeps its own ServiceAccount"
     scout_group = cluster.get("podgroups", "qj-scout", "default")
     assert scout_group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 1
 
 
-def test_the_scout_brings_the_sidecar_rbac_pods_only_in_its_namespace(service, cluster):
-    admit(service, shared("qj-0", 0))
-    role = cluster.get("roles", names.SIDECAR_SERVICE_ACCOUNT, "default")
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}]
-    binding = cluster.get("rolebindings", names.SIDECAR_SERVICE_ACCOUNT, "default")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": names.SIDECAR_SERVICE_ACCOUNT,
-                                    "namespace": "default"}]
-    assert cluster.get("serviceaccounts", names.SIDECAR_SERVICE_ACCOUNT, "default") is not None
+@pytest.mark.parametrize("account", [None, "ci-deployer"])
+def test_the_scout_grants_no_rights_to_any_service_account(service, cluster, account):
+    extra = {"serviceAccountName": account} if account else {}
+    response, out = admit(service, shared("qj-0", 0, **extra))
+    assert response["allowed"]
+    assert out["spec"].get("serviceAccountName") == account
+    for kind in ("roles", "rolebindings", "serviceaccounts", "clusterroles", "clusterrolebindings"):
+        assert cluster.list(kind).items == [], f"the webhook created {kind}"
 
 
 def test_a_worker_is_gated_prioritised_and_loses_its_virtual_request(service, cluster):
@@ -163,10 +165,16 @@ def test_the_gate_name_is_a_setting(settings, cluster, config):
     assert out["spec"]["schedulingGates"] == [{"name": "example.org/wait"}]
 
 
-def test_job_controller_groups_are_re_pointed_and_the_gang_of_n_is_removed(service, cluster):
+def _job_group(cluster, name: str, job: str = "qj", uid: str = "job-uid") -> None:
+    owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": uid, "controller": True}]
     cluster.create("podgroups", {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
-                                 "metadata": {"name": "qj-abc12", "namespace": "default"},
+                                 "metadata": {"name": name, "namespace": "default",
+                                              "ownerReferences": owner},
                                  "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}, "default")
+
+
+def test_job_controller_groups_are_re_pointed_and_the_gang_of_n_is_removed(service, cluster):
+    _job_group(cluster, "qj-abc12")
     grouped = {"schedulingGroup": {"podGroupName": "qj-abc12"}}
     _, scout = admit(service, shared("qj-0", 0, **grouped))
     _, worker = admit(service, shared("qj-1", 1, **grouped))
@@ -175,6 +183,35 @@ def test_job_controller_groups_are_re_pointed_and_the_gang_of_n_is_removed(servi
     remaining = {g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
                  for g in cluster.list("podgroups", "default").items}
     assert remaining == {"qj-scout": 1, "qj": 3}
+
+
+@pytest.mark.parametrize(("owner", "why"), [
+    (None, "a PodGroup nobody controls"),
+    (("other-job", "other-uid"), "another Job's PodGroup"),
+    (("qj", "forged-uid"), "a PodGroup naming the pod's Job with another uid"),
+])
+def test_a_pod_naming_a_podgroup_its_job_does_not_control_deletes_nothing(
+        service, cluster, owner, why):
+    if owner is None:
+        cluster.create("podgroups", {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                                     "metadata": {"name": "victim-training", "namespace": "default"},
+                                     "spec": {"schedulingPolicy": {"gang": {"minCount": 8}}}},
+                       "default")
+    else:
+        _job_group(cluster, "victim-training", *owner)
+    grouped = {"schedulingGroup": {"podGroupName": "victim-training"}}
+    response, scout = admit(service, shared("qj-0", 0, **grouped))
+    assert response["allowed"]
+    assert scout["spec"]["schedulingGroup"]["podGroupName"] == "qj-scout"
+    assert cluster.get("podgroups", "victim-training", "default") is not None, why
+
+
+def test_a_pod_without_a_controlling_job_deletes_nothing(service, cluster):
+    _job_group(cluster, "qj-abc12")
+    obj = shared("qj-0", 0, schedulingGroup={"podGroupName": "qj-abc12"})
+    obj["metadata"]["ownerReferences"][0]["controller"] = False
+    admit(service, obj)
+    assert cluster.get("podgroups", "qj-abc12", "default") is not None
 
 
 def test_independent_quantum_groups_are_not_split(service, cluster):
