@@ -7,9 +7,15 @@ dependency. Hardening:
 
 * the TLS handshake runs in the connection's thread with a timeout, so a client
   that connects and never speaks cannot stall the accept loop;
-* every read has a timeout; a body must declare its length (no chunked
-  uploads) and may not exceed ``max_body`` bytes;
-* at most ``max_connections`` connections are served at once; more are closed;
+* every read has a timeout, and a whole request (TLS handshake, or waiting for it,
+  request line, headers and body) has a deadline: a client trickling one byte at a
+  time (slowloris) is cut off when the deadline passes, however steady its bytes;
+  a reaper thread shuts such sockets down, which wakes their blocked reads;
+* a body must declare its length (no chunked uploads) and may not exceed
+  ``max_body`` bytes;
+* at most ``max_connections`` connections are served at once, and at most
+  ``max_per_client`` from one address, so one client cannot take every slot; more
+  are closed at accept;
 * every POST gets an AdmissionReview back, whatever the body held.
 
 Latency: a response leaves in one write on a socket with ``TCP_NODELAY``. The
@@ -25,6 +31,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -36,6 +43,10 @@ MAX_BODY = 4 * 1024 * 1024
 """Bytes: an AdmissionReview carries one pod (etcd caps objects at 1.5 MiB)."""
 READ_TIMEOUT = 10.0
 """Seconds a connection may sit idle or take over a handshake or a body."""
+REQUEST_DEADLINE = 10.0
+"""Seconds from the start of a handshake or of waiting for a request to its last byte read."""
+MAX_PER_CLIENT = 128
+"""Connections one address may hold at once (the API server keeps a pool of them)."""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -67,6 +78,13 @@ class _Handler(BaseHTTPRequestHandler):
         """An error as an AdmissionReview; the connection closes (the body may be unread)."""
         self._send(status, deny("", f"fluence webhook: {message}", code=status), close=True)
 
+    def handle_one_request(self) -> None:
+        self.server.watch(self.connection)
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.unwatch(self.connection)
+
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
         if self.path in ("/healthz", "/readyz", "/livez"):
             self._send(200, "ok")
@@ -88,6 +106,7 @@ class _Handler(BaseHTTPRequestHandler):
         if length > self.server.max_body:
             return self._refuse(413, f"body of {length} bytes exceeds {self.server.max_body}")
         body = self.rfile.read(length)
+        self.server.unwatch(self.connection)  # read in time: the review's own time is ours
         if len(body) != length:
             self.close_connection = True
             return  # the client went away mid-body: nobody to answer
@@ -109,22 +128,74 @@ class WebhookServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], service: AdmissionService, *,
                  ssl_context: ssl.SSLContext | None = None, max_body: int = MAX_BODY,
-                 timeout: float = READ_TIMEOUT, max_connections: int = 512) -> None:
+                 timeout: float = READ_TIMEOUT, max_connections: int = 512,
+                 max_per_client: int = MAX_PER_CLIENT,
+                 request_deadline: float = REQUEST_DEADLINE) -> None:
         self.service = service
         self.ssl_context = ssl_context
         self.max_body = max_body
         self.read_timeout = timeout
+        self.max_per_client = max_per_client
+        self.request_deadline = request_deadline
         self._slots = threading.BoundedSemaphore(max_connections)
+        self._guard = threading.Lock()
+        self._per_client: dict[str, int] = {}
+        self._deadlines: dict[socket.socket, float] = {}
+        self._closed = threading.Event()
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
+        threading.Thread(target=self._reap, daemon=True, name="webhook-deadlines").start()
+
+    # -- deadlines -----------------------------------------------------------
+
+    def watch(self, connection: socket.socket) -> None:
+        """From now, ``connection`` has ``request_deadline`` seconds to deliver a request."""
+        with self._guard:
+            self._deadlines[connection] = time.monotonic() + self.request_deadline
+
+    def unwatch(self, connection: socket.socket) -> None:
+        with self._guard:
+            self._deadlines.pop(connection, None)
+
+    def _reap(self) -> None:
+        """Shut down every connection past its deadline; its blocked read then returns."""
+        tick = max(0.05, min(0.5, self.request_deadline / 4))
+        while not self._closed.wait(tick):
+            now = time.monotonic()
+            with self._guard:
+                late = [c for c, deadline in self._deadlines.items() if deadline <= now]
+                for connection in late:
+                    del self._deadlines[connection]
+            for connection in late:
+                logger.debug("webhook: a request missed its %.0f s deadline; closing it",
+                             self.request_deadline)
+                try:  # the plain socket's shutdown, not SSLSocket's (another thread reads it)
+                    socket.socket.shutdown(connection, socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def server_close(self) -> None:
+        self._closed.set()
+        super().server_close()
 
     @property
     def port(self) -> int:
         return int(self.server_address[1])
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        client = str(client_address[0]) if isinstance(client_address, tuple) else ""
+        with self._guard:
+            crowded = self._per_client.get(client, 0) >= self.max_per_client
+            if not crowded:
+                self._per_client[client] = self._per_client.get(client, 0) + 1
+        if crowded:
+            logger.warning("webhook: %s holds %d connections already; closing a new one",
+                           client, self.max_per_client)
+            self.shutdown_request(request)
+            return
         if not self._slots.acquire(blocking=False):
+            self._leave(client)
             logger.warning("webhook: too many connections; closing one from %s", client_address)
             self.shutdown_request(request)
             return
@@ -132,21 +203,37 @@ class WebhookServer(ThreadingHTTPServer):
             super().process_request(request, client_address)
         except Exception:
             self._slots.release()
+            self._leave(client)
             raise
 
+    def _leave(self, client: str) -> None:
+        with self._guard:
+            left = self._per_client.get(client, 1) - 1
+            if left > 0:
+                self._per_client[client] = left
+            else:
+                self._per_client.pop(client, None)
+
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        client = str(client_address[0]) if isinstance(client_address, tuple) else ""
         try:
             request.settimeout(self.read_timeout)
             if self.ssl_context is not None:
                 try:
-                    request = self.ssl_context.wrap_socket(request, server_side=True)
-                except (OSError, ssl.SSLError) as error:
+                    request = self.ssl_context.wrap_socket(request, server_side=True,
+                                                           do_handshake_on_connect=False)
+                    self.watch(request)
+                    request.do_handshake()
+                    self.unwatch(request)
+                except (OSError, ssl.SSLError, ValueError) as error:
+                    self.unwatch(request)
                     logger.debug("webhook: TLS handshake with %s failed: %s", client_address, error)
                     self.shutdown_request(request)
                     return
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+            self._leave(client)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         logger.debug("webhook: connection from %s ended with an error", client_address, exc_info=True)
