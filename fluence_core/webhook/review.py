@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -35,6 +36,7 @@ from fluence_core.webhook.base import (
 )
 
 API_VERSION = "admission.k8s.io/v1"
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 KIND = "AdmissionReview"
 
 AdmitHook = Callable[[Mapping[str, Any], AdmissionContext], "str | None"]
@@ -146,9 +148,14 @@ class AdmissionService:
                 or not isinstance(resource, dict)):
             return allow(uid)  # not ours to judge: the configuration should not even send it
         key = resource_key(str(resource.get("group") or ""), str(resource.get("resource") or ""))
-        namespace = str(request.get("namespace") or "")
+        namespace = request.get("namespace")
         if namespace == names.KUBE_SYSTEM:
             return allow(uid)
+        if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
+            # Every kind Fluence handles is namespaced, and the API server always names the
+            # namespace: the object's own metadata is never trusted to say where to act.
+            return deny(uid, f"fluence webhook: request.namespace {str(namespace)[:80]!r} is not"
+                             " a namespace name", code=400)
         if key != POD_RESOURCE:
             return self._review_object(uid, request, key, namespace)
         pod = request.get("object")
@@ -162,8 +169,7 @@ class AdmissionService:
             return deny(uid, f"fluence webhook: {problem}", code=400)
         pod = copy.deepcopy(pod)
         metadata = pod["metadata"] = pod.get("metadata") or {}
-        namespace = namespace or str(metadata.get("namespace") or "default")
-        metadata.setdefault("namespace", namespace)
+        metadata["namespace"] = namespace
         ctx = self._context(namespace, request, uid)
         if self.admit is not None:
             try:
@@ -185,9 +191,8 @@ class AdmissionService:
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
             return deny(uid, f"fluence webhook: the request carries no {key} object", code=400)
         obj = copy.deepcopy(obj)
-        metadata = obj.setdefault("metadata", {})
-        namespace = namespace or str(metadata.get("namespace") or "default")
-        metadata.setdefault("namespace", namespace)
+        metadata = obj["metadata"] = obj.get("metadata") or {}
+        metadata["namespace"] = namespace
         ctx = self._context(namespace, request, uid)
         return self._run(uid, obj, ctx, handlers)
 

@@ -74,35 +74,97 @@ def abandon(job: Adoption) -> None:
 
 
 @dataclass
+class _Waiting:
+    job: Adoption
+    deadline: float
+    due: float
+    interval: float
+
+
+@dataclass
 class Adopter:
-    """Runs adoptions on daemon threads (``spawn`` and ``sleep`` are replaceable for tests)."""
+    """Adoptions waiting for their owners, served by one background worker, off the request path.
+
+    The queue is bounded (``capacity``): past it a new adoption is refused at once, its
+    objects deleted, instead of one more thread polling for a minute. Each waiting
+    owner is looked up with a backoff (``poll`` doubling to ``max_poll``), and an
+    adoption past its timeout is abandoned, so the queue prunes itself. ``spawn``,
+    ``sleep`` and ``clock`` are replaceable for tests (virtual time).
+    """
 
     poll: float = 0.2
+    max_poll: float = 5.0
+    capacity: int = 1000
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
     spawn: Callable[[Callable[[], None]], None] | None = None
     started: list[Adoption] = field(default_factory=list)
+    _waiting: list[_Waiting] = field(default_factory=list, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _working: bool = field(default=False, init=False, repr=False)
 
-    def submit(self, job: Adoption) -> None:
-        self.started.append(job)
-        def run() -> None:
-            self.run(job)
+    @property
+    def waiting(self) -> int:
+        """Adoptions queued now."""
+        with self._lock:
+            return len(self._waiting)
 
-        if self.spawn is not None:
-            self.spawn(run)
-        else:
-            threading.Thread(target=run, name=f"flux-adopt-{job.name}", daemon=True).start()
+    @property
+    def full(self) -> bool:
+        return self.waiting >= self.capacity
 
-    def run(self, job: Adoption) -> bool:
-        """Wait for the owner, then adopt; on timeout abandon. True when adopted."""
-        deadline = self.clock() + job.timeout
+    def submit(self, job: Adoption) -> bool:
+        """Queue ``job``; False (and its objects deleted) when the queue is full."""
+        now = self.clock()
+        with self._lock:
+            if len(self._waiting) >= self.capacity:
+                refused = True
+            else:
+                refused = False
+                self.started.append(job)
+                self._waiting.append(_Waiting(job, now + job.timeout, now, self.poll))
+                start, self._working = not self._working, True
+        if refused:
+            logger.error("flux: %d adoptions are waiting already; not waiting for %s/%s",
+                         self.capacity, job.namespace, job.name)
+            abandon(job)
+            return False
+        if start:
+            if self.spawn is not None:
+                self.spawn(self._work)
+            else:
+                threading.Thread(target=self._work, name="flux-adopt", daemon=True).start()
+        return True
+
+    def _work(self) -> None:
+        """Serve the queue until it is empty; every owner is looked up when it is due."""
         while True:
-            try:
-                if adopt_now(job):
-                    return True
-            except Exception as error:  # a flaky API: keep trying until the deadline
-                logger.warning("flux: adopting for %s/%s: %s", job.namespace, job.name, error)
-            if self.clock() >= deadline:
-                abandon(job)
-                return False
-            self.sleep(self.poll)
+            now = self.clock()
+            with self._lock:
+                if not self._waiting:
+                    self._working = False
+                    return
+                due = [w for w in self._waiting if w.due <= now]
+            for waiting in due:
+                done = self._attempt(waiting, now)
+                with self._lock:
+                    if done:
+                        self._waiting.remove(waiting)
+            with self._lock:
+                upcoming = min((w.due for w in self._waiting), default=now)
+            self.sleep(max(0.0, min(upcoming - self.clock(), self.max_poll)) or 0.0)
+
+    def _attempt(self, waiting: _Waiting, now: float) -> bool:
+        """One look at the owner: True when the adoption is finished (adopted or abandoned)."""
+        job = waiting.job
+        try:
+            if adopt_now(job):
+                return True
+        except Exception as error:  # a flaky API: keep trying until the deadline
+            logger.warning("flux: adopting for %s/%s: %s", job.namespace, job.name, error)
+        if now >= waiting.deadline:
+            abandon(job)
+            return True
+        waiting.interval = min(waiting.interval * 2, self.max_poll)
+        waiting.due = min(now + waiting.interval, waiting.deadline)
+        return False

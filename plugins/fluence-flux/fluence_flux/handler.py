@@ -34,6 +34,7 @@ from fluence_core.api import (
     AdmissionContext,
     AdmissionDenied,
     Conflict,
+    FluenceError,
     Handler,
     JsonPatch,
     Resource,
@@ -292,6 +293,9 @@ class FluxHandler(Handler):
             cluster = ctx.require_cluster()
             if cluster.get(owner, work.name, work.namespace) is not None:
                 return  # the API server refuses this create (already exists): make nothing
+            if self.adopter.full:
+                raise FluenceError(f"{self.adopter.capacity} Flux workloads are waiting to be"
+                                   " stored already; try again shortly")
             made = []
             for resource, body in self.objects(work):
                 self._ensure(cluster, resource, body, work)
