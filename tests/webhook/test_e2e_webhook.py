@@ -91,7 +91,9 @@ def test_the_shared_job_is_split_into_scout_and_gated_workers(env):
     # No controller manager here: make the Indexed Job's pods as the job controller would,
     # already grouped into a PodGroup of N (WorkloadWithJob).
     kube.create("podgroups", {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
-                              "metadata": {"name": "vqe-jc"},
+                              "metadata": {"name": "vqe-jc", "ownerReferences": [
+                                  {"apiVersion": "batch/v1", "kind": "Job", "name": "vqe",
+                                   "uid": job["metadata"]["uid"], "controller": True}]},
                               "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}, NAMESPACE)
     template = job["spec"]["template"]
     for index in range(4):

@@ -1,0 +1,208 @@
+"""Absurd quantities on a real kube-apiserver (skipped without KUBEBUILDER_ASSETS).
+
+The API server stores ``cpu: 1e5000``, ``1e18`` and ``1e10000000``. With such pods
+present, the scheduler keeps placing every other pod, before and after a restart,
+and the absurd ones stay Pending with an event and a condition saying why. The
+webhook, whose admission control reads every pod in the cluster, answers as fast
+as before they existed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from fluence_core import names
+from fluence_core.kube import KubeCluster
+from fluence_core.kube_errors import ApiError
+from fluence_core.plugins import get_plugin_manager
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.settings import load_settings
+from fluence_core.testing_apiserver import ensure_namespace, find_assets, start_apiserver
+from fluence_core.webhook import build_service, tls
+from fluence_core.webhook.server import WebhookServer, server_context
+
+pytestmark = pytest.mark.e2e
+
+ABSURD = {"e5000": "1e5000", "e18": "1e18", "e10000000": "1e10000000"}
+QPU = names.extended_resource("qpu")
+
+
+def wait(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Scheduling:
+    """``fluence up``'s loop in a thread, restartable, over one namespace's nodes."""
+
+    def __init__(self, kube: KubeCluster, namespace: str) -> None:
+        self.kube, self.ns = kube, namespace
+        self.nodes: list[str] = []
+        self.stop: threading.Event | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.halt()
+        scheduler = Scheduler(self.kube, load_settings())
+        scheduler.start()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=scheduler.run, args=(self.stop,),
+                                       kwargs={"idle": 0.5}, daemon=True)
+        self.thread.start()
+
+    def halt(self) -> None:
+        if self.stop is not None and self.thread is not None:
+            self.stop.set()
+            self.thread.join(timeout=90)
+            assert not self.thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def node(self, suffix: str, cpu: int = 4) -> None:
+        name = f"{self.ns}-{suffix}"
+        self.kube.create("nodes", {
+            "metadata": {"name": name, "labels": {"e2e-ns": self.ns}},
+            "status": {"capacity": {"cpu": str(cpu), "memory": "8Gi", "pods": "110"},
+                       "allocatable": {"cpu": str(cpu), "memory": "8Gi", "pods": "110"}}})
+        self.nodes.append(name)
+
+    def pod(self, name: str, cpu: str, **spec: Any) -> None:
+        body = {"schedulerName": names.SCHEDULER_NAME, "nodeSelector": {"e2e-ns": self.ns},
+                "containers": [{"name": "c", "image": "busybox",
+                                "resources": {"requests": {"cpu": cpu}}}], **spec}
+        self.kube.create("pods", {"metadata": {"name": name}, "spec": body}, self.ns)
+
+    def node_of(self, pod: str) -> str | None:
+        found = self.kube.get("pods", pod, self.ns)
+        return None if found is None else found["spec"].get("nodeName")
+
+    def reasons(self, pod: str) -> list[str]:
+        items = self.kube.list("events", self.ns, field_selector=f"involvedObject.name={pod}").items
+        return [e.get("message", "") for e in items if e.get("reason") == "FailedScheduling"]
+
+
+@pytest.fixture
+def scheduling(kube: KubeCluster, kube_namespace: str) -> Iterator[Scheduling]:
+    harness = Scheduling(kube, kube_namespace)
+    yield harness
+    harness.halt()
+    for node in harness.nodes:
+        kube.delete("nodes", node)
+
+
+def test_absurd_pods_stay_pending_with_a_reason_and_every_other_pod_is_placed(
+        scheduling: Scheduling) -> None:
+    s = scheduling
+    s.node("n0", cpu=4)
+    s.node("n1", cpu=4)
+    for suffix, cpu in ABSURD.items():
+        s.pod(f"absurd-{suffix}", cpu)
+    # One the default scheduler's int64 overflow would bind: already on a node, not ours.
+    s.pod("foreign-e18", "1e18", schedulerName="default-scheduler", nodeName=f"{s.ns}-n0")
+    s.pod("before", "1")
+    s.start()
+    wait(lambda: s.node_of("before") is not None, "the ordinary pod placed beside absurd ones")
+    for suffix in ABSURD:
+        name = f"absurd-{suffix}"
+        wait(lambda n=name: bool(s.reasons(n)), f"a FailedScheduling event on {name}")
+        # The API server keeps its canonical form ("1e5000" is stored as "100e4998").
+        assert any(f"pod {name}, container c, cpu: quantity" in r and "is too large" in r
+                   for r in s.reasons(name)), s.reasons(name)
+        stored = s.kube.get("pods", name, s.ns)
+        assert stored["spec"].get("nodeName") is None
+        (condition,) = [c for c in stored["status"].get("conditions") or []
+                        if c["type"] == "PodScheduled"]
+        assert condition["status"] == "False" and "too large" in condition["message"]
+    s.pod("between", "1")
+    wait(lambda: s.node_of("between") is not None, "a pod placed in the next cycle")
+    assert s.alive, "the scheduling loop survives every cycle"
+    # A restart re-lists the absurd pods and does not crash-loop.
+    s.start()
+    s.pod("after", "2")
+    wait(lambda: s.node_of("after") is not None, "a pod placed after the restart")
+    assert s.alive
+    assert all(s.node_of(f"absurd-{suffix}") is None for suffix in ABSURD)
+
+
+# -- the webhook ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeCluster, str]]:
+    assets, reason = find_assets()
+    if assets is None:
+        pytest.skip(reason)
+    work = tmp_path_factory.mktemp("hostile-webhook")
+    namespace = "hostile"
+    with start_apiserver(assets, work / "apiserver", controller_manager=False) as server:
+        kube = server.cluster(qps=1000, burst=1000)
+        ensure_namespace(kube, namespace)
+        kube.create("nodes", {"metadata": {"name": "big"}, "status": {
+            "allocatable": {"cpu": "1000", "memory": "4Ti", "pods": "1000"},
+            "capacity": {"cpu": "1000", "memory": "4Ti", "pods": "1000"}}})
+        settings = load_settings(admission="on", webhook_config="fluence-hostile",
+                                 runtime_image="example.org/fluence:e2e")
+        cert = tls.generate(["localhost"], work / "tls", ip_addresses=["127.0.0.1"])
+        service = build_service(settings, get_plugin_manager(settings), kube)
+        httpd = WebhookServer(("127.0.0.1", 0), service,
+                              ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        kube.create("mutatingwebhookconfigurations", {
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "fluence-hostile"},
+            "webhooks": [{
+                "name": "pods.fluence.flux-framework.org", "admissionReviewVersions": ["v1"],
+                "clientConfig": {"url": f"https://127.0.0.1:{httpd.port}/mutate"},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": ["pods"]}],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10}]})
+        tls.patch_ca_bundle(kube, "fluence-hostile", cert.ca_pem)
+        yield kube, namespace
+        httpd.shutdown()
+        kube.close()
+
+
+def _quantum(name: str, cpu: str) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"schedulerName": names.SCHEDULER_NAME, "containers": [{
+                "name": "app", "image": "busybox",
+                "resources": {"requests": {"cpu": cpu, QPU: "1"}, "limits": {QPU: "1"}}}]}}
+
+
+def _p99_of_admissions(kube: KubeCluster, namespace: str, prefix: str, count: int = 40) -> float:
+    """Seconds, 99th percentile, to create a quantum pod (webhook + admission control)."""
+    took = []
+    for i in range(count):
+        started = time.perf_counter()
+        kube.create("pods", _quantum(f"{prefix}-{i}", "1"), namespace)
+        took.append(time.perf_counter() - started)
+    took.sort()
+    return took[min(len(took) - 1, int(len(took) * 0.99))]
+
+
+def test_absurd_pods_in_the_cluster_leave_the_webhooks_p99_unaffected(
+        webhook: tuple[KubeCluster, str]) -> None:
+    kube, namespace = webhook
+    before = _p99_of_admissions(kube, namespace, "before")
+    for suffix, cpu in ABSURD.items():  # classical: admitted, stored, read by every verdict
+        kube.create("pods", {"metadata": {"name": f"absurd-{suffix}"}, "spec": {
+            "schedulerName": names.SCHEDULER_NAME,
+            "containers": [{"name": "c", "image": "busybox",
+                            "resources": {"requests": {"cpu": cpu}}}]}}, namespace)
+    with pytest.raises(ApiError, match="too large"):  # judged itself: refused, saying why
+        kube.create("pods", _quantum("absurd-quantum", "1e10000000"), namespace)
+    after = _p99_of_admissions(kube, namespace, "after")
+    # Once 9-19 s per admission; a generous bound on a shared machine, far below that.
+    assert after < max(3 * before, before + 0.5), (before, after)
