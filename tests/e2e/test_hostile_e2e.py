@@ -97,6 +97,9 @@ def scheduling(kube: KubeCluster, kube_namespace: str) -> Iterator[Scheduling]:
     harness = Scheduling(kube, kube_namespace)
     yield harness
     harness.halt()
+    # Pending absurd pods would keep every later test's scheduler writing events about them.
+    for pod in kube.list("pods", kube_namespace).items:
+        kube.delete("pods", pod["metadata"]["name"], kube_namespace, grace_period_seconds=0)
     for node in harness.nodes:
         kube.delete("nodes", node)
 
