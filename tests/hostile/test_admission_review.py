@@ -134,6 +134,10 @@ DENIED = [  # answered 200 with allowed=false and a message naming the fault
     Case("requests-a-string", review(pod(qpu=True, spec__containers=[
         {"name": "app", "resources": {"requests": "qpu", "limits": {QPU: "1"}}}])), "requests"),
     Case("labels-a-list", review(pod(metadata__labels=["a"])), "labels"),
+    Case("namespace-missing", review(namespace=None), "request.namespace 'None' is not a namespace"),
+    Case("namespace-empty", review(namespace=""), "request.namespace '' is not a namespace"),
+    Case("namespace-path", review(namespace="../victim"), "request.namespace '../victim' is not"),
+    Case("namespace-a-list", review(namespace=["a"]), r"request.namespace \"\['a'\]\" is not"),
     Case("annotations-a-string", review(pod(metadata__annotations="a")), "annotations"),
 ]
 
@@ -171,3 +175,16 @@ def test_a_hostile_pod_is_refused_naming_the_fault(case: Case, service: Admissio
     assert outcome.response["uid"] == "u-1"
     assert re.search(case.expect, outcome.response["status"]["message"]), outcome.body
     _still_serving(service)
+
+
+def test_the_objects_own_namespace_is_never_where_the_webhook_acts(service: AdmissionService) -> None:
+    """A pod claiming namespace "victim" in a review for "default" makes its PodGroup in
+    "default": the API server names the namespace, the object does not."""
+    forged = pod(labels={names.GROUP_LABEL: "g"}, annotations={SIZE: "2"})
+    forged["metadata"]["namespace"] = "victim"
+    outcome = service.review(review(forged))
+    assert outcome.response["allowed"] is True
+    cluster = service.cluster
+    assert cluster is not None
+    assert cluster.get("podgroups", "g", "default") is not None
+    assert cluster.get("podgroups", "g", "victim") is None

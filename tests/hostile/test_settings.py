@@ -10,7 +10,8 @@ import pytest
 
 from fluence_core import log
 from fluence_core.errors import SettingsError
-from fluence_core.settings import load_settings
+from fluence_core.plugins import get_plugin_manager
+from fluence_core.settings import Settings, load_settings
 from tests.hostile.cases import Case, cases, run_fluence
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -20,14 +21,20 @@ CASES = [
     Case("log-level-number", {"FLUENCE_LOG_LEVEL": "10"}, "FLUENCE_LOG_LEVEL='10'"),
     Case("log-level-trace", {"FLUENCE_LOG_LEVEL": "trace"}, "FLUENCE_LOG_LEVEL='trace'"),
     Case("match-policy", {"FLUENCE_MATCH_POLICY": "fastest"}, "FLUENCE_MATCH_POLICY='fastest'"),
-    Case("admission", {"FLUENCE_ADMISSION": "maybe"}, "FLUENCE_ADMISSION='maybe'"),
-    Case("admission-yes", {"FLUENCE_ADMISSION": "yes"}, "FLUENCE_ADMISSION='yes'"),
+    Case("admission", {"FLUENCE_ADMISSION_CONTROL": "maybe"}, "FLUENCE_ADMISSION_CONTROL='maybe'"),
+    Case("admission-old-name", {"FLUENCE_ADMISSION": "yes"}, "FLUENCE_ADMISSION='yes'"),
+    Case("admission-reserve-nan", {"FLUENCE_ADMISSION_RESERVE_CORES": "nan"},
+         "FLUENCE_ADMISSION_RESERVE_CORES='nan'"),
+    Case("flux-broker-port", {"FLUENCE_FLUX_BROKER_PORT": "99999"}, "FLUENCE_FLUX_BROKER_PORT"),
+    Case("flux-adopt-timeout-inf", {"FLUENCE_FLUX_ADOPT_TIMEOUT": "inf"},
+         "FLUENCE_FLUX_ADOPT_TIMEOUT='inf'"),
     Case("capacity-zero", {"FLUENCE_RESOURCE_CAPACITY": "0"}, "FLUENCE_RESOURCE_CAPACITY='0'"),
     Case("capacity-text", {"FLUENCE_RESOURCE_CAPACITY": "lots"}, "FLUENCE_RESOURCE_CAPACITY='lots'"),
     Case("capacity-arabic-digit", {"FLUENCE_RESOURCE_CAPACITY": "\u0663"},
          "FLUENCE_RESOURCE_CAPACITY="),
     Case("reserve-negative", {"FLUENCE_RESERVE_CORES": "-1"}, "FLUENCE_RESERVE_CORES='-1'"),
-    Case("reserve-float", {"FLUENCE_RESERVE_CORES": "1.5"}, "FLUENCE_RESERVE_CORES='1.5'"),
+    Case("reserve-float", {"FLUENCE_ADMISSION_RESERVE_CORES": "1.5"},
+         "FLUENCE_ADMISSION_RESERVE_CORES='1.5'"),
     Case("worker-timeout-negative", {"FLUENCE_WORKER_TIMEOUT": "-5"}, "FLUENCE_WORKER_TIMEOUT"),
     Case("worker-timeout-nan", {"FLUENCE_WORKER_TIMEOUT": "nan"}, "FLUENCE_WORKER_TIMEOUT='nan'"),
     Case("session-hold-inf", {"FLUENCE_SESSION_HOLD_TIMEOUT": "inf"},
@@ -68,10 +75,22 @@ def test_a_hostile_setting_is_refused_naming_the_variable(
     for variable, value in case.input.items():
         monkeypatch.setenv(variable, value)
     with pytest.raises(SettingsError, match=case.expect):
-        load_settings()
+        load_every_settings_class()
 
 
-@pytest.mark.parametrize("case", cases(CASES[:8]))
+def load_every_settings_class() -> None:
+    """The core's settings, then every plugin's (as ``fluence settings`` reads them)."""
+    settings = load_settings()
+    for batch in get_plugin_manager(settings).hook.fluence_settings():
+        for cls in batch or []:
+            cls.load()
+
+
+_CORE_VARIABLES = {f"FLUENCE_{field.upper()}" for field in Settings.model_fields}
+CORE = [c for c in CASES if next(iter(c.input)) in _CORE_VARIABLES]
+
+
+@pytest.mark.parametrize("case", cases(CORE[:8]))
 def test_the_command_reports_a_hostile_setting_without_a_traceback(
         case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     for variable, value in case.input.items():

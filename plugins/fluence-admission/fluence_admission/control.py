@@ -36,12 +36,27 @@ from fluence_core.api import (
     spec,
 )
 
-PENDING_TTL = 120.0
-"""Seconds an in-memory promise waits for its pods to appear in the cluster."""
+PENDING_GRACE = 15.0
+"""Seconds an in-memory promise bridges admission and storage: the webhook answers within
+its 10 s timeout and the API server stores the pod right after, with the promise on it
+(the durable record). Past this, a pod that is not stored never will be, so its promise
+is given back instead of starving real groups."""
 _FLUENCE_CONTAINERS = frozenset({names.SIDECAR_CONTAINER, names.STAGE_CONTAINER})
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 
 GroupKey = tuple[str, str]
+PendingKey = tuple[str, ...]
+"""A group's key, or ``(namespace, "request", uid)`` for a lone pod: its own admission request,
+so a second pod re-using a name is judged afresh."""
+
+
+@dataclass(frozen=True)
+class _Promise:
+    needed: int
+    since: float
+    per_pod: int
+    record: GroupKey
+    """Where the cluster's record of it will be (the group, or ``pod:<name>``)."""
 
 
 def group_key(pod: Mapping[str, Any], namespace: str) -> GroupKey:
@@ -91,7 +106,7 @@ class AdmissionControl:
     """Admits a hybrid group only when its cores will be there when its quantum task runs.
 
     ``cluster`` is what the budget is read from; ``clock`` (seconds) ages the
-    promises of groups admitted but not yet stored (:data:`PENDING_TTL`).
+    promises of groups admitted but not yet stored (:data:`PENDING_GRACE`).
     """
 
     def __init__(self, cluster: ClusterAPI, settings: AdmissionSettings, *,
@@ -101,7 +116,7 @@ class AdmissionControl:
         self.reserve = settings.reserve_cores
         self._clock = clock
         self._lock = threading.Lock()
-        self._pending: dict[GroupKey, tuple[int, float]] = {}
+        self._pending: dict[PendingKey, _Promise] = {}
 
     # -- the verdict --------------------------------------------------------
 
@@ -111,13 +126,18 @@ class AdmissionControl:
             return None
         namespace = str(ctx.namespace or metadata(pod).get("namespace") or "default")
         key = group_key(pod, namespace)
+        grouped = group_of(pod) is not None
+        pending_key: PendingKey = key if grouped else (namespace, "request", ctx.uid)
         with self._lock:
-            if key in self._pending or self._group_exists(key):
-                return None  # admitted before: a sibling, a re-invocation, or before a restart
-            size = group_size(pod, ctx) if group_of(pod) else 1
             per_pod = pod_cores(pod)
+            known = self._pending.get(pending_key)
+            if known is not None and per_pod <= known.per_pod:
+                return None  # a sibling of the same shape, or a re-invocation
+            if known is None and grouped and self._group_exists(key):
+                return None  # a sibling of a group admitted before (a restart between)
+            size = group_size(pod, ctx) if grouped else 1
             needed = size * per_pod
-            budget = self.budget(self._priority_of(pod), exclude=key)
+            budget = self.budget(self._priority_of(pod), exclude=pending_key)
             if needed > budget.available:
                 what = f"group {key[1]}" if group_of(pod) else f"pod {key[1][4:]}"
                 logger.info("admission: refused %s/%s: needs %d, %d available", namespace, key[1],
@@ -126,15 +146,20 @@ class AdmissionControl:
                         f"({size} pods x {per_pod}) but {max(0, budget.available)} are available "
                         f"({budget.explain()})")
             if not ctx.dry_run:
-                self._pending[key] = (needed, self._clock())
+                self._pending[pending_key] = _Promise(needed, self._clock(), per_pod, key)
         return None
 
     # -- the cluster's side -------------------------------------------------
 
-    def budget(self, priority: int, *, exclude: GroupKey | None = None) -> Budget:
+    def budget(self, priority: int, *, exclude: PendingKey | None = None) -> Budget:
         """What a group of ``priority`` may count on now (``exclude``: its own promise)."""
         cluster = self.cluster
-        nodes = [NodeInfo.from_kube(n) for n in cluster.list(NODES).items]
+        nodes = []
+        for raw in cluster.list(NODES).items:
+            try:
+                nodes.append(NodeInfo.from_kube(raw))
+            except ValueError as error:  # a node nobody can use adds no cores; judge the rest
+                logger.warning("admission: %s", error)
         capacity = sum(n.cores for n in nodes if n.schedulable)
         schedulable = {n.name for n in nodes if n.schedulable}
         used = preemptible = 0
@@ -163,15 +188,18 @@ class AdmissionControl:
                     bound_by_group[key] = bound_by_group.get(key, 0) + cores
         outstanding = {key: max(0, total - bound_by_group.get(key, 0)) for key, total in promises.items()}
         now = self._clock()
-        for key, (total, since) in list(self._pending.items()):
-            if key in promises or now - since > PENDING_TTL:
+        pending: dict[PendingKey, int] = {}
+        for key, promise in list(self._pending.items()):
+            if promise.record in promises or now - promise.since > PENDING_GRACE:
                 del self._pending[key]  # the cluster has the record now (or the pods never came)
             else:
-                outstanding[key] = total
+                pending[key] = promise.needed
         if exclude is not None:
-            outstanding.pop(exclude, None)
+            pending.pop(exclude, None)
+            if len(exclude) == 2:
+                outstanding.pop((exclude[0], exclude[1]), None)
         return Budget(free=max(0, capacity - used), preemptible=preemptible, reserved=self.reserve,
-                      promised=sum(outstanding.values()))
+                      promised=sum(outstanding.values()) + sum(pending.values()))
 
     def _group_exists(self, key: GroupKey) -> bool:
         namespace, group = key

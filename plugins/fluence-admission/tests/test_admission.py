@@ -9,7 +9,7 @@ import jsonpatch
 import pytest
 
 from fluence_admission import plugin
-from fluence_admission.control import PENDING_TTL, AdmissionControl, MarkHandler
+from fluence_admission.control import PENDING_GRACE, AdmissionControl, MarkHandler
 from fluence_admission.settings import AdmissionSettings
 from fluence_core.api import AdmissionContext, SettingsError, Switch, load_settings, names
 from fluence_core.testing import AdmissionService, FakeCluster, build_service, get_plugin_manager
@@ -214,7 +214,7 @@ def test_a_pending_promise_ages_by_the_clock_the_service_injects(cluster):
     assert first.response["allowed"] is True  # promises 12 of 16, the pod is never stored
     refused = service.review(review_body(pod("b-0", cpu=4, qpu=True, group="b", size=2), "u2"))
     assert "group b needs 8 cores" in refused.response["status"]["message"]
-    now[0] = PENDING_TTL + 1  # virtual time passes; the wall clock did not move
+    now[0] = PENDING_GRACE + 1  # virtual time passes; the wall clock did not move
     assert service.review(review_body(pod("b-0", cpu=4, qpu=True, group="b", size=2),
                                       "u3")).response["allowed"] is True
 
@@ -273,3 +273,36 @@ def test_a_bad_value_is_a_settings_error_naming_the_variable(no_admission_env, v
 
 def test_fluence_settings_contributes_the_admission_settings():
     assert AdmissionSettings in plugin.fluence_settings()
+
+
+def test_a_group_whose_pods_are_never_stored_gives_its_promise_back_after_the_grace(
+        settings, cluster, admission):
+    now = [0.0]
+    control = AdmissionControl(cluster, admission, clock=lambda: now[0])
+    assert control.admit(pod("ghost-0", cpu=4, qpu=True, group="ghost", size=4),
+                         ctx(settings, cluster)) is None  # promises all 16 cores
+    assert "needs 4 cores" in control.admit(pod("real-0", cpu=4, qpu=True, group="real", size=1),
+                                            ctx(settings, cluster))
+    now[0] = 16  # past the grace (once 120 s): the ghost's pods were never stored
+    assert control.admit(pod("real-0", cpu=4, qpu=True, group="real", size=1),
+                         ctx(settings, cluster)) is None
+
+
+def test_a_lone_pod_re_using_a_name_is_judged_afresh(control, settings, cluster):
+    assert control.admit(pod("solo", cpu=12, qpu=True), ctx(settings, cluster, uid="r1")) is None
+    verdict = control.admit(pod("solo", cpu=1000, qpu=True), ctx(settings, cluster, uid="r2"))
+    assert verdict is not None and "needs 1000 cores" in verdict
+    assert control.admit(pod("solo", cpu=12, qpu=True), ctx(settings, cluster, uid="r1")) is None, \
+        "a re-invocation of the same request is not judged twice"
+
+
+def test_a_sibling_asking_more_per_pod_than_its_group_promised_is_judged(control, settings, cluster):
+    assert control.admit(pod("a-0", cpu=1, qpu=True, group="a", size=2), ctx(settings, cluster)) is None
+    verdict = control.admit(pod("a-1", cpu=100, qpu=True, group="a", size=2), ctx(settings, cluster))
+    assert verdict is not None and "needs 200 cores" in verdict
+
+
+def test_a_node_that_cannot_be_read_does_not_stop_admission(control, settings, cluster):
+    cluster.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bad"},
+                             "status": {"allocatable": {"cpu": "1e5000"}}})
+    assert control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=2), ctx(settings, cluster)) is None
