@@ -44,7 +44,8 @@ CLUSTER = "cluster"
 _ENTRY_KEYS = frozenset({"type", "name", "parent", "count", "attributes", "with"})
 _NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
 """A Kubernetes qualified name's name part (extended resources, annotation keys)."""
-_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII)
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+                        re.ASCII)
 """A DNS subdomain, as Kubernetes names nodes."""
 MAX_NAME_PART = 63
 MAX_ATTRIBUTE_KEY = MAX_NAME_PART - len("attr-")
@@ -179,7 +180,8 @@ def _check_env_names(keys: Mapping[str, None], source: str) -> None:
         by_env[env] = key
 
 
-def _check_name(value: Any, what: str, path: str, source: str, *, limit: int = MAX_NAME_PART) -> str:
+def _check_name(value: Any, what: str, path: str, source: str, *,
+                limit: int = MAX_NAME_PART) -> str:
     if not isinstance(value, str):
         raise ResourceConfigError(
             f"{source}: {path}: {what} must be a string, got {value!r} (quote it)")

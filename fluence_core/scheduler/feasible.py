@@ -183,7 +183,7 @@ class FeasibleNodes:
             return cached[2]
         try:
             facts: PodFacts | None = PodFacts.from_kube(obj)
-        except ValueError as error:
+        except (ValueError, TypeError, AttributeError, KeyError) as error:  # a garbled object
             logger.warning("pod %s/%s on %s is left out of the filters: %s", *key, node, error)
             facts = None
         if facts is not None and facts.node_name != node:
@@ -198,7 +198,7 @@ class FeasibleNodes:
             return cached[1]
         try:
             facts: NodeFacts | None = NodeFacts.from_kube(obj)
-        except ValueError as error:
+        except (ValueError, TypeError, AttributeError, KeyError) as error:  # a garbled object
             logger.warning("node %s is left out of the filters: %s", name, error)
             facts = None
         self._nodes[name] = (version, facts)

@@ -187,7 +187,8 @@ def owning_job(pod: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, An
     return job
 
 
-def positive_int_annotation(obj: Mapping[str, Any], key: str, limit: int = MAX_GROUP_SIZE) -> int | None:
+def positive_int_annotation(obj: Mapping[str, Any], key: str,
+                            limit: int = MAX_GROUP_SIZE) -> int | None:
     """Annotation ``key`` as a positive integer up to ``limit``, None when absent; anything else
     is refused. Only ASCII digits count: Python's ``int`` also reads ``"4_000"`` and ``"\u0663"``
     (an Arabic-Indic three), which nothing else in Kubernetes would."""

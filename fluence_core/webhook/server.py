@@ -206,6 +206,11 @@ class WebhookServer(ThreadingHTTPServer):
             self._leave(client)
             raise
 
+    def held_by(self, client: str) -> int:
+        """Connections the address ``client`` holds now."""
+        with self._guard:
+            return self._per_client.get(client, 0)
+
     def _leave(self, client: str) -> None:
         with self._guard:
             left = self._per_client.get(client, 1) - 1

@@ -296,13 +296,17 @@ def test_a_lone_pod_re_using_a_name_is_judged_afresh(control, settings, cluster)
         "a re-invocation of the same request is not judged twice"
 
 
-def test_a_sibling_asking_more_per_pod_than_its_group_promised_is_judged(control, settings, cluster):
-    assert control.admit(pod("a-0", cpu=1, qpu=True, group="a", size=2), ctx(settings, cluster)) is None
-    verdict = control.admit(pod("a-1", cpu=100, qpu=True, group="a", size=2), ctx(settings, cluster))
+def test_a_sibling_asking_more_per_pod_than_its_group_promised_is_judged(
+        control, settings, cluster):
+    first = pod("a-0", cpu=1, qpu=True, group="a", size=2)
+    assert control.admit(first, ctx(settings, cluster)) is None
+    bigger = pod("a-1", cpu=100, qpu=True, group="a", size=2)
+    verdict = control.admit(bigger, ctx(settings, cluster))
     assert verdict is not None and "needs 200 cores" in verdict
 
 
 def test_a_node_that_cannot_be_read_does_not_stop_admission(control, settings, cluster):
     cluster.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bad"},
                              "status": {"allocatable": {"cpu": "1e5000"}}})
-    assert control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=2), ctx(settings, cluster)) is None
+    admitted = control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=2), ctx(settings, cluster))
+    assert admitted is None
