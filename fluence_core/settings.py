@@ -162,8 +162,8 @@ class Settings(BaseSettings):
     @field_validator("lease_name", "lease_namespace", "webhook_service", "webhook_namespace",
                      "webhook_config")
     @classmethod
-    def _kube_name(cls, value: str) -> str:
-        if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
+    def _kube_name(cls, value: str | None) -> str | None:
+        if value is not None and (len(value) > 63 or not _DNS_LABEL.fullmatch(value)):
             raise ValueError("expected a Kubernetes name: at most 63 lower-case letters, digits"
                              " and '-', starting and ending with a letter or digit")
         return value
