@@ -94,8 +94,9 @@ RUNTIME_MOUNT: Final = "/fluence-runtime"
 STAGE_CONTAINER: Final = "fluence-stage"
 SIDECAR_CONTAINER: Final = "fluence-sidecar"
 SIDECAR_SERVICE_ACCOUNT: Final = "fluence-sidecar"
-"""ServiceAccount, Role and RoleBinding of ``deploy/sidecar-rbac.yaml``, which an operator may
-apply (pods get/list/patch) until the sidecar reports to Fluence; the webhook grants nothing."""
+"""ServiceAccount, Role and RoleBinding of ``deploy/optional/sidecar-rbac.yaml``, which an
+operator may apply (pods get/list/patch) until the sidecar reports to Fluence; the webhook
+grants nothing."""
 KUBE_SYSTEM: Final = "kube-system"
 
 SETTINGS_ENV_PREFIX: Final = "FLUENCE_"

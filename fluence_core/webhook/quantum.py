@@ -12,7 +12,7 @@ quantum task, from its **scout** (Job completion index 0); the classical
   ServiceAccount: the webhook grants no rights to anyone (a request could name
   any ServiceAccount). Until the sidecar reports to Fluence instead (issue 14),
   an operator who runs shared groups grants that account pods get/list/patch in
-  the namespace themselves (``deploy/sidecar-rbac.yaml``).
+  the namespace themselves (``deploy/optional/sidecar-rbac.yaml``).
 * workers: PodGroup ``<group>`` of N-1, scheduling gate, priority class
   ``fluence-quantum-classical`` unless one is set, role and scout env, and no
   virtual request (the scout holds it).

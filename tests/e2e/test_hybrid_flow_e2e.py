@@ -154,8 +154,8 @@ def submit_job(flow: Flow) -> str:
     (job,) = read_objects(REPO / "examples" / "quantum-shared-job.yaml", kind="Job")
     job["spec"]["template"]["spec"]["nodeSelector"] = {"e2e-ns": flow.ns}
     # The webhook grants no rights; the operator's opt-in grant for the sidecar (until it
-    # reports to Fluence instead, issue 14): deploy/sidecar-rbac.yaml, in this namespace.
-    for obj in read_objects(REPO / "deploy" / "sidecar-rbac.yaml"):
+    # reports to Fluence instead, issue 14): deploy/optional/sidecar-rbac.yaml, in this namespace.
+    for obj in read_objects(REPO / "deploy" / "optional" / "sidecar-rbac.yaml"):
         obj["metadata"]["namespace"] = flow.ns
         for subject in obj.get("subjects") or []:
             subject["namespace"] = flow.ns
