@@ -18,8 +18,11 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ["deploy/namespace.yaml", "deploy/fluence-resources.yaml", "deploy/fluence.yaml",
-             "deploy/webhook.yaml", "deploy/device-plugin.yaml",
-             "examples/pod.yaml", "examples/podgroup.yaml"]
+             "deploy/webhook.yaml", "deploy/device-plugin.yaml"] + sorted(
+    # every workload a user applies; not examples/sim (scenarios), examples/cluster (inputs
+    # of fluence graph/plan: a Node dump and bare pods) or the provider template
+    str(p.relative_to(ROOT)) for p in (ROOT / "examples").rglob("*.yaml")
+    if not {"sim", "cluster", "provider-plugin"} & set(p.relative_to(ROOT / "examples").parts))
 
 
 def _kubectl() -> str:
