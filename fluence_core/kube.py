@@ -132,7 +132,8 @@ class KubeCluster:
     @classmethod
     def from_kubeconfig(cls, path: str | os.PathLike[str] | None = None,
                         context: str | None = None, **options: Any) -> KubeCluster:
-        """From a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config``) and its current context."""
+        """From a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config``) and its current context.
+        """
         configuration = k8s_client.Configuration()
         k8s_config.load_kube_config(
             config_file=str(path) if path is not None else None, context=context,
@@ -207,7 +208,9 @@ class KubeCluster:
 
     # -- ClusterAPI ---------------------------------------------------------
 
-    def get(self, resource: ResourceRef, name: str, namespace: str | None = None) -> KubeDict | None:
+    def get(
+        self, resource: ResourceRef, name: str, namespace: str | None = None
+    ) -> KubeDict | None:
         """The object, or None on 404."""
         try:
             result: KubeDict = self._call("GET", self._path(resolve(resource), namespace, name))

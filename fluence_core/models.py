@@ -44,7 +44,9 @@ class NodeInfo:
     @property
     def schedulable(self) -> bool:
         """Cordoned nodes and NoSchedule/NoExecute-tainted nodes take no new pods."""
-        return not self.unschedulable and not any(t.effect in _BLOCKING_EFFECTS for t in self.taints)
+        return not self.unschedulable and not any(
+            t.effect in _BLOCKING_EFFECTS for t in self.taints
+        )
 
     @classmethod
     def from_kube(cls, node: KubeObject) -> "NodeInfo":
@@ -161,7 +163,9 @@ class PodRequest:
             gpus=gpus,
             virtual=virtual,
             requires=requires,
-            node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
+            node_selector=tuple(
+                sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())
+            ),
             uid=metadata.get("uid") or "",
         )
 

@@ -105,7 +105,9 @@ def parse_resource_config(text: str, source: str = "<string>") -> ResourceConfig
     if not isinstance(document, dict):
         raise ResourceConfigError(f"{source}: expected a mapping with a 'resources' list")
     if "resources" not in document:
-        raise ResourceConfigError(f"{source}: no 'resources' key (an empty file means classical only)")
+        raise ResourceConfigError(
+            f"{source}: no 'resources' key (an empty file means classical only)"
+        )
     unknown_top = set(document) - {"resources", "attributes"}
     if unknown_top:
         raise ResourceConfigError(f"{source}: unknown top-level keys {sorted(unknown_top)}")
@@ -129,7 +131,9 @@ def _read_registry(raw: Any, source: str) -> dict[str, dict[str, str]]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ResourceConfigError(f"{source}: attributes: expected a mapping of named attribute sets")
+        raise ResourceConfigError(
+            f"{source}: attributes: expected a mapping of named attribute sets"
+        )
     registry = {}
     for name, values in raw.items():
         registry[str(name)] = _attribute_map(values, f"attributes.{name}", source)
@@ -177,10 +181,14 @@ def _resolve(
         )
     count = entry.get("count", 1)
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ResourceConfigError(f"{source}: {path}: count must be a positive integer, got {count!r}")
+        raise ResourceConfigError(
+            f"{source}: {path}: count must be a positive integer, got {count!r}"
+        )
     parent = entry.get("parent", CLUSTER)
     if not top_level and "parent" in entry:
-        raise ResourceConfigError(f"{source}: {path}: 'parent' is only allowed on top-level entries")
+        raise ResourceConfigError(
+            f"{source}: {path}: 'parent' is only allowed on top-level entries"
+        )
     raw_attributes = entry.get("attributes")
     if raw_attributes is None:
         own: dict[str, str] = {}

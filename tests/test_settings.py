@@ -50,7 +50,12 @@ def test_other_defaults() -> None:
 @pytest.mark.parametrize(
     ("variable", "text", "field", "value"),
     [
-        ("FLUENCE_RESOURCES", "/etc/fluence/resources.yaml", "resources", Path("/etc/fluence/resources.yaml")),
+        (
+            "FLUENCE_RESOURCES",
+            "/etc/fluence/resources.yaml",
+            "resources",
+            Path("/etc/fluence/resources.yaml"),
+        ),
         ("FLUENCE_MATCH_POLICY", "lonode", "match_policy", MatchPolicy.LONODE),
         ("FLUENCE_WORKER_TIMEOUT", "30", "worker_timeout", 30.0),
         ("FLUENCE_SESSION_HOLD_TIMEOUT", "2.5", "session_hold_timeout", 2.5),
@@ -66,12 +71,16 @@ def test_each_variable_is_read_from_the_environment(
 
 
 @pytest.mark.parametrize("policy", ["first", "low", "high", "lonode", "hinode"])
-def test_every_fluxion_match_policy_is_accepted(monkeypatch: pytest.MonkeyPatch, policy: str) -> None:
+def test_every_fluxion_match_policy_is_accepted(
+    monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
     monkeypatch.setenv("FLUENCE_MATCH_POLICY", policy)
     assert load_settings().match_policy.value == policy
 
 
-def test_disable_plugins_is_a_comma_separated_list_ignoring_blanks(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_disable_plugins_is_a_comma_separated_list_ignoring_blanks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("FLUENCE_DISABLE_PLUGINS", "fluxion, braket,,")
     assert load_settings().disable_plugins == ["fluxion", "braket"]
 

@@ -98,7 +98,8 @@ class Selection:
             why = "no backend passes the policy"
         else:
             parts = [f"{term} {_key_value(chosen, term)}" for term in self.policy.rankings]
-            why = f"best by {', '.join(parts)} among {sum(c.excluded is None for c in self.ranked)} eligible"
+            eligible = sum(c.excluded is None for c in self.ranked)
+            why = f"best by {', '.join(parts)} among {eligible} eligible"
         return {"type": self.resource_type, "policy": self.policy.text, "shots": self.shots,
                 "chosen": chosen.backend.name if chosen else None, "why": why,
                 "candidates": [c.record() for c in self.ranked]}
@@ -123,7 +124,9 @@ def _float(value: str | None) -> float | None:
         return None
 
 
-def backends_of_type(config: ResourceConfig, resource_type: str) -> list[tuple[Backend, BackendInfo]]:
+def backends_of_type(
+    config: ResourceConfig, resource_type: str
+) -> list[tuple[Backend, BackendInfo]]:
     """Each top-level resource that serves ``resource_type``, with what the config itself says
     (qubits from ``qubit`` children; ``price-per-shot``/``price-per-task`` attributes)."""
     found = []
@@ -142,7 +145,8 @@ def backends_of_type(config: ResourceConfig, resource_type: str) -> list[tuple[B
 
 
 def load_price_fixture(path: Path) -> dict[str, BackendInfo]:
-    """A YAML/JSON mapping ``backend -> {price_per_shot, price_per_task, queue, status, qubits}``."""
+    """A YAML/JSON mapping ``backend -> {price_per_shot, price_per_task, queue, status, qubits}``.
+    """
     data = yaml.safe_load(Path(path).read_text()) or {}
     if not isinstance(data, dict):
         raise FluenceError(f"{path}: expected a mapping of backend name to its figures")
@@ -152,7 +156,9 @@ def load_price_fixture(path: Path) -> dict[str, BackendInfo]:
         allowed = {"price_per_shot", "price_per_task", "queue", "status", "qubits"}
         unknown = set(figures) - allowed
         if unknown:
-            raise FluenceError(f"{path}: {name}: unknown keys {sorted(unknown)} (allowed: {sorted(allowed)})")
+            raise FluenceError(
+                f"{path}: {name}: unknown keys {sorted(unknown)} (allowed: {sorted(allowed)})"
+            )
         infos[str(name)] = BackendInfo(str(name), source=str(path), **figures)
     return infos
 

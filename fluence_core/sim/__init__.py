@@ -40,7 +40,9 @@ def available_scenarios() -> list[tuple[str, Path, str]]:
             document = yaml.safe_load(path.read_text()) or {}
         except (OSError, yaml.YAMLError):
             continue
-        found.append((str(document.get("name", path.stem)), path, str(document.get("description", ""))))
+        found.append(
+            (str(document.get("name", path.stem)), path, str(document.get("description", "")))
+        )
     return found
 
 

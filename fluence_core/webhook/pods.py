@@ -32,7 +32,8 @@ def annotations_of(pod: Mapping[str, Any]) -> Mapping[str, str]:
 def pod_label(pod: Mapping[str, Any]) -> str:
     """``namespace/name`` (or the generateName prefix) for messages."""
     meta = metadata(pod)
-    return f"{meta.get('namespace') or '?'}/{meta.get('name') or (meta.get('generateName') or '') + '*'}"
+    name = meta.get("name") or (meta.get("generateName") or "") + "*"
+    return f"{meta.get('namespace') or '?'}/{name}"
 
 
 def is_fluence_pod(pod: Mapping[str, Any]) -> bool:
@@ -65,7 +66,9 @@ def asks_for_virtual(pod: Mapping[str, Any]) -> bool:
 
 
 def coordination(pod: Mapping[str, Any]) -> str:
-    return str(annotations_of(pod).get(names.COORDINATION_ANNOTATION) or names.COORDINATION_INDEPENDENT)
+    return str(
+        annotations_of(pod).get(names.COORDINATION_ANNOTATION) or names.COORDINATION_INDEPENDENT
+    )
 
 
 def role(pod: Mapping[str, Any]) -> str | None:
@@ -79,7 +82,8 @@ def is_quantum(pod: Mapping[str, Any]) -> bool:
 
 
 def is_shared_quantum(pod: Mapping[str, Any]) -> bool:
-    """A member of a grouped quantum job with ``coordination: shared`` (the quantum split's pods)."""
+    """A member of a grouped quantum job with ``coordination: shared`` (the quantum split's pods).
+    """
     return (
         group_of(pod) is not None
         and coordination(pod) == names.COORDINATION_SHARED
@@ -88,7 +92,9 @@ def is_shared_quantum(pod: Mapping[str, Any]) -> bool:
 
 
 def completion_index(pod: Mapping[str, Any]) -> int | None:
-    raw = labels(pod).get(names.JOB_COMPLETION_INDEX) or annotations_of(pod).get(names.JOB_COMPLETION_INDEX)
+    raw = labels(pod).get(names.JOB_COMPLETION_INDEX) or annotations_of(pod).get(
+        names.JOB_COMPLETION_INDEX
+    )
     if raw is None:
         return None
     try:
@@ -134,7 +140,8 @@ def positive_int_annotation(obj: Mapping[str, Any], key: str) -> int | None:
 
 
 def group_size(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
-    """The gang's minCount: annotation ``group-size``, else the Job's parallelism/completions, else 1."""
+    """The gang's minCount: annotation ``group-size``, else the Job's parallelism/completions, else
+    1."""
     size = positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
     if size is not None:
         return size

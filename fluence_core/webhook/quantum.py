@@ -25,7 +25,13 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from fluence_core import hookimpl, names
-from fluence_core.cluster_api import PODGROUPS, PRIORITY_CLASSES, ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS
+from fluence_core.cluster_api import (
+    PODGROUPS,
+    PRIORITY_CLASSES,
+    ROLE_BINDINGS,
+    ROLES,
+    SERVICE_ACCOUNTS,
+)
 from fluence_core.kube_errors import Conflict, NotFound
 from fluence_core.log import logger
 from fluence_core.settings import Settings
@@ -91,7 +97,11 @@ class QuantumSplitHandler(Handler):
 
     @staticmethod
     def _label(value: str) -> dict[str, Any]:
-        return {"op": "add", "path": pointer("metadata", "labels", names.ROLE_LABEL), "value": value}
+        return {
+            "op": "add",
+            "path": pointer("metadata", "labels", names.ROLE_LABEL),
+            "value": value,
+        }
 
     def _scout(self, pod: Mapping[str, Any], group: str, size: int,
                attribute_keys: tuple[str, ...] = ()) -> JsonPatch:
@@ -155,8 +165,13 @@ class QuantumSplitHandler(Handler):
                 value = entry.get("value")
                 if value is None or value.split(":")[0] == names.RUNTIME_MOUNT:
                     return []  # from a valueFrom (left alone) or already staged
-                return [{"op": "replace", "path": base + pointer("env", index, "value"),
-                         "value": f"{names.RUNTIME_MOUNT}:{value}" if value else names.RUNTIME_MOUNT}]
+                return [
+                    {
+                        "op": "replace",
+                        "path": base + pointer("env", index, "value"),
+                        "value": f"{names.RUNTIME_MOUNT}:{value}" if value else names.RUNTIME_MOUNT,
+                    }
+                ]
         return []  # absent: added with the other variables
 
     def _worker(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
@@ -178,7 +193,9 @@ class QuantumSplitHandler(Handler):
                 ops.append({"op": "remove", "path": base + pointer("resources", section, resource)})
                 other = "limits" if section == "requests" else "requests"
                 if resource in ((container.get("resources") or {}).get(other) or {}):
-                    ops.append({"op": "remove", "path": base + pointer("resources", other, resource)})
+                    ops.append(
+                        {"op": "remove", "path": base + pointer("resources", other, resource)}
+                    )
         return ops
 
     def _priority(self, ctx: AdmissionContext) -> JsonPatch:
@@ -195,7 +212,9 @@ class QuantumSplitHandler(Handler):
             {"op": "add", "path": "/spec/priority", "value": int(found.get("value", 0))},
         ]
         if found.get("preemptionPolicy"):
-            ops.append({"op": "add", "path": "/spec/preemptionPolicy", "value": found["preemptionPolicy"]})
+            ops.append(
+                {"op": "add", "path": "/spec/preemptionPolicy", "value": found["preemptionPolicy"]}
+            )
         return ops
 
     def _ensure_rbac(self, ctx: AdmissionContext, account: str | None) -> None:
@@ -220,8 +239,10 @@ class QuantumSplitHandler(Handler):
             "subjects": [{"kind": "ServiceAccount", "name": subject, "namespace": namespace}],
         }))
         if custom is not None:
-            ctx.warn(f"the scout runs as ServiceAccount {custom}; it is granted pods get/list/patch "
-                     f"in {namespace} for the sidecar")
+            ctx.warn(
+                f"the scout runs as ServiceAccount {custom}; it is granted pods get/list/patch "
+                f"in {namespace} for the sidecar"
+            )
 
         def create() -> None:
             cluster = ctx.require_cluster()
@@ -230,7 +251,12 @@ class QuantumSplitHandler(Handler):
                     continue
                 try:
                     cluster.create(resource, body, namespace)
-                    logger.info("webhook: created %s %s/%s", body["kind"], namespace, body["metadata"]["name"])
+                    logger.info(
+                        "webhook: created %s %s/%s",
+                        body["kind"],
+                        namespace,
+                        body["metadata"]["name"],
+                    )
                 except Conflict:
                     pass
             self._rbac_ready.add(key)
@@ -257,7 +283,9 @@ class QuantumSplitHandler(Handler):
                 return  # one of ours (another group's): never touch it
             try:
                 cluster.delete(PODGROUPS, name, namespace)
-                logger.info("webhook: deleted PodGroup %s/%s replaced by the quantum split", namespace, name)
+                logger.info(
+                    "webhook: deleted PodGroup %s/%s replaced by the quantum split", namespace, name
+                )
             except NotFound:
                 pass
 

@@ -60,7 +60,9 @@ def test_gang_size_falls_back_to_the_owning_jobs_parallelism_then_one(service, c
 
 def test_gang_reuses_an_existing_podgroup(service, cluster):
     admit(service, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "2"}))
-    response, out = admit(service, pod("g-1", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "2"}))
+    response, out = admit(
+        service, pod("g-1", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "2"})
+    )
     assert response["allowed"] and out["spec"]["schedulingGroup"]["podGroupName"] == "g"
     assert len(cluster.list("podgroups", "default").items) == 1
 
@@ -79,7 +81,9 @@ def test_gang_on_a_dry_run_patches_but_creates_nothing(service, cluster):
 
 
 def test_a_bad_group_size_is_refused_naming_the_handler(service):
-    response, _ = admit(service, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "x"}))
+    response, _ = admit(
+        service, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "x"})
+    )
     assert not response["allowed"]
     assert "handler gang" in response["status"]["message"]
     assert names.GROUP_SIZE_ANNOTATION in response["status"]["message"]
@@ -87,7 +91,9 @@ def test_a_bad_group_size_is_refused_naming_the_handler(service):
 
 # -- quantum split -------------------------------------------------------------
 
-def test_the_scout_gets_its_own_group_the_staged_interceptor_and_the_sidecar(service, cluster, settings):
+def test_the_scout_gets_its_own_group_the_staged_interceptor_and_the_sidecar(
+    service, cluster, settings
+):
     response, out = admit(service, shared("qj-0", 0))
     assert response["allowed"]
     spec = out["spec"]
@@ -114,7 +120,9 @@ def test_the_scout_gets_its_own_group_the_staged_interceptor_and_the_sidecar(ser
 def test_the_scout_brings_the_sidecar_rbac_pods_only_in_its_namespace(service, cluster):
     admit(service, shared("qj-0", 0))
     role = cluster.get("roles", names.SIDECAR_SERVICE_ACCOUNT, "default")
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}
+    ]
     binding = cluster.get("rolebindings", names.SIDECAR_SERVICE_ACCOUNT, "default")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": names.SIDECAR_SERVICE_ACCOUNT,
                                     "namespace": "default"}]
@@ -122,8 +130,15 @@ def test_the_scout_brings_the_sidecar_rbac_pods_only_in_its_namespace(service, c
 
 
 def test_a_worker_is_gated_prioritised_and_loses_its_virtual_request(service, cluster):
-    cluster.create("priorityclasses", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                       "metadata": {"name": names.QUANTUM_PRIORITY_CLASS}, "value": 1000})
+    cluster.create(
+        "priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": names.QUANTUM_PRIORITY_CLASS},
+            "value": 1000,
+        },
+    )
     response, out = admit(service, shared("qj-2", 2))
     assert response["allowed"]
     spec = out["spec"]
@@ -164,9 +179,16 @@ def test_the_gate_name_is_a_setting(settings, cluster, config):
 
 
 def test_job_controller_groups_are_re_pointed_and_the_gang_of_n_is_removed(service, cluster):
-    cluster.create("podgroups", {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
-                                 "metadata": {"name": "qj-abc12", "namespace": "default"},
-                                 "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}, "default")
+    cluster.create(
+        "podgroups",
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "qj-abc12", "namespace": "default"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}},
+        },
+        "default",
+    )
     grouped = {"schedulingGroup": {"podGroupName": "qj-abc12"}}
     _, scout = admit(service, shared("qj-0", 0, **grouped))
     _, worker = admit(service, shared("qj-1", 1, **grouped))
@@ -183,7 +205,10 @@ def test_independent_quantum_groups_are_not_split(service, cluster):
     assert "schedulingGates" not in out["spec"]
     assert container(out, "app")["resources"]["requests"][QPU] == "1"
     assert out["spec"]["schedulingGroup"]["podGroupName"] == "ind"
-    assert cluster.get("podgroups", "ind", "default")["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
+    assert (
+        cluster.get("podgroups", "ind", "default")["spec"]["schedulingPolicy"]["gang"]["minCount"]
+        == 4
+    )
 
 
 def test_shared_coordination_without_a_completion_index_is_refused(service):
@@ -197,8 +222,15 @@ def test_shared_coordination_without_a_completion_index_is_refused(service):
 # -- idempotence ---------------------------------------------------------------
 
 def test_every_pod_comes_back_unchanged_when_reinvoked(service, cluster):
-    cluster.create("priorityclasses", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                       "metadata": {"name": names.QUANTUM_PRIORITY_CLASS}, "value": 10})
+    cluster.create(
+        "priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": names.QUANTUM_PRIORITY_CLASS},
+            "value": 10,
+        },
+    )
     for obj in (shared("qj-0", 0), shared("qj-3", 3), pod("g", group="g"), pod("q", qpu=1)):
         _, once = admit(service, obj)
         response, twice = admit(service, once)
@@ -218,6 +250,9 @@ def test_the_scout_prepends_the_runtime_to_an_existing_pythonpath(service):
     obj["spec"]["containers"][0]["env"] = [{"name": "PYTHONPATH", "value": "/app"}]
     _, out = admit(service, obj)
     env = env_of(container(out, "app"))
-    assert env["PYTHONPATH"] == f"{names.RUNTIME_MOUNT}:/app" and env[names.ENV_ROLE] == names.ROLE_SCOUT
+    assert (
+        env["PYTHONPATH"] == f"{names.RUNTIME_MOUNT}:/app"
+        and env[names.ENV_ROLE] == names.ROLE_SCOUT
+    )
     _, again = admit(service, out)
     assert env_of(container(again, "app"))["PYTHONPATH"] == f"{names.RUNTIME_MOUNT}:/app"

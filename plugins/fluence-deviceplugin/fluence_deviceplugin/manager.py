@@ -143,7 +143,9 @@ class DevicePluginManager:
             raise FluenceError(f"{self.plugin_dir}: the device-plugins directory does not exist")
         config, digest = self._read_config()
         if not config.types:
-            logger.warning("device plugin: %s has no virtual types; nothing to advertise", config.source)
+            logger.warning(
+                "device plugin: %s has no virtual types; nothing to advertise", config.source
+            )
         self._config_digest = digest
         self._apply_types(config.types)
         self._started = True
@@ -166,7 +168,9 @@ class DevicePluginManager:
             self._registered = frozenset()
         for resource_type, server in self._servers.items():
             if not server.socket_alive():
-                logger.warning("device plugin: socket of %s vanished; serving it again", server.resource_name)
+                logger.warning(
+                    "device plugin: socket of %s vanished; serving it again", server.resource_name
+                )
                 server.restart()
                 self._registered -= {resource_type}
         if kubelet is None:
@@ -177,13 +181,20 @@ class DevicePluginManager:
             try:
                 register(self.plugin_dir, server, self.register_timeout)
             except grpc.RpcError as error:
-                logger.error("device plugin: registering %s failed: %s %s (retrying on the next change or tick)",
-                             server.resource_name, error.code(), error.details())
+                logger.error(
+                    "device plugin: registering %s failed: %s %s "
+                    "(retrying on the next change or tick)",
+                    server.resource_name,
+                    error.code(),
+                    error.details(),
+                )
                 if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     break  # the kubelet is not answering: do not wait out a timeout per type
                 continue
             self._registered |= {resource_type}
-            logger.info("device plugin: registered %s (endpoint %s)", server.resource_name, server.endpoint)
+            logger.info(
+                "device plugin: registered %s (endpoint %s)", server.resource_name, server.endpoint
+            )
 
     def run(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set, reconciling on every file change and tick;
@@ -252,11 +263,15 @@ class DevicePluginManager:
         if config.types == self.types:
             logger.info("device plugin: %s changed; its types did not", self.config_path)
             return
-        logger.info("device plugin: %s changed; types %s -> %s", self.config_path, self.types, config.types)
+        logger.info(
+            "device plugin: %s changed; types %s -> %s", self.config_path, self.types, config.types
+        )
         try:
             self._apply_types(config.types)
         except (OSError, ValueError) as error:
-            logger.error("device plugin: cannot serve every new type (now serving %s): %s", self.types, error)
+            logger.error(
+                "device plugin: cannot serve every new type (now serving %s): %s", self.types, error
+            )
 
     def _apply_types(self, wanted: Iterable[str]) -> None:
         """Stop the servers of types no longer wanted and start the new ones."""
