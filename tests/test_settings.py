@@ -210,3 +210,12 @@ def test_a_bad_value_under_an_old_name_is_named_as_the_user_wrote_it(
     monkeypatch.setenv("FLUENCE_COUNT", "many")
     with pytest.raises(SettingsError, match=r"invalid settings \(Counted\): FLUENCE_COUNT='many'"):
         Counted.load()
+
+
+@pytest.mark.parametrize(("qps", "workers", "pool"), [
+    (50.0, None, 10), (5000.0, None, 32), (10.0, None, 8), (5000.0, 4, 4), (50.0, 0, 0),
+])
+def test_the_bind_pool_is_sized_from_the_client_limit_unless_set(
+    qps: float, workers: int | None, pool: int,
+) -> None:
+    assert Settings(kube_qps=qps, bind_workers=workers).bind_pool == pool
