@@ -52,7 +52,10 @@ def node_list(count: int, cores: int, memory: str = "256Gi") -> dict[str, Any]:
             {
                 "apiVersion": "v1",
                 "kind": "Node",
-                "metadata": {"name": f"node-{i:04d}", "labels": {"kubernetes.io/hostname": f"node-{i:04d}"}},
+                "metadata": {
+                    "name": f"node-{i:04d}",
+                    "labels": {"kubernetes.io/hostname": f"node-{i:04d}"},
+                },
                 "spec": {},
                 "status": {"allocatable": {"cpu": str(cores), "memory": memory, "pods": "110"}},
             }
@@ -122,9 +125,13 @@ def main() -> None:
 
         jgf_cli_s, jgf_cli_cpu = best_of(args.repeat, jgf_cli)
 
-    print(f"graph {args.nodes} nodes x {args.cores} cores (+ {RESOURCES.name}), best of {args.repeat}")
+    print(
+        f"graph {args.nodes} nodes x {args.cores} cores (+ {RESOURCES.name}), best of {args.repeat}"
+    )
     print(f"  vertices            {graph.vertex_count():>10,}")
-    print(f"  JGF vertices/edges  {len(jgf['graph']['nodes']):>10,} / {len(jgf['graph']['edges']):,}")
+    print(
+        f"  JGF vertices/edges  {len(jgf['graph']['nodes']):>10,} / {len(jgf['graph']['edges']):,}"
+    )
     print(f"  JGF size            {len(text) / 2**20:>10.1f} MiB")
     print(f"  parse node YAML     {parse_s * 1000:>10.1f} ms")
     print(f"  build graph         {build_s * 1000:>10.1f} ms")

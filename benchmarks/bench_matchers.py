@@ -118,8 +118,20 @@ def main() -> None:
         print(f"(Fluxion matcher skipped: {missing})")
     results = {}
     for kind in kinds:
-        command = [sys.executable, __file__, "--worker", kind, "--nodes", str(args.nodes),
-                   "--cores", str(args.cores), "--gpus", str(args.gpus), "--repeat", str(args.repeat)]
+        command = [
+            sys.executable,
+            __file__,
+            "--worker",
+            kind,
+            "--nodes",
+            str(args.nodes),
+            "--cores",
+            str(args.cores),
+            "--gpus",
+            str(args.gpus),
+            "--repeat",
+            str(args.repeat),
+        ]
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         results[kind] = json.loads(output.strip().splitlines()[-1])
     _report(results, args)

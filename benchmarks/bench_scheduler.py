@@ -58,8 +58,14 @@ def scenario(cluster: ClusterAPI, namespace: str, singles: int, gangs: int, gang
     for i in range(singles):
         cluster.create("pods", _pod(f"single-{i}", None, cpu), namespace)
     for g in range(gangs):
-        cluster.create("podgroups", {"metadata": {"name": f"gang-{g}"},
-                                     "spec": {"schedulingPolicy": {"gang": {"minCount": gang_size}}}}, namespace)
+        cluster.create(
+            "podgroups",
+            {
+                "metadata": {"name": f"gang-{g}"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": gang_size}}},
+            },
+            namespace,
+        )
         for m in range(gang_size):
             cluster.create("pods", _pod(f"gang-{g}-{m}", f"gang-{g}"), namespace)
     total = singles + gangs * gang_size

@@ -210,7 +210,9 @@ class ClusterAPI(Protocol):
     None means all namespaces.
     """
 
-    def get(self, resource: ResourceRef, name: str, namespace: str | None = None) -> KubeDict | None:
+    def get(
+        self, resource: ResourceRef, name: str, namespace: str | None = None
+    ) -> KubeDict | None:
         """The object, or None when it does not exist."""
         ...
 
@@ -224,7 +226,8 @@ class ClusterAPI(Protocol):
               resource_version: str | None = None, label_selector: str | None = None,
               field_selector: str | None = None,
               timeout: float | None = None) -> Iterator[WatchEvent]:
-        """Changes after ``resource_version`` (without one: ADDED for what exists now, then changes).
+        """Changes after ``resource_version`` (without one: ADDED for what exists now, then
+        changes).
 
         Bookmarks are consumed, never yielded. When history is gone (410) the
         watch re-lists and yields one RESYNC event, then carries on. The

@@ -49,7 +49,9 @@ def container_env(pod: Mapping[str, Any], container: str) -> dict[str, str]:
     found = next((c for section in ("containers", "initContainers")
                   for c in spec.get(section) or [] if c.get("name") == container), None)
     if found is None:
-        raise FluenceError(f"pod {(pod.get('metadata') or {}).get('name')} has no container {container!r}")
+        raise FluenceError(
+            f"pod {(pod.get('metadata') or {}).get('name')} has no container {container!r}"
+        )
     env: dict[str, str] = {}
     for entry in found.get("env") or []:
         if "value" in entry or "valueFrom" not in entry:

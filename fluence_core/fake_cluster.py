@@ -125,7 +125,8 @@ class FakeCluster:
         self._log: list[_Change] = []
         self._log_rvs: list[int] = []
         self._by_plural: dict[str, tuple[list[int], list[_Change]]] = {}
-        """The same changes per kind, so a watch reads only its own kind's (not every write since)."""
+        """The same changes per kind, so a watch reads only its own kind's (not every write since).
+        """
         self._floor = 0  # changes with rv <= floor are forgotten
         self._rv = 0
         self._serial = 0
@@ -161,7 +162,9 @@ class FakeCluster:
 
     # -- ClusterAPI: reads ---------------------------------------------------
 
-    def get(self, resource: ResourceRef, name: str, namespace: str | None = None) -> KubeDict | None:
+    def get(
+        self, resource: ResourceRef, name: str, namespace: str | None = None
+    ) -> KubeDict | None:
         """A deep copy of the object, or None."""
         res = resolve(resource)
         with self._cond:

@@ -159,7 +159,12 @@ class ResourceGraph:
                 )
 
     def _add_virtual(
-        self, resource: VirtualResource, instance: int, parent: int | None, attach_to: str, backend: str
+        self,
+        resource: VirtualResource,
+        instance: int,
+        parent: int | None,
+        attach_to: str,
+        backend: str,
     ) -> int:
         properties = {names.VIRTUAL_TRUE, names.attribute_property("backend", backend)}
         properties.update(names.class_property(t) for t in resource.types())
@@ -183,7 +188,9 @@ class ResourceGraph:
         self.virtual.append(vertex)
         for child in resource.children:
             for j in range(child.count):
-                vertex.children.append(self._add_virtual(child, j, vertex.index, attach_to, backend))
+                vertex.children.append(
+                    self._add_virtual(child, j, vertex.index, attach_to, backend)
+                )
         return vertex.index
 
     def virtual_subtree(self, index: int) -> Iterator[int]:

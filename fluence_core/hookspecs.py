@@ -6,7 +6,8 @@ Hooks marked *firstresult* stop at the first non-``None`` answer; the others
 collect every plugin's answer into a list.
 
 Scheduler hooks run in the order of one scheduling cycle for a group:
-``fluence_prefilter`` -> the ``fluence_feasibility_filters`` per pod -> match -> ``fluence_filter`` per pod -> (on failure)
+``fluence_prefilter`` -> the ``fluence_feasibility_filters`` per pod -> match -> ``fluence_filter``
+per pod -> (on failure)
 ``fluence_postfilter`` -> ``fluence_reserve`` -> ``fluence_prebind`` -> bind,
 with ``fluence_unreserve`` undoing a reservation whenever a later step fails.
 Each receives a read-only

@@ -51,7 +51,8 @@ def compute_parts(pods: list[PodRequest]) -> list[tuple[str, list[PodRequest]]]:
                  pod.node_selector, pod.allowed)
         parts.setdefault(shape, []).append(pod)
     return [
-        (COMPUTE if i == 0 else f"{COMPUTE}-{i}", members) for i, members in enumerate(parts.values())
+        (COMPUTE if i == 0 else f"{COMPUTE}-{i}", members)
+        for i, members in enumerate(parts.values())
     ]
 
 
@@ -60,7 +61,9 @@ def is_compute(kind: str) -> bool:
     return kind == COMPUTE or kind.startswith(f"{COMPUTE}-")
 
 
-def compute_jobspec(pods: list[PodRequest], constraint: dict[str, Any] | None = None) -> dict[str, Any]:
+def compute_jobspec(
+    pods: list[PodRequest], constraint: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The compute jobspec for pods of one shape: one slot entry, a slot per pod.
 
     Shared pods (:attr:`PodRequest.shared`) ask for ``millicores`` from the node's pool
@@ -68,7 +71,9 @@ def compute_jobspec(pods: list[PodRequest], constraint: dict[str, Any] | None = 
     """
     shapes = {(p.cores, p.memory_mib, p.gpus, p.millicores if p.shared else None) for p in pods}
     if len(shapes) != 1:
-        raise ValueError(f"a compute jobspec holds pods of one shape, got {sorted(shapes, key=str)}")
+        raise ValueError(
+            f"a compute jobspec holds pods of one shape, got {sorted(shapes, key=str)}"
+        )
     cores, memory, gpus, shared = shapes.pop()
     inner: list[dict[str, Any]] = [{"type": "core", "count": cores}]
     if shared is not None:
@@ -95,7 +100,9 @@ def virtual_jobspec(vtype: str, count: int, requires: dict[str, str]) -> dict[st
     return _envelope(resources, tasks, {"properties": properties})
 
 
-def _envelope(resources: list[dict[str, Any]], tasks: list[dict[str, Any]], constraints: dict[str, Any]) -> dict[str, Any]:
+def _envelope(
+    resources: list[dict[str, Any]], tasks: list[dict[str, Any]], constraints: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "version": 1,
         "resources": resources,

@@ -133,7 +133,8 @@ class KubeCluster:
     @classmethod
     def from_kubeconfig(cls, path: str | os.PathLike[str] | None = None,
                         context: str | None = None, **options: Any) -> KubeCluster:
-        """From a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config``) and its current context."""
+        """From a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config``) and its current context.
+        """
         configuration = k8s_client.Configuration()
         where = str(path) if path is not None else os.environ.get("KUBECONFIG") or "~/.kube/config"
         try:
@@ -219,7 +220,9 @@ class KubeCluster:
 
     # -- ClusterAPI ---------------------------------------------------------
 
-    def get(self, resource: ResourceRef, name: str, namespace: str | None = None) -> KubeDict | None:
+    def get(
+        self, resource: ResourceRef, name: str, namespace: str | None = None
+    ) -> KubeDict | None:
         """The object, or None on 404."""
         try:
             result: KubeDict = self._call("GET", self._path(resolve(resource), namespace, name))

@@ -49,7 +49,9 @@ def status_error(status: int, body: dict[str, Any] | str | bytes | None = None) 
             loaded = json.loads(body)
             decoded = loaded if isinstance(loaded, dict) else {}
         except ValueError:
-            decoded = {"message": body.decode(errors="replace") if isinstance(body, bytes) else body}
+            decoded = {
+                "message": body.decode(errors="replace") if isinstance(body, bytes) else body
+            }
     elif isinstance(body, dict):
         decoded = body
     # A watch stream reports expiry as an ERROR event whose Status says 410 even

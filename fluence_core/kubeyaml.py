@@ -32,7 +32,9 @@ def _flatten(documents: list[Any]) -> Iterator[dict[str, Any]]:
     for document in documents:
         if not isinstance(document, dict):
             continue
-        if document.get("kind", "").endswith("List") or ("items" in document and "kind" not in document):
+        if document.get("kind", "").endswith("List") or (
+            "items" in document and "kind" not in document
+        ):
             yield from _flatten(document.get("items") or [])
         else:
             yield document

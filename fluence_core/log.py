@@ -13,7 +13,7 @@ from fluence_core.errors import SettingsError
 logger: Final = logging.getLogger(names.LOGGER_NAME)
 
 _FORMAT: Final = "[fluence] %(asctime)s %(levelname)s %(message)s"
-LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LEVELS: Final = names.LOG_LEVELS
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]

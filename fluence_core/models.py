@@ -61,7 +61,9 @@ class NodeInfo:
     @property
     def schedulable(self) -> bool:
         """Cordoned nodes and NoSchedule/NoExecute-tainted nodes take no new pods."""
-        return not self.unschedulable and not any(t.effect in _BLOCKING_EFFECTS for t in self.taints)
+        return not self.unschedulable and not any(
+            t.effect in _BLOCKING_EFFECTS for t in self.taints
+        )
 
     @classmethod
     def from_kube(cls, node: KubeObject) -> "NodeInfo":
@@ -74,8 +76,9 @@ class NodeInfo:
         try:
             spec = _mapping(node.get("spec"), "spec")
             status = _mapping(node.get("status"), "status")
-            allocatable = _mapping(status.get("allocatable") or status.get("capacity"),
-                                   "status.allocatable")
+            allocatable = _mapping(
+                status.get("allocatable") or status.get("capacity"), "status.allocatable"
+            )
             labels = _mapping(metadata.get("labels"), "metadata.labels")
             raw_taints = _list(spec.get("taints"), "spec.taints")
             if not all(isinstance(t, Mapping) for t in raw_taints):
@@ -91,11 +94,15 @@ class NodeInfo:
         except ValueError as error:
             raise ValueError(f"node {name}: {error}") from None
         if cores > limits.MAX_NODE_CORES:
-            raise ValueError(f"node {name}: cpu {cores} is more than Fluence's limit of"
-                             f" {limits.MAX_NODE_CORES} cores per node")
+            raise ValueError(
+                f"node {name}: cpu {cores} is more than Fluence's limit of"
+                f" {limits.MAX_NODE_CORES} cores per node"
+            )
         if gpus > limits.MAX_NODE_GPUS:
-            raise ValueError(f"node {name}: {names.GPU_RESOURCE} {gpus} is more than Fluence's"
-                             f" limit of {limits.MAX_NODE_GPUS} per node")
+            raise ValueError(
+                f"node {name}: {names.GPU_RESOURCE} {gpus} is more than Fluence's"
+                f" limit of {limits.MAX_NODE_GPUS} per node"
+            )
         taints = tuple(
             Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
             for t in raw_taints
@@ -176,8 +183,9 @@ class PodRequest:
             totals[key] = max([app.get(key, 0)] + [i.get(key, 0) for i in init])
         for resource, amount in totals.items():
             if amount > MAX_VALUE:
-                raise QuantityError(f"pod {name}: {resource} requests add up to more than"
-                                    " int64 milli-units")
+                raise QuantityError(
+                    f"pod {name}: {resource} requests add up to more than int64 milli-units"
+                )
         virtual = {}
         for resource, amount in totals.items():
             vtype = names.virtual_type_of(resource)
@@ -190,7 +198,7 @@ class PodRequest:
         else:
             cores = 0
         requires = {
-            key[len(names.REQUIRE_ANNOTATION_PREFIX):]: str(value)
+            key[len(names.REQUIRE_ANNOTATION_PREFIX) :]: str(value)
             for key, value in annotations.items()
             if str(key).startswith(names.REQUIRE_ANNOTATION_PREFIX)
         }

@@ -127,6 +127,8 @@ TRAINER_FRAMEWORK_FLUX: Final = "flux"
 
 ENTRY_POINT_GROUP: Final = "fluence"
 LOGGER_NAME: Final = "fluence"
+LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""What ``FLUENCE_LOG_LEVEL`` may say (any case)."""
 
 _ENV_UNSAFE = re.compile(r"[^A-Za-z0-9]")
 

@@ -45,7 +45,9 @@ def read_placements(group: Group, allocations: Mapping[str, Allocation]) -> dict
             wanted = pod.virtual.get(kind, 0)
             taken, shares = shares[:wanted], shares[wanted:]
             if len(taken) < wanted:
-                raise MatcherError(f"allocation {allocation.jobid} holds too few {kind} for {pod.key}")
+                raise MatcherError(
+                    f"allocation {allocation.jobid} holds too few {kind} for {pod.key}"
+                )
             placement = placements[pod.key]
             placement.virtual[kind] = [s.name for s in taken]
             if taken and placement.backend is None:

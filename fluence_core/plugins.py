@@ -40,7 +40,9 @@ class FluencePluginManager(pluggy.PluginManager):
         self.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
 
-    def register_plugin(self, plugin: Any, name: str, distribution: str = "", version: str = "") -> None:
+    def register_plugin(
+        self, plugin: Any, name: str, distribution: str = "", version: str = ""
+    ) -> None:
         try:
             self.register(plugin, name=name)
         except pluggy.PluginValidationError as error:
@@ -110,11 +112,16 @@ def plugin_settings(manager: FluencePluginManager) -> list[type[PluginSettings]]
             if not (isinstance(cls, type) and issubclass(cls, PluginSettings)):
                 raise FluenceError(f"fluence_settings returned {cls!r}, not a PluginSettings class")
             prefix = str(cls.model_config.get("env_prefix") or "").upper()
-            if not prefix.startswith(names.SETTINGS_ENV_PREFIX) or prefix == names.SETTINGS_ENV_PREFIX:
+            if (
+                not prefix.startswith(names.SETTINGS_ENV_PREFIX)
+                or prefix == names.SETTINGS_ENV_PREFIX
+            ):
                 raise FluenceError(f"{cls.__name__} needs an env_prefix of its own under "
                                    f"{names.SETTINGS_ENV_PREFIX} (it has {prefix!r})")
             if prefix in prefixes:
-                raise FluenceError(f"{cls.__name__} and {prefixes[prefix]} share the prefix {prefix}")
+                raise FluenceError(
+                    f"{cls.__name__} and {prefixes[prefix]} share the prefix {prefix}"
+                )
             prefixes[prefix] = cls.__name__
             found.append(cls)
     return found

@@ -44,8 +44,9 @@ CLUSTER = "cluster"
 _ENTRY_KEYS = frozenset({"type", "name", "parent", "count", "attributes", "with"})
 _NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
 """A Kubernetes qualified name's name part (extended resources, annotation keys)."""
-_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
-                        re.ASCII)
+_NODE_NAME = re.compile(
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII
+)
 """A DNS subdomain, as Kubernetes names nodes."""
 MAX_NAME_PART = 63
 MAX_ATTRIBUTE_KEY = MAX_NAME_PART - len("attr-")
@@ -125,7 +126,9 @@ def parse_resource_config(text: str, source: str = "<string>") -> ResourceConfig
     if not isinstance(document, dict):
         raise ResourceConfigError(f"{source}: expected a mapping with a 'resources' list")
     if "resources" not in document:
-        raise ResourceConfigError(f"{source}: no 'resources' key (an empty file means classical only)")
+        raise ResourceConfigError(
+            f"{source}: no 'resources' key (an empty file means classical only)"
+        )
     unknown_top = set(document) - {"resources", "attributes"}
     if unknown_top:
         raise ResourceConfigError(f"{source}: unknown top-level keys {sorted(unknown_top)}")
@@ -144,7 +147,8 @@ def parse_resource_config(text: str, source: str = "<string>") -> ResourceConfig
     if vertices > limits.MAX_VIRTUAL_VERTICES:
         raise ResourceConfigError(
             f"{source}: the resources expand to {vertices} virtual vertices (counts multiply"
-            f" down the tree); the limit is {limits.MAX_VIRTUAL_VERTICES}")
+            f" down the tree); the limit is {limits.MAX_VIRTUAL_VERTICES}"
+        )
     keys: dict[str, None] = {}
     for resource in resolved:
         _collect_keys(resource, keys)
@@ -165,7 +169,8 @@ def _check_siblings(resources: tuple[VirtualResource, ...], where: str, source: 
         if key in seen:
             raise ResourceConfigError(
                 f"{source}: {resource.path}: name {resource.name!r} is already used by"
-                f" {seen[key]} under the same parent ({where}); names must differ")
+                f" {seen[key]} under the same parent ({where}); names must differ"
+            )
         seen[key] = resource.path
 
 
@@ -176,19 +181,23 @@ def _check_env_names(keys: Mapping[str, None], source: str) -> None:
         if env in by_env and by_env[env] != key:
             raise ResourceConfigError(
                 f"{source}: attribute keys {by_env[env]!r} and {key!r} both become the"
-                f" environment variable {env}; rename one")
+                f" environment variable {env}; rename one"
+            )
         by_env[env] = key
 
 
-def _check_name(value: Any, what: str, path: str, source: str, *,
-                limit: int = MAX_NAME_PART) -> str:
+def _check_name(
+    value: Any, what: str, path: str, source: str, *, limit: int = MAX_NAME_PART
+) -> str:
     if not isinstance(value, str):
         raise ResourceConfigError(
-            f"{source}: {path}: {what} must be a string, got {value!r} (quote it)")
+            f"{source}: {path}: {what} must be a string, got {value!r} (quote it)"
+        )
     if len(value) > limit or not _NAME_PART.fullmatch(value):
         raise ResourceConfigError(
             f"{source}: {path}: {what} {value[:80]!r} must be at most {limit} characters of"
-            " letters, digits, '-', '_' and '.', starting and ending with a letter or digit")
+            " letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+        )
     return value
 
 
@@ -196,7 +205,9 @@ def _read_registry(raw: Any, source: str) -> dict[str, dict[str, str]]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ResourceConfigError(f"{source}: attributes: expected a mapping of named attribute sets")
+        raise ResourceConfigError(
+            f"{source}: attributes: expected a mapping of named attribute sets"
+        )
     registry = {}
     for name, values in raw.items():
         _check_name(name, "attribute set name", f"attributes.{name}", source)
@@ -213,14 +224,16 @@ def _attribute_map(raw: Any, path: str, source: str) -> dict[str, str]:
         if key in RESERVED_ATTRIBUTES:
             raise ResourceConfigError(
                 f"{source}: {path}.{key}: {key!r} is set by Fluence itself (the backend's name);"
-                " use another key")
+                " use another key"
+            )
         if isinstance(value, (dict, list)):
             raise ResourceConfigError(f"{source}: {path}.{key}: attribute values must be scalars")
         text = "" if value is None else _scalar_text(value)
         if len(text) > MAX_ATTRIBUTE_VALUE or not text.isprintable():
             raise ResourceConfigError(
                 f"{source}: {path}.{key}: the value must be printable text of at most"
-                f" {MAX_ATTRIBUTE_VALUE} characters")
+                f" {MAX_ATTRIBUTE_VALUE} characters"
+            )
         values[key] = text
     return values
 
@@ -243,7 +256,8 @@ def _resolve(
 ) -> VirtualResource:
     if depth > limits.MAX_CONFIG_DEPTH:
         raise ResourceConfigError(
-            f"{source}: {path}: 'with' nested deeper than {limits.MAX_CONFIG_DEPTH} levels")
+            f"{source}: {path}: 'with' nested deeper than {limits.MAX_CONFIG_DEPTH} levels"
+        )
     if not isinstance(entry, dict):
         raise ResourceConfigError(f"{source}: {path}: expected a mapping")
     unknown = set(entry) - _ENTRY_KEYS
@@ -255,19 +269,29 @@ def _resolve(
     rtype = _check_name(rtype, "type", path, source)
     name = _check_name(entry.get("name", rtype), "name", path, source)
     count = entry.get("count", 1)
-    if (isinstance(count, bool) or not isinstance(count, int)
-            or not 1 <= count <= limits.MAX_VIRTUAL_COUNT):
+    if (
+        isinstance(count, bool)
+        or not isinstance(count, int)
+        or not 1 <= count <= limits.MAX_VIRTUAL_COUNT
+    ):
         raise ResourceConfigError(
             f"{source}: {path}: count must be an integer from 1 to {limits.MAX_VIRTUAL_COUNT},"
-            f" got {count!r}")
+            f" got {count!r}"
+        )
     parent = entry.get("parent", CLUSTER)
     if not top_level and "parent" in entry:
-        raise ResourceConfigError(f"{source}: {path}: 'parent' is only allowed on top-level entries")
-    if parent != CLUSTER and (not isinstance(parent, str) or len(parent) > limits.MAX_NAME_LENGTH
-                              or not _NODE_NAME.fullmatch(parent)):
+        raise ResourceConfigError(
+            f"{source}: {path}: 'parent' is only allowed on top-level entries"
+        )
+    if parent != CLUSTER and (
+        not isinstance(parent, str)
+        or len(parent) > limits.MAX_NAME_LENGTH
+        or not _NODE_NAME.fullmatch(parent)
+    ):
         raise ResourceConfigError(
             f"{source}: {path}: parent {str(parent)[:80]!r} is neither {CLUSTER!r} nor a valid"
-            " node name")
+            " node name"
+        )
     raw_attributes = entry.get("attributes")
     if raw_attributes is None:
         own: dict[str, str] = {}
@@ -290,8 +314,9 @@ def _resolve(
     if not isinstance(children_raw, list):
         raise ResourceConfigError(f"{source}: {path}.with: expected a list")
     children = tuple(
-        _resolve(child, f"{path}.with[{i}]", merged, registry, source, top_level=False,
-                 depth=depth + 1)
+        _resolve(
+            child, f"{path}.with[{i}]", merged, registry, source, top_level=False, depth=depth + 1
+        )
         for i, child in enumerate(children_raw)
     )
     _check_siblings(children, f"{path}.with", source)

@@ -70,8 +70,12 @@ def make_pod_dict(
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
-        "spec": {"schedulerName": "fluence",
-                 "containers": [{"name": "app", "image": "busybox", "resources": {"requests": requests}}]},
+        "spec": {
+            "schedulerName": "fluence",
+            "containers": [
+                {"name": "app", "image": "busybox", "resources": {"requests": requests}}
+            ],
+        },
     }
 
 

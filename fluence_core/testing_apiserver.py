@@ -141,7 +141,8 @@ def _write_key(path: Path, key: rsa.RSAPrivateKey) -> None:
 
 
 def make_pki(folder: Path, token: str = ADMIN_TOKEN) -> Pki:
-    """A CA, a serving certificate for loopback and the in-cluster names, an SA key pair, a token file."""
+    """A CA, a serving certificate for loopback and the in-cluster names, an SA key pair, a token
+    file."""
     folder.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     ca_key = _key()

@@ -112,18 +112,26 @@ def test_graph_jgf_prints_the_json_graph_alone_on_stdout() -> None:
 
 def test_graph_logs_its_summary_with_the_fluence_prefix() -> None:
     result = fluence("graph", "--nodes", NODES, "--resources", BRAKET, "--jgf")
-    assert any(line.startswith("[fluence] ") and "vertices=217" in line for line in result.stderr.splitlines())
+    assert any(
+        line.startswith("[fluence] ") and "vertices=217" in line
+        for line in result.stderr.splitlines()
+    )
 
 
 def test_graph_of_1000_nodes_by_64_cores_builds(
-    tmp_path: Path, make_node: Callable[..., dict[str, Any]], make_node_list: Callable[..., dict[str, Any]]
+    tmp_path: Path,
+    make_node: Callable[..., dict[str, Any]],
+    make_node_list: Callable[..., dict[str, Any]],
 ) -> None:
     nodes = tmp_path / "nodes.yaml"
     items = [make_node(f"node-{i:04d}", cpu=64, memory="256Gi") for i in range(1000)]
     nodes.write_text(yaml.dump(make_node_list(items), Dumper=yaml.CSafeDumper))
     output = ok(fluence("graph", "--nodes", nodes, "--resources", BRAKET))
     vertices = 1 + 1000 * (1 + 64 + 64) + 82  # cluster, nodes, cores, memory chunks, virtual
-    assert f"nodes=1000 cores=64000 gpus=0 memory_mib=262144000 virtual=82 vertices={vertices}" in output
+    assert (
+        f"nodes=1000 cores=64000 gpus=0 memory_mib=262144000 virtual=82 vertices={vertices}"
+        in output
+    )
     assert "... 980 more" in output
 
 
@@ -133,7 +141,9 @@ def test_graph_of_1000_nodes_by_64_cores_builds(
 def test_plan_prints_the_jobspecs_of_the_example_group() -> None:
     output = ok(fluence("plan", HYBRID, "--nodes", NODES, "--resources", BRAKET))
     lines = output.splitlines()
-    compute = [json.loads(lines[i + 1]) for i, line in enumerate(lines) if line.startswith("compute")]
+    compute = [
+        json.loads(lines[i + 1]) for i, line in enumerate(lines) if line.startswith("compute")
+    ]
     (qpu,) = [json.loads(lines[i + 1]) for i, line in enumerate(lines) if line == "qpu jobspec"]
     slots = [slot for spec in compute for slot in spec["resources"]]
     assert sum(slot["count"] for slot in slots) == 4
@@ -163,7 +173,9 @@ def test_plan_of_a_group_that_cannot_fit_exits_1_with_the_reason() -> None:
 def test_plan_places_an_unpinned_qpu_pod_with_every_shipped_config(
     config: Path, write_yaml: Callable[..., Path]
 ) -> None:
-    pods = write_yaml("pods.yaml", make_pod_dict("q", cpu="2", extra={"fluxion.flux-framework.org/qpu": "1"}))
+    pods = write_yaml(
+        "pods.yaml", make_pod_dict("q", cpu="2", extra={"fluxion.flux-framework.org/qpu": "1"})
+    )
     output = ok(fluence("plan", pods, "--nodes", NODES, "--resources", config))
     (row,) = [line for line in output.splitlines() if "default/q " in line]
     assert "worker-" in row
@@ -178,7 +190,9 @@ def test_plan_without_a_matcher_prints_the_jobspecs_only() -> None:
 
 
 def test_plan_takes_a_group_name() -> None:
-    output = failed(fluence("plan", HYBRID, "--nodes", NODES, "--resources", IBM, "--group", "qaoa"), code=1)
+    output = failed(
+        fluence("plan", HYBRID, "--nodes", NODES, "--resources", IBM, "--group", "qaoa"), code=1
+    )
     assert "group qaoa:" in output
 
 
@@ -196,20 +210,28 @@ def test_a_missing_nodes_option_is_a_usage_error() -> None:
     assert "--nodes" in result.output
 
 
-def test_a_bad_resources_file_exits_2_naming_the_file_and_entry(write_yaml: Callable[..., Path]) -> None:
-    resources = write_yaml("res.yaml", text="resources:\n  - type: qdevice\n    with: [{type: qpu}, {count: 2}]\n")
+def test_a_bad_resources_file_exits_2_naming_the_file_and_entry(
+    write_yaml: Callable[..., Path],
+) -> None:
+    resources = write_yaml(
+        "res.yaml", text="resources:\n  - type: qdevice\n    with: [{type: qpu}, {count: 2}]\n"
+    )
     output = failed(fluence("graph", "--nodes", NODES, "--resources", resources))
     assert f"error: {resources}: resources[0].with[1]: missing 'type'" in output
 
 
 def test_an_unknown_registry_name_exits_2(write_yaml: Callable[..., Path]) -> None:
     resources = write_yaml("res.yaml", text="resources:\n  - {type: qpu, attributes: aws-west}\n")
-    assert "unknown attributes 'aws-west'" in failed(fluence("graph", "--nodes", NODES, "--resources", resources))
+    assert "unknown attributes 'aws-west'" in failed(
+        fluence("graph", "--nodes", NODES, "--resources", resources)
+    )
 
 
 def test_a_resources_file_without_a_resources_key_exits_2(write_yaml: Callable[..., Path]) -> None:
     resources = write_yaml("res.yaml", text="attributes: {aws: {provider: braket}}\n")
-    assert "no 'resources' key" in failed(fluence("graph", "--nodes", NODES, "--resources", resources))
+    assert "no 'resources' key" in failed(
+        fluence("graph", "--nodes", NODES, "--resources", resources)
+    )
 
 
 def test_an_unknown_parent_exits_2_naming_it(write_yaml: Callable[..., Path]) -> None:
@@ -235,8 +257,12 @@ def test_a_node_with_a_bad_quantity_exits_2_naming_the_node(
     assert "node n0" in failed(fluence("graph", "--nodes", nodes))
 
 
-def test_plan_of_an_unknown_virtual_type_exits_2_naming_pod_and_type(write_yaml: Callable[..., Path]) -> None:
-    pods = write_yaml("pods.yaml", make_pod_dict("q", extra={"fluxion.flux-framework.org/ionq": "1"}))
+def test_plan_of_an_unknown_virtual_type_exits_2_naming_pod_and_type(
+    write_yaml: Callable[..., Path],
+) -> None:
+    pods = write_yaml(
+        "pods.yaml", make_pod_dict("q", extra={"fluxion.flux-framework.org/ionq": "1"})
+    )
     output = failed(fluence("plan", pods, "--nodes", NODES, "--resources", BRAKET))
     assert "default/q" in output and "no virtual type 'ionq'" in output
 

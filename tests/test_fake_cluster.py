@@ -147,7 +147,9 @@ def test_bind_sets_node_name_and_pod_scheduled(cluster: FakeCluster) -> None:
     cluster.bind("default", "a", "n1")
     bound = cluster.get("pods", "a", "default")
     assert bound is not None and bound["spec"]["nodeName"] == "n1"
-    assert {"type": "PodScheduled", "status": "True"}.items() <= bound["status"]["conditions"][0].items()
+    assert {"type": "PodScheduled", "status": "True"}.items() <= bound["status"]["conditions"][
+        0
+    ].items()
 
 
 def test_second_bind_is_a_conflict(cluster: FakeCluster) -> None:

@@ -14,7 +14,18 @@ from fluence_core.models import NodeInfo, Taint
 from fluence_core.resource_config import ResourceConfig, parse_resource_config
 from fluence_core.testing import BRAKET_EXAMPLE, make_nodes
 
-JGF_METADATA_KEYS = {"type", "basename", "name", "id", "uniq_id", "rank", "exclusive", "unit", "size", "paths"}
+JGF_METADATA_KEYS = {
+    "type",
+    "basename",
+    "name",
+    "id",
+    "uniq_id",
+    "rank",
+    "exclusive",
+    "unit",
+    "size",
+    "paths",
+}
 
 
 def braket() -> ResourceConfig:
@@ -82,7 +93,9 @@ def test_memory_that_does_not_divide_evenly_rounds_chunks_down() -> None:
 
 
 def test_a_zone_label_becomes_a_zone_property() -> None:
-    graph = ResourceGraph([NodeInfo("n", 1, 1024, labels={"topology.kubernetes.io/zone": "zone-a"})])
+    graph = ResourceGraph(
+        [NodeInfo("n", 1, 1024, labels={"topology.kubernetes.io/zone": "zone-a"})]
+    )
     assert graph.node("n").properties == frozenset({"virtual=false", "zone=zone-a"})
 
 
@@ -116,7 +129,10 @@ def test_every_virtual_resource_at_every_level_is_a_node_typed_vertex() -> None:
 
 def test_virtual_vertices_carry_virtual_true() -> None:
     graph = ResourceGraph(make_nodes(1), braket())
-    assert all("virtual=true" in v.properties and "virtual=false" not in v.properties for v in graph.virtual)
+    assert all(
+        "virtual=true" in v.properties and "virtual=false" not in v.properties
+        for v in graph.virtual
+    )
 
 
 def test_a_virtual_vertex_has_a_class_for_its_own_and_every_descendant_type() -> None:
@@ -128,7 +144,9 @@ def test_a_virtual_vertex_has_a_class_for_its_own_and_every_descendant_type() ->
 
 
 def test_a_virtual_vertex_carries_its_inherited_attributes_as_key_only_properties() -> None:
-    qubit = vertices_by_path(ResourceGraph(make_nodes(1), braket()))["/cluster0/rigetti_cepheus0/qpu0/qubit3"]
+    qubit = vertices_by_path(ResourceGraph(make_nodes(1), braket()))[
+        "/cluster0/rigetti_cepheus0/qpu0/qubit3"
+    ]
     assert {
         "fluxion.flux-framework.org/provider=braket",
         "fluxion.flux-framework.org/region=us-east-1",
@@ -138,11 +156,15 @@ def test_a_virtual_vertex_carries_its_inherited_attributes_as_key_only_propertie
 def test_a_virtual_vertex_names_its_top_level_resource_as_backend() -> None:
     graph = ResourceGraph(make_nodes(1), braket())
     assert {v.backend for v in graph.virtual} == {"rigetti_cepheus"}
-    assert all("fluxion.flux-framework.org/backend=rigetti_cepheus" in v.properties for v in graph.virtual)
+    assert all(
+        "fluxion.flux-framework.org/backend=rigetti_cepheus" in v.properties for v in graph.virtual
+    )
 
 
 def test_a_count_makes_that_many_instances_each_with_the_children() -> None:
-    config = parse_resource_config("resources:\n  - {type: qpu, count: 2, with: [{type: qubit, count: 3}]}\n")
+    config = parse_resource_config(
+        "resources:\n  - {type: qpu, count: 2, with: [{type: qubit, count: 3}]}\n"
+    )
     graph = ResourceGraph([], config)
     assert [v.type for v in graph.virtual].count("qpu") == 2
     assert [v.type for v in graph.virtual].count("qubit") == 6
@@ -168,7 +190,9 @@ def test_a_virtual_resource_with_a_node_parent_hangs_under_that_node_with_its_ra
 
 def test_an_unknown_parent_fails_the_build_naming_the_file_and_entry() -> None:
     config = parse_resource_config("resources:\n  - {type: licence, parent: node9}\n", "res.yaml")
-    with pytest.raises(ResourceConfigError, match=r"res.yaml: resources\[0\]: unknown parent 'node9'"):
+    with pytest.raises(
+        ResourceConfigError, match=r"res.yaml: resources\[0\]: unknown parent 'node9'"
+    ):
         ResourceGraph(make_nodes(2), config)
 
 
@@ -337,7 +361,9 @@ def test_jgf_is_json_serialisable_and_round_trips(jgf: dict[str, Any]) -> None:
 
 
 def test_jgf_node_vertices_are_named_after_the_kubernetes_node(jgf: dict[str, Any]) -> None:
-    names = {v["metadata"]["name"] for v in jgf["graph"]["nodes"] if v["metadata"]["type"] == "node"}
+    names = {
+        v["metadata"]["name"] for v in jgf["graph"]["nodes"] if v["metadata"]["type"] == "node"
+    }
     assert {"node0", "node1", "node2", "zoned"} <= names
 
 
@@ -346,8 +372,12 @@ def test_virtual_resources_under_a_cordoned_node_stay() -> None:
     from fluence_core.models import NodeInfo
     from fluence_core.resource_config import parse_resource_config
 
-    config = parse_resource_config("resources:\n  - {type: licence, parent: n1, count: 2}\n", "r.yaml")
-    graph = ResourceGraph([NodeInfo("n0", 4, 4096), NodeInfo("n1", 4, 4096, unschedulable=True)], config)
+    config = parse_resource_config(
+        "resources:\n  - {type: licence, parent: n1, count: 2}\n", "r.yaml"
+    )
+    graph = ResourceGraph(
+        [NodeInfo("n0", 4, 4096), NodeInfo("n1", 4, 4096, unschedulable=True)], config
+    )
     assert [v.attach_to for v in graph.virtual] == ["n1", "n1"]
 
 

@@ -61,7 +61,9 @@ ADMISSION_CTX = AdmissionContext(settings=Settings(), cluster=None, namespace="d
 
 
 def test_every_hook_has_a_docstring() -> None:
-    undocumented = [name for name in HOOK_NAMES if not (getattr(hookspecs, name).__doc__ or "").strip()]
+    undocumented = [
+        name for name in HOOK_NAMES if not (getattr(hookspecs, name).__doc__ or "").strip()
+    ]
     assert not undocumented
 
 
@@ -69,7 +71,9 @@ def test_every_hook_has_a_test_named_after_it() -> None:
     test_names: set[str] = set()
     for path in TESTS.rglob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith(
+                "test_"
+            ):
                 test_names.add(node.name)
     untested = [hook for hook in HOOK_NAMES if not any(hook in test for test in test_names)]
     assert not untested
@@ -85,7 +89,9 @@ def test_every_hook_is_typed() -> None:
     for name in HOOK_NAMES:
         signature = inspect.signature(getattr(hookspecs, name))
         assert signature.return_annotation is not inspect.Signature.empty, name
-        assert all(p.annotation is not inspect.Parameter.empty for p in signature.parameters.values()), name
+        assert all(
+            p.annotation is not inspect.Parameter.empty for p in signature.parameters.values()
+        ), name
 
 
 def type_checking_namespace() -> dict[str, object]:
@@ -122,8 +128,12 @@ def test_no_hook_signature_mentions_any() -> None:
 
 
 def test_contribution_hooks_return_the_protocols() -> None:
-    assert Handler in typing.get_args(typing.get_args(hook_hints("fluence_webhook_handlers")["return"])[0])
-    assert Provider in typing.get_args(typing.get_args(hook_hints("fluence_providers")["return"])[0])
+    assert Handler in typing.get_args(
+        typing.get_args(hook_hints("fluence_webhook_handlers")["return"])[0]
+    )
+    assert Provider in typing.get_args(
+        typing.get_args(hook_hints("fluence_providers")["return"])[0]
+    )
 
 
 def test_every_context_a_hook_receives_is_a_typed_object() -> None:
@@ -143,10 +153,14 @@ def test_hookimpl_is_exported_from_the_package_root_for_the_fluence_project() ->
 def test_fluence_matcher_defaults_to_the_embedded_matcher(small_graph: ResourceGraph) -> None:
     manager = manager_with(keep=["embedded-matcher"])
     settings = Settings()
-    assert isinstance(manager.hook.fluence_matcher(settings=settings, graph=small_graph), EmbeddedMatcher)
+    assert isinstance(
+        manager.hook.fluence_matcher(settings=settings, graph=small_graph), EmbeddedMatcher
+    )
 
 
-def test_fluence_matcher_a_plugin_answer_wins_over_the_trylast_default(small_graph: ResourceGraph) -> None:
+def test_fluence_matcher_a_plugin_answer_wins_over_the_trylast_default(
+    small_graph: ResourceGraph,
+) -> None:
     sentinel = object()
 
     class Mine:
@@ -171,7 +185,9 @@ def test_fluence_matcher_a_plugin_that_cannot_serve_returns_none_and_the_next_is
             return None
 
     manager = manager_with(Unavailable(), keep=["embedded-matcher"])
-    assert isinstance(manager.hook.fluence_matcher(settings=Settings(), graph=small_graph), EmbeddedMatcher)
+    assert isinstance(
+        manager.hook.fluence_matcher(settings=Settings(), graph=small_graph), EmbeddedMatcher
+    )
     assert Unavailable.called
 
 
@@ -208,7 +224,10 @@ def test_fluence_prefilter_stops_at_the_first_reason() -> None:
             Later.called = True
             return "never seen"
 
-    assert manager_with(Later(), Veto()).hook.fluence_prefilter(group=GROUP, ctx=CTX) == "quota exceeded"
+    assert (
+        manager_with(Later(), Veto()).hook.fluence_prefilter(group=GROUP, ctx=CTX)
+        == "quota exceeded"
+    )
     assert not Later.called
 
 
@@ -226,15 +245,21 @@ def test_fluence_filter_receives_pod_and_node_and_returns_a_reason() -> None:
 def test_fluence_postfilter_an_empty_list_is_an_answer_meaning_rematch_as_is() -> None:
     class Rematch:
         @hookimpl
-        def fluence_postfilter(self, group: Group, reason: str, ctx: SchedulingContext) -> list[str]:
+        def fluence_postfilter(
+            self, group: Group, reason: str, ctx: SchedulingContext
+        ) -> list[str]:
             return []
 
     class Exclude:
         @hookimpl(trylast=True)
-        def fluence_postfilter(self, group: Group, reason: str, ctx: SchedulingContext) -> list[str]:
+        def fluence_postfilter(
+            self, group: Group, reason: str, ctx: SchedulingContext
+        ) -> list[str]:
             return ["n1"]
 
-    result = manager_with(Exclude(), Rematch()).hook.fluence_postfilter(group=GROUP, reason="busy", ctx=CTX)
+    result = manager_with(Exclude(), Rematch()).hook.fluence_postfilter(
+        group=GROUP, reason="busy", ctx=CTX
+    )
     assert result == []
 
 
@@ -260,7 +285,11 @@ def test_fluence_admit_stops_at_the_first_refusal() -> None:
 
     pod = {"metadata": {"name": "big"}}
     assert manager_with(Admit()).hook.fluence_admit(pod=pod, ctx=ADMISSION_CTX) is None
-    assert manager_with(Admit(), Refuse()).hook.fluence_admit(pod=pod, ctx=ADMISSION_CTX).startswith("big: ")
+    assert (
+        manager_with(Admit(), Refuse())
+        .hook.fluence_admit(pod=pod, ctx=ADMISSION_CTX)
+        .startswith("big: ")
+    )
 
 
 # -- hooks where every implementation runs --------------------------------------
@@ -277,7 +306,9 @@ def test_fluence_reserve_runs_every_implementation() -> None:
                 seen.append(f"{label}:{placements['default/a'].node}")
         return Stamp()
 
-    manager_with(stamper("x"), stamper("y")).hook.fluence_reserve(group=GROUP, placements=PLACEMENTS, ctx=CTX)
+    manager_with(stamper("x"), stamper("y")).hook.fluence_reserve(
+        group=GROUP, placements=PLACEMENTS, ctx=CTX
+    )
     assert sorted(seen) == ["x:n0", "y:n0"]
 
 
@@ -342,9 +373,9 @@ def test_fluence_webhook_handlers_collects_every_plugins_handlers() -> None:
                 return [Handler(n) for n in handler_names]
         return Contribute()
 
-    lists = manager_with(contribute("gang"), contribute("quantum", "env")).hook.fluence_webhook_handlers(
-        settings=Settings()
-    )
+    lists = manager_with(
+        contribute("gang"), contribute("quantum", "env")
+    ).hook.fluence_webhook_handlers(settings=Settings())
     assert sorted(h.name for handlers in lists for h in handlers) == ["env", "gang", "quantum"]
 
 

@@ -54,7 +54,13 @@ resources:
     with:
       - type: qpu
 """
-SCRIPT = [(0.0, 7, QUEUED), (25.0, 4, QUEUED), (45.0, 2, QUEUED), (62.0, 1, QUEUED), (95.0, None, RUNNING)]
+SCRIPT = [
+    (0.0, 7, QUEUED),
+    (25.0, 4, QUEUED),
+    (45.0, 2, QUEUED),
+    (62.0, 1, QUEUED),
+    (95.0, None, RUNNING),
+]
 """The scout's task in the vendor queue: (from virtual second, position, state)."""
 
 
@@ -63,12 +69,24 @@ def job_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
     template = job["spec"]["template"]
     made = []
     for index in range(job["spec"]["completions"]):
-        meta = {"name": f"vqe-{index}", "namespace": NAMESPACE,
-                "labels": {**template["metadata"]["labels"], names.JOB_COMPLETION_INDEX: str(index)},
-                "annotations": {**template["metadata"]["annotations"],
-                                names.JOB_COMPLETION_INDEX: str(index)},
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"],
-                                     "uid": job["metadata"]["uid"], "controller": True}]}
+        meta = {
+            "name": f"vqe-{index}",
+            "namespace": NAMESPACE,
+            "labels": {**template["metadata"]["labels"], names.JOB_COMPLETION_INDEX: str(index)},
+            "annotations": {
+                **template["metadata"]["annotations"],
+                names.JOB_COMPLETION_INDEX: str(index),
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": job["metadata"]["name"],
+                    "uid": job["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        }
         made.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                      "spec": copy.deepcopy(template["spec"])})
     return made
@@ -107,9 +125,16 @@ def world(tmp_path: Path) -> dict[str, Any]:
     cluster = FakeCluster()
     cluster.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     for name in ("n0", "n1", "n2"):
-        cluster.create("nodes", {"metadata": {"name": name, "labels": {}},
-                                 "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-                                            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}}})
+        cluster.create(
+            "nodes",
+            {
+                "metadata": {"name": name, "labels": {}},
+                "status": {
+                    "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                    "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                },
+            },
+        )
     # The PriorityClass exactly as deploy/fluence.yaml installs it.
     (priority_class,) = read_objects(REPO / "deploy" / "fluence.yaml", kind="PriorityClass")
     cluster.create(PRIORITY_CLASSES, priority_class)
@@ -119,7 +144,9 @@ def world(tmp_path: Path) -> dict[str, Any]:
             "runtime": tmp_path / "emptydir"}
 
 
-def test_webhook_scheduler_and_sidecar_release_the_workers_together(world, monkeypatch, capsys) -> None:
+def test_webhook_scheduler_and_sidecar_release_the_workers_together(
+    world, monkeypatch, capsys
+) -> None:
     settings, cluster, job = world["settings"], world["cluster"], world["job"]
     qpu = names.extended_resource("qpu")
 
@@ -141,7 +168,9 @@ def test_webhook_scheduler_and_sidecar_release_the_workers_together(world, monke
     # The runtime volume: an emptyDir, mounted at the same path in stage, app and sidecar.
     assert {"name": names.RUNTIME_VOLUME, "emptyDir": {}} in scout["spec"]["volumes"]
     for container in (app, sidecar, by_name(scout, names.STAGE_CONTAINER, "initContainers")):
-        assert {"name": names.RUNTIME_VOLUME, "mountPath": names.RUNTIME_MOUNT} in container["volumeMounts"]
+        assert {"name": names.RUNTIME_VOLUME, "mountPath": names.RUNTIME_MOUNT} in container[
+            "volumeMounts"
+        ]
     wiring = env_sources(sidecar)
     assert wiring[names.ENV_POD_UID] == "metadata.uid"
     assert wiring[names.ENV_POD_NAME] == "metadata.name"
@@ -181,7 +210,9 @@ def test_webhook_scheduler_and_sidecar_release_the_workers_together(world, monke
     annotations = scout["metadata"]["annotations"]
     assert annotations[names.BACKEND_ANNOTATION] == "sim_qpu"
     assert annotations[names.attr_annotation("provider")] == "fake"
-    assert all(cluster.get(PODS, f"vqe-{i}", NAMESPACE)["spec"].get("nodeName") is None for i in (1, 2, 3))
+    assert all(
+        cluster.get(PODS, f"vqe-{i}", NAMESPACE)["spec"].get("nodeName") is None for i in (1, 2, 3)
+    )
     assert len(scheduler.matcher.allocations()) == 2  # the scout's compute + its qpu; no worker
     assert names.JOBIDS_ANNOTATION not in (cluster.get(PODGROUPS, "vqe", NAMESPACE)["metadata"]
                                            .get("annotations") or {})
@@ -217,22 +248,27 @@ def test_webhook_scheduler_and_sidecar_release_the_workers_together(world, monke
         """Between two polls: the scheduler runs; bound workers run and then finish."""
         for result in cycle():
             if result.placed:
-                timeline.append(f"t={now:g}s scheduler bound {result.group}: "
-                                + ", ".join(f"{p.split('/')[1]}->{n}" for p, n in sorted(result.placed.items())))
+                timeline.append(
+                    f"t={now:g}s scheduler bound {result.group}: "
+                    + ", ".join(f"{p.split('/')[1]}->{n}" for p, n in sorted(result.placed.items()))
+                )
         for i in (1, 2, 3):
             pod = cluster.get(PODS, f"vqe-{i}", NAMESPACE)
             if pod["spec"].get("nodeName") and pod["metadata"]["name"] not in bound_at:
                 bound_at[pod["metadata"]["name"]] = now
             elif pod["spec"].get("nodeName") and pod["status"].get("phase") == "Pending":
-                cluster.patch_status(PODS, pod["metadata"]["name"], {"status": {"phase": "Succeeded"}},
-                                     NAMESPACE)
+                cluster.patch_status(
+                    PODS, pod["metadata"]["name"], {"status": {"phase": "Succeeded"}}, NAMESPACE
+                )
 
     clock.on_sleep = on_sleep
     result = sidecar.run()
     for t, position in result.series:
         timeline.append(f"t={t:g}s vendor queue position {position}")
-    timeline.append(f"t={result.series[-1][0]:g}s sidecar stamped job id/session and removed {GATE} "
-                    f"from {', '.join(sorted(result.ungated))}")
+    timeline.append(
+        f"t={result.series[-1][0]:g}s sidecar stamped job id/session and removed {GATE} "
+        f"from {', '.join(sorted(result.ungated))}"
+    )
     timeline.sort(key=lambda line: float(line[2:line.index("s ")]))
     with capsys.disabled():
         print("\nhybrid flow (virtual time):\n  " + "\n  ".join(timeline))
@@ -267,8 +303,11 @@ def installed_providers() -> list[Any]:
 
 
 @pytest.mark.parametrize("provider", installed_providers())
-def test_the_injected_sidecar_env_resolves_an_installed_provider(world, monkeypatch, provider) -> None:
-    """`fluence sidecar` starts from the injected env: settings parse, the real provider resolves."""
+def test_the_injected_sidecar_env_resolves_an_installed_provider(
+    world, monkeypatch, provider
+) -> None:
+    """`fluence sidecar` starts from the injected env: settings parse, the real provider resolves.
+    """
     resources = world["runtime"].parent / "resources.yaml"
     resources.write_text(RESOURCES.replace("provider: fake", f"provider: {provider}"))
     settings, cluster, job = world["settings"], world["cluster"], world["job"]
@@ -287,7 +326,9 @@ def test_the_injected_sidecar_env_resolves_an_installed_provider(world, monkeypa
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
     sidecar_settings = load_settings()
-    sidecar = sidecar_from_env(sidecar_settings, cluster, collect_providers(get_plugin_manager(sidecar_settings)))
+    sidecar = sidecar_from_env(
+        sidecar_settings, cluster, collect_providers(get_plugin_manager(sidecar_settings))
+    )
     assert sidecar.provider.name == provider
     assert sidecar.config.backend.name == "sim_qpu"
     assert sidecar.config.backend.attributes["region"] == "sim-1"
@@ -298,12 +339,30 @@ def test_container_env_resolves_the_downward_api_as_the_kubelet_does() -> None:
     from fluence_core.downward import field_value
     from fluence_core.errors import FluenceError
 
-    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "annotations": {"a/b": "x"}},
-           "spec": {"containers": [{"name": "c", "env": [
-               {"name": "LIT", "value": "1"},
-               {"name": "ANN", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['a/b']"}}},
-               {"name": "MISSING", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['nope']"}}},
-               {"name": "UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]}]}}
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "annotations": {"a/b": "x"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "env": [
+                        {"name": "LIT", "value": "1"},
+                        {
+                            "name": "ANN",
+                            "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['a/b']"}},
+                        },
+                        {
+                            "name": "MISSING",
+                            "valueFrom": {
+                                "fieldRef": {"fieldPath": "metadata.annotations['nope']"}
+                            },
+                        },
+                        {"name": "UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+                    ],
+                }
+            ]
+        },
+    }
     assert container_env(pod, "c") == {"LIT": "1", "ANN": "x", "MISSING": "", "UID": "u-1"}
     assert field_value(pod, "spec.nodeName") == ""
     with pytest.raises(FluenceError):

@@ -45,7 +45,9 @@ def inner(slot: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # -- the compute jobspec --------------------------------------------------------
 
 
-def test_a_group_of_identical_pods_has_one_compute_jobspec(small_graph: ResourceGraph, pod_group: Group) -> None:
+def test_a_group_of_identical_pods_has_one_compute_jobspec(
+    small_graph: ResourceGraph, pod_group: Group
+) -> None:
     specs = group_jobspecs(pod_group, small_graph)
     assert [s.kind for s in specs] == [COMPUTE]
 
@@ -93,7 +95,9 @@ def test_slot_memory_uses_the_same_mib_unit_as_the_graph(small_graph: ResourceGr
     assert jgf_units == {"MiB"}
 
 
-def test_identical_pods_share_one_slot_entry_with_a_count(small_graph: ResourceGraph, pod_group: Group) -> None:
+def test_identical_pods_share_one_slot_entry_with_a_count(
+    small_graph: ResourceGraph, pod_group: Group
+) -> None:
     (slot,) = slots(compute_of(pod_group, small_graph))
     assert slot["count"] == 3
     assert inner(slot)["core"]["count"] == 2
@@ -116,10 +120,14 @@ def test_compute_slots_add_up_to_one_per_pod(small_graph: ResourceGraph) -> None
 
 
 def test_every_compute_jobspec_is_constrained_to_virtual_false(small_graph: ResourceGraph) -> None:
-    group = Group("g", (PodRequest("a", cores=1), PodRequest("b", cores=2), PodRequest("c", gpus=1)))
+    group = Group(
+        "g", (PodRequest("a", cores=1), PodRequest("b", cores=2), PodRequest("c", gpus=1))
+    )
     for spec in group_jobspecs(group, small_graph):
         assert is_compute_kind(spec.kind)
-        assert spec.jobspec["attributes"]["system"]["constraints"] == {"properties": ["virtual=false"]}
+        assert spec.jobspec["attributes"]["system"]["constraints"] == {
+            "properties": ["virtual=false"]
+        }
 
 
 def test_every_slot_has_one_task(small_graph: ResourceGraph) -> None:
@@ -130,12 +138,16 @@ def test_every_slot_has_one_task(small_graph: ResourceGraph) -> None:
         assert all(t["count"] == {"per_slot": 1} and t["command"] for t in tasks)
 
 
-def test_the_compute_jobspec_is_constrained_to_virtual_false(small_graph: ResourceGraph, pod_group: Group) -> None:
+def test_the_compute_jobspec_is_constrained_to_virtual_false(
+    small_graph: ResourceGraph, pod_group: Group
+) -> None:
     constraints = compute_of(pod_group, small_graph)["attributes"]["system"]["constraints"]
     assert constraints == {"properties": ["virtual=false"]}
 
 
-def test_excluded_nodes_add_a_hostlist_exclusion(small_graph: ResourceGraph, pod_group: Group) -> None:
+def test_excluded_nodes_add_a_hostlist_exclusion(
+    small_graph: ResourceGraph, pod_group: Group
+) -> None:
     (spec,) = group_jobspecs(pod_group, small_graph, exclude_nodes=["node3", "node1"])
     assert spec.jobspec["attributes"]["system"]["constraints"] == {
         "and": [{"properties": ["virtual=false"]}, {"not": [{"hostlist": ["node1", "node3"]}]}]
@@ -152,26 +164,38 @@ def test_jobspecs_have_duration_zero_held_until_cancelled(small_graph: ResourceG
 # -- virtual jobspecs -----------------------------------------------------------
 
 
-def test_each_virtual_type_gets_its_own_jobspec_in_first_seen_order(small_graph: ResourceGraph) -> None:
+def test_each_virtual_type_gets_its_own_jobspec_in_first_seen_order(
+    small_graph: ResourceGraph,
+) -> None:
     group = Group("g", (PodRequest("a", virtual={"qubit": 4}), PodRequest("b", virtual={"qpu": 1})))
     assert [s.kind for s in group_jobspecs(group, small_graph)] == [COMPUTE, "qubit", "qpu"]
 
 
-def test_a_virtual_jobspec_asks_for_whole_node_vertices_summed_over_pods(small_graph: ResourceGraph) -> None:
-    group = Group("g", (PodRequest("a", virtual={"qubit": 4}), PodRequest("b", virtual={"qubit": 3})))
+def test_a_virtual_jobspec_asks_for_whole_node_vertices_summed_over_pods(
+    small_graph: ResourceGraph,
+) -> None:
+    group = Group(
+        "g", (PodRequest("a", virtual={"qubit": 4}), PodRequest("b", virtual={"qubit": 3}))
+    )
     qubit = group_jobspecs(group, small_graph)[1].jobspec
     assert qubit["resources"] == [
         {"type": "slot", "count": 7, "label": "qubit", "with": [{"type": "node", "count": 1}]}
     ]
 
 
-def test_a_virtual_jobspec_is_constrained_to_virtual_true_and_its_class(small_graph: ResourceGraph) -> None:
+def test_a_virtual_jobspec_is_constrained_to_virtual_true_and_its_class(
+    small_graph: ResourceGraph,
+) -> None:
     group = Group("g", (PodRequest("a", virtual={"qpu": 1}),))
     qpu = group_jobspecs(group, small_graph)[1].jobspec
-    assert qpu["attributes"]["system"]["constraints"] == {"properties": ["virtual=true", "class=qpu"]}
+    assert qpu["attributes"]["system"]["constraints"] == {
+        "properties": ["virtual=true", "class=qpu"]
+    }
 
 
-def test_require_annotations_pin_attributes_in_the_virtual_jobspec(small_graph: ResourceGraph) -> None:
+def test_require_annotations_pin_attributes_in_the_virtual_jobspec(
+    small_graph: ResourceGraph,
+) -> None:
     pod = PodRequest.from_kube(make_pod_dict(
         "scout",
         extra={"fluxion.flux-framework.org/qpu": "1"},
@@ -204,7 +228,9 @@ def test_the_compute_jobspec_holds_no_virtual_request(small_graph: ResourceGraph
     assert set(inner(slot)) == {"core"}
 
 
-def test_a_type_the_graph_lacks_is_a_clear_error_naming_pod_and_type(small_graph: ResourceGraph) -> None:
+def test_a_type_the_graph_lacks_is_a_clear_error_naming_pod_and_type(
+    small_graph: ResourceGraph,
+) -> None:
     group = Group("g", (PodRequest("scout", namespace="q", virtual={"ionq": 1}),))
     with pytest.raises(UnknownResourceTypeError) as caught:
         group_jobspecs(group, small_graph)
@@ -224,7 +250,9 @@ def test_a_virtual_request_on_a_classical_graph_says_none_are_known() -> None:
 
 
 def test_jobspecs_serialise_to_compact_json_that_round_trips(small_graph: ResourceGraph) -> None:
-    group = Group("g", (PodRequest("a", cores=2, memory_mib=100, virtual={"qpu": 1}, requires={"x": "y"}),))
+    group = Group(
+        "g", (PodRequest("a", cores=2, memory_mib=100, virtual={"qpu": 1}, requires={"x": "y"}),)
+    )
     for spec in group_jobspecs(group, small_graph):
         text = spec.to_json()
         assert " " not in text
@@ -235,7 +263,9 @@ def test_jobspecs_are_canonical_fluxion_v1() -> None:
     for jobspec in (compute_jobspec([PodRequest("a", cores=2, gpus=1, memory_mib=8)]),
                     virtual_jobspec("qpu", 2, {"provider": "braket"})):
         assert set(jobspec) == {"version", "resources", "tasks", "attributes"}
-        assert all(r["type"] == "slot" and r["label"] and r["count"] >= 1 for r in jobspec["resources"])
+        assert all(
+            r["type"] == "slot" and r["label"] and r["count"] >= 1 for r in jobspec["resources"]
+        )
         assert all(isinstance(r["count"], int) and r["count"] >= 1
                    for slot in jobspec["resources"] for r in slot["with"])
 
@@ -243,19 +273,33 @@ def test_jobspecs_are_canonical_fluxion_v1() -> None:
 # -- one compute jobspec per pod shape (Fluxion forbids sibling slots) ----------
 
 
-def test_each_pod_shape_gets_its_own_compute_jobspec_named_compute_n(small_graph: ResourceGraph) -> None:
-    group = Group("g", (PodRequest("a", cores=2), PodRequest("b", cores=8), PodRequest("c", cores=2, gpus=1)))
-    assert [s.kind for s in group_jobspecs(group, small_graph)] == ["compute", "compute-1", "compute-2"]
+def test_each_pod_shape_gets_its_own_compute_jobspec_named_compute_n(
+    small_graph: ResourceGraph,
+) -> None:
+    group = Group(
+        "g", (PodRequest("a", cores=2), PodRequest("b", cores=8), PodRequest("c", cores=2, gpus=1))
+    )
+    assert [s.kind for s in group_jobspecs(group, small_graph)] == [
+        "compute",
+        "compute-1",
+        "compute-2",
+    ]
 
 
 def test_a_compute_jobspec_holds_a_single_slot_entry(small_graph: ResourceGraph) -> None:
-    group = Group("g", (PodRequest("a", cores=2), PodRequest("b", cores=8), PodRequest("c", cores=8)))
+    group = Group(
+        "g", (PodRequest("a", cores=2), PodRequest("b", cores=8), PodRequest("c", cores=8))
+    )
     for spec in group_jobspecs(group, small_graph):
         assert len(spec.jobspec["resources"]) == 1
 
 
-def test_identical_pods_share_a_slot_entry_even_when_not_adjacent(small_graph: ResourceGraph) -> None:
-    group = Group("g", (PodRequest("a", cores=2), PodRequest("b", cores=8), PodRequest("c", cores=2)))
+def test_identical_pods_share_a_slot_entry_even_when_not_adjacent(
+    small_graph: ResourceGraph,
+) -> None:
+    group = Group(
+        "g", (PodRequest("a", cores=2), PodRequest("b", cores=8), PodRequest("c", cores=2))
+    )
     assert [(s["count"], inner(s)["core"]["count"]) for s in compute_slots(group, small_graph)] == [
         (2, 2), (1, 8),
     ]
@@ -269,7 +313,9 @@ def test_a_compute_jobspec_refuses_pods_of_different_shapes() -> None:
 def test_every_compute_jobspec_of_a_group_carries_the_exclusion(small_graph: ResourceGraph) -> None:
     group = Group("g", (PodRequest("a", cores=2), PodRequest("b", cores=4)))
     for spec in group_jobspecs(group, small_graph, exclude_nodes=["node0"]):
-        assert {"not": [{"hostlist": ["node0"]}]} in spec.jobspec["attributes"]["system"]["constraints"]["and"]
+        assert {"not": [{"hostlist": ["node0"]}]} in spec.jobspec["attributes"]["system"][
+            "constraints"
+        ]["and"]
 
 
 def test_a_node_selector_becomes_a_hostlist_of_matching_nodes() -> None:

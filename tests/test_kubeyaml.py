@@ -33,7 +33,9 @@ def test_a_kubectl_list_dump_is_flattened(
 
 
 def test_a_typed_list_kind_is_flattened(write_yaml: Callable[..., Path]) -> None:
-    path = write_yaml("nodes.yaml", {"kind": "NodeList", "items": [{"kind": "Node", "metadata": {"name": "n"}}]})
+    path = write_yaml(
+        "nodes.yaml", {"kind": "NodeList", "items": [{"kind": "Node", "metadata": {"name": "n"}}]}
+    )
     assert len(read_objects(path, "Node")) == 1
 
 
@@ -43,7 +45,9 @@ def test_objects_of_other_kinds_are_filtered_out(write_yaml: Callable[..., Path]
     assert [o["kind"] for o in read_objects(path, "Pod")] == ["Pod"]
 
 
-def test_objects_without_a_kind_are_taken_as_the_kind_asked_for(write_yaml: Callable[..., Path]) -> None:
+def test_objects_without_a_kind_are_taken_as_the_kind_asked_for(
+    write_yaml: Callable[..., Path],
+) -> None:
     path = write_yaml("bare.yaml", {"metadata": {"name": "a"}})
     assert len(read_objects(path, "Pod")) == 1
 

@@ -13,7 +13,9 @@ from fluence_core.testing import make_pod_dict
 # -- NodeInfo -------------------------------------------------------------------
 
 
-def test_node_reads_allocatable_cpu_memory_and_gpus(make_node: Callable[..., dict[str, Any]]) -> None:
+def test_node_reads_allocatable_cpu_memory_and_gpus(
+    make_node: Callable[..., dict[str, Any]],
+) -> None:
     info = NodeInfo.from_kube(make_node("n0", cpu="16", memory="64Gi", gpus=2))
     assert (info.name, info.cores, info.memory_mib, info.gpus) == ("n0", 16, 65536, 2)
 
@@ -41,7 +43,9 @@ def test_node_without_a_name_is_an_error() -> None:
         NodeInfo.from_kube({"metadata": {}, "status": {"allocatable": {"cpu": "1"}}})
 
 
-def test_node_with_a_bad_quantity_is_an_error_naming_the_node(make_node: Callable[..., dict[str, Any]]) -> None:
+def test_node_with_a_bad_quantity_is_an_error_naming_the_node(
+    make_node: Callable[..., dict[str, Any]],
+) -> None:
     with pytest.raises(ValueError, match="node n7"):
         NodeInfo.from_kube(make_node("n7", memory="lots"))
 
@@ -78,7 +82,9 @@ def test_a_node_with_a_blocking_taint_is_not_schedulable(
     assert not NodeInfo.from_kube(node).schedulable
 
 
-def test_a_prefer_no_schedule_taint_keeps_a_node_schedulable(make_node: Callable[..., dict[str, Any]]) -> None:
+def test_a_prefer_no_schedule_taint_keeps_a_node_schedulable(
+    make_node: Callable[..., dict[str, Any]],
+) -> None:
     node = make_node("n0", taints=[{"key": "k", "effect": "PreferNoSchedule"}])
     assert NodeInfo.from_kube(node).schedulable
 
@@ -130,9 +136,20 @@ def test_pod_requests_sum_over_containers() -> None:
 
 
 def test_limits_count_when_a_request_is_absent() -> None:
-    pod = {"metadata": {"name": "p"}, "spec": {"containers": [
-        {"name": "app", "resources": {"limits": {"cpu": "3", "memory": "2Gi"}, "requests": {"cpu": "2"}}}
-    ]}}
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "resources": {
+                        "limits": {"cpu": "3", "memory": "2Gi"},
+                        "requests": {"cpu": "2"},
+                    },
+                }
+            ]
+        },
+    }
     request = PodRequest.from_kube(pod)
     assert (request.cores, request.memory_mib) == (2, 2048)
 
@@ -145,7 +162,9 @@ def test_an_init_container_larger_than_the_app_containers_sets_the_request() -> 
 
 
 def test_virtual_types_come_from_fluxion_extended_resources() -> None:
-    pod = make_pod_dict("p", extra={"fluxion.flux-framework.org/qpu": "1", "fluxion.flux-framework.org/qubit": "4"})
+    pod = make_pod_dict(
+        "p", extra={"fluxion.flux-framework.org/qpu": "1", "fluxion.flux-framework.org/qubit": "4"}
+    )
     assert PodRequest.from_kube(pod).virtual == {"qpu": 1, "qubit": 4}
 
 

@@ -57,7 +57,9 @@ def test_virtual_type_of_reads_back_an_extended_resource() -> None:
     assert names.virtual_type_of(names.extended_resource("qubit")) == "qubit"
 
 
-@pytest.mark.parametrize("resource", ["cpu", "memory", "nvidia.com/gpu", "fluxion.flux-framework.org/"])
+@pytest.mark.parametrize(
+    "resource", ["cpu", "memory", "nvidia.com/gpu", "fluxion.flux-framework.org/"]
+)
 def test_virtual_type_of_is_none_for_resources_that_are_not_virtual(resource: str) -> None:
     assert names.virtual_type_of(resource) is None
 
@@ -67,7 +69,10 @@ def test_class_property_is_class_equals_type() -> None:
 
 
 def test_attribute_property_is_a_key_only_fluxion_property() -> None:
-    assert names.attribute_property("region", "us-east-1") == "fluxion.flux-framework.org/region=us-east-1"
+    assert (
+        names.attribute_property("region", "us-east-1")
+        == "fluxion.flux-framework.org/region=us-east-1"
+    )
 
 
 def test_virtual_markers_are_key_only_properties() -> None:
@@ -80,7 +85,13 @@ def test_attr_annotation_prefixes_the_key() -> None:
 
 @pytest.mark.parametrize(
     ("key", "env"),
-    [("region", "FLUXION_REGION"), ("qrmi_type", "FLUXION_QRMI_TYPE"), ("device.arn-x", "FLUXION_DEVICE_ARN_X")],
+    [
+        ("region", "FLUXION_REGION"),
+        ("qrmi_type", "FLUXION_QRMI_TYPE"),
+        ("device.arn-x", "FLUXION_DEVICE_ARN_X"),
+    ],
 )
-def test_env_name_for_attribute_is_upper_case_with_unsafe_characters_replaced(key: str, env: str) -> None:
+def test_env_name_for_attribute_is_upper_case_with_unsafe_characters_replaced(
+    key: str, env: str
+) -> None:
     assert names.env_name_for_attribute(key) == env

@@ -15,7 +15,9 @@ from fluence_core.placement import read_placements
 
 
 def share(node: str, cores: int, gpus: int = 0, memory_mib: int = 0) -> NodeShare:
-    return NodeShare(node, cores=tuple(range(cores)), gpus=tuple(range(gpus)), memory_mib=memory_mib)
+    return NodeShare(
+        node, cores=tuple(range(cores)), gpus=tuple(range(gpus)), memory_mib=memory_mib
+    )
 
 
 QPU = VirtualShare(
@@ -33,19 +35,25 @@ def test_each_pod_gets_a_node_its_share_came_from() -> None:
 
 def test_placements_are_keyed_by_namespace_and_name() -> None:
     group = Group("g", (PodRequest("a", namespace="hpc"),))
-    assert list(read_placements(group, {COMPUTE: Allocation(1, nodes=(share("n0", 1),))})) == ["hpc/a"]
+    assert list(read_placements(group, {COMPUTE: Allocation(1, nodes=(share("n0", 1),))})) == [
+        "hpc/a"
+    ]
 
 
 def test_pods_sharing_a_node_split_its_cores_gpus_and_memory() -> None:
     pods = tuple(PodRequest(p, cores=2, gpus=1, memory_mib=100) for p in "abc")
-    allocation = Allocation(1, nodes=(share("n0", 4, gpus=2, memory_mib=200), share("n1", 2, 1, memory_mib=100)))
+    allocation = Allocation(
+        1, nodes=(share("n0", 4, gpus=2, memory_mib=200), share("n1", 2, 1, memory_mib=100))
+    )
     placements = read_placements(Group("g", pods), {COMPUTE: allocation})
     assert sorted(placements[f"default/{p}"].node or "" for p in "abc") == ["n0", "n0", "n1"]
 
 
 def test_a_node_is_only_chosen_when_its_gpus_and_memory_also_cover_the_pod() -> None:
     group = Group("g", (PodRequest("a", cores=1, gpus=1, memory_mib=100),))
-    allocation = Allocation(1, nodes=(share("n0", 4, gpus=0, memory_mib=100), share("n1", 1, 1, memory_mib=100)))
+    allocation = Allocation(
+        1, nodes=(share("n0", 4, gpus=0, memory_mib=100), share("n1", 1, 1, memory_mib=100))
+    )
     assert read_placements(group, {COMPUTE: allocation})["default/a"].node == "n1"
 
 
@@ -79,9 +87,12 @@ def test_a_pod_without_virtual_requests_has_no_backend() -> None:
 
 def test_virtual_shares_are_dealt_to_pods_in_order() -> None:
     qubits = tuple(
-        VirtualShare(path=f"/q/qubit{i}", type="qubit", name=f"qubit{i}", backend="b") for i in range(3)
+        VirtualShare(path=f"/q/qubit{i}", type="qubit", name=f"qubit{i}", backend="b")
+        for i in range(3)
     )
-    group = Group("g", (PodRequest("a", virtual={"qubit": 1}), PodRequest("b", virtual={"qubit": 2})))
+    group = Group(
+        "g", (PodRequest("a", virtual={"qubit": 1}), PodRequest("b", virtual={"qubit": 2}))
+    )
     placements = read_placements(group, {"qubit": Allocation(1, virtual=qubits)})
     assert placements["default/a"].virtual == {"qubit": ["qubit0"]}
     assert placements["default/b"].virtual == {"qubit": ["qubit1", "qubit2"]}
@@ -98,11 +109,23 @@ def test_without_a_compute_allocation_pods_have_no_node() -> None:
     assert read_placements(group, {})["default/a"].node is None
 
 
-def test_a_matched_hybrid_group_reads_back_a_node_per_pod_and_the_backend(small_graph: ResourceGraph) -> None:
-    group = Group("g", (
-        PodRequest("scout", cores=2, memory_mib=1024, virtual={"qpu": 1}, requires={"provider": "braket"}),
-        PodRequest("w1", cores=8), PodRequest("w2", cores=8),
-    ))
+def test_a_matched_hybrid_group_reads_back_a_node_per_pod_and_the_backend(
+    small_graph: ResourceGraph,
+) -> None:
+    group = Group(
+        "g",
+        (
+            PodRequest(
+                "scout",
+                cores=2,
+                memory_mib=1024,
+                virtual={"qpu": 1},
+                requires={"provider": "braket"},
+            ),
+            PodRequest("w1", cores=8),
+            PodRequest("w2", cores=8),
+        ),
+    )
     result = match_group(group, small_graph, EmbeddedMatcher(small_graph))
     assert isinstance(result, GroupMatch)
     nodes = {key: p.node for key, p in result.placements.items()}
@@ -114,10 +137,16 @@ def test_a_matched_hybrid_group_reads_back_a_node_per_pod_and_the_backend(small_
 
 
 def test_a_heterogeneous_group_reads_each_shape_from_its_own_compute_allocation() -> None:
-    group = Group("g", (PodRequest("small", cores=1), PodRequest("big", cores=8), PodRequest("small2", cores=1)))
+    group = Group(
+        "g",
+        (PodRequest("small", cores=1), PodRequest("big", cores=8), PodRequest("small2", cores=1)),
+    )
     placements = read_placements(group, {
         "compute": Allocation(1, nodes=(share("n0", 1), share("n1", 1))),
         "compute-1": Allocation(2, nodes=(share("n2", 8),)),
     })
     assert placements["default/big"].node == "n2"
-    assert sorted(placements[k].node or "" for k in ("default/small", "default/small2")) == ["n0", "n1"]
+    assert sorted(placements[k].node or "" for k in ("default/small", "default/small2")) == [
+        "n0",
+        "n1",
+    ]

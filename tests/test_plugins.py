@@ -40,7 +40,9 @@ def test_built_ins_answer_hooks_like_any_plugin(small_graph: Any) -> None:
     others = [n for n in get_plugin_manager(Settings()).infos if n != "embedded-matcher"]
     settings = Settings(disable_plugins=others)
     manager = get_plugin_manager(settings)
-    assert isinstance(manager.hook.fluence_matcher(settings=settings, graph=small_graph), EmbeddedMatcher)
+    assert isinstance(
+        manager.hook.fluence_matcher(settings=settings, graph=small_graph), EmbeddedMatcher
+    )
 
 
 def test_a_block_listed_plugin_is_not_registered_but_reported_disabled() -> None:
@@ -56,7 +58,9 @@ def test_fluence_disable_plugins_is_the_block_list(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_block_list_applies_to_in_process_plugins_too() -> None:
-    manager = get_plugin_manager(Settings(disable_plugins=["refuser"]), extra_plugins=[("refuser", Refuser())])
+    manager = get_plugin_manager(
+        Settings(disable_plugins=["refuser"]), extra_plugins=[("refuser", Refuser())]
+    )
     assert manager.get_plugin("refuser") is None
 
 
@@ -86,7 +90,9 @@ def test_a_hook_implementation_with_an_unknown_argument_fails_loudly() -> None:
         get_plugin_manager(Settings(), extra_plugins=[("wrong", WrongArgument())])
 
 
-def test_a_plugin_that_fails_to_import_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plugin_that_fails_to_import_is_reported_not_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     broken = EntryPoint("broken", "fluence_no_such_module_xyz", "fluence")
     monkeypatch.setattr("fluence_core.plugins._entry_points", lambda: [broken])
     manager = get_plugin_manager(Settings())
@@ -111,7 +117,9 @@ def test_the_manager_knows_every_hookspec() -> None:
     from fluence_core import hookspecs
 
     declared = {name for name in dir(hookspecs) if name.startswith("fluence_")}
-    assert declared <= {name for name in dir(FluencePluginManager().hook) if name.startswith("fluence_")}
+    assert declared <= {
+        name for name in dir(FluencePluginManager().hook) if name.startswith("fluence_")
+    }
 
 
 # -- plugin_settings: what `fluence settings` lists beside the core's -----------

@@ -57,7 +57,9 @@ def test_name_defaults_to_the_type_parent_to_cluster_and_count_to_one() -> None:
 
 
 def test_an_entry_keeps_its_name_count_and_parent() -> None:
-    (lic,) = parse("resources:\n  - {type: licence, name: matlab, count: 5, parent: node3}\n").resources
+    (lic,) = parse(
+        "resources:\n  - {type: licence, name: matlab, count: 5, parent: node3}\n"
+    ).resources
     assert (lic.name, lic.count, lic.parent) == ("matlab", 5, "node3")
 
 
@@ -73,7 +75,8 @@ def test_children_nest_under_with() -> None:
 
 def test_types_list_own_and_descendant_types_once_each() -> None:
     config = parse(
-        "resources:\n  - type: qdevice\n    with: [{type: qpu, with: [{type: qubit}]}, {type: qubit}]\n"
+        "resources:\n  - type: qdevice\n"
+        "    with: [{type: qpu, with: [{type: qubit}]}, {type: qubit}]\n"
         "  - type: licence\n"
     )
     assert config.resources[0].types() == ["qdevice", "qpu", "qubit"]
@@ -95,7 +98,9 @@ def test_the_source_is_the_file_path(tmp_path: Path) -> None:
 
 
 def test_inline_attributes_are_strings() -> None:
-    (qpu,) = parse("resources:\n  - type: qpu\n    attributes: {qubits: 80, simulator: false}\n").resources
+    (qpu,) = parse(
+        "resources:\n  - type: qpu\n    attributes: {qubits: 80, simulator: false}\n"
+    ).resources
     assert qpu.attributes == {"qubits": "80", "simulator": "false"}
 
 
@@ -159,7 +164,8 @@ def test_a_registry_entry_used_by_a_child_overrides_inherited_values() -> None:
 
 def test_attribute_keys_are_collected_across_the_file() -> None:
     config = parse(
-        "resources:\n  - {type: a, attributes: {provider: x}, with: [{type: b, attributes: {region: r}}]}\n"
+        "resources:\n"
+        "  - {type: a, attributes: {provider: x}, with: [{type: b, attributes: {region: r}}]}\n"
     )
     assert config.attribute_keys == ("provider", "region")
 
@@ -168,13 +174,17 @@ def test_attribute_keys_are_collected_across_the_file() -> None:
 
 
 def test_a_missing_type_is_an_error_naming_file_and_path() -> None:
-    message = error_of("resources:\n  - type: qdevice\n    with:\n      - type: qpu\n      - count: 2\n")
+    message = error_of(
+        "resources:\n  - type: qdevice\n    with:\n      - type: qpu\n      - count: 2\n"
+    )
     assert message.startswith("res.yaml: resources[0].with[1]: ")
     assert "missing 'type'" in message
 
 
 def test_a_missing_type_at_the_top_level_names_the_entry() -> None:
-    assert error_of("resources:\n  - type: a\n  - name: b\n").startswith("res.yaml: resources[1]: missing")
+    assert error_of("resources:\n  - type: a\n  - name: b\n").startswith(
+        "res.yaml: resources[1]: missing"
+    )
 
 
 def test_an_unknown_registry_name_is_an_error_naming_file_path_and_name() -> None:
@@ -239,7 +249,9 @@ def test_a_non_scalar_attribute_value_is_an_error_naming_the_key() -> None:
 
 
 def test_a_non_mapping_entry_is_an_error() -> None:
-    assert error_of("resources:\n  - qpu\n").startswith("res.yaml: resources[0]: expected a mapping")
+    assert error_of("resources:\n  - qpu\n").startswith(
+        "res.yaml: resources[0]: expected a mapping"
+    )
 
 
 def test_resources_that_is_not_a_list_is_an_error() -> None:
@@ -287,6 +299,8 @@ def test_the_ibm_qrmi_example_loads_two_backends() -> None:
     assert {r.attributes["provider"] for r in config.resources} == {"qrmi"}
 
 
-@pytest.mark.parametrize("example", sorted((REPO / "config").glob("resources*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "example", sorted((REPO / "config").glob("resources*.yaml")), ids=lambda p: p.name
+)
 def test_every_shipped_resources_file_is_valid(example: Path) -> None:
     assert load_resource_config(example).resources

@@ -50,7 +50,12 @@ def test_other_defaults() -> None:
 @pytest.mark.parametrize(
     ("variable", "text", "field", "value"),
     [
-        ("FLUENCE_RESOURCES", "/etc/fluence/resources.yaml", "resources", Path("/etc/fluence/resources.yaml")),
+        (
+            "FLUENCE_RESOURCES",
+            "/etc/fluence/resources.yaml",
+            "resources",
+            Path("/etc/fluence/resources.yaml"),
+        ),
         ("FLUENCE_MATCH_POLICY", "lonode", "match_policy", MatchPolicy.LONODE),
         ("FLUENCE_WORKER_TIMEOUT", "30", "worker_timeout", 30.0),
         ("FLUENCE_SESSION_HOLD_TIMEOUT", "2.5", "session_hold_timeout", 2.5),
@@ -66,12 +71,16 @@ def test_each_variable_is_read_from_the_environment(
 
 
 @pytest.mark.parametrize("policy", ["first", "low", "high", "lonode", "hinode"])
-def test_every_fluxion_match_policy_is_accepted(monkeypatch: pytest.MonkeyPatch, policy: str) -> None:
+def test_every_fluxion_match_policy_is_accepted(
+    monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
     monkeypatch.setenv("FLUENCE_MATCH_POLICY", policy)
     assert load_settings().match_policy.value == policy
 
 
-def test_disable_plugins_is_a_comma_separated_list_ignoring_blanks(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_disable_plugins_is_a_comma_separated_list_ignoring_blanks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("FLUENCE_DISABLE_PLUGINS", "fluxion, braket,,")
     assert load_settings().disable_plugins == ["fluxion", "braket"]
 
@@ -201,3 +210,12 @@ def test_a_bad_value_under_an_old_name_is_named_as_the_user_wrote_it(
     monkeypatch.setenv("FLUENCE_COUNT", "many")
     with pytest.raises(SettingsError, match=r"invalid settings \(Counted\): FLUENCE_COUNT='many'"):
         Counted.load()
+
+
+@pytest.mark.parametrize(("qps", "workers", "pool"), [
+    (50.0, None, 10), (5000.0, None, 32), (10.0, None, 8), (5000.0, 4, 4), (50.0, 0, 0),
+])
+def test_the_bind_pool_is_sized_from_the_client_limit_unless_set(
+    qps: float, workers: int | None, pool: int,
+) -> None:
+    assert Settings(kube_qps=qps, bind_workers=workers).bind_pool == pool

@@ -57,10 +57,16 @@ def device(local: bool):  # type: ignore[no-untyped-def]
 
 def scout(args: argparse.Namespace) -> int:
     task = device(args.local).run(qaoa_circuit(args.gamma, args.beta), shots=args.shots)
-    print(json.dumps({"role": "scout", "task": task.id, "backend": os.environ.get("FLUXION_BACKEND")}))
+    print(
+        json.dumps({"role": "scout", "task": task.id, "backend": os.environ.get("FLUXION_BACKEND")})
+    )
     counts = task.result().measurement_counts
     best = max(counts, key=cut_value)
-    print(json.dumps({"expected_cut": expected_cut(counts), "best_bits": best, "cut": cut_value(best)}))
+    print(
+        json.dumps(
+            {"expected_cut": expected_cut(counts), "best_bits": best, "cut": cut_value(best)}
+        )
+    )
     return 0
 
 
@@ -73,15 +79,20 @@ def worker(args: argparse.Namespace) -> int:
     from braket.aws import AwsQuantumTask
 
     counts = AwsQuantumTask(job_id).result().measurement_counts  # the shared job id
-    index, size = int(os.environ.get("JOB_COMPLETION_INDEX", "1")), int(os.environ.get("FLUENCE_GROUP_SIZE", "2"))
+    index, size = (
+        int(os.environ.get("JOB_COMPLETION_INDEX", "1")),
+        int(os.environ.get("FLUENCE_GROUP_SIZE", "2")),
+    )
     grid = list(itertools.product([i * math.pi / 8 for i in range(8)], repeat=2))
     mine = grid[index - 1::max(size - 1, 1)]
     # Classical refinement: score each angle pair by its exact expectation with a statevector.
     from braket.devices import LocalSimulator
 
     sim = LocalSimulator()
-    scored = [(expected_cut(sim.run(qaoa_circuit(g, b), shots=256).result().measurement_counts), g, b)
-              for g, b in mine]
+    scored = [
+        (expected_cut(sim.run(qaoa_circuit(g, b), shots=256).result().measurement_counts), g, b)
+        for g, b in mine
+    ]
     best = max(scored)
     print(json.dumps({"role": "worker", "scout_cut": expected_cut(counts), "best": best}))
     return 0

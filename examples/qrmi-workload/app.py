@@ -36,8 +36,11 @@ def backend_and_service(local: bool):  # type: ignore[no-untyped-def]
         return FakeManilaV2()
     from qiskit_ibm_runtime import QiskitRuntimeService
 
-    service = QiskitRuntimeService(channel="ibm_quantum_platform", token=os.environ["QISKIT_IBM_TOKEN"],
-                                   instance=os.environ["QISKIT_IBM_INSTANCE"])
+    service = QiskitRuntimeService(
+        channel="ibm_quantum_platform",
+        token=os.environ["QISKIT_IBM_TOKEN"],
+        instance=os.environ["QISKIT_IBM_INSTANCE"],
+    )
     return service.backend(os.environ["FLUXION_BACKEND"])
 
 
@@ -48,7 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     missing = [k for k in NEEDS if not os.environ.get(k)]
     if missing and not args.local:
-        print("qrmi-workload would open a session on $FLUXION_BACKEND and run a Bell circuit; it needs:")
+        print(
+            "qrmi-workload would open a session on $FLUXION_BACKEND and run a Bell circuit; "
+            "it needs:"
+        )
         for key in missing:
             print(f"  {key}: {NEEDS[key]}")
         print("(or run with --local for a fake backend)")
@@ -59,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     backend = backend_and_service(args.local)
     circuit = generate_preset_pass_manager(backend=backend, optimization_level=1).run(bell())
     joined = os.environ.get("FLUENCE_SCOUT_SESSION")
-    session = Session.from_id(joined, service=backend.service) if joined and not args.local else Session(backend=backend)
+    session = (
+        Session.from_id(joined, service=backend.service)
+        if joined and not args.local
+        else Session(backend=backend)
+    )
     with session:
         job = SamplerV2(mode=session).run([circuit], shots=args.shots)
         counts = job.result()[0].data.meas.get_counts()

@@ -83,7 +83,7 @@ def up() -> None:
 
     settings = current_settings()
     cluster = connect(settings)
-    scheduler = Scheduler(cluster, settings, bind_workers=settings.bind_workers)
+    scheduler = Scheduler(cluster, settings, bind_workers=settings.bind_pool)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

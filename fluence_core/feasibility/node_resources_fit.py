@@ -46,7 +46,9 @@ class NodeResourcesFit:
     name = "NodeResourcesFit"
     reads_pods = True
 
-    def __init__(self, ignored: Collection[str] = (), ignored_prefixes: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, ignored: Collection[str] = (), ignored_prefixes: tuple[str, ...] = ()
+    ) -> None:
         self.ignored = frozenset(ignored)
         self.ignored_prefixes = ignored_prefixes
 

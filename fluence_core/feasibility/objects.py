@@ -162,7 +162,9 @@ def _terms(raw: KubeObject | None, namespace: str, where: str) -> tuple[Affinity
         if not key:
             raise ValueError(f"{here}: topologyKey is required")
         listed = frozenset(str(n) for n in term.get("namespaces") or ())
-        ns_selector = LabelSelector.parse(term.get("namespaceSelector"), f"{here}.namespaceSelector")
+        ns_selector = LabelSelector.parse(
+            term.get("namespaceSelector"), f"{here}.namespaceSelector"
+        )
         if not listed and ns_selector is None:
             listed = frozenset({namespace})
         found.append(AffinityTerm(
@@ -251,7 +253,9 @@ class NodeFacts:
             name=str(name),
             labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
             taints=tuple(
-                Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+                Taint(
+                    str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or "")
+                )
                 for t in spec.get("taints") or ()
             ),
             unschedulable=bool(spec.get("unschedulable", False)),

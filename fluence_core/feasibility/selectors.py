@@ -157,7 +157,9 @@ class NodeSelector:
 def _term(raw: Any, where: str) -> NodeSelectorTerm:
     if not isinstance(raw, Mapping):
         raise SelectorError(f"{where}: expected a term, got {raw!r}")
-    labels = _requirements(raw.get("matchExpressions"), f"{where}.matchExpressions", _NODE_OPERATORS)
+    labels = _requirements(
+        raw.get("matchExpressions"), f"{where}.matchExpressions", _NODE_OPERATORS
+    )
     fields = _requirements(raw.get("matchFields"), f"{where}.matchFields", _NODE_OPERATORS)
     broken = any(r.operator in ("Gt", "Lt") and (
         len(r.values) != 1 or _integer(r.values[0]) is None) for r in labels)

@@ -81,7 +81,8 @@ class Allocation:
 
     def summary(self) -> str:
         parts = [
-            f"{n.node}(cores={len(n.cores)},gpus={len(n.gpus)},mem={n.memory_mib}MiB)" for n in self.nodes
+            f"{n.node}(cores={len(n.cores)},gpus={len(n.gpus)},mem={n.memory_mib}MiB)"
+            for n in self.nodes
         ]
         parts += [f"{v.type}:{v.name}@{v.backend}" for v in self.virtual]
         return f"jobid {self.jobid}: " + (", ".join(parts) or "nothing")

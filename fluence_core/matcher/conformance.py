@@ -53,7 +53,8 @@ class Step:
     """One action and what must follow from it."""
 
     action: str
-    """``match``, ``cancel``, ``restart`` (fresh matcher + restore), ``down``, ``up``, ``satisfiable``."""
+    """``match``, ``cancel``, ``restart`` (fresh matcher + restore), ``down``, ``up``,
+    ``satisfiable``."""
     label: str = ""
     group: tuple[PodRequest, ...] = ()
     fits: bool = True
@@ -90,111 +91,221 @@ def _nodes(count: int, cores: int = 4, memory: int = 4096, gpus: int = 0) -> lis
 
 
 CASES: list[Case] = [
-    Case("gang fits only all together", _nodes(2), [
-        Step("match", "too-big", pods(3, 3, 3), fits=False),
-        Step("match", "two", pods(3, 3), node_count=2),
-        Step("match", "rest", pods(1, 1), node_count=2, cores_on={"n0": 1, "n1": 1}),
-    ]),
-    Case("heterogeneous slots share nodes within capacity", _nodes(2), [
-        Step("match", "mixed", pods(3, 1, 4), cores_on={"n0": 4, "n1": 4}),
-        Step("match", "none-left", pods(1), fits=False),
-    ], policy="lonode"),
-    Case("mixed shapes fit where one shape after another would not",
-         [NodeInfo("n0", 2, 4096, 2), NodeInfo("n1", 2, 1024, 2)], [
-        Step("match", "mixed", pods(1, 1) + pods(1, memory=3000, prefix="big")),
-        Step("match", "last-core", pods(1)),
-        Step("match", "none-left", pods(1), fits=False),
-    ]),
-    Case("memory takes the whole chunks that cover it", _nodes(1, cores=4, memory=4096), [
-        Step("match", "a", pods(1, memory=1500), memory_on={"n0": 2048}),
-        Step("match", "b", pods(1, memory=3000), fits=False),
-        Step("match", "c", pods(1, memory=2048), memory_on={"n0": 2048}),
-    ]),
-    Case("gpu slots land where the gpus are",
-         [NodeInfo("n0", 4, 4096, 0), NodeInfo("n1", 4, 4096, 2)], [
-        Step("match", "g1", pods(1, gpus=1), on_nodes={"n1"}, gpus_on={"n1": 1}),
-        Step("match", "g2", pods(1, gpus=1), on_nodes={"n1"}),
-        Step("match", "g3", pods(1, gpus=1), fits=False),
-        Step("match", "cpu", pods(1), on_nodes={"n0"}),
-    ], policy="lonode"),
-    Case("hostlist exclusion keeps a group off named nodes", _nodes(3), [
-        Step("match", "x", pods(4), exclude=["n0", "n1"], on_nodes={"n2"}),
-        Step("match", "y", pods(4), exclude=["n0", "n1"], fits=False),
-    ]),
-    Case("virtual resources are chosen by class", _nodes(1), [
-        Step("match", "q1", pods(1, virtual={"qpu": 1}), virtual_type="qpu"),
-        Step("match", "q2", pods(1, virtual={"qpu": 1}), virtual_type="qpu"),
-        Step("match", "q3", pods(1, virtual={"qpu": 1}), fits=False),
-    ], resources=TWO_BACKENDS),
-    Case("virtual resources are pinned by attribute", _nodes(1), [
-        Step("match", "west", pods(1, virtual={"qpu": 1}, requires={"region": "us-west-1"}), backend="ankaa"),
-        Step("match", "west-again", pods(1, virtual={"qpu": 1}, requires={"region": "us-west-1"}), fits=False),
-        Step("match", "by-backend", pods(1, virtual={"qpu": 1}, requires={"backend": "cepheus"}), backend="cepheus"),
-    ], resources=TWO_BACKENDS),
-    Case("depletion, cancel, refit", _nodes(2), [
-        Step("match", "a", pods(4, 4)),
-        Step("match", "b", pods(4), fits=False),
-        Step("cancel", "a"),
-        Step("match", "c", pods(4, 4), node_count=2),
-    ]),
-    Case("restore after a restart never double-allocates", _nodes(2), [
-        Step("match", "a", pods(4), on_nodes={"n0"}),
-        Step("restart"),
-        Step("match", "b", pods(4), on_nodes={"n1"}),
-        Step("match", "c", pods(1), fits=False),
-        Step("cancel", "a"),
-        Step("match", "d", pods(4), on_nodes={"n0"}),
-    ], policy="lonode"),
-    Case("restore holds virtual resources too", _nodes(1), [
-        Step("match", "q", pods(1, virtual={"qpu": 1}, requires={"backend": "ankaa"}), backend="ankaa"),
-        Step("restart"),
-        Step("match", "again", pods(1, virtual={"qpu": 1}, requires={"backend": "ankaa"}), fits=False),
-    ], resources=TWO_BACKENDS),
-    Case("down nodes take no work until up again", _nodes(2), [
-        Step("down", node="n0"),
-        Step("match", "a", pods(4), on_nodes={"n1"}),
-        Step("match", "b", pods(4), fits=False),
-        Step("up", node="n0"),
-        Step("match", "c", pods(4), on_nodes={"n0"}),
-    ], policy="lonode"),
-    Case("satisfiable ignores what is held, not what exists", _nodes(2), [
-        Step("match", "a", pods(4, 4)),
-        Step("satisfiable", "busy", pods(4, 4), fits=True),
-        Step("satisfiable", "never", pods(4, 4, 4), fits=False),
-        Step("satisfiable", "too-wide", pods(5), fits=False),
-    ]),
-    Case("policy lonode packs nodes from the lowest rank", _nodes(3), [
-        Step("match", "a", pods(2), on_nodes={"n0"}),
-        Step("match", "b", pods(2), on_nodes={"n0"}),
-        Step("match", "c", pods(1), on_nodes={"n1"}),
-    ], policy="lonode"),
-    Case("policy hinode packs nodes from the highest rank", _nodes(3), [
-        Step("match", "a", pods(2), on_nodes={"n2"}),
-        Step("match", "b", pods(1), on_nodes={"n2"}),
-        Step("match", "c", pods(2), on_nodes={"n1"}),
-    ], policy="hinode"),
-    Case("policy low prefers the lowest free core id, spreading", _nodes(3), [
-        Step("match", "a", pods(4), on_nodes={"n0"}),
-        Step("match", "b", pods(1), on_nodes={"n1"}),
-        Step("match", "c", pods(1), on_nodes={"n2"}),
-        Step("match", "d", pods(2), on_nodes={"n1"}),
-    ], policy="low"),
-    Case("policy high prefers the highest free core id, spreading", _nodes(3), [
-        Step("match", "a", pods(4), on_nodes={"n0"}),
-        Step("match", "b", pods(1), on_nodes={"n1"}),
-        Step("match", "c", pods(1), on_nodes={"n2"}),
-        Step("match", "d", pods(2), on_nodes={"n1"}),
-    ], policy="high"),
-    Case("policy first fills the cluster without overlap", _nodes(3), [
-        Step("match", "a", pods(4)),
-        Step("match", "b", pods(2, 2, 2, 2), node_count=2),
-        Step("match", "c", pods(1), fits=False),
-    ]),
-    Case("job ids are never reused", _nodes(1), [
-        Step("match", "a", pods(1)),
-        Step("cancel", "a"),
-        Step("match", "b", pods(1)),
-    ]),
+    Case(
+        "gang fits only all together",
+        _nodes(2),
+        [
+            Step("match", "too-big", pods(3, 3, 3), fits=False),
+            Step("match", "two", pods(3, 3), node_count=2),
+            Step("match", "rest", pods(1, 1), node_count=2, cores_on={"n0": 1, "n1": 1}),
+        ],
+    ),
+    Case(
+        "heterogeneous slots share nodes within capacity",
+        _nodes(2),
+        [
+            Step("match", "mixed", pods(3, 1, 4), cores_on={"n0": 4, "n1": 4}),
+            Step("match", "none-left", pods(1), fits=False),
+        ],
+        policy="lonode",
+    ),
+    Case(
+        "mixed shapes fit where one shape after another would not",
+        [NodeInfo("n0", 2, 4096, 2), NodeInfo("n1", 2, 1024, 2)],
+        [
+            Step("match", "mixed", pods(1, 1) + pods(1, memory=3000, prefix="big")),
+            Step("match", "last-core", pods(1)),
+            Step("match", "none-left", pods(1), fits=False),
+        ],
+    ),
+    Case(
+        "memory takes the whole chunks that cover it",
+        _nodes(1, cores=4, memory=4096),
+        [
+            Step("match", "a", pods(1, memory=1500), memory_on={"n0": 2048}),
+            Step("match", "b", pods(1, memory=3000), fits=False),
+            Step("match", "c", pods(1, memory=2048), memory_on={"n0": 2048}),
+        ],
+    ),
+    Case(
+        "gpu slots land where the gpus are",
+        [NodeInfo("n0", 4, 4096, 0), NodeInfo("n1", 4, 4096, 2)],
+        [
+            Step("match", "g1", pods(1, gpus=1), on_nodes={"n1"}, gpus_on={"n1": 1}),
+            Step("match", "g2", pods(1, gpus=1), on_nodes={"n1"}),
+            Step("match", "g3", pods(1, gpus=1), fits=False),
+            Step("match", "cpu", pods(1), on_nodes={"n0"}),
+        ],
+        policy="lonode",
+    ),
+    Case(
+        "hostlist exclusion keeps a group off named nodes",
+        _nodes(3),
+        [
+            Step("match", "x", pods(4), exclude=["n0", "n1"], on_nodes={"n2"}),
+            Step("match", "y", pods(4), exclude=["n0", "n1"], fits=False),
+        ],
+    ),
+    Case(
+        "virtual resources are chosen by class",
+        _nodes(1),
+        [
+            Step("match", "q1", pods(1, virtual={"qpu": 1}), virtual_type="qpu"),
+            Step("match", "q2", pods(1, virtual={"qpu": 1}), virtual_type="qpu"),
+            Step("match", "q3", pods(1, virtual={"qpu": 1}), fits=False),
+        ],
+        resources=TWO_BACKENDS,
+    ),
+    Case(
+        "virtual resources are pinned by attribute",
+        _nodes(1),
+        [
+            Step(
+                "match",
+                "west",
+                pods(1, virtual={"qpu": 1}, requires={"region": "us-west-1"}),
+                backend="ankaa",
+            ),
+            Step(
+                "match",
+                "west-again",
+                pods(1, virtual={"qpu": 1}, requires={"region": "us-west-1"}),
+                fits=False,
+            ),
+            Step(
+                "match",
+                "by-backend",
+                pods(1, virtual={"qpu": 1}, requires={"backend": "cepheus"}),
+                backend="cepheus",
+            ),
+        ],
+        resources=TWO_BACKENDS,
+    ),
+    Case(
+        "depletion, cancel, refit",
+        _nodes(2),
+        [
+            Step("match", "a", pods(4, 4)),
+            Step("match", "b", pods(4), fits=False),
+            Step("cancel", "a"),
+            Step("match", "c", pods(4, 4), node_count=2),
+        ],
+    ),
+    Case(
+        "restore after a restart never double-allocates",
+        _nodes(2),
+        [
+            Step("match", "a", pods(4), on_nodes={"n0"}),
+            Step("restart"),
+            Step("match", "b", pods(4), on_nodes={"n1"}),
+            Step("match", "c", pods(1), fits=False),
+            Step("cancel", "a"),
+            Step("match", "d", pods(4), on_nodes={"n0"}),
+        ],
+        policy="lonode",
+    ),
+    Case(
+        "restore holds virtual resources too",
+        _nodes(1),
+        [
+            Step(
+                "match",
+                "q",
+                pods(1, virtual={"qpu": 1}, requires={"backend": "ankaa"}),
+                backend="ankaa",
+            ),
+            Step("restart"),
+            Step(
+                "match",
+                "again",
+                pods(1, virtual={"qpu": 1}, requires={"backend": "ankaa"}),
+                fits=False,
+            ),
+        ],
+        resources=TWO_BACKENDS,
+    ),
+    Case(
+        "down nodes take no work until up again",
+        _nodes(2),
+        [
+            Step("down", node="n0"),
+            Step("match", "a", pods(4), on_nodes={"n1"}),
+            Step("match", "b", pods(4), fits=False),
+            Step("up", node="n0"),
+            Step("match", "c", pods(4), on_nodes={"n0"}),
+        ],
+        policy="lonode",
+    ),
+    Case(
+        "satisfiable ignores what is held, not what exists",
+        _nodes(2),
+        [
+            Step("match", "a", pods(4, 4)),
+            Step("satisfiable", "busy", pods(4, 4), fits=True),
+            Step("satisfiable", "never", pods(4, 4, 4), fits=False),
+            Step("satisfiable", "too-wide", pods(5), fits=False),
+        ],
+    ),
+    Case(
+        "policy lonode packs nodes from the lowest rank",
+        _nodes(3),
+        [
+            Step("match", "a", pods(2), on_nodes={"n0"}),
+            Step("match", "b", pods(2), on_nodes={"n0"}),
+            Step("match", "c", pods(1), on_nodes={"n1"}),
+        ],
+        policy="lonode",
+    ),
+    Case(
+        "policy hinode packs nodes from the highest rank",
+        _nodes(3),
+        [
+            Step("match", "a", pods(2), on_nodes={"n2"}),
+            Step("match", "b", pods(1), on_nodes={"n2"}),
+            Step("match", "c", pods(2), on_nodes={"n1"}),
+        ],
+        policy="hinode",
+    ),
+    Case(
+        "policy low prefers the lowest free core id, spreading",
+        _nodes(3),
+        [
+            Step("match", "a", pods(4), on_nodes={"n0"}),
+            Step("match", "b", pods(1), on_nodes={"n1"}),
+            Step("match", "c", pods(1), on_nodes={"n2"}),
+            Step("match", "d", pods(2), on_nodes={"n1"}),
+        ],
+        policy="low",
+    ),
+    Case(
+        "policy high prefers the highest free core id, spreading",
+        _nodes(3),
+        [
+            Step("match", "a", pods(4), on_nodes={"n0"}),
+            Step("match", "b", pods(1), on_nodes={"n1"}),
+            Step("match", "c", pods(1), on_nodes={"n2"}),
+            Step("match", "d", pods(2), on_nodes={"n1"}),
+        ],
+        policy="high",
+    ),
+    Case(
+        "policy first fills the cluster without overlap",
+        _nodes(3),
+        [
+            Step("match", "a", pods(4)),
+            Step("match", "b", pods(2, 2, 2, 2), node_count=2),
+            Step("match", "c", pods(1), fits=False),
+        ],
+    ),
+    Case(
+        "job ids are never reused",
+        _nodes(1),
+        [
+            Step("match", "a", pods(1)),
+            Step("cancel", "a"),
+            Step("match", "b", pods(1)),
+        ],
+    ),
 ]
 
 
@@ -204,7 +315,8 @@ def build_graph(case: Case) -> ResourceGraph:
 
 
 def run_case(case: Case, factory: MatcherFactory) -> None:
-    """Run every step of ``case`` against a matcher made by ``factory``; AssertionError on a miss."""
+    """Run every step of ``case`` against a matcher made by ``factory``; AssertionError on a miss.
+    """
     graph = build_graph(case)
     run = _Run(graph, factory(graph, case.policy))
     for index, step in enumerate(case.steps):
@@ -228,17 +340,23 @@ def _match(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Cas
         placement = result.placements[pod.key]
         assert placement.node is not None, f"{where}: pod {pod.key} has no node"
         if step.on_nodes is not None:
-            assert placement.node in step.on_nodes, f"{where}: {pod.key} on {placement.node}, expected {step.on_nodes}"
+            assert placement.node in step.on_nodes, (
+                f"{where}: {pod.key} on {placement.node}, expected {step.on_nodes}"
+            )
         if pod.virtual:
             assert placement.backend, f"{where}: pod {pod.key} got no backend"
             if step.backend is not None:
-                assert placement.backend == step.backend, f"{where}: backend {placement.backend} != {step.backend}"
+                assert placement.backend == step.backend, (
+                    f"{where}: backend {placement.backend} != {step.backend}"
+                )
     for kind, allocation in result.allocations.items():
         if is_compute(kind):
             continue
         for share in allocation.virtual:
             vertex = next(v for v in run.graph.virtual if v.path == share.path)
-            assert f"class={kind}" in vertex.properties, f"{where}: {share.path} cannot serve {kind}"
+            assert f"class={kind}" in vertex.properties, (
+                f"{where}: {share.path} cannot serve {kind}"
+            )
             assert "virtual=true" in vertex.properties
             if step.virtual_type is not None:
                 assert kind == step.virtual_type
@@ -263,11 +381,17 @@ def _check_compute(shares: list[NodeShare], step: Step, where: str) -> None:
     assert shares, f"{where}: no compute allocation"
     nodes = {share.node: share for share in shares}
     for share in shares:
-        assert len(set(share.cores)) == len(share.cores), f"{where}: duplicate core ids on {share.node}"
+        assert len(set(share.cores)) == len(share.cores), (
+            f"{where}: duplicate core ids on {share.node}"
+        )
     if step.node_count is not None:
-        assert len(nodes) == step.node_count, f"{where}: used nodes {sorted(nodes)}, expected {step.node_count}"
+        assert len(nodes) == step.node_count, (
+            f"{where}: used nodes {sorted(nodes)}, expected {step.node_count}"
+        )
     if step.on_nodes is not None:
-        assert set(nodes) <= step.on_nodes, f"{where}: used {sorted(nodes)}, expected within {step.on_nodes}"
+        assert set(nodes) <= step.on_nodes, (
+            f"{where}: used {sorted(nodes)}, expected within {step.on_nodes}"
+        )
     for expected, measure in ((step.cores_on, "cores"), (step.gpus_on, "gpus")):
         for node, count in (expected or {}).items():
             got = len(getattr(nodes[node], measure)) if node in nodes else 0

@@ -90,7 +90,9 @@ def expand_hostlist(text: str) -> list[str]:
             if "-" in part:
                 low, high = part.split("-", 1)
                 width = len(low) if low.startswith("0") else 0
-                hosts.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(int(low), int(high) + 1))
+                hosts.extend(
+                    f"{prefix}{i:0{width}d}{suffix}" for i in range(int(low), int(high) + 1)
+                )
             else:
                 hosts.append(f"{prefix}{part}{suffix}")
     return hosts

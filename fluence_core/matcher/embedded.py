@@ -243,7 +243,9 @@ class EmbeddedMatcher:
         masks = []
         for share in allocation.nodes:
             if share.node not in self._position:
-                raise MatcherError(f"cannot restore job {allocation.jobid}: node {share.node} is unknown")
+                raise MatcherError(
+                    f"cannot restore job {allocation.jobid}: node {share.node} is unknown"
+                )
             position = self._position[share.node]
             state = self._states[position]
             cores = sum(1 << i for i in share.cores)
@@ -253,7 +255,8 @@ class EmbeddedMatcher:
                 state.free_memory & memory
             ) != memory:
                 raise MatcherError(
-                    f"cannot restore job {allocation.jobid}: resources on {share.node} are already held"
+                    f"cannot restore job {allocation.jobid}: "
+                    f"resources on {share.node} are already held"
                 )
             masks.append((position, cores, gpus, memory, share.pods or 1))
         by_path = {v.path: v.index for v in self.graph.virtual}
@@ -261,9 +264,13 @@ class EmbeddedMatcher:
         for held_vertex in allocation.virtual:
             index = by_path.get(held_vertex.path)
             if index is None:
-                raise MatcherError(f"cannot restore job {allocation.jobid}: no virtual vertex {held_vertex.path}")
+                raise MatcherError(
+                    f"cannot restore job {allocation.jobid}: no virtual vertex {held_vertex.path}"
+                )
             if not self._virtual_free(index):
-                raise MatcherError(f"cannot restore job {allocation.jobid}: {held_vertex.path} is already held")
+                raise MatcherError(
+                    f"cannot restore job {allocation.jobid}: {held_vertex.path} is already held"
+                )
             virtual.append(index)
         held = _Held(allocation, masks, virtual)
         self._hold(held)
@@ -313,7 +320,9 @@ class EmbeddedMatcher:
         virtual: _VirtualRequest | None = None
         for entry in jobspec.get("resources") or []:
             if entry.get("type") != "slot":
-                raise MatcherError(f"the embedded matcher expects slots at the top, got {entry.get('type')!r}")
+                raise MatcherError(
+                    f"the embedded matcher expects slots at the top, got {entry.get('type')!r}"
+                )
             count = int(entry.get("count", 1))
             inner = {child.get("type"): child for child in entry.get("with") or []}
             if "node" in inner:

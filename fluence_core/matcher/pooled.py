@@ -170,8 +170,10 @@ class PooledMatcher:
                     share.node, share.millicores, share.memory_mib):
                 for done in taken:
                     self._put_back(done)
-                raise MatcherError(f"cannot restore job {allocation.jobid}: node {share.node} "
-                                   f"has no room for {share.millicores}m and {share.memory_mib} MiB")
+                raise MatcherError(
+                    f"cannot restore job {allocation.jobid}: node {share.node} "
+                    f"has no room for {share.millicores}m and {share.memory_mib} MiB"
+                )
             taken.append(share)
         self._shared[allocation.jobid] = allocation
         self._next = max(self._next, allocation.jobid + 1)

@@ -177,7 +177,9 @@ def resolve_provider(attributes: Mapping[str, str], providers: Iterable[Provider
         if provider.matches(attributes):
             return provider
     available = ", ".join(p.name for p in providers) or "none installed"
-    shown = ", ".join(f"{k}={v}" for k, v in sorted(attributes.items())) or "no FLUXION_* attributes"
+    shown = (
+        ", ".join(f"{k}={v}" for k, v in sorted(attributes.items())) or "no FLUXION_* attributes"
+    )
     raise FluenceError(f"no provider serves {shown} (providers: {available})")
 
 

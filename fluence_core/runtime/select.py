@@ -79,9 +79,15 @@ class Candidate:
     excluded: str | None = None
 
     def record(self) -> dict[str, Any]:
-        return {"backend": self.backend.name, "cost": self.cost, "queue": self.info.queue,
-                "status": self.info.status, "qubits": self.info.qubits,
-                "source": self.info.source, "excluded": self.excluded}
+        return {
+            "backend": self.backend.name,
+            "cost": self.cost,
+            "queue": self.info.queue,
+            "status": self.info.status,
+            "qubits": self.info.qubits,
+            "source": self.info.source,
+            "excluded": self.excluded,
+        }
 
 
 @dataclass
@@ -98,15 +104,24 @@ class Selection:
             why = "no backend passes the policy"
         else:
             parts = [f"{term} {_key_value(chosen, term)}" for term in self.policy.rankings]
-            why = f"best by {', '.join(parts)} among {sum(c.excluded is None for c in self.ranked)} eligible"
-        return {"type": self.resource_type, "policy": self.policy.text, "shots": self.shots,
-                "chosen": chosen.backend.name if chosen else None, "why": why,
-                "candidates": [c.record() for c in self.ranked]}
+            eligible = sum(c.excluded is None for c in self.ranked)
+            why = f"best by {', '.join(parts)} among {eligible} eligible"
+        return {
+            "type": self.resource_type,
+            "policy": self.policy.text,
+            "shots": self.shots,
+            "chosen": chosen.backend.name if chosen else None,
+            "why": why,
+            "candidates": [c.record() for c in self.ranked],
+        }
 
 
 def _key_value(candidate: Candidate, term: str) -> Any:
-    return {"min-cost": candidate.cost, "min-queue": candidate.info.queue,
-            "max-qubits": candidate.info.qubits}[term]
+    return {
+        "min-cost": candidate.cost,
+        "min-queue": candidate.info.queue,
+        "max-qubits": candidate.info.qubits,
+    }[term]
 
 
 def _qubits_in(resource: VirtualResource) -> int:
@@ -123,7 +138,9 @@ def _float(value: str | None) -> float | None:
         return None
 
 
-def backends_of_type(config: ResourceConfig, resource_type: str) -> list[tuple[Backend, BackendInfo]]:
+def backends_of_type(
+    config: ResourceConfig, resource_type: str
+) -> list[tuple[Backend, BackendInfo]]:
     """Each top-level resource that serves ``resource_type``, with what the config itself says
     (qubits from ``qubit`` children; ``price-per-shot``/``price-per-task`` attributes)."""
     found = []
@@ -134,15 +151,20 @@ def backends_of_type(config: ResourceConfig, resource_type: str) -> list[tuple[B
         attrs["backend"] = resource.name
         backend = Backend(resource.name, attrs)
         qubits = _qubits_in(resource) or None
-        info = BackendInfo(resource.name, price_per_shot=_float(attrs.get("price_per_shot")),
-                           price_per_task=_float(attrs.get("price_per_task")), qubits=qubits,
-                           source="config")
+        info = BackendInfo(
+            resource.name,
+            price_per_shot=_float(attrs.get("price_per_shot")),
+            price_per_task=_float(attrs.get("price_per_task")),
+            qubits=qubits,
+            source="config",
+        )
         found.append((backend, info))
     return found
 
 
 def load_price_fixture(path: Path) -> dict[str, BackendInfo]:
-    """A YAML/JSON mapping ``backend -> {price_per_shot, price_per_task, queue, status, qubits}``."""
+    """A YAML/JSON mapping ``backend -> {price_per_shot, price_per_task, queue, status,
+    qubits}``."""
     try:
         data = yamlfile.load(yamlfile.read_text(path)) or {}
     except yaml.YAMLError as error:
@@ -155,14 +177,20 @@ def load_price_fixture(path: Path) -> dict[str, BackendInfo]:
         allowed = {"price_per_shot", "price_per_task", "queue", "status", "qubits"}
         unknown = set(figures) - allowed
         if unknown:
-            raise FluenceError(f"{path}: {name}: unknown keys {sorted(unknown)} (allowed: {sorted(allowed)})")
+            raise FluenceError(
+                f"{path}: {name}: unknown keys {sorted(unknown)} (allowed: {sorted(allowed)})"
+            )
         infos[str(name)] = BackendInfo(str(name), source=str(path), **figures)
     return infos
 
 
-def gather(config: ResourceConfig, resource_type: str, providers: Sequence[Provider],
-           fixture: Mapping[str, BackendInfo] | None = None,
-           warn: Callable[[str], None] = lambda message: None) -> list[tuple[Backend, BackendInfo]]:
+def gather(
+    config: ResourceConfig,
+    resource_type: str,
+    providers: Sequence[Provider],
+    fixture: Mapping[str, BackendInfo] | None = None,
+    warn: Callable[[str], None] = lambda message: None,
+) -> list[tuple[Backend, BackendInfo]]:
     """Each backend with the best figures available: fixture, else provider, else config."""
     result = []
     for backend, from_config in backends_of_type(config, resource_type):
@@ -183,8 +211,12 @@ def gather(config: ResourceConfig, resource_type: str, providers: Sequence[Provi
     return result
 
 
-def rank(candidates: Iterable[tuple[Backend, BackendInfo]], policy: Policy, shots: int,
-         resource_type: str = "") -> Selection:
+def rank(
+    candidates: Iterable[tuple[Backend, BackendInfo]],
+    policy: Policy,
+    shots: int,
+    resource_type: str = "",
+) -> Selection:
     """Apply the policy's filters, then its rankings; the first eligible one wins."""
     ranked = []
     for backend, info in candidates:
@@ -250,8 +282,9 @@ def annotate_manifest(obj: dict[str, Any], selection: Selection) -> bool:
         target = target.setdefault(step, {})
     annotations = target.setdefault("metadata", {}).setdefault("annotations", {})
     annotations[names.REQUIRE_BACKEND_ANNOTATION] = selection.chosen.backend.name
-    annotations[names.SELECTION_ANNOTATION] = json.dumps(selection.record(), sort_keys=True,
-                                                         separators=(",", ":"))
+    annotations[names.SELECTION_ANNOTATION] = json.dumps(
+        selection.record(), sort_keys=True, separators=(",", ":")
+    )
     return True
 
 
@@ -272,5 +305,14 @@ def as_json(selection: Selection) -> str:
     return json.dumps(selection.record(), indent=2)
 
 
-__all__ = ["Policy", "Selection", "Candidate", "gather", "rank", "annotate_manifest",
-           "select_into_manifest", "load_price_fixture", "backends_of_type"]
+__all__ = [
+    "Policy",
+    "Selection",
+    "Candidate",
+    "gather",
+    "rank",
+    "annotate_manifest",
+    "select_into_manifest",
+    "load_price_fixture",
+    "backends_of_type",
+]

@@ -87,7 +87,8 @@ class Outcome(str, enum.Enum):
 
 @dataclass(frozen=True)
 class SidecarConfig:
-    """Who the scout is and how patient to be (normally from :class:`~fluence_core.settings.Settings`)."""
+    """Who the scout is and how patient to be (normally from
+    :class:`~fluence_core.settings.Settings`)."""
 
     pod_name: str
     namespace: str
@@ -108,7 +109,8 @@ class SidecarConfig:
             from fluence_core.errors import SettingsError
 
             raise SettingsError(
-                "the sidecar needs " + ", ".join(names.SETTINGS_ENV_PREFIX + m.upper() for m in missing)
+                "the sidecar needs "
+                + ", ".join(names.SETTINGS_ENV_PREFIX + m.upper() for m in missing)
                 + " (downward API)"
             )
         return cls(
@@ -138,8 +140,11 @@ def _pointer(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def ungate_patch(pod: Mapping[str, Any], gate: str, annotations: Mapping[str, str]) -> list[dict[str, Any]] | None:
-    """The JSON patch stamping ``annotations`` and removing exactly ``gate``; None if the pod lacks it.
+def ungate_patch(
+    pod: Mapping[str, Any], gate: str, annotations: Mapping[str, str]
+) -> list[dict[str, Any]] | None:
+    """The JSON patch stamping ``annotations`` and removing exactly ``gate``; None if the pod lacks
+    it.
 
     The ``test`` op pins the gate's index, so a concurrent change to the gate
     list makes the patch fail instead of removing some other gate.
@@ -299,8 +304,12 @@ class Sidecar:
 
     def _annotate_self(self) -> None:
         try:
-            self.cluster.patch(PODS, self.config.pod_name, {"metadata": {"annotations": self._stamp()}},
-                               self.config.namespace)
+            self.cluster.patch(
+                PODS,
+                self.config.pod_name,
+                {"metadata": {"annotations": self._stamp()}},
+                self.config.namespace,
+            )
         except ApiError as error:
             logger.warning("cannot annotate the scout: %s", error)
 

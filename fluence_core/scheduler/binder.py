@@ -229,22 +229,32 @@ class Binder:
 
     def _bind_all(self, pending: g.PendingGroup, placements: Mapping[str, PodPlacement],
                   bound: dict[str, str]) -> None:
-        """Bind each pod, recording in ``bound`` those that were."""
-        for pod in pending.pods:
-            namespace, name = g.pod_key(pod)
-            node = placements[f"{namespace}/{name}"].node
-            if node is None:
-                raise FluenceError(f"pod {namespace}/{name} got no node")
-            try:
-                self.cluster.bind(namespace, name, node, uid=(pod.get("metadata") or {}).get("uid"))
-            except Conflict as error:
-                if bound:
-                    logger.error("gang %s partly bound (%s) before %s failed: %s",
-                                 pending.key, bound, name, error)
-                raise
-            bound[f"{namespace}/{name}"] = node
+        """Bind each pod, recording in ``bound`` those that were.
+
+        The view learns of the bindings under one hold of its lock at the end, not
+        one per pod: on the pool, each hold waits for a whole cycle, which spread a
+        gang's binds over seconds. Until then its pods are in flight, never pending.
+        """
+        try:
+            for pod in pending.pods:
+                namespace, name = g.pod_key(pod)
+                node = placements[f"{namespace}/{name}"].node
+                if node is None:
+                    raise FluenceError(f"pod {namespace}/{name} got no node")
+                try:
+                    self.cluster.bind(namespace, name, node,
+                                      uid=(pod.get("metadata") or {}).get("uid"))
+                except Conflict as error:
+                    if bound:
+                        logger.error("gang %s partly bound (%s) before %s failed: %s",
+                                     pending.key, bound, name, error)
+                    raise
+                bound[f"{namespace}/{name}"] = node
+                pod["spec"]["nodeName"] = node
+                self.reporter.events.post(pod, "Normal", "Scheduled",
+                                          f"Successfully assigned {namespace}/{name} to {node}")
+        finally:
             with self.view.lock:
-                self.view.assume((namespace, name), node)
-            pod["spec"]["nodeName"] = node
-            self.reporter.events.post(pod, "Normal", "Scheduled",
-                                      f"Successfully assigned {namespace}/{name} to {node}")
+                for key, node in bound.items():
+                    namespace, name = key.split("/", 1)
+                    self.view.assume((namespace, name), node)

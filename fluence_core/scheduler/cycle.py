@@ -2,7 +2,8 @@
 
 For each group that is ready and may have a chance (something changed since it
 last failed, no binding of its record owner in flight), an attempt runs
-prefilter -> feasibility (Kubernetes' filters give each pod its nodes) -> match -> filter -> (postfilter, rematch, preemption) -> reserve ->
+prefilter -> feasibility (Kubernetes' filters give each pod its nodes) -> match -> filter ->
+(postfilter, rematch, preemption) -> reserve ->
 prebind, then hands the committed group to the :class:`Binder`. A failure at
 any step after the match gives the allocation back.
 

@@ -40,7 +40,9 @@ Storage = tuple[Sequence[KubeObject], Sequence[KubeObject], Sequence[KubeObject]
 """(PersistentVolumeClaims, PersistentVolumes, StorageClasses) as listed."""
 
 
-def filters_of(contributions: Iterable[Sequence[FeasibilityFilter] | None]) -> list[FeasibilityFilter]:
+def filters_of(
+    contributions: Iterable[Sequence[FeasibilityFilter] | None],
+) -> list[FeasibilityFilter]:
     """Every plugin's filters joined, kube-scheduler's in its order first."""
     return in_kube_order(f for contributed in contributions for f in contributed or ())
 
@@ -85,7 +87,9 @@ class FeasibleNodes:
         try:
             claims, volumes, classes = self._storage()
         except ApiError as error:
-            return f"cannot read PersistentVolumeClaims, PersistentVolumes or StorageClasses: {error}"
+            return (
+                f"cannot read PersistentVolumeClaims, PersistentVolumes or StorageClasses: {error}"
+            )
         fresh = Snapshot.from_kube([], claims=claims, volumes=volumes, storage_classes=classes)
         snapshot.claims, snapshot.volumes = fresh.claims, fresh.volumes
         snapshot.storage_classes = fresh.storage_classes

@@ -140,11 +140,16 @@ def pending_groups(
         namespace, group_name = key
         pod_group = pod_groups.get(key)
         if pod_group is None:
-            result.append(PendingGroup(
-                f"{namespace}/{group_name}", namespace, members,
-                waiting=f"PodGroup {namespace}/{group_name} does not exist yet",
-                priority=max(priority(p) for p in members), created=min(created(p) for p in members),
-            ))
+            result.append(
+                PendingGroup(
+                    f"{namespace}/{group_name}",
+                    namespace,
+                    members,
+                    waiting=f"PodGroup {namespace}/{group_name} does not exist yet",
+                    priority=max(priority(p) for p in members),
+                    created=min(created(p) for p in members),
+                )
+            )
             continue
         policy = policy_of(pod_group)
         if not policy.gang:

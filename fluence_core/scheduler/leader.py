@@ -71,24 +71,36 @@ class LeaderElector:
         try:
             if lease is None:
                 spec_now.update(acquireTime=_micro(now), leaseTransitions=0)
-                self.cluster.create(LEASES, {"metadata": {"name": self.name}, "spec": spec_now}, self.namespace)
+                self.cluster.create(
+                    LEASES, {"metadata": {"name": self.name}, "spec": spec_now}, self.namespace
+                )
                 logger.info("became leader (new lease %s/%s)", self.namespace, self.name)
                 return True
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
-            expires = _parse(spec.get("renewTime")) + float(spec.get("leaseDurationSeconds") or self.duration)
+            expires = _parse(spec.get("renewTime")) + float(
+                spec.get("leaseDurationSeconds") or self.duration
+            )
             if holder not in (None, "", self.identity) and expires > now:
                 return False
             if holder != self.identity:
                 spec_now.update(
-                    acquireTime=_micro(now), leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1
+                    acquireTime=_micro(now),
+                    leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1,
                 )
-                logger.info("taking over lease %s/%s from %s", self.namespace, self.name, holder or "nobody")
+                logger.info(
+                    "taking over lease %s/%s from %s", self.namespace, self.name, holder or "nobody"
+                )
             else:
                 spec_now["acquireTime"] = spec.get("acquireTime") or _micro(now)
                 spec_now["leaseTransitions"] = int(spec.get("leaseTransitions") or 0)
-            body: KubeDict = {"metadata": {"name": self.name, "resourceVersion": lease["metadata"]["resourceVersion"]},
-                              "spec": spec_now}
+            body: KubeDict = {
+                "metadata": {
+                    "name": self.name,
+                    "resourceVersion": lease["metadata"]["resourceVersion"],
+                },
+                "spec": spec_now,
+            }
             self.cluster.replace(LEASES, body, self.namespace)
             return True
         except Conflict:

@@ -68,19 +68,34 @@ def collect_status(scheduler: Scheduler) -> Status:
     for (resource, namespace, owner), records in scheduler.records.held.items():
         for record in records:
             nodes = sorted({s.node for a in record.allocations.values() for s in a.nodes})
-            virtual = [f"{v.type}:{v.name}@{v.backend}" for a in record.allocations.values() for v in a.virtual]
+            virtual = [
+                f"{v.type}:{v.name}@{v.backend}"
+                for a in record.allocations.values()
+                for v in a.virtual
+            ]
             for a in record.allocations.values():
                 for v in a.virtual:
                     holders[v.path] = f"{namespace}/{owner}"
-            status.held.append(HeldGroup(f"{resource}/{namespace}/{owner}", record.pods, record.jobids, nodes, virtual))
+            status.held.append(
+                HeldGroup(
+                    f"{resource}/{namespace}/{owner}", record.pods, record.jobids, nodes, virtual
+                )
+            )
     for index in scheduler.graph.virtual_roots:
         vertex = scheduler.graph.virtual[index]
         holder = holders.get(vertex.path) or next(
-            (f"{who} (part)" for path, who in holders.items() if path.startswith(vertex.path + "/")), "free"
+            (
+                f"{who} (part)"
+                for path, who in holders.items()
+                if path.startswith(vertex.path + "/")
+            ),
+            "free",
         )
         status.virtual.append((vertex.path, vertex.type, holder))
     for pending in g.pending_groups(scheduler.view.pods.values(), scheduler.view.pod_groups):
-        status.pending.append(PendingInfo(pending.key, len(pending.pods), pending.waiting or _last_reason(pending)))
+        status.pending.append(
+            PendingInfo(pending.key, len(pending.pods), pending.waiting or _last_reason(pending))
+        )
     return status
 
 

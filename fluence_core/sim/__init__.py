@@ -42,7 +42,9 @@ def available_scenarios() -> list[tuple[str, Path, str]]:
             document = yamlfile.load(yamlfile.read_text(path)) or {}
         except (FluenceError, yaml.YAMLError):
             continue
-        found.append((str(document.get("name", path.stem)), path, str(document.get("description", ""))))
+        found.append(
+            (str(document.get("name", path.stem)), path, str(document.get("description", "")))
+        )
     return found
 
 

@@ -93,8 +93,9 @@ class FirstFitScheduler:
     def pump(self) -> int:
         applied = 0
         for resource in (NODES, PODS):
-            for event, obj in self.cluster.watch(resource, resource_version=self._versions.get(resource.plural),
-                                                 timeout=0):
+            for event, obj in self.cluster.watch(
+                resource, resource_version=self._versions.get(resource.plural), timeout=0
+            ):
                 version = (obj.get("metadata") or {}).get("resourceVersion")
                 if version:
                     self._versions[resource.plural] = version
@@ -115,8 +116,15 @@ class FirstFitScheduler:
                 return
             old = self.nodes.get(info.name)
             self.nodes[info.name] = info
-            allocatable = (obj.get("status") or {}).get("allocatable") or (obj.get("status") or {}).get("capacity") or {}
-            total = [int(cpu_cores(allocatable.get("cpu", 0)) * 1000), int(parse_quantity(allocatable.get("memory", 0)))]
+            allocatable = (
+                (obj.get("status") or {}).get("allocatable")
+                or (obj.get("status") or {}).get("capacity")
+                or {}
+            )
+            total = [
+                int(cpu_cores(allocatable.get("cpu", 0)) * 1000),
+                int(parse_quantity(allocatable.get("memory", 0))),
+            ]
             if old is None or info.name not in self.free:
                 used = [0, 0]
                 for node, cpu, memory in self.charged.values():
@@ -140,7 +148,9 @@ class FirstFitScheduler:
             self.queue.pop(key, None)
             if key not in self.charged:
                 self._charge(key, str(bound_to), *pod_requests(obj))
-        elif (obj.get("spec") or {}).get("schedulerName") == self.scheduler_name and key not in self.queue:
+        elif (obj.get("spec") or {}).get(
+            "schedulerName"
+        ) == self.scheduler_name and key not in self.queue:
             self._serial += 1
             self.queue[key] = _Queued(self.clock(), self._serial)
 
@@ -170,18 +180,24 @@ class FirstFitScheduler:
         bound: dict[str, str] = {}
         ready = [(key, q) for key, q in self.queue.items()
                  if q.backoff_until <= now and not g.is_gated(self.pods.get(key, {}))]
-        ready.sort(key=lambda item: (-g.priority(self.pods[item[0]]), item[1].since, item[1].serial))
+        ready.sort(
+            key=lambda item: (-g.priority(self.pods[item[0]]), item[1].since, item[1].serial)
+        )
         names = sorted(n for n, info in self.nodes.items() if info.schedulable)
         for key, queued in ready:
             pod = self.pods[key]
             cpu, memory = pod_requests(pod)
-            node = next((n for n in names if self.free[n][0] >= cpu and self.free[n][1] >= memory), None)
+            node = next(
+                (n for n in names if self.free[n][0] >= cpu and self.free[n][1] >= memory), None
+            )
             if node is None:
                 queued.attempts += 1
                 queued.since = now  # back of the queue, as the unschedulable pods are
                 self._serial += 1
                 queued.serial = self._serial
-                queued.backoff_until = now + min(INITIAL_BACKOFF * 2 ** (queued.attempts - 1), MAX_BACKOFF)
+                queued.backoff_until = now + min(
+                    INITIAL_BACKOFF * 2 ** (queued.attempts - 1), MAX_BACKOFF
+                )
                 continue
             namespace, name = key
             try:

@@ -70,8 +70,16 @@ def cells(scenario: Scenario) -> list[Cell]:
                 quantum = template.quantum.model_copy(update={"backend": backend})
                 for repeat in range(scenario.repeats):
                     rng = stable_rng(scenario.seed, backend, size, repeat, "plan")
-                    plan = JobPlan(f"{template.name}-{size}", template.name, size, 0.0, template.cpu,
-                                   template.memory, _uniform(rng, template.runtime), quantum)
+                    plan = JobPlan(
+                        f"{template.name}-{size}",
+                        template.name,
+                        size,
+                        0.0,
+                        template.cpu,
+                        template.memory,
+                        _uniform(rng, template.runtime),
+                        quantum,
+                    )
                     for arm in scenario.schedulers:
                         found.append(Cell(arm, [plan], (scenario.seed, backend, size, repeat),
                                           {"backend": backend, "size": size, "repeat": repeat}))
@@ -90,7 +98,9 @@ def cells(scenario: Scenario) -> list[Cell]:
     return found
 
 
-def run_cells(scenario: Scenario, todo: list[Cell], progress: Progress | None = None) -> list[dict[str, Any]]:
+def run_cells(
+    scenario: Scenario, todo: list[Cell], progress: Progress | None = None
+) -> list[dict[str, Any]]:
     """Run each cell; one record per run with its labels, run metrics and job rows."""
     runs = []
     for cell in todo:
@@ -122,7 +132,9 @@ def summarise(scenario: Scenario, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _jobs(runs: list[dict[str, Any]], **match: Any) -> list[dict[str, Any]]:
-    return [job for run in runs if all(run.get(k) == v for k, v in match.items()) for job in run["jobs"]]
+    return [
+        job for run in runs if all(run.get(k) == v for k, v in match.items()) for job in run["jobs"]
+    ]
 
 
 def _workload(scenario: Scenario, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -162,12 +174,21 @@ def _gang_contention(scenario: Scenario, runs: list[dict[str, Any]]) -> dict[str
                 "mean_wait": _mean([j["wait"] for j in jobs if j["wait"] is not None]),
                 "unfinished": sum(not j["done"] for j in jobs),
             })
-    totals = {arm: sum(j["idle_node_s"] for j in _jobs(runs, arm=arm)) for arm in scenario.schedulers}
-    makespan = {arm: _mean([r["run"]["makespan"] for r in runs if r["arm"] == arm and r["run"]["makespan"]])
-                for arm in scenario.schedulers}
+    totals = {
+        arm: sum(j["idle_node_s"] for j in _jobs(runs, arm=arm)) for arm in scenario.schedulers
+    }
+    makespan = {
+        arm: _mean([r["run"]["makespan"] for r in runs if r["arm"] == arm and r["run"]["makespan"]])
+        for arm in scenario.schedulers
+    }
     per_gang = [{"arm": run["arm"], "repeat": run.get("repeat"), "job": j["job"], "size": j["size"],
                  "idle_node_s": j["idle_node_s"]} for run in runs for j in run["jobs"]]
-    return {"rows": rows, "total_wasted_node_s": totals, "mean_makespan": makespan, "per_gang": per_gang}
+    return {
+        "rows": rows,
+        "total_wasted_node_s": totals,
+        "mean_makespan": makespan,
+        "per_gang": per_gang,
+    }
 
 
 def _two_queue(scenario: Scenario, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -179,12 +200,18 @@ def _two_queue(scenario: Scenario, runs: list[dict[str, Any]]) -> dict[str, Any]
             for arm in scenario.schedulers:
                 jobs = _jobs(runs, arm=arm, backend=backend, size=size)
                 row[arm] = sum(j["idle_node_s"] for j in jobs)
-                row[f"{arm}_queue_wait"] = _mean([j["queue_wait"] for j in jobs if j.get("queue_wait") is not None])
-                row[f"{arm}_turnaround"] = _mean([j["turnaround"] for j in jobs if j["turnaround"] is not None])
+                row[f"{arm}_queue_wait"] = _mean(
+                    [j["queue_wait"] for j in jobs if j.get("queue_wait") is not None]
+                )
+                row[f"{arm}_turnaround"] = _mean(
+                    [j["turnaround"] for j in jobs if j["turnaround"] is not None]
+                )
             if "fluence" in scenario.schedulers:
                 others = [a for a in scenario.schedulers if a != "fluence"]
                 for other in others:
-                    row[f"ratio_{other}"] = (row[other] / row["fluence"]) if row["fluence"] > 0 else None
+                    row[f"ratio_{other}"] = (
+                        (row[other] / row["fluence"]) if row["fluence"] > 0 else None
+                    )
             rows.append(row)
     return {"rows": rows, "repeats": scenario.repeats}
 
@@ -198,14 +225,19 @@ def _selection(scenario: Scenario, runs: list[dict[str, Any]]) -> dict[str, Any]
         chosen: dict[str, int] = {}
         for j in jobs:
             chosen[j["backend"]] = chosen.get(j["backend"], 0) + 1
-        rows.append({
-            "policy": policy, "runs": len(jobs),
-            "mean_cost": _mean(costs), "sd_cost": statistics.pstdev(costs) if len(costs) > 1 else 0.0,
-            "mean_time_to_result": _mean(times),
-            "sd_time_to_result": statistics.pstdev(times) if len(times) > 1 else 0.0,
-            "chosen": dict(sorted(chosen.items())),
-            "costs": costs, "times": times,
-        })
+        rows.append(
+            {
+                "policy": policy,
+                "runs": len(jobs),
+                "mean_cost": _mean(costs),
+                "sd_cost": statistics.pstdev(costs) if len(costs) > 1 else 0.0,
+                "mean_time_to_result": _mean(times),
+                "sd_time_to_result": statistics.pstdev(times) if len(times) > 1 else 0.0,
+                "chosen": dict(sorted(chosen.items())),
+                "costs": costs,
+                "times": times,
+            }
+        )
     return {"rows": rows}
 
 

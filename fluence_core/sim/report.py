@@ -39,22 +39,43 @@ def tables(results: dict[str, Any]) -> list[Table]:
     title = f"{results['scenario']}: {results['description']}".rstrip(": ")
     if kind == "gang-contention":
         table = Table(title=title)
-        for column in ("gang size", "scheduler", "gangs", "mean idle / gang (node-s)", "max idle / gang",
-                       "wasted node-s", "restarts", "mean wait (s)"):
+        for column in (
+            "gang size",
+            "scheduler",
+            "gangs",
+            "mean idle / gang (node-s)",
+            "max idle / gang",
+            "wasted node-s",
+            "restarts",
+            "mean wait (s)",
+        ):
             table.add_column(column, justify="left" if column == "scheduler" else "right")
         for row in summary["rows"]:
-            table.add_row(str(row["size"]), TABLE_LABELS.get(row["arm"], row["arm"]), str(row["gangs"]),
-                          _num(row["mean_idle_per_gang"]), _num(row["max_idle_per_gang"]),
-                          _num(row["wasted_node_s"]), str(row["restarts"]), _num(row["mean_wait"]))
-        totals = Table(title="Total wasted node-seconds (members running while their gang could not start)")
+            table.add_row(
+                str(row["size"]),
+                TABLE_LABELS.get(row["arm"], row["arm"]),
+                str(row["gangs"]),
+                _num(row["mean_idle_per_gang"]),
+                _num(row["max_idle_per_gang"]),
+                _num(row["wasted_node_s"]),
+                str(row["restarts"]),
+                _num(row["mean_wait"]),
+            )
+        totals = Table(
+            title="Total wasted node-seconds (members running while their gang could not start)"
+        )
         for column in ("scheduler", "wasted node-s", "mean makespan (s)"):
             totals.add_column(column, justify="left" if column == "scheduler" else "right")
         for arm, total in summary["total_wasted_node_s"].items():
-            totals.add_row(TABLE_LABELS.get(arm, arm), _num(total), _num(summary["mean_makespan"].get(arm)))
+            totals.add_row(
+                TABLE_LABELS.get(arm, arm), _num(total), _num(summary["mean_makespan"].get(arm))
+            )
         return [table, totals]
     if kind == "two-queue":
         arms = results["schedulers"]
-        table = Table(title=f"{title} (consumer idle seconds summed over {summary['repeats']} runs)")
+        table = Table(
+            title=f"{title} (consumer idle seconds summed over {summary['repeats']} runs)"
+        )
         table.add_column("backend")
         table.add_column("size", justify="right")
         for arm in arms:
@@ -74,13 +95,29 @@ def tables(results: dict[str, Any]) -> list[Table]:
         return [table]
     if kind == "selection":
         table = Table(title=title)
-        for column in ("policy", "runs", "mean cost", "sd cost", "mean time to result (s)", "sd time",
-                       "backends chosen"):
-            table.add_column(column, justify="left" if column in ("policy", "backends chosen") else "right")
+        for column in (
+            "policy",
+            "runs",
+            "mean cost",
+            "sd cost",
+            "mean time to result (s)",
+            "sd time",
+            "backends chosen",
+        ):
+            table.add_column(
+                column, justify="left" if column in ("policy", "backends chosen") else "right"
+            )
         for row in summary["rows"]:
             chosen = ", ".join(f"{k} x{v}" for k, v in row["chosen"].items())
-            table.add_row(row["policy"], str(row["runs"]), _money(row["mean_cost"]), _money(row["sd_cost"]),
-                          _num(row["mean_time_to_result"]), _num(row["sd_time_to_result"]), chosen)
+            table.add_row(
+                row["policy"],
+                str(row["runs"]),
+                _money(row["mean_cost"]),
+                _money(row["sd_cost"]),
+                _num(row["mean_time_to_result"]),
+                _num(row["sd_time_to_result"]),
+                chosen,
+            )
         return [table]
     table = Table(title=title)
     for column in ("scheduler", "jobs done", "pods placed", "mean gang wait (s)", "max wait (s)",
@@ -102,8 +139,11 @@ def jobs_table(results: dict[str, Any], limit: int = 12) -> Table | None:
     arms = [r["arm"] for r in runs]
     by_arm = {r["arm"]: {j["job"]: j for j in r["jobs"]} for r in runs}
     first = runs[0]["jobs"][:limit]
-    table = Table(title=f"Per gang (first {len(first)} of {len(runs[0]['jobs'])}): wait to place all members, "
-                        "and node-seconds members idled")
+    table = Table(
+        title=f"Per gang (first {len(first)} of {len(runs[0]['jobs'])}): "
+        "wait to place all members, "
+        "and node-seconds members idled"
+    )
     table.add_column("gang")
     table.add_column("size", justify="right")
     for arm in arms:
@@ -152,16 +192,27 @@ def plot(results: dict[str, Any], path: Path) -> Path | None:
         sizes = sorted({row["size"] for row in summary["rows"]})
         width = 0.8 / len(arms)
         for k, arm in enumerate(arms):
-            values = [next(r["wasted_node_s"] for r in summary["rows"] if r["size"] == s and r["arm"] == arm)
-                      for s in sizes]
+            values = [
+                next(
+                    r["wasted_node_s"]
+                    for r in summary["rows"]
+                    if r["size"] == s and r["arm"] == arm
+                )
+                for s in sizes
+            ]
             xs = [i + (k - (len(arms) - 1) / 2) * width for i in range(len(sizes))]
-            bars = left.bar(xs, values, width, label=ARM_LABELS.get(arm, arm), color=ARM_COLOURS.get(arm))
+            bars = left.bar(
+                xs, values, width, label=ARM_LABELS.get(arm, arm), color=ARM_COLOURS.get(arm)
+            )
             left.bar_label(bars, labels=[f"{v:.0f}" for v in values], fontsize=8)
             points = [(sizes.index(g["size"]) + (k - (len(arms) - 1) / 2) * width, g["idle_node_s"])
                       for g in summary["per_gang"] if g["arm"] == arm]
             right.scatter([p[0] for p in points], [p[1] for p in points], s=18, alpha=0.75,
                           color=ARM_COLOURS.get(arm), label=ARM_LABELS.get(arm, arm))
-        for axis, label in ((left, "total wasted node-seconds"), (right, "worker idle per gang (node-s)")):
+        for axis, label in (
+            (left, "total wasted node-seconds"),
+            (right, "worker idle per gang (node-s)"),
+        ):
             axis.set_xticks(range(len(sizes)), [f"size {s}" for s in sizes])
             axis.set_ylabel(label)
             axis.legend(frameon=False)
@@ -172,15 +223,28 @@ def plot(results: dict[str, Any], path: Path) -> Path | None:
         sizes = sorted({r["size"] for r in summary["rows"]})
         columns = min(3, len(backends))
         rows_n = (len(backends) + columns - 1) // columns
-        fig, axes = plt.subplots(rows_n, columns, figsize=(4.2 * columns, 3.3 * rows_n), squeeze=False)
+        fig, axes = plt.subplots(
+            rows_n, columns, figsize=(4.2 * columns, 3.3 * rows_n), squeeze=False
+        )
         width = 0.8 / len(arms)
         for b, backend in enumerate(backends):
             axis = axes[b // columns][b % columns]
             for k, arm in enumerate(arms):
-                values = [max(next(r[arm] for r in summary["rows"] if r["backend"] == backend and r["size"] == s),
-                              0.1) for s in sizes]
+                values = [
+                    max(
+                        next(
+                            r[arm]
+                            for r in summary["rows"]
+                            if r["backend"] == backend and r["size"] == s
+                        ),
+                        0.1,
+                    )
+                    for s in sizes
+                ]
                 xs = [i + (k - (len(arms) - 1) / 2) * width for i in range(len(sizes))]
-                axis.bar(xs, values, width, label=ARM_LABELS.get(arm, arm), color=ARM_COLOURS.get(arm))
+                axis.bar(
+                    xs, values, width, label=ARM_LABELS.get(arm, arm), color=ARM_COLOURS.get(arm)
+                )
             axis.set_yscale("log")
             axis.set_xticks(range(len(sizes)), [str(s) for s in sizes])
             axis.set_title(backend)
@@ -195,13 +259,19 @@ def plot(results: dict[str, Any], path: Path) -> Path | None:
         fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
         policies = [r["policy"] for r in summary["rows"]]
         colours = ["#7f7f7f", "#2ca02c", "#9467bd", "#8c564b", "#17becf"]
-        for axis, key, sd, label in ((left, "mean_cost", "sd_cost", "mean cost per run (USD)"),
-                                     (right, "mean_time_to_result", "sd_time_to_result", "mean time to result (s)")):
+        for axis, key, sd, label in (
+            (left, "mean_cost", "sd_cost", "mean cost per run (USD)"),
+            (right, "mean_time_to_result", "sd_time_to_result", "mean time to result (s)"),
+        ):
             values = [r[key] or 0.0 for r in summary["rows"]]
             errors = [r[sd] or 0.0 for r in summary["rows"]]
             bars = axis.bar(policies, values, yerr=errors, capsize=4, color=colours[:len(policies)])
-            axis.bar_label(bars, labels=[(f"${v:.2f}" if key == "mean_cost" else f"{v:.0f}") for v in values],
-                           fontsize=8, padding=2)
+            axis.bar_label(
+                bars,
+                labels=[(f"${v:.2f}" if key == "mean_cost" else f"{v:.0f}") for v in values],
+                fontsize=8,
+                padding=2,
+            )
             axis.set_ylabel(label)
         left.set_title("Cost")
         right.set_title("Time to result")
@@ -212,11 +282,20 @@ def plot(results: dict[str, Any], path: Path) -> Path | None:
         for k, run in enumerate(runs):
             jobs = run["jobs"]
             xs = list(range(len(jobs)))
-            left.bar([x + (k - (len(runs) - 1) / 2) * 0.4 for x in xs],
-                     [j["wait"] if j["wait"] is not None else 0.0 for j in jobs], 0.4,
-                     label=ARM_LABELS.get(run["arm"], run["arm"]), color=ARM_COLOURS.get(run["arm"]))
-            right.bar([x + (k - (len(runs) - 1) / 2) * 0.4 for x in xs], [j["idle_node_s"] for j in jobs], 0.4,
-                      label=ARM_LABELS.get(run["arm"], run["arm"]), color=ARM_COLOURS.get(run["arm"]))
+            left.bar(
+                [x + (k - (len(runs) - 1) / 2) * 0.4 for x in xs],
+                [j["wait"] if j["wait"] is not None else 0.0 for j in jobs],
+                0.4,
+                label=ARM_LABELS.get(run["arm"], run["arm"]),
+                color=ARM_COLOURS.get(run["arm"]),
+            )
+            right.bar(
+                [x + (k - (len(runs) - 1) / 2) * 0.4 for x in xs],
+                [j["idle_node_s"] for j in jobs],
+                0.4,
+                label=ARM_LABELS.get(run["arm"], run["arm"]),
+                color=ARM_COLOURS.get(run["arm"]),
+            )
         left.set_xlabel("gang (arrival order)")
         left.set_ylabel("wait until all members placed (s)")
         right.set_xlabel("gang (arrival order)")

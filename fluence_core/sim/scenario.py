@@ -184,7 +184,9 @@ class JobSpec(_Model):
     @field_validator("cpu", "memory", mode="before")
     @classmethod
     def _text(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        return (
+            str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        )
 
     @field_validator("cpu", "memory")
     @classmethod
@@ -262,8 +264,10 @@ class Scenario(_Model):
             if quantum is None:
                 continue
             if quantum.backend is not None and quantum.backend not in self.backends:
-                raise ValueError(f"workload[{i}].quantum.backend: {quantum.backend!r} is not one of "
-                                 f"the backends {sorted(self.backends)}")
+                raise ValueError(
+                    f"workload[{i}].quantum.backend: {quantum.backend!r} is not one of "
+                    f"the backends {sorted(self.backends)}"
+                )
             if not any(b.type == quantum.type for b in self.backends.values()):
                 raise ValueError(f"workload[{i}].quantum.type: no backend serves {quantum.type!r}")
         nodes = sum(group.count for group in self.cluster.nodes)
@@ -283,12 +287,18 @@ class Scenario(_Model):
             raise ValueError(f"workload: job names must be distinct, got {names}")
         if self.experiment == "two-queue":
             if self.sweep is None:
-                raise ValueError("sweep: a two-queue experiment needs sweep.backends and sweep.sizes")
+                raise ValueError(
+                    "sweep: a two-queue experiment needs sweep.backends and sweep.sizes"
+                )
             unknown = [b for b in self.sweep.backends if b not in self.backends]
             if unknown:
-                raise ValueError(f"sweep.backends: {unknown} are not among the backends {sorted(self.backends)}")
+                raise ValueError(
+                    f"sweep.backends: {unknown} are not among the backends {sorted(self.backends)}"
+                )
             if len(self.workload) != 1 or self.workload[0].quantum is None:
-                raise ValueError("workload: a two-queue experiment takes exactly one quantum job template")
+                raise ValueError(
+                    "workload: a two-queue experiment takes exactly one quantum job template"
+                )
         if self.experiment == "selection":
             if not self.policies:
                 raise ValueError("policies: a selection experiment needs at least one policy")
@@ -323,7 +333,9 @@ def parse_scenario(text: str, source: str = "<string>") -> Scenario:
     except ValidationError as error:
         problems = []
         for problem in error.errors():
-            loc = tuple(p for p in problem["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+            loc = tuple(
+                p for p in problem["loc"] if not (isinstance(p, str) and p.startswith("function-"))
+            )
             message = problem["msg"].removeprefix("Value error, ")
             problems.append(f"{_where(loc)}: {message}")
         raise ScenarioError(f"{source}: " + "; ".join(problems)) from None
@@ -348,6 +360,8 @@ def resources_yaml(scenario: Scenario) -> str:
         child: dict[str, Any] = {"type": model.type, "count": model.slots}
         if model.qubits:
             child["with"] = [{"type": "qubit", "count": model.qubits}]
-        resources.append({"type": "qdevice", "name": name, "attributes": attributes, "with": [child]})
+        resources.append(
+            {"type": "qdevice", "name": name, "attributes": attributes, "with": [child]}
+        )
     text: str = yaml.safe_dump({"resources": resources}, sort_keys=False)
     return text

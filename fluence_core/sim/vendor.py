@@ -140,8 +140,18 @@ class BackendQueue:
         self._last_done = done
         self._serial += 1
         cost = model.price_per_task + shots * model.price_per_shot
-        task = SimTask(f"sim:{self.name}:task/{self._serial:05d}", self.name, pod_uid, now, starts, t,
-                       done, failed, shots, cost)
+        task = SimTask(
+            f"sim:{self.name}:task/{self._serial:05d}",
+            self.name,
+            pod_uid,
+            now,
+            starts,
+            t,
+            done,
+            failed,
+            shots,
+            cost,
+        )
         self.tasks.append(task)
         return task
 

@@ -158,7 +158,9 @@ class Run:
         self.plans = plans
         self.seed = seed
         self.engine = Engine()
-        self.cluster = FakeCluster(now=self._stamp, clock=lambda: self.engine.now, history=10_000_000)
+        self.cluster = FakeCluster(
+            now=self._stamp, clock=lambda: self.engine.now, history=10_000_000
+        )
         self.jobs: dict[str, JobState] = {p.id: JobState(p) for p in plans}
         self.records: dict[str, PodRecord] = {}
         self.queues = {name: BackendQueue(name, model, (seed, "vendor"))
@@ -184,10 +186,14 @@ class Run:
         from fluence_core.sim.scenario import resources_yaml
 
         resources.write_text(resources_yaml(self.scenario))
-        self.settings = load_settings(resources=resources, sidecar_poll_interval=self.scenario.sidecar.poll_interval,
-                                      ungate_position=self.scenario.sidecar.ungate_position,
-                                      find_task_timeout=self.scenario.sidecar.find_timeout, leader_elect=False,
-                                      webhook_handlers="")
+        self.settings = load_settings(
+            resources=resources,
+            sidecar_poll_interval=self.scenario.sidecar.poll_interval,
+            ungate_position=self.scenario.sidecar.ungate_position,
+            find_task_timeout=self.scenario.sidecar.find_timeout,
+            leader_elect=False,
+            webhook_handlers="",
+        )
         self.manager = get_plugin_manager(self.settings)
         # Every plugin runs as in the webhook; the ones that keep time (admission
         # control's promises) keep the simulation's.
@@ -201,15 +207,27 @@ class Run:
         for group in self.scenario.cluster.nodes:
             for i in range(group.count):
                 allocatable = {"cpu": str(group.cpu), "memory": group.memory, "pods": "110"}
-                self.cluster.create(NODES, {"metadata": {"name": f"{group.prefix}-{i:04d}",
-                                                         "labels": dict(group.labels)},
-                                            "status": {"capacity": allocatable, "allocatable": allocatable}})
+                self.cluster.create(
+                    NODES,
+                    {
+                        "metadata": {
+                            "name": f"{group.prefix}-{i:04d}",
+                            "labels": dict(group.labels),
+                        },
+                        "status": {"capacity": allocatable, "allocatable": allocatable},
+                    },
+                )
         self.scheduler: Scheduler | FirstFitScheduler
         if self.arm == "first-fit":
             self.scheduler = FirstFitScheduler(self.cluster, clock=lambda: self.engine.now)
         else:
-            self.scheduler = Scheduler(self.cluster, self.settings, self.manager, config=self.config,
-                                       clock=lambda: self.engine.now)
+            self.scheduler = Scheduler(
+                self.cluster,
+                self.settings,
+                self.manager,
+                config=self.config,
+                clock=lambda: self.engine.now,
+            )
         self.scheduler.start()
         self._kubelet_rv = self.cluster.resource_version
         self._seen_rv = self.cluster.resource_version
@@ -233,8 +251,9 @@ class Run:
                         self._changed()
             finally:
                 self.engine.shutdown()
-        fluence_logger.debug("run %s/%s: %d events, %d cycles", self.arm, self.seed, self.engine.events,
-                             self.cycles)
+        fluence_logger.debug(
+            "run %s/%s: %d events, %d cycles", self.arm, self.seed, self.engine.events, self.cycles
+        )
         return self
 
     def _changed(self) -> None:
@@ -301,7 +320,9 @@ class Run:
             selection = select.Selection(chosen, [chosen], select.Policy((), text=RANDOM_POLICY),
                                          quantum.type, quantum.shots)
         else:
-            selection = select.rank(candidates, select.Policy.parse(plan.policy), quantum.shots, quantum.type)
+            selection = select.rank(
+                candidates, select.Policy.parse(plan.policy), quantum.shots, quantum.type
+            )
         record = selection.record()
         record["_selection"] = selection
         return record
@@ -323,14 +344,20 @@ class Run:
             self.engine.after(ADMISSION_RETRY, self._create_pod, job, index, attempt)
             return
         created = self.cluster.create(PODS, admitted, NAMESPACE)
-        record = PodRecord(name, plan.id, index, attempt, uid=created["metadata"]["uid"], created=self.engine.now)
+        record = PodRecord(
+            name, plan.id, index, attempt, uid=created["metadata"]["uid"], created=self.engine.now
+        )
         self.records[name] = record
         job.pods[index] = record
 
     def _manifest(self, job: JobState, index: int, name: str) -> KubeDict:
         plan = job.plan
         fluence = self.arm in ("fluence", "gang-ungated")
-        labels = {names.GROUP_LABEL: plan.id, names.JOB_COMPLETION_INDEX: str(index), "app": plan.template}
+        labels = {
+            names.GROUP_LABEL: plan.id,
+            names.JOB_COMPLETION_INDEX: str(index),
+            "app": plan.template,
+        }
         annotations = {names.GROUP_SIZE_ANNOTATION: str(plan.size)}
         requests: dict[str, str] = {"cpu": plan.cpu, "memory": plan.memory}
         quantum = plan.quantum
@@ -344,13 +371,27 @@ class Run:
                 annotations[names.REQUIRE_BACKEND_ANNOTATION] = quantum.backend
         limits = {k: v for k, v in requests.items() if names.virtual_type_of(k)}
         pod: KubeDict = {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels, "annotations": annotations},
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": NAMESPACE,
+                "labels": labels,
+                "annotations": annotations,
+            },
             "spec": {
                 "schedulerName": names.SCHEDULER_NAME if fluence else DEFAULT_SCHEDULER,
                 "restartPolicy": "Never",
-                "containers": [{"name": "app", "image": f"sim/{plan.template}",
-                                "resources": {"requests": requests, **({"limits": limits} if limits else {})}}],
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": f"sim/{plan.template}",
+                        "resources": {
+                            "requests": requests,
+                            **({"limits": limits} if limits else {}),
+                        },
+                    }
+                ],
             },
         }
         if job.selection is not None:
@@ -378,7 +419,11 @@ class Run:
 
     def _current(self, record: PodRecord) -> bool:
         job = self.jobs[record.job]
-        return not record.killed and record.attempt == job.attempt and job.pods.get(record.index) is record
+        return (
+            not record.killed
+            and record.attempt == job.attempt
+            and job.pods.get(record.index) is record
+        )
 
     def _set_phase(self, record: PodRecord, phase: str) -> None:
         record.phase = phase
@@ -414,7 +459,9 @@ class Run:
                 self._run_app(job, member)
             job.app_start = self.engine.now
         else:
-            self.engine.after(self.scenario.lifecycle.peer_timeout, self._peer_timeout, job, job.attempt)
+            self.engine.after(
+                self.scenario.lifecycle.peer_timeout, self._peer_timeout, job, job.attempt
+            )
 
     def _peer_timeout(self, job: JobState, attempt: int) -> None:
         """The launcher gave up on missing peers: the attempt fails, the Job tries again."""
@@ -446,7 +493,9 @@ class Run:
         pod = self.cluster.get(PODS, record.name, NAMESPACE) or {}
         quantum = job.plan.quantum
         assert quantum is not None
-        chosen = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.BACKEND_ANNOTATION)
+        chosen = ((pod.get("metadata") or {}).get("annotations") or {}).get(
+            names.BACKEND_ANNOTATION
+        )
         backend = chosen or quantum.backend or next(
             n for n, m in self.scenario.backends.items() if m.type == quantum.type)
         job.backend = backend
@@ -461,19 +510,26 @@ class Run:
 
     @staticmethod
     def _has_sidecar(pod: KubeDict) -> bool:
-        return any(c.get("name") == names.SIDECAR_CONTAINER for c in (pod.get("spec") or {}).get("containers") or [])
+        return any(
+            c.get("name") == names.SIDECAR_CONTAINER
+            for c in (pod.get("spec") or {}).get("containers") or []
+        )
 
     def _sidecar(self, pod: KubeDict, clock: ProcessClock) -> SidecarResult:
         """``fluence sidecar`` as its container runs it, with the env the webhook wrote."""
-        container = next(c for c in pod["spec"]["containers"] if c.get("name") == names.SIDECAR_CONTAINER)
+        container = next(
+            c for c in pod["spec"]["containers"] if c.get("name") == names.SIDECAR_CONTAINER
+        )
         env = resolve_env(pod, container)
         settings = settings_from_env(env, sidecar_poll_interval=self.settings.sidecar_poll_interval,
                                      ungate_position=self.settings.ungate_position,
                                      find_task_timeout=self.settings.find_task_timeout)
         attributes = attributes_from_env(env)
         provider = resolve_provider(attributes, [self.provider])
-        config = dataclasses.replace(SidecarConfig.from_settings(settings, Backend.from_attributes(attributes)),
-                                     runtime_dir=None)
+        config = dataclasses.replace(
+            SidecarConfig.from_settings(settings, Backend.from_attributes(attributes)),
+            runtime_dir=None,
+        )
         return Sidecar(self.cluster, provider, config, clock).run()
 
     def _sidecar_exited(self, job: JobState, process: Process) -> None:
@@ -513,7 +569,9 @@ class Run:
         self._set_phase(record, phase)
         if self.scenario.lifecycle.delete_finished:
             self.cluster.delete(PODS, record.name, NAMESPACE)
-        if len(job.pods) == job.plan.size and all(p.finished_at is not None for p in job.pods.values()):
+        if len(job.pods) == job.plan.size and all(
+            p.finished_at is not None for p in job.pods.values()
+        ):
             job.done_at = self.engine.now
             self._remaining -= 1
 
@@ -537,7 +595,10 @@ class Run:
                 idle += max(0.0, until - record.running_at)
             task = job.task
             row: dict[str, Any] = {
-                "job": plan.id, "template": plan.template, "size": plan.size, "arrival": plan.arrival,
+                "job": plan.id,
+                "template": plan.template,
+                "size": plan.size,
+                "arrival": plan.arrival,
                 "placed": job.all_bound is not None,
                 "wait": None if job.all_bound is None else job.all_bound - plan.arrival,
                 "idle_node_s": idle,
@@ -547,13 +608,18 @@ class Run:
                 "turnaround": None if job.done_at is None else job.done_at - plan.arrival,
             }
             if job.quantum:
-                row.update({
-                    "backend": job.backend, "policy": plan.policy,
-                    "cost": task.cost if task is not None else None,
-                    "queue_wait": None if task is None else task.start - task.submitted,
-                    "time_to_result": None if job.result_at is None else job.result_at - plan.arrival,
-                    "sidecar": None if job.sidecar is None else job.sidecar.outcome.value,
-                })
+                row.update(
+                    {
+                        "backend": job.backend,
+                        "policy": plan.policy,
+                        "cost": task.cost if task is not None else None,
+                        "queue_wait": None if task is None else task.start - task.submitted,
+                        "time_to_result": None
+                        if job.result_at is None
+                        else job.result_at - plan.arrival,
+                        "sidecar": None if job.sidecar is None else job.sidecar.outcome.value,
+                    }
+                )
             rows.append(row)
         return rows
 

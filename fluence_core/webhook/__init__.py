@@ -73,13 +73,16 @@ def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None, 
         result: str | None = manager.hook.fluence_admit(pod=pod, ctx=ctx)
         return result
 
-    return AdmissionService(settings, handlers, cluster=cluster, admit=admit, resource_config=config,
-                            clock=clock)
+    return AdmissionService(
+        settings, handlers, cluster=cluster, admit=admit, resource_config=config, clock=clock
+    )
 
 
 def log_contract(service: AdmissionService) -> None:
     """Say at start which handlers run and which env variables they inject from where."""
-    logger.info("webhook handlers, in order: %s", ", ".join(h.name for h in service.handlers) or "none")
+    logger.info(
+        "webhook handlers, in order: %s", ", ".join(h.name for h in service.handlers) or "none"
+    )
     for handler, variable, source in env_contract_of(service.handlers):
         logger.info("webhook env contract: %s <- %s [%s]", variable, source, handler)
 

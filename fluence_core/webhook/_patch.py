@@ -45,7 +45,11 @@ def apply_patch(doc: Any, ops: JsonPatch) -> Any:
             raise ValueError("patching the document root is not supported")
         parent = doc
         for token in parts[:-1]:
-            parent = parent[_index(parent, token, adding=False)] if isinstance(parent, list) else parent[token]
+            parent = (
+                parent[_index(parent, token, adding=False)]
+                if isinstance(parent, list)
+                else parent[token]
+            )
         last = parts[-1]
         if kind in ("add", "replace"):
             value = op["value"]
@@ -64,7 +68,11 @@ def apply_patch(doc: Any, ops: JsonPatch) -> Any:
             else:
                 del parent[last]
         elif kind == "test":
-            current = parent[_index(parent, last, adding=False)] if isinstance(parent, list) else parent[last]
+            current = (
+                parent[_index(parent, last, adding=False)]
+                if isinstance(parent, list)
+                else parent[last]
+            )
             if current != op["value"]:
                 raise ValueError(f"test failed at {op['path']}")
         else:

@@ -20,7 +20,8 @@ def field_env(variable: str, field_path: str) -> dict[str, Any]:
 
 
 def add_env(container: Mapping[str, Any], base: str, env: list[dict[str, Any]]) -> JsonPatch:
-    """Ops adding each env var the container does not define yet (``base`` points at the container)."""
+    """Ops adding each env var the container does not define yet (``base`` points at the container).
+    """
     present = {e.get("name") for e in container.get("env") or []}
     missing = [e for e in env if e["name"] not in present]
     if not missing:

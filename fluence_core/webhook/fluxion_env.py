@@ -32,11 +32,16 @@ class FluxionEnvHandler(Handler):
     def env_contract(self) -> list[tuple[str, str]]:
         contract = [(names.ENV_BACKEND, f"annotation {names.BACKEND_ANNOTATION}")]
         for key in self.attribute_keys:
-            contract.append((names.env_name_for_attribute(key), f"annotation {names.attr_annotation(key)}"))
+            contract.append(
+                (names.env_name_for_attribute(key), f"annotation {names.attr_annotation(key)}")
+            )
         return contract
 
     def _env(self) -> list[dict[str, Any]]:
-        return [annotation_env(variable, source.split(" ", 1)[1]) for variable, source in self.env_contract()]
+        return [
+            annotation_env(variable, source.split(" ", 1)[1])
+            for variable, source in self.env_contract()
+        ]
 
     def applies(self, pod: Mapping[str, Any]) -> bool:
         return pods.asks_for_virtual(pod)
@@ -56,6 +61,8 @@ def fluence_webhook_handlers(settings: Settings) -> list[Any]:
     keys: Sequence[str] = ()
     try:
         keys = load_resource_config(settings.resources).attribute_keys
-    except FluenceError as error:  # the scheduler refuses to start on this; the env handler degrades
+    except (
+        FluenceError
+    ) as error:  # the scheduler refuses to start on this; the env handler degrades
         logger.error("fluxion-env: %s; only %s is injected", error, names.ENV_BACKEND)
     return [FluxionEnvHandler(keys)]

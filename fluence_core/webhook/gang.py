@@ -37,7 +37,13 @@ class GangHandler(Handler):
         pods.ensure_pod_group(ctx, group, pods.group_size(pod, ctx))
         if current == group:
             return []  # set by the job-group handler on the Job, or ours on a re-invocation
-        return [{"op": "add", "path": pointer("spec", "schedulingGroup"), "value": {"podGroupName": group}}]
+        return [
+            {
+                "op": "add",
+                "path": pointer("spec", "schedulingGroup"),
+                "value": {"podGroupName": group},
+            }
+        ]
 
 
 @hookimpl

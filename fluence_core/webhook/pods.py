@@ -84,7 +84,8 @@ def annotations_of(pod: Mapping[str, Any]) -> Mapping[str, str]:
 def pod_label(pod: Mapping[str, Any]) -> str:
     """``namespace/name`` (or the generateName prefix) for messages."""
     meta = metadata(pod)
-    return f"{meta.get('namespace') or '?'}/{meta.get('name') or (meta.get('generateName') or '') + '*'}"
+    name = meta.get("name") or (meta.get("generateName") or "") + "*"
+    return f"{meta.get('namespace') or '?'}/{name}"
 
 
 def controller_of(obj: Mapping[str, Any], kind: str) -> tuple[str, str] | None:
@@ -133,7 +134,9 @@ def asks_for_virtual(pod: Mapping[str, Any]) -> bool:
 
 
 def coordination(pod: Mapping[str, Any]) -> str:
-    return str(annotations_of(pod).get(names.COORDINATION_ANNOTATION) or names.COORDINATION_INDEPENDENT)
+    return str(
+        annotations_of(pod).get(names.COORDINATION_ANNOTATION) or names.COORDINATION_INDEPENDENT
+    )
 
 
 def role(pod: Mapping[str, Any]) -> str | None:
@@ -147,7 +150,8 @@ def is_quantum(pod: Mapping[str, Any]) -> bool:
 
 
 def is_shared_quantum(pod: Mapping[str, Any]) -> bool:
-    """A member of a grouped quantum job with ``coordination: shared`` (the quantum split's pods)."""
+    """A member of a grouped quantum job with ``coordination: shared`` (the quantum split's pods).
+    """
     return (
         group_of(pod) is not None
         and coordination(pod) == names.COORDINATION_SHARED
@@ -156,7 +160,9 @@ def is_shared_quantum(pod: Mapping[str, Any]) -> bool:
 
 
 def completion_index(pod: Mapping[str, Any]) -> int | None:
-    raw = labels(pod).get(names.JOB_COMPLETION_INDEX) or annotations_of(pod).get(names.JOB_COMPLETION_INDEX)
+    raw = labels(pod).get(names.JOB_COMPLETION_INDEX) or annotations_of(pod).get(
+        names.JOB_COMPLETION_INDEX
+    )
     if raw is None:
         return None
     try:
@@ -211,7 +217,8 @@ def _shown(raw: Any) -> str:
 
 
 def group_size(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
-    """The gang's minCount: annotation ``group-size``, else the Job's parallelism/completions, else 1."""
+    """The gang's minCount: annotation ``group-size``, else the Job's parallelism/completions, else
+    1."""
     size = positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
     if size is not None:
         return size

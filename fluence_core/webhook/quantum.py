@@ -39,6 +39,7 @@ from fluence_core.webhook._patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 from fluence_core.webhook.env import add_env, add_to_list, annotation_env, field_env
 
+
 class QuantumSplitHandler(Handler):
     name = "quantum"
     order = 10
@@ -83,18 +84,28 @@ class QuantumSplitHandler(Handler):
             ops.append(self._label(names.ROLE_WORKER))
             ops += self._worker(pod, ctx)
             pods.ensure_pod_group(ctx, target, max(1, size - 1))
-        ops.append({"op": "add", "path": pointer("spec", "schedulingGroup"),
-                    "value": {"podGroupName": target}})
+        ops.append(
+            {
+                "op": "add",
+                "path": pointer("spec", "schedulingGroup"),
+                "value": {"podGroupName": target},
+            }
+        )
         if previous is not None and previous not in (group, group + names.SCOUT_GROUP_SUFFIX):
             self._drop_orphan(ctx, previous, pod)
         return ops
 
     @staticmethod
     def _label(value: str) -> dict[str, Any]:
-        return {"op": "add", "path": pointer("metadata", "labels", names.ROLE_LABEL), "value": value}
+        return {
+            "op": "add",
+            "path": pointer("metadata", "labels", names.ROLE_LABEL),
+            "value": value,
+        }
 
-    def _scout(self, pod: Mapping[str, Any], group: str, size: int,
-               attribute_keys: tuple[str, ...] = ()) -> JsonPatch:
+    def _scout(
+        self, pod: Mapping[str, Any], group: str, size: int, attribute_keys: tuple[str, ...] = ()
+    ) -> JsonPatch:
         spec = pods.spec(pod)
         ops: JsonPatch = []
         gates = spec.get("schedulingGates") or []
@@ -103,12 +114,17 @@ class QuantumSplitHandler(Handler):
                 ops.append({"op": "remove", "path": pointer("spec", "schedulingGates", index)})
         ops += add_to_list(spec, "/spec", "volumes", {"name": names.RUNTIME_VOLUME, "emptyDir": {}})
         mount = {"name": names.RUNTIME_VOLUME, "mountPath": names.RUNTIME_MOUNT}
-        ops += add_to_list(spec, "/spec", "initContainers", {
-            "name": names.STAGE_CONTAINER,
-            "image": self.image,
-            "command": ["fluence", "stage", names.RUNTIME_MOUNT],
-            "volumeMounts": [mount],
-        })
+        ops += add_to_list(
+            spec,
+            "/spec",
+            "initContainers",
+            {
+                "name": names.STAGE_CONTAINER,
+                "image": self.image,
+                "command": ["fluence", "stage", names.RUNTIME_MOUNT],
+                "volumeMounts": [mount],
+            },
+        )
         # The interceptor writes its job records into the runtime dir the sidecar reads.
         runtime = {"name": names.ENV_RUNTIME_DIR, "value": names.RUNTIME_MOUNT}
         pod_uid = field_env(names.ENV_POD_UID, "metadata.uid")
@@ -117,30 +133,43 @@ class QuantumSplitHandler(Handler):
             ops += add_to_list(container, base, "volumeMounts", dict(mount))
             # One add_env per container: each op list is computed against the original.
             ops += self._pythonpath(container, base)
-            ops += add_env(container, base, [
-                {"name": "PYTHONPATH", "value": names.RUNTIME_MOUNT},
-                {"name": names.ENV_ROLE, "value": names.ROLE_SCOUT}, pod_uid, runtime])
+            ops += add_env(
+                container,
+                base,
+                [
+                    {"name": "PYTHONPATH", "value": names.RUNTIME_MOUNT},
+                    {"name": names.ENV_ROLE, "value": names.ROLE_SCOUT},
+                    pod_uid,
+                    runtime,
+                ],
+            )
         backend_env = [annotation_env(names.ENV_BACKEND, names.BACKEND_ANNOTATION)] + [
             annotation_env(names.env_name_for_attribute(key), names.attr_annotation(key))
-            for key in attribute_keys]
-        ops += add_to_list(spec, "/spec", "containers", {
-            "name": names.SIDECAR_CONTAINER,
-            "image": self.image,
-            "command": ["fluence", "sidecar"],
-            "env": [
-                {"name": names.ENV_ROLE, "value": "sidecar"},
-                {"name": names.ENV_GROUP, "value": group},
-                {"name": names.ENV_GROUP_SIZE, "value": str(size)},
-                {"name": names.SETTINGS_ENV_PREFIX + "QUANTUM_GATE", "value": self.gate},
-                runtime,
-                field_env(names.ENV_POD_NAME, "metadata.name"),
-                field_env(names.ENV_POD_NAMESPACE, "metadata.namespace"),
-                pod_uid,
-                *backend_env,
-            ],
-            "volumeMounts": [dict(mount)],
-            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
-        })
+            for key in attribute_keys
+        ]
+        ops += add_to_list(
+            spec,
+            "/spec",
+            "containers",
+            {
+                "name": names.SIDECAR_CONTAINER,
+                "image": self.image,
+                "command": ["fluence", "sidecar"],
+                "env": [
+                    {"name": names.ENV_ROLE, "value": "sidecar"},
+                    {"name": names.ENV_GROUP, "value": group},
+                    {"name": names.ENV_GROUP_SIZE, "value": str(size)},
+                    {"name": names.SETTINGS_ENV_PREFIX + "QUANTUM_GATE", "value": self.gate},
+                    runtime,
+                    field_env(names.ENV_POD_NAME, "metadata.name"),
+                    field_env(names.ENV_POD_NAMESPACE, "metadata.namespace"),
+                    pod_uid,
+                    *backend_env,
+                ],
+                "volumeMounts": [dict(mount)],
+                "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+            },
+        )
         return ops
 
     @staticmethod
@@ -150,8 +179,13 @@ class QuantumSplitHandler(Handler):
                 value = entry.get("value")
                 if value is None or value.split(":")[0] == names.RUNTIME_MOUNT:
                     return []  # from a valueFrom (left alone) or already staged
-                return [{"op": "replace", "path": base + pointer("env", index, "value"),
-                         "value": f"{names.RUNTIME_MOUNT}:{value}" if value else names.RUNTIME_MOUNT}]
+                return [
+                    {
+                        "op": "replace",
+                        "path": base + pointer("env", index, "value"),
+                        "value": f"{names.RUNTIME_MOUNT}:{value}" if value else names.RUNTIME_MOUNT,
+                    }
+                ]
         return []  # absent: added with the other variables
 
     def _worker(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
@@ -173,24 +207,36 @@ class QuantumSplitHandler(Handler):
                 ops.append({"op": "remove", "path": base + pointer("resources", section, resource)})
                 other = "limits" if section == "requests" else "requests"
                 if resource in ((container.get("resources") or {}).get(other) or {}):
-                    ops.append({"op": "remove", "path": base + pointer("resources", other, resource)})
+                    ops.append(
+                        {"op": "remove", "path": base + pointer("resources", other, resource)}
+                    )
         return ops
 
     def _priority(self, ctx: AdmissionContext) -> JsonPatch:
         """Name the class and its value: the Priority admission plugin ran before webhooks."""
         cluster = ctx.cluster
-        found = None if cluster is None else ctx.cached(
-            "priority-class", lambda: cluster.get(PRIORITY_CLASSES, names.QUANTUM_PRIORITY_CLASS))
+        found = (
+            None
+            if cluster is None
+            else ctx.cached(
+                "priority-class",
+                lambda: cluster.get(PRIORITY_CLASSES, names.QUANTUM_PRIORITY_CLASS),
+            )
+        )
         if found is None:
-            ctx.warn(f"PriorityClass {names.QUANTUM_PRIORITY_CLASS} does not exist; "
-                     "workers keep their priority (apply deploy/webhook.yaml)")
+            ctx.warn(
+                f"PriorityClass {names.QUANTUM_PRIORITY_CLASS} does not exist; "
+                "workers keep their priority (apply deploy/webhook.yaml)"
+            )
             return []
         ops: JsonPatch = [
             {"op": "add", "path": "/spec/priorityClassName", "value": names.QUANTUM_PRIORITY_CLASS},
             {"op": "add", "path": "/spec/priority", "value": int(found.get("value", 0))},
         ]
         if found.get("preemptionPolicy"):
-            ops.append({"op": "add", "path": "/spec/preemptionPolicy", "value": found["preemptionPolicy"]})
+            ops.append(
+                {"op": "add", "path": "/spec/preemptionPolicy", "value": found["preemptionPolicy"]}
+            )
         return ops
 
     @staticmethod
@@ -203,8 +249,11 @@ class QuantumSplitHandler(Handler):
         namespace = ctx.namespace
         job = pods.controller_of(pod, "Job")
         if job is None:
-            logger.info("webhook: %s pointed at PodGroup %s but has no controlling Job; left alone",
-                        pods.pod_label(pod), name)
+            logger.info(
+                "webhook: %s pointed at PodGroup %s but has no controlling Job; left alone",
+                pods.pod_label(pod),
+                name,
+            )
             return
 
         def delete() -> None:
@@ -213,12 +262,20 @@ class QuantumSplitHandler(Handler):
             if existing is None:
                 return
             if pods.controller_of(existing, "Job") != job:
-                logger.warning("webhook: %s pointed at PodGroup %s/%s, which its Job %s does not"
-                               " control; left alone", pods.pod_label(pod), namespace, name, job[0])
+                logger.warning(
+                    "webhook: %s pointed at PodGroup %s/%s, which its Job %s does not"
+                    " control; left alone",
+                    pods.pod_label(pod),
+                    namespace,
+                    name,
+                    job[0],
+                )
                 return
             try:
                 cluster.delete(PODGROUPS, name, namespace)
-                logger.info("webhook: deleted PodGroup %s/%s replaced by the quantum split", namespace, name)
+                logger.info(
+                    "webhook: deleted PodGroup %s/%s replaced by the quantum split", namespace, name
+                )
             except NotFound:
                 pass
 

@@ -65,8 +65,14 @@ def _review(uid: str, response: dict[str, Any]) -> dict[str, Any]:
 
 
 def deny(uid: str, message: str, code: int = 403, warnings: Sequence[str] = ()) -> dict[str, Any]:
-    response: dict[str, Any] = {"allowed": False, "status": {"code": code, "message": message,
-                                                             "reason": "Forbidden" if code == 403 else "BadRequest"}}
+    response: dict[str, Any] = {
+        "allowed": False,
+        "status": {
+            "code": code,
+            "message": message,
+            "reason": "Forbidden" if code == 403 else "BadRequest",
+        },
+    }
     if warnings:
         response["warnings"] = list(warnings)
     return _review(uid, response)
@@ -76,7 +82,9 @@ def allow(uid: str, patch: JsonPatch | None = None, warnings: Sequence[str] = ()
     response: dict[str, Any] = {"allowed": True}
     if patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
+        response["patch"] = base64.b64encode(
+            json.dumps(patch, separators=(",", ":")).encode()
+        ).decode()
     if warnings:
         response["warnings"] = list(warnings)
     return _review(uid, response)
@@ -179,7 +187,9 @@ class AdmissionService:
                 return deny(uid, f"fluence admission control failed: {error}")
             if refusal:
                 return deny(uid, str(refusal), warnings=ctx.warnings)
-        return self._run(uid, pod, ctx, [h for h in self.handlers if POD_RESOURCE in resources_of(h)])
+        return self._run(
+            uid, pod, ctx, [h for h in self.handlers if POD_RESOURCE in resources_of(h)]
+        )
 
     def _review_object(self, uid: str, request: dict[str, Any], key: str,
                        namespace: str) -> dict[str, Any]:
@@ -208,18 +218,28 @@ class AdmissionService:
                 ops = list(handler.mutate(obj, ctx))
                 apply_patch(obj, copy.deepcopy(ops))
             except AdmissionDenied as error:
-                return deny(uid, f"fluence webhook handler {handler.name}: {error}", warnings=ctx.warnings)
+                return deny(
+                    uid, f"fluence webhook handler {handler.name}: {error}", warnings=ctx.warnings
+                )
             except Exception as error:
-                logger.exception("webhook: handler %s raised on %s", handler.name, pods.pod_label(obj))
-                return deny(uid, f"fluence webhook handler {handler.name} failed: "
-                                 f"{type(error).__name__}: {error}", warnings=ctx.warnings)
+                logger.exception(
+                    "webhook: handler %s raised on %s", handler.name, pods.pod_label(obj)
+                )
+                return deny(
+                    uid,
+                    f"fluence webhook handler {handler.name} failed: "
+                    f"{type(error).__name__}: {error}",
+                    warnings=ctx.warnings,
+                )
             patch += ops
         if not ctx.dry_run:
             for step in ctx.deferred:
                 try:
                     step.action()
                 except Exception as error:
-                    logger.error("webhook: %s (handler %s) failed: %s", step.description, step.handler, error)
+                    logger.error(
+                        "webhook: %s (handler %s) failed: %s", step.description, step.handler, error
+                    )
                     message = error.message if isinstance(error, FluenceError) and hasattr(
                         error, "message") else str(error)
                     return deny(uid, f"fluence webhook handler {step.handler}: "

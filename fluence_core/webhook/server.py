@@ -241,7 +241,9 @@ class WebhookServer(ThreadingHTTPServer):
             self._leave(client)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        logger.debug("webhook: connection from %s ended with an error", client_address, exc_info=True)
+        logger.debug(
+            "webhook: connection from %s ended with an error", client_address, exc_info=True
+        )
 
 
 def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:

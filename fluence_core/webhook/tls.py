@@ -127,9 +127,13 @@ def patch_ca_bundle(cluster: ClusterAPI, config_name: str, ca_pem: bytes, *,
             logger.info("webhook: caBundle set on %d webhook(s) of %s", len(webhooks), config_name)
             return len(webhooks)
         except (NotFound, Conflict) as error:
-            logger.info("webhook: waiting for MutatingWebhookConfiguration %s (%s)", config_name, error)
+            logger.info(
+                "webhook: waiting for MutatingWebhookConfiguration %s (%s)", config_name, error
+            )
         time.sleep(delay)
-    raise FluenceError(f"MutatingWebhookConfiguration {config_name} never appeared; caBundle not set")
+    raise FluenceError(
+        f"MutatingWebhookConfiguration {config_name} never appeared; caBundle not set"
+    )
 
 
 def bootstrap(settings: Settings, cluster: ClusterAPI | None) -> ServingCert:

@@ -70,18 +70,33 @@ def test_one_replica_leads_schedules_and_reports(kube: KubeCluster, kube_namespa
             time.sleep(0.3)
         assert lease is not None, (tmp_path / "replica-0.log").read_text()[-2000:]
         leader = lease["spec"]["holderIdentity"]
-        kube.create("pods", {"metadata": {"name": "via-cli"}, "spec": {
-            "schedulerName": names.SCHEDULER_NAME, "nodeSelector": {"e2e-ns": kube_namespace},
-            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}]}},
-            kube_namespace)
+        kube.create(
+            "pods",
+            {
+                "metadata": {"name": "via-cli"},
+                "spec": {
+                    "schedulerName": names.SCHEDULER_NAME,
+                    "nodeSelector": {"e2e-ns": kube_namespace},
+                    "containers": [
+                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}
+                    ],
+                },
+            },
+            kube_namespace,
+        )
         while time.monotonic() < deadline + 30:
             if kube.get("pods", "via-cli", kube_namespace)["spec"].get("nodeName"):
                 break
             time.sleep(0.3)
         assert kube.get("pods", "via-cli", kube_namespace)["spec"]["nodeName"] == node
-        assert kube.get("leases", "fluence-scheduler", kube_namespace)["spec"]["holderIdentity"] == leader
+        assert (
+            kube.get("leases", "fluence-scheduler", kube_namespace)["spec"]["holderIdentity"]
+            == leader
+        )
         port = ports[int(leader.rsplit("-", 1)[1])]
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        metrics = (
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        )
         assert 'fluence_scheduling_attempts_total{result="scheduled"}' in metrics
         status = subprocess.run(_fluence("status"), env=dict(env, COLUMNS="200"),
                                 capture_output=True, text=True, timeout=60)

@@ -82,7 +82,9 @@ def _place_with_kube(kube: KubeCluster, pod: dict[str, Any], name: str) -> tuple
         kube.delete("pods", name, NAMESPACE, grace_period_seconds=0)
 
 
-def _place_with_fluence(kube: KubeCluster, pod: dict[str, Any], name: str) -> tuple[str | None, str]:
+def _place_with_fluence(
+    kube: KubeCluster, pod: dict[str, Any], name: str
+) -> tuple[str | None, str]:
     body = copy.deepcopy(pod)
     body["metadata"]["name"] = name
     body["spec"]["schedulerName"] = "fluence"

@@ -42,7 +42,13 @@ from tests.test_hybrid_flow import assert_released_worker
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = [(0.0, 7, QUEUED), (25.0, 4, QUEUED), (45.0, 2, QUEUED), (62.0, 1, QUEUED), (95.0, None, RUNNING)]
+SCRIPT = [
+    (0.0, 7, QUEUED),
+    (25.0, 4, QUEUED),
+    (45.0, 2, QUEUED),
+    (62.0, 1, QUEUED),
+    (95.0, None, RUNNING),
+]
 """The scout's task in the vendor queue: (from virtual second, position, state)."""
 RESOURCES = """
 resources:
@@ -87,8 +93,11 @@ class Flow:
     def start_webhook(self) -> None:
         cert = tls.generate(["localhost"], self.work / "tls", ip_addresses=["127.0.0.1"])
         service = build_service(self.settings, get_plugin_manager(self.settings), self.kube)
-        self.httpd = WebhookServer(("127.0.0.1", 0), service,
-                                   ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+        self.httpd = WebhookServer(
+            ("127.0.0.1", 0),
+            service,
+            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
+        )
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         self.kube.create("mutatingwebhookconfigurations", {
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
@@ -142,7 +151,9 @@ class Flow:
 
 
 @pytest.fixture
-def flow(apiserver: ApiServer, kube: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[Flow]:
+def flow(
+    apiserver: ApiServer, kube: KubeCluster, kube_namespace: str, tmp_path: Path
+) -> Iterator[Flow]:
     made = Flow(apiserver, kube, kube_namespace, tmp_path)
     yield made
     made.close()
@@ -170,12 +181,26 @@ def submit_job(flow: Flow) -> str:
     else:
         template = job["spec"]["template"]
         for index in range(4):
-            meta = {"name": f"vqe-{index}",
-                    "labels": {**template["metadata"]["labels"], names.JOB_COMPLETION_INDEX: str(index)},
-                    "annotations": {**template["metadata"]["annotations"],
-                                    names.JOB_COMPLETION_INDEX: str(index)},
-                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "vqe",
-                                         "uid": job["metadata"]["uid"], "controller": True}]}
+            meta = {
+                "name": f"vqe-{index}",
+                "labels": {
+                    **template["metadata"]["labels"],
+                    names.JOB_COMPLETION_INDEX: str(index),
+                },
+                "annotations": {
+                    **template["metadata"]["annotations"],
+                    names.JOB_COMPLETION_INDEX: str(index),
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": "vqe",
+                        "uid": job["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            }
             flow.kube.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                                       "spec": template["spec"]}, flow.ns)
         made = "test (as the job controller would)"
@@ -226,7 +251,9 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     assert scout["spec"]["serviceAccountName"] == names.SIDECAR_SERVICE_ACCOUNT
     mount = {"name": names.RUNTIME_VOLUME, "mountPath": names.RUNTIME_MOUNT}
     for container in scout["spec"]["containers"] + scout["spec"]["initContainers"]:
-        assert mount in [{k: m[k] for k in ("name", "mountPath")} for m in container["volumeMounts"]]
+        assert mount in [
+            {k: m[k] for k in ("name", "mountPath")} for m in container["volumeMounts"]
+        ]
     for name in worker_names:
         worker = flow.pod(name)
         assert worker["spec"]["schedulingGroup"]["podGroupName"] == "vqe"
@@ -235,20 +262,28 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
         assert worker["spec"]["priority"] == priority_class["value"]
         env = {e["name"] for e in worker["spec"]["containers"][0]["env"]}
         assert {names.ENV_SCOUT_JOB_ID, names.ENV_SCOUT_SESSION, names.ENV_SCOUT_STATUS} <= env
-    groups = {g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
-              for g in kube.list("podgroups", ns).items if not g["metadata"].get("deletionTimestamp")}
+    groups = {
+        g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
+        for g in kube.list("podgroups", ns).items
+        if not g["metadata"].get("deletionTimestamp")
+    }
     # The job-group handler named the group on the Job's template, so the job controller
     # (WorkloadWithJob) made no PodGroup of 4 of its own: only Fluence's two exist.
     assert groups == {"vqe-scout": 1, "vqe": 3}
     pointed = {p["spec"]["schedulingGroup"]["podGroupName"] for p in kube.list("pods", ns).items}
     assert pointed == {"vqe-scout", "vqe"}
-    flow.note(f"webhook split: scout {scout_name} -> PodGroup vqe-scout (1) with sidecar + staged runtime; "
-              f"workers {', '.join(worker_names)} -> PodGroup vqe (minCount 3), gated "
-              f"{names.QUANTUM_GATE}, priority {priority_class['value']}")
+    flow.note(
+        f"webhook split: scout {scout_name} -> PodGroup vqe-scout (1) "
+        "with sidecar + staged runtime; "
+        f"workers {', '.join(worker_names)} -> PodGroup vqe (minCount 3), gated "
+        f"{names.QUANTUM_GATE}, priority {priority_class['value']}"
+    )
 
     # -- the scheduler: the scout goes with its backend, the workers wait holding nothing ------
     flow.start_scheduler()
-    scout = wait(lambda: (p := flow.pod(scout_name))["spec"].get("nodeName") and p, "the scout bound")
+    scout = wait(
+        lambda: (p := flow.pod(scout_name))["spec"].get("nodeName") and p, "the scout bound"
+    )
     annotations = scout["metadata"]["annotations"]
     assert annotations[names.BACKEND_ANNOTATION] == "sim_qpu"
     assert annotations[names.attr_annotation("provider")] == "fake"
@@ -258,7 +293,9 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     for name in worker_names:
         worker = flow.pod(name)
         assert worker["spec"].get("nodeName") is None and worker["status"]["phase"] == "Pending"
-    assert names.JOBIDS_ANNOTATION not in (kube.get("podgroups", "vqe", ns)["metadata"].get("annotations") or {})
+    assert names.JOBIDS_ANNOTATION not in (
+        kube.get("podgroups", "vqe", ns)["metadata"].get("annotations") or {}
+    )
 
     # -- the sidecar: configured from the env the webhook injected ------------------------------
     env = container_env(scout, names.SIDECAR_CONTAINER)
@@ -275,7 +312,9 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
     sidecar_settings = load_settings()
-    as_sidecar = KubeCluster.from_token(flow.server.url, sidecar_token(flow), ca_file=flow.server.ca_file)
+    as_sidecar = KubeCluster.from_token(
+        flow.server.url, sidecar_token(flow), ca_file=flow.server.ca_file
+    )
     clock = VirtualClock()
     fake = FakeQueueProvider(clock, {scout["metadata"]["uid"]: FakeTask("fake-task/0001", SCRIPT,
                                                                         session="session-42")})
@@ -290,7 +329,9 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
         workers = [flow.pod(n) for n in worker_names]
         gated_at[now] = all(w["spec"].get("schedulingGates") for w in workers)
         if gated_at[now]:
-            assert not any(w["spec"].get("nodeName") for w in workers), "a gated worker holds a node"
+            assert not any(w["spec"].get("nodeName") for w in workers), (
+                "a gated worker holds a node"
+            )
             return
         if not finished:
             bound = wait(lambda: all(flow.pod(n)["spec"].get("nodeName") for n in worker_names),
@@ -311,18 +352,27 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     as_sidecar.close()
     for t, position in result.series:
         flow.log.append(f"[virtual {t:4g}s] vendor queue position {position}")
-    flow.log.append(f"[virtual {result.series[-1][0]:4g}s] sidecar: ready -> stamped job id/session, "
-                    f"removed gate {names.QUANTUM_GATE} from {', '.join(sorted(result.ungated))}")
+    flow.log.append(
+        f"[virtual {result.series[-1][0]:4g}s] sidecar: ready -> stamped job id/session, "
+        f"removed gate {names.QUANTUM_GATE} from {', '.join(sorted(result.ungated))}"
+    )
     assert result.outcome is Outcome.READY and result.exit_code == 0
     assert sorted(result.ungated) == sorted(worker_names)
     assert [p for _, p in result.series] == [7, 4, 2, 1]
-    assert gated_at[70] is True and gated_at[80] is False  # released by the poll at t=70 (position 1)
+    assert (
+        gated_at[70] is True and gated_at[80] is False
+    )  # released by the poll at t=70 (position 1)
     for name in worker_names:
         assert_released_worker(flow.pod(name))
     assert result.workers_finished and (runtime / names.RELEASE_MARKER_FILE).exists()
     # The workers finished: the scheduler gives their allocation back and clears the record.
-    wait(lambda: names.JOBIDS_ANNOTATION not in (kube.get("podgroups", "vqe", ns)["metadata"]
-                                                 .get("annotations") or {}), "the workers' record cleared")
+    wait(
+        lambda: (
+            names.JOBIDS_ANNOTATION
+            not in (kube.get("podgroups", "vqe", ns)["metadata"].get("annotations") or {})
+        ),
+        "the workers' record cleared",
+    )
     flow.note("workers' allocation released, PodGroup vqe record cleared")
     assert flow.pod(scout_name)["metadata"]["annotations"][names.SCOUT_STATUS_ANNOTATION] == "ready"
     with capsys.disabled():

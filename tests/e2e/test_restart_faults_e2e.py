@@ -26,6 +26,30 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_env")]
 GANGS = {"a": ["2", "2", "2", "2"], "b": ["2", "2", "1"], "c": ["2", "2", "2"]}
 
 
+class Scoped:
+    """A cluster whose listings and watches show one namespace's pods and PodGroups and the
+    nodes labelled for it: the scheduler under test leaves other tests' objects alone."""
+
+    def __init__(self, inner: Any, namespace: str) -> None:
+        self._inner = inner
+        self._ns = namespace
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def _scope(self, resource: Any, namespace: str | None, kwargs: dict[str, Any]) -> str | None:
+        if getattr(resource, "plural", resource) == "nodes":
+            kwargs.setdefault("label_selector", f"e2e-ns={self._ns}")
+            return namespace
+        return namespace or self._ns
+
+    def list(self, resource: Any, namespace: str | None = None, **kwargs: Any) -> Any:
+        return self._inner.list(resource, self._scope(resource, namespace, kwargs), **kwargs)
+
+    def watch(self, resource: Any, namespace: str | None = None, **kwargs: Any) -> Any:
+        return self._inner.watch(resource, self._scope(resource, namespace, kwargs), **kwargs)
+
+
 class Space:
     """One namespace with its own four nodes and the three gangs."""
 
@@ -49,7 +73,7 @@ class Space:
 
     def run(self, cluster: Any) -> Scheduler:
         """A scheduler that lists, restores, keeps its promises and runs one cycle."""
-        scheduler = Scheduler(cluster, load_settings())
+        scheduler = Scheduler(Scoped(cluster, self.ns), load_settings())
         scheduler.start()
         scheduler.schedule_once()
         return scheduler

@@ -39,7 +39,9 @@ class Run:
         scheduler = Scheduler(self.kube, load_settings())
         scheduler.start()
         stop = threading.Event()
-        thread = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": 0.5}, daemon=True)
+        thread = threading.Thread(
+            target=scheduler.run, args=(stop,), kwargs={"idle": 0.5}, daemon=True
+        )
         thread.start()
         self.scheduler, self._stop, self._thread = scheduler, stop, thread
         return scheduler
@@ -63,7 +65,9 @@ class Run:
         spec: dict[str, Any] = {
             "schedulerName": names.SCHEDULER_NAME,
             "nodeSelector": {"e2e-ns": self.ns},
-            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
+            ],
             **extra,
         }
         if group:
@@ -71,8 +75,14 @@ class Run:
         self.kube.create("pods", {"metadata": {"name": name}, "spec": spec}, self.ns)
 
     def gang(self, name: str, size: int, cpu: str = "1") -> None:
-        self.kube.create("podgroups", {"metadata": {"name": name},
-                                       "spec": {"schedulingPolicy": {"gang": {"minCount": size}}}}, self.ns)
+        self.kube.create(
+            "podgroups",
+            {
+                "metadata": {"name": name},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
+            },
+            self.ns,
+        )
         for i in range(size):
             self.pod(f"{name}-{i}", cpu, group=name)
 
@@ -134,7 +144,9 @@ def test_contending_gangs_one_whole_one_waiting_then_freed(run: Run) -> None:
     run.gang("b", 2, "4")
     run.wait(lambda: bool(run.events("b-0", "FailedScheduling")), "gang b told why it waits")
     assert not any(run.node_of(f"b-{i}") for i in range(2)), "gang b must not run partially"
-    run.kube.delete("pods", "a-0", run.ns, grace_period_seconds=0)  # no kubelet to confirm a graceful one
+    run.kube.delete(
+        "pods", "a-0", run.ns, grace_period_seconds=0
+    )  # no kubelet to confirm a graceful one
     run.finish("a-1")
     run.wait(lambda: all(run.node_of(f"b-{i}") for i in range(2)), "gang b bound after a finished")
 

@@ -8,9 +8,17 @@ from typing import Any
 from fluence_core.feasibility import NodeFacts, PodFacts, Snapshot
 
 
-def node(name: str, *, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
-         unschedulable: bool = False, cpu: str = "8", memory: str = "16Gi", pods: str = "110",
-         extra: dict[str, str] | None = None) -> dict[str, Any]:
+def node(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    cpu: str = "8",
+    memory: str = "16Gi",
+    pods: str = "110",
+    extra: dict[str, str] | None = None,
+) -> dict[str, Any]:
     allocatable = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
     return {
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
@@ -33,7 +41,10 @@ def pod(name: str, *, namespace: str = "default", labels: dict[str, str] | None 
     if node_name:
         body["nodeName"] = node_name
     body.update(spec)
-    return {"metadata": {"name": name, "namespace": namespace, "labels": labels or {}}, "spec": body}
+    return {
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": body,
+    }
 
 
 def facts(obj: dict[str, Any]) -> PodFacts:
@@ -61,13 +72,17 @@ def affinity(*, pod_affinity: Sequence[dict[str, Any]] = (),
              anti: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     found: dict[str, Any] = {}
     if pod_affinity:
-        found["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": list(pod_affinity)}
+        found["podAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": list(pod_affinity)
+        }
     if anti:
         found["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": list(anti)}
     return found
 
 
-def refusals(feasibility_filter: Any, pod_obj: dict[str, Any], snap: Snapshot) -> dict[str, tuple[str, ...]]:
+def refusals(
+    feasibility_filter: Any, pod_obj: dict[str, Any], snap: Snapshot
+) -> dict[str, tuple[str, ...]]:
     """Every node's reasons under one filter alone (empty tuple: the node is fine)."""
     from fluence_core.feasibility import feasible
 

@@ -20,7 +20,9 @@ def _fine(result: dict[str, tuple[str, ...]]) -> set[str]:
     return {n for n, reasons in result.items() if not reasons}
 
 
-def _run(new: dict[str, Any], existing: list[dict[str, Any]], **storage: Any) -> dict[str, tuple[str, ...]]:
+def _run(
+    new: dict[str, Any], existing: list[dict[str, Any]], **storage: Any
+) -> dict[str, tuple[str, ...]]:
     return refusals(InterPodAffinity(), new, snapshot(NODES, existing, **storage))
 
 
@@ -57,7 +59,9 @@ def test_affinity_needs_one_pod_matching_every_term() -> None:
 
 def test_affinity_looks_only_in_the_pods_namespace_by_default() -> None:
     db = pod("db", namespace="other", labels={"app": "db"}, node_name="a1")
-    assert _fine(_run(pod("web", affinity=affinity(pod_affinity=[term(APP_DB, ZONE)])), [db])) == set()
+    assert (
+        _fine(_run(pod("web", affinity=affinity(pod_affinity=[term(APP_DB, ZONE)])), [db])) == set()
+    )
     listed = term(APP_DB, ZONE, namespaces=["other"])
     assert _fine(_run(pod("web", affinity=affinity(pod_affinity=[listed])), [db])) == {"a1", "a2"}
 
@@ -86,15 +90,27 @@ def test_anti_affinity_by_hostname_is_one_per_node() -> None:
 
 
 def test_existing_pods_anti_affinity_keeps_the_pod_out() -> None:
-    guard = pod("guard", node_name="b1", affinity=affinity(anti=[term({"matchLabels": {"app": "web"}}, ZONE)]))
+    guard = pod(
+        "guard",
+        node_name="b1",
+        affinity=affinity(anti=[term({"matchLabels": {"app": "web"}}, ZONE)]),
+    )
     result = _run(pod("web", labels={"app": "web"}), [guard])
     assert result["b1"] == (EXISTING_ANTI_AFFINITY,)
     assert _fine(result) == {"a1", "a2", "nozone"}
-    assert _fine(_run(pod("other", labels={"app": "other"}), [guard])) == {"a1", "a2", "b1", "nozone"}
+    assert _fine(_run(pod("other", labels={"app": "other"}), [guard])) == {
+        "a1",
+        "a2",
+        "b1",
+        "nozone",
+    }
 
 
 def test_an_absent_label_selector_matches_no_pod() -> None:
     db = pod("db", labels={"app": "db"}, node_name="a1")
     assert _fine(_run(pod("web", affinity=affinity(anti=[term(None, ZONE)])), [db])) == {
         "a1", "a2", "b1", "nozone"}
-    assert _fine(_run(pod("web", affinity=affinity(anti=[term({}, ZONE)])), [db])) == {"b1", "nozone"}
+    assert _fine(_run(pod("web", affinity=affinity(anti=[term({}, ZONE)])), [db])) == {
+        "b1",
+        "nozone",
+    }

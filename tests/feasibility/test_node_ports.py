@@ -35,7 +35,9 @@ def _with_ports(name: str, *ports: dict[str, object], node_name: str = "",
     ({"hostPort": 80, "hostIP": "0.0.0.0"}, {"hostPort": 80, "hostIP": "10.0.0.1"}, True),
     ({"containerPort": 80}, {"hostPort": 80}, False),                       # no host port used
 ])
-def test_host_port_conflicts(existing: dict[str, object], wanted: dict[str, object], conflict: bool) -> None:
+def test_host_port_conflicts(
+    existing: dict[str, object], wanted: dict[str, object], conflict: bool
+) -> None:
     snap = snapshot([node("n"), node("m")], [_with_ports("old", existing, node_name="n")])
     result = refusals(NodePorts(), _with_ports("new", wanted), snap)
     assert result == {"n": BUSY if conflict else (), "m": ()}

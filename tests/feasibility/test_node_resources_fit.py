@@ -1,4 +1,5 @@
-"""NodeResourcesFit: millicores, memory, extended resources and pod slots, as kube-scheduler counts."""
+"""NodeResourcesFit: millicores, memory, extended resources and pod slots, as kube-scheduler counts.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from fluence_core.feasibility.node_resources_fit import NodeResourcesFit
 from tests.feasibility.kube_objects import node, pod, refusals, snapshot
 
 
-def _fit(new: dict[str, object], existing: list[dict[str, object]], **node_args: object) -> tuple[str, ...]:
+def _fit(
+    new: dict[str, object], existing: list[dict[str, object]], **node_args: object
+) -> tuple[str, ...]:
     snap = snapshot([node("n", **node_args)], existing)  # type: ignore[arg-type]
     return refusals(NodeResourcesFit(), new, snap)["n"]
 
@@ -22,7 +25,9 @@ def _fit(new: dict[str, object], existing: list[dict[str, object]], **node_args:
     ("100m", ["50m"] * 158, ()),                    # DaemonSet-sized pods subtract exactly
     ("1", ["50m"] * 141, ("Insufficient cpu",)),
 ])
-def test_cpu_is_counted_in_millicores(cpu: str, existing: list[str], expected: tuple[str, ...]) -> None:
+def test_cpu_is_counted_in_millicores(
+    cpu: str, existing: list[str], expected: tuple[str, ...]
+) -> None:
     pods = [pod(f"o{i}", cpu=c, node_name="n") for i, c in enumerate(existing)]
     assert _fit(pod("p", cpu=cpu), pods, pods="1000") == expected
 
@@ -42,7 +47,9 @@ def test_every_short_resource_is_named() -> None:
     ({"hugepages-2Mi": "6Mi"}, {"hugepages-2Mi": "4Mi"}, False),
     ({"ephemeral-storage": "2Gi"}, {"ephemeral-storage": "1Gi"}, False),
 ])
-def test_extended_resources_are_counted(requests: dict[str, str], extra: dict[str, str], fits: bool) -> None:
+def test_extended_resources_are_counted(
+    requests: dict[str, str], extra: dict[str, str], fits: bool
+) -> None:
     reasons = _fit(pod("p", requests=requests), [], extra=extra)
     assert (reasons == ()) is fits
 

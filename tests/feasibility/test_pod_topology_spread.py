@@ -13,7 +13,12 @@ WEB = {"matchLabels": {"app": "web"}}
 
 def _spread(max_skew: int = 1, key: str = ZONE, when: str = "DoNotSchedule",
             selector: dict[str, Any] | None = WEB, **extra: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": when, **extra}
+    body: dict[str, Any] = {
+        "maxSkew": max_skew,
+        "topologyKey": key,
+        "whenUnsatisfiable": when,
+        **extra,
+    }
     if selector is not None:
         body["labelSelector"] = selector
     return body
@@ -65,7 +70,11 @@ def test_other_namespaces_and_terminating_pods_do_not_count() -> None:
                 {**_web("w3", "a2"), "metadata": {"name": "w3", "namespace": "default",
                                                   "labels": {"app": "web"},
                                                   "deletionTimestamp": "2026-01-01T00:00:00Z"}}]
-    assert _fine(_run(_web("w2", topologySpreadConstraints=[_spread()]), existing)) == {"a1", "a2", "b1"}
+    assert _fine(_run(_web("w2", topologySpreadConstraints=[_spread()]), existing)) == {
+        "a1",
+        "a2",
+        "b1",
+    }
 
 
 def test_min_domains_makes_the_minimum_zero_while_domains_are_too_few() -> None:
@@ -92,8 +101,10 @@ def test_node_affinity_policy_decides_which_domains_count() -> None:
 
 
 def test_node_taints_policy_honour_leaves_untolerated_nodes_out() -> None:
-    nodes = [node("a1", labels={ZONE: "a"}, taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
-             node("b1", labels={ZONE: "b"})]
+    nodes = [
+        node("a1", labels={ZONE: "a"}, taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+        node("b1", labels={ZONE: "b"}),
+    ]
     existing = [_web("w1", "b1")]
     ignore = _run(_web("w2", topologySpreadConstraints=[_spread()]), existing, nodes)
     assert _fine(ignore) == {"a1"}

@@ -20,14 +20,17 @@ def test_summary_reads_as_kube_schedulers() -> None:
     result = feasible(facts(pod("p", cpu="4")), snapshot(_cluster()))
     assert result.nodes == []
     assert result.summary() == (
-        "0/12 nodes are available: 4 node(s) had untolerated taint {gpu: true}, 8 Insufficient cpu.")
+        "0/12 nodes are available: 4 node(s) had untolerated taint {gpu: true}, 8 Insufficient cpu."
+    )
 
 
 def test_a_node_is_refused_by_the_first_filter_only() -> None:
     # gpu nodes are also too small: only the taint is reported, as kube-scheduler stops there
     cluster = [node(f"gpu{i}", cpu="2", taints=[GPU_TAINT]) for i in range(2)]
     result = feasible(facts(pod("p", cpu="4")), snapshot(cluster))
-    assert result.refused == {f"gpu{i}": ("node(s) had untolerated taint {gpu: true}",) for i in range(2)}
+    assert result.refused == {
+        f"gpu{i}": ("node(s) had untolerated taint {gpu: true}",) for i in range(2)
+    }
 
 
 def test_tolerating_pod_uses_the_tainted_nodes() -> None:

@@ -33,7 +33,9 @@ LABELS = {"zone": "a", "size": "8", "gpu": ""}
     ("size", "Gt", ("1", "2"), False),          # Gt takes exactly one value
     ("absent", "Lt", ("9",), False),
 ])
-def test_requirement_operators(key: str, operator: str, values: tuple[str, ...], expected: bool) -> None:
+def test_requirement_operators(
+    key: str, operator: str, values: tuple[str, ...], expected: bool
+) -> None:
     assert Requirement(key, operator, values).matches(LABELS) is expected
 
 
@@ -75,28 +77,60 @@ def _expr(key: str, operator: str, *values: str) -> dict[str, Any]:
     return {"key": key, "operator": operator, "values": list(values)}
 
 
-@pytest.mark.parametrize(("selector", "name", "expected"), [
-    (_terms(), "n1", False),                                          # no terms: no node
-    (_terms({}), "n1", False),                                        # an empty term: no node
-    (_terms({"matchExpressions": [_expr("zone", "In", "a")]}), "n1", True),
-    (_terms({"matchExpressions": [_expr("zone", "In", "b")]},
-            {"matchExpressions": [_expr("size", "Gt", "4")]}), "n1", True),  # terms ORed
-    (_terms({"matchExpressions": [_expr("zone", "In", "a"), _expr("size", "Gt", "9")]}),
-     "n1", False),                                                    # requirements ANDed
-    (_terms({"matchFields": [_expr("metadata.name", "In", "n1")]}), "n1", True),
-    (_terms({"matchFields": [_expr("metadata.name", "In", "n1")]}), "n2", False),
-    (_terms({"matchFields": [_expr("metadata.name", "NotIn", "n1")]}), "n2", True),
-    (_terms({"matchFields": [_expr("metadata.name", "In", "n1", "n2")]}), "n1", False),  # one value
-    (_terms({"matchFields": [_expr("metadata.name", "Exists")]}), "n1", False),  # In/NotIn only
-    (_terms({"matchExpressions": [_expr("zone", "In", "a")],
-             "matchFields": [_expr("metadata.name", "In", "n2")]}), "n1", False),
-    (_terms({"matchExpressions": [_expr("size", "Gt", "x")]},
-            {"matchExpressions": [_expr("zone", "In", "a")]}), "n1", True),  # a broken term alone fails
-])
+@pytest.mark.parametrize(
+    ("selector", "name", "expected"),
+    [
+        (_terms(), "n1", False),  # no terms: no node
+        (_terms({}), "n1", False),  # an empty term: no node
+        (_terms({"matchExpressions": [_expr("zone", "In", "a")]}), "n1", True),
+        (
+            _terms(
+                {"matchExpressions": [_expr("zone", "In", "b")]},
+                {"matchExpressions": [_expr("size", "Gt", "4")]},
+            ),
+            "n1",
+            True,
+        ),  # terms ORed
+        (
+            _terms({"matchExpressions": [_expr("zone", "In", "a"), _expr("size", "Gt", "9")]}),
+            "n1",
+            False,
+        ),  # requirements ANDed
+        (_terms({"matchFields": [_expr("metadata.name", "In", "n1")]}), "n1", True),
+        (_terms({"matchFields": [_expr("metadata.name", "In", "n1")]}), "n2", False),
+        (_terms({"matchFields": [_expr("metadata.name", "NotIn", "n1")]}), "n2", True),
+        (
+            _terms({"matchFields": [_expr("metadata.name", "In", "n1", "n2")]}),
+            "n1",
+            False,
+        ),  # one value
+        (_terms({"matchFields": [_expr("metadata.name", "Exists")]}), "n1", False),  # In/NotIn only
+        (
+            _terms(
+                {
+                    "matchExpressions": [_expr("zone", "In", "a")],
+                    "matchFields": [_expr("metadata.name", "In", "n2")],
+                }
+            ),
+            "n1",
+            False,
+        ),
+        (
+            _terms(
+                {"matchExpressions": [_expr("size", "Gt", "x")]},
+                {"matchExpressions": [_expr("zone", "In", "a")]},
+            ),
+            "n1",
+            True,
+        ),  # a broken term alone fails
+    ],
+)
 def test_node_selector(selector: NodeSelector, name: str, expected: bool) -> None:
     assert selector.matches(name, LABELS) is expected
 
 
 def test_node_selector_names_a_bad_operator() -> None:
-    with pytest.raises(SelectorError, match=r"affinity\.nodeSelectorTerms\[0\]\.matchExpressions\[0\]"):
+    with pytest.raises(
+        SelectorError, match=r"affinity\.nodeSelectorTerms\[0\]\.matchExpressions\[0\]"
+    ):
         _terms({"matchExpressions": [_expr("zone", "Near", "a")]})

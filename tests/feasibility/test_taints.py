@@ -54,7 +54,9 @@ TOLERATE_GPU = [{"key": "gpu", "operator": "Equal", "value": "true", "effect": "
           "soft": ()}),
     (TOLERATE_GPU, {"plain": (), "gpu": (), "soft": ()}),
 ])
-def test_taint_toleration(tolerations: list[dict[str, str]], expected: dict[str, tuple[str, ...]]) -> None:
+def test_taint_toleration(
+    tolerations: list[dict[str, str]], expected: dict[str, tuple[str, ...]]
+) -> None:
     snap = snapshot([
         node("plain"),
         node("gpu", taints=[GPU_TAINT]),
@@ -65,15 +67,38 @@ def test_taint_toleration(tolerations: list[dict[str, str]], expected: dict[str,
 
 def test_no_execute_taint_blocks_too() -> None:
     snap = snapshot([node("n", taints=[{"key": "k", "value": "", "effect": "NoExecute"}])])
-    assert refusals(TaintToleration(), pod("p"), snap) == {"n": ("node(s) had untolerated taint {k: }",)}
+    assert refusals(TaintToleration(), pod("p"), snap) == {
+        "n": ("node(s) had untolerated taint {k: }",)
+    }
 
 
-@pytest.mark.parametrize(("tolerations", "refused"), [
-    ([], True),
-    ([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}], False),
-    ([{"operator": "Exists"}], False),
-    ([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoExecute"}], True),
-])
+@pytest.mark.parametrize(
+    ("tolerations", "refused"),
+    [
+        ([], True),
+        (
+            [
+                {
+                    "key": "node.kubernetes.io/unschedulable",
+                    "operator": "Exists",
+                    "effect": "NoSchedule",
+                }
+            ],
+            False,
+        ),
+        ([{"operator": "Exists"}], False),
+        (
+            [
+                {
+                    "key": "node.kubernetes.io/unschedulable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                }
+            ],
+            True,
+        ),
+    ],
+)
 def test_node_unschedulable(tolerations: list[dict[str, str]], refused: bool) -> None:
     snap = snapshot([node("cordoned", unschedulable=True), node("open")])
     result = refusals(NodeUnschedulable(), pod("p", tolerations=tolerations), snap)

@@ -35,11 +35,18 @@ def _volume(name: str, zone: str | None, *, storage_class: str = "local", size: 
 
 def _class(name: str, mode: str, provisioner: str = "kubernetes.io/no-provisioner",
            **extra: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name}, "provisioner": provisioner, "volumeBindingMode": mode, **extra}
+    return {
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": mode,
+        **extra,
+    }
 
 
 def _user(*claims: str) -> dict[str, Any]:
-    return pod("p", volumes=[{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims])
+    return pod(
+        "p", volumes=[{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims]
+    )
 
 
 def _run(new: dict[str, Any], **storage: Any) -> dict[str, tuple[str, ...]]:
@@ -71,7 +78,9 @@ def test_a_bound_volume_pins_the_pod_to_its_nodes() -> None:
 
 
 def test_a_claim_bound_to_a_missing_volume_fits_nowhere() -> None:
-    assert set(_run(_user("data"), claims=[_claim("data", volume="gone")]).values()) == {(MISSING_VOLUME,)}
+    assert set(_run(_user("data"), claims=[_claim("data", volume="gone")]).values()) == {
+        (MISSING_VOLUME,)
+    }
 
 
 def test_an_unbound_immediate_claim_waits_for_the_volume_controller() -> None:

@@ -28,18 +28,32 @@ QPU = names.extended_resource("qpu")
 SIZE = names.GROUP_SIZE_ANNOTATION
 
 
-def pod(cpu: Any = "1", *, qpu: bool = False, annotations: dict[str, Any] | None = None,
-        labels: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
+def pod(
+    cpu: Any = "1",
+    *,
+    qpu: bool = False,
+    annotations: dict[str, Any] | None = None,
+    labels: dict[str, Any] | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
     requests: dict[str, Any] = {"cpu": cpu}
     if qpu:
         requests[QPU] = "1"
     body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "default", "labels": dict(labels or {}),
-                     "annotations": dict(annotations or {})},
-        "spec": {"schedulerName": names.SCHEDULER_NAME,
-                 "containers": [{"name": "app", "image": "busybox",
-                                 "resources": {"requests": requests}}]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "default",
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {
+            "schedulerName": names.SCHEDULER_NAME,
+            "containers": [
+                {"name": "app", "image": "busybox", "resources": {"requests": requests}}
+            ],
+        },
     }
     for path, value in overrides.items():
         target = body
@@ -51,12 +65,18 @@ def pod(cpu: Any = "1", *, qpu: bool = False, annotations: dict[str, Any] | None
 
 
 def review(obj: Any = None, **request: Any) -> bytes:
-    body = {"uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "operation": "CREATE", "namespace": "default", "object": obj if obj is not None else pod()}
+    body = {
+        "uid": "u-1",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "operation": "CREATE",
+        "namespace": "default",
+        "object": obj if obj is not None else pod(),
+    }
     body.update(request)
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                       "request": body}).encode()
+    return json.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": body}
+    ).encode()
 
 
 def grouped(size: Any) -> dict[str, Any]:
@@ -71,19 +91,37 @@ BAD_BODY = [  # answered 400, before any handler runs
     Case("json-string", b'"review"', "body is not a JSON object"),
     Case("json-number", b"1e5000", "body is not a JSON object"),
     Case("json-deep", b"[" * 100_000 + b"]" * 100_000, "body is not JSON"),
-    Case("wrong-version", json.dumps({"apiVersion": "admission.k8s.io/v1beta1",
-                                      "kind": "AdmissionReview", "request": {}}).encode(),
-         "expected AdmissionReview admission.k8s.io/v1, got 'AdmissionReview' 'admission.k8s.io/v1beta1'"),
-    Case("wrong-kind", json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "Pod"}).encode(),
-         "expected AdmissionReview"),
-    Case("no-request", json.dumps({"apiVersion": "admission.k8s.io/v1",
-                                   "kind": "AdmissionReview"}).encode(), "has no request"),
-    Case("request-a-list", json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                                       "request": []}).encode(), "has no request"),
+    Case(
+        "wrong-version",
+        json.dumps(
+            {"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}
+        ).encode(),
+        "expected AdmissionReview admission.k8s.io/v1, got 'AdmissionReview'"
+        " 'admission.k8s.io/v1beta1'",
+    ),
+    Case(
+        "wrong-kind",
+        json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "Pod"}).encode(),
+        "expected AdmissionReview",
+    ),
+    Case(
+        "no-request",
+        json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(),
+        "has no request",
+    ),
+    Case(
+        "request-a-list",
+        json.dumps(
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": []}
+        ).encode(),
+        "has no request",
+    ),
     Case("no-uid", review(uid=None), "request has no uid"),
     Case("uid-empty", review(uid=""), "request has no uid"),
     Case("uid-a-number", review(uid=7), "request has no uid"),
-    Case("dry-run-string-false", review(dryRun="false"), "dryRun must be true or false, got 'false'"),
+    Case(
+        "dry-run-string-false", review(dryRun="false"), "dryRun must be true or false, got 'false'"
+    ),
     Case("dry-run-number", review(dryRun=0), "dryRun must be true or false, got 0"),
     Case("dry-run-list", review(dryRun=[True]), "dryRun must be true or false"),
 ]
@@ -91,11 +129,18 @@ BAD_BODY = [  # answered 400, before any handler runs
 DENIED = [  # answered 200 with allowed=false and a message naming the fault
     Case("cpu-1e5000-quantum", review(pod("1e5000", qpu=True)), "quantity '1e5000' is too large"),
     Case("cpu-1e18-quantum", review(pod("1e18", qpu=True)), "quantity '1e18' is too large"),
-    Case("cpu-1e10000000-quantum", review(pod("1e10000000", qpu=True)),
-         "quantity '1e10000000' is too large"),
+    Case(
+        "cpu-1e10000000-quantum",
+        review(pod("1e10000000", qpu=True)),
+        "quantity '1e10000000' is too large",
+    ),
     Case("cpu-negative-quantum", review(pod("-1", qpu=True)), "quantity '-1' is negative"),
     Case("cpu-text-quantum", review(pod("lots", qpu=True)), "not a Kubernetes quantity: 'lots'"),
-    Case("group-size-arabic", review(grouped("\u0663")), "group-size='\u0663' must be a positive integer"),
+    Case(
+        "group-size-arabic",
+        review(grouped("\u0663")),
+        "group-size='\u0663' must be a positive integer",
+    ),
     Case("group-size-underscore", review(grouped("4_000")), "group-size='4_000' must be"),
     Case("group-size-zero", review(grouped("0")), "group-size='0' must be"),
     Case("group-size-negative", review(grouped("-3")), "group-size='-3' must be"),
@@ -106,35 +151,79 @@ DENIED = [  # answered 200 with allowed=false and a message naming the fault
     Case("group-size-empty", review(grouped("")), "group-size='' must be"),
     Case("group-size-past-limit", review(grouped("100001")), "at most 100000"),
     Case("group-size-huge", review(grouped("9" * 5000)), "group-size='9999.*must be"),
-    Case("group-name-upper", review(pod(labels={names.GROUP_LABEL: "Gang_A"})),
-         "group 'Gang_A' must be a lower-case DNS name"),
-    Case("group-name-dot-end", review(pod(labels={names.GROUP_LABEL: "gang."})),
-         "group 'gang.' must be"),
-    Case("group-name-too-long", review(pod(labels={names.GROUP_LABEL: "g" * 250})),
-         "must be a lower-case DNS name of at most"),
-    Case("coordination-unknown", review(pod(qpu=True, labels={names.GROUP_LABEL: "g"},
-                                            annotations={names.COORDINATION_ANNOTATION: "chaos"})),
-         "coordination='chaos'"),
+    Case(
+        "group-name-upper",
+        review(pod(labels={names.GROUP_LABEL: "Gang_A"})),
+        "group 'Gang_A' must be a lower-case DNS name",
+    ),
+    Case(
+        "group-name-dot-end",
+        review(pod(labels={names.GROUP_LABEL: "gang."})),
+        "group 'gang.' must be",
+    ),
+    Case(
+        "group-name-too-long",
+        review(pod(labels={names.GROUP_LABEL: "g" * 250})),
+        "must be a lower-case DNS name of at most",
+    ),
+    Case(
+        "coordination-unknown",
+        review(
+            pod(
+                qpu=True,
+                labels={names.GROUP_LABEL: "g"},
+                annotations={names.COORDINATION_ANNOTATION: "chaos"},
+            )
+        ),
+        "coordination='chaos'",
+    ),
     Case("metadata-a-list", review(pod(metadata=["p"])), "pod metadata is not an object"),
-    Case("init-containers-a-mapping", review(pod(spec__initContainers={"name": "x"})),
-         r"spec\.initContainers is not a list"),
-    Case("limits-a-list", review(pod(spec__containers=[{"name": "a", "resources": {"limits": [1]}}])),
-         r"spec\.containers\[0\]\.resources\.limits is not an object"),
+    Case(
+        "init-containers-a-mapping",
+        review(pod(spec__initContainers={"name": "x"})),
+        r"spec\.initContainers is not a list",
+    ),
+    Case(
+        "limits-a-list",
+        review(pod(spec__containers=[{"name": "a", "resources": {"limits": [1]}}])),
+        r"spec\.containers\[0\]\.resources\.limits is not an object",
+    ),
     Case("group-label-a-number", review(pod(labels={names.GROUP_LABEL: 7})), "group '7' must be"),
-    Case("spec-a-list", review({"kind": "Pod", "metadata": {"name": "p"}, "spec": []}),
-         "the request carries no Pod object"),
+    Case(
+        "spec-a-list",
+        review({"kind": "Pod", "metadata": {"name": "p"}, "spec": []}),
+        "the request carries no Pod object",
+    ),
     Case("object-a-string", review("pod"), "the request carries no Pod object"),
     Case("object-missing", review(object=None), "the request carries no Pod object"),
-    Case("object-another-kind", review({"kind": "Secret", "spec": {}}),
-         "the request carries no Pod object"),
+    Case(
+        "object-another-kind",
+        review({"kind": "Secret", "spec": {}}),
+        "the request carries no Pod object",
+    ),
     Case("containers-a-string", review(pod(spec__containers="app")), "containers"),
     Case("container-a-string", review(pod(spec__containers=["app"])), "container"),
-    Case("resources-a-list", review(pod(qpu=True, spec__containers=[
-        {"name": "app", "resources": [QPU]}])), "resources"),
-    Case("requests-a-string", review(pod(qpu=True, spec__containers=[
-        {"name": "app", "resources": {"requests": "qpu", "limits": {QPU: "1"}}}])), "requests"),
+    Case(
+        "resources-a-list",
+        review(pod(qpu=True, spec__containers=[{"name": "app", "resources": [QPU]}])),
+        "resources",
+    ),
+    Case(
+        "requests-a-string",
+        review(
+            pod(
+                qpu=True,
+                spec__containers=[
+                    {"name": "app", "resources": {"requests": "qpu", "limits": {QPU: "1"}}}
+                ],
+            )
+        ),
+        "requests",
+    ),
     Case("labels-a-list", review(pod(metadata__labels=["a"])), "labels"),
-    Case("namespace-missing", review(namespace=None), "request.namespace 'None' is not a namespace"),
+    Case(
+        "namespace-missing", review(namespace=None), "request.namespace 'None' is not a namespace"
+    ),
     Case("namespace-empty", review(namespace=""), "request.namespace '' is not a namespace"),
     Case("namespace-path", review(namespace="../victim"), "request.namespace '../victim' is not"),
     Case("namespace-a-list", review(namespace=["a"]), r"request.namespace \"\['a'\]\" is not"),
@@ -146,8 +235,15 @@ DENIED = [  # answered 200 with allowed=false and a message naming the fault
 def service() -> AdmissionService:
     cluster = FakeCluster()
     for name in ("n0", "n1"):
-        cluster.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-                               "status": {"allocatable": {"cpu": "4", "memory": "16Gi"}}})
+        cluster.create(
+            NODES,
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name},
+                "status": {"allocatable": {"cpu": "4", "memory": "16Gi"}},
+            },
+        )
     settings = load_settings(runtime_image="example.org/fluence:test")
     return build_service(settings, get_plugin_manager(settings), cluster)
 
@@ -159,7 +255,8 @@ def _still_serving(service: AdmissionService) -> None:
 
 @pytest.mark.parametrize("case", cases(BAD_BODY))
 def test_a_body_that_is_no_admission_review_gets_a_400_naming_why(
-        case: Case, service: AdmissionService) -> None:
+    case: Case, service: AdmissionService
+) -> None:
     outcome = service.review(case.input)
     assert outcome.status == 400
     assert outcome.response["allowed"] is False
@@ -177,7 +274,9 @@ def test_a_hostile_pod_is_refused_naming_the_fault(case: Case, service: Admissio
     _still_serving(service)
 
 
-def test_the_objects_own_namespace_is_never_where_the_webhook_acts(service: AdmissionService) -> None:
+def test_the_objects_own_namespace_is_never_where_the_webhook_acts(
+    service: AdmissionService,
+) -> None:
     """A pod claiming namespace "victim" in a review for "default" makes its PodGroup in
     "default": the API server names the namespace, the object does not."""
     forged = pod(labels={names.GROUP_LABEL: "g"}, annotations={SIZE: "2"})

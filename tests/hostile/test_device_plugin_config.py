@@ -26,13 +26,22 @@ CASES = [
     Case("type-space", "resources: [{type: 'q pu'}]\n", "type 'q pu' must be"),
     Case("type-number", "resources: [{type: 5}]\n", "type must be a string"),
     Case("count-zero", "resources: [{type: qpu, count: 0}]\n", "count must be an integer from 1"),
-    Case("count-billion", "resources: [{type: qpu, count: 1000000000}]\n", "count must be an integer"),
+    Case(
+        "count-billion", "resources: [{type: qpu, count: 1000000000}]\n", "count must be an integer"
+    ),
     Case("duplicate-names", "resources: [{type: qpu}, {type: qpu}]\n", "already used"),
     Case("not-yaml", "resources: [\n", "not valid YAML"),
     Case("not-a-mapping", "[qpu]\n", "expected a mapping"),
-    Case("alias-bomb", "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"b{i}: &b{i} [" + ", ".join([f"*{'a' if i == 0 else f'b{i - 1}'}"] * 10) + "]\n"
-        for i in range(8)) + "resources: []\n", "expands to more than"),
+    Case(
+        "alias-bomb",
+        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(
+            f"b{i}: &b{i} [" + ", ".join([f"*{'a' if i == 0 else f'b{i - 1}'}"] * 10) + "]\n"
+            for i in range(8)
+        )
+        + "resources: []\n",
+        "expands to more than",
+    ),
     Case("too-deep", "resources: " + "[" * 80 + "]" * 80 + "\n", "nested deeper"),
     Case("collide-env", "resources: [{type: q, attributes: {a-b: 1, a_b: 2}}]\n", "FLUXION_A_B"),
 ]
@@ -63,7 +72,8 @@ def test_a_hostile_config_is_refused_at_start_naming_the_fault(case: Case, folde
 
 @pytest.mark.parametrize("case", cases(CASES))
 def test_a_hostile_edit_keeps_the_last_good_types_served(
-        case: Case, folder: Path, caplog: pytest.LogCaptureFixture) -> None:
+    case: Case, folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     config = folder / "config" / "resources.yaml"
     config.write_text(GOOD)
     manager = DevicePluginManager(folder / "dp", config, 10)
@@ -73,8 +83,9 @@ def test_a_hostile_edit_keeps_the_last_good_types_served(
         with caplog.at_level(logging.ERROR, logger="fluence"):
             manager.reconcile()
         messages = [r.getMessage() for r in caplog.records]
-        assert any("keeping types ['qdevice', 'qpu']" in m and re.search(case.expect, m)
-                   for m in messages), messages
+        assert any(
+            "keeping types ['qdevice', 'qpu']" in m and re.search(case.expect, m) for m in messages
+        ), messages
         assert manager.types == ["qdevice", "qpu"]
         assert _sockets(folder / "dp") == ["fluence-qdevice.sock", "fluence-qpu.sock"]
         config.write_text(GOOD.replace("qpu", "qbit"))

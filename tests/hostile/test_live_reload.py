@@ -27,28 +27,47 @@ QPU = "fluxion.flux-framework.org/qpu"
 GOOD = "resources:\n  - type: qpu\n    name: cepheus\n    count: 2\n"
 
 CASES = [
-    Case("parent-not-a-node", "resources: [{type: qpu, name: cepheus, count: 2, parent: n9}]\n",
-         "unknown parent 'n9'"),
-    Case("held-type-removed", "resources: [{type: licence}]\n",
-         "cannot hold what is held now"),
-    Case("held-count-shrunk", "resources: [{type: qpu, name: cepheus, count: 1}]\n"
-         "  # two are held\n", "cannot hold what is held now"),
-    Case("held-backend-renamed", "resources: [{type: qpu, name: ankaa, count: 2}]\n",
-         "cannot hold what is held now"),
+    Case(
+        "parent-not-a-node",
+        "resources: [{type: qpu, name: cepheus, count: 2, parent: n9}]\n",
+        "unknown parent 'n9'",
+    ),
+    Case("held-type-removed", "resources: [{type: licence}]\n", "cannot hold what is held now"),
+    Case(
+        "held-count-shrunk",
+        "resources: [{type: qpu, name: cepheus, count: 1}]\n  # two are held\n",
+        "cannot hold what is held now",
+    ),
+    Case(
+        "held-backend-renamed",
+        "resources: [{type: qpu, name: ankaa, count: 2}]\n",
+        "cannot hold what is held now",
+    ),
     Case("not-yaml", "resources: [\n", "not valid YAML"),
     Case("deep-nesting", "resources: " + "[" * 500 + "]" * 500 + "\n", "nested deeper"),
-    Case("alias-bomb", "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"b{i}: &b{i} [" + ", ".join([f"*{'a' if i == 0 else f'b{i - 1}'}"] * 10) + "]\n"
-        for i in range(8)) + "resources: []\n", "expands to more than"),
-    Case("duplicate-names", "resources: [{type: qpu, name: c}, {type: qpu, name: c}]\n",
-         "already used"),
+    Case(
+        "alias-bomb",
+        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(
+            f"b{i}: &b{i} [" + ", ".join([f"*{'a' if i == 0 else f'b{i - 1}'}"] * 10) + "]\n"
+            for i in range(8)
+        )
+        + "resources: []\n",
+        "expands to more than",
+    ),
+    Case(
+        "duplicate-names",
+        "resources: [{type: qpu, name: c}, {type: qpu, name: c}]\n",
+        "already used",
+    ),
     Case("type-dotdot", "resources: [{type: ..}]\n", "must be at most 63"),
     Case("count-huge", "resources: [{type: qpu, count: 1000000000}]\n", "count must be an integer"),
     Case("yaml11-bool-count", "resources: [{type: qpu, count: yes}]\n", "got 'yes'"),
     Case("top-level-list", "- type: qpu\n", "expected a mapping"),
     Case("unknown-key", "resources: [{type: qpu, cuont: 2}]\n", r"unknown keys \['cuont'\]"),
-    Case("env-collision", "resources: [{type: qpu, attributes: {x-y: 1, X_Y: 2}}]\n",
-         "FLUXION_X_Y"),
+    Case(
+        "env-collision", "resources: [{type: qpu, attributes: {x-y: 1, X_Y: 2}}]\n", "FLUXION_X_Y"
+    ),
 ]
 BYTES = [
     Case("invalid-utf8", b"resources: [{type: q\xff}]\n", "not UTF-8"),
@@ -64,9 +83,13 @@ class Running:
         self.path = path
         cluster = FakeCluster()
         self.h = Harness(cluster, parse_resource_config(GOOD, str(path)))
-        self.h.add(node("n0", cpu=4), node("n1", cpu=4),
-                   pod("q1", requests={QPU: "1"}), pod("q2", requests={QPU: "1"}),
-                   pod("theirs", "2", scheduler="default-scheduler", node_name="n0"))
+        self.h.add(
+            node("n0", cpu=4),
+            node("n1", cpu=4),
+            pod("q1", requests={QPU: "1"}),
+            pod("q2", requests={QPU: "1"}),
+            pod("theirs", "2", scheduler="default-scheduler", node_name="n0"),
+        )
         self.h.cycle()
         assert self.h.node_of("q1") and self.h.node_of("q2")
 
@@ -77,7 +100,8 @@ class Running:
 
 @pytest.mark.parametrize("case", cases(CASES + BYTES))
 def test_a_hostile_live_edit_is_logged_and_the_old_state_stays_whole(
-        case: Case, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    case: Case, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     running = Running(tmp_path / "resources.yaml")
     before = running.state()
     if isinstance(case.input, bytes):
@@ -87,7 +111,9 @@ def test_a_hostile_live_edit_is_logged_and_the_old_state_stays_whole(
     with caplog.at_level(logging.ERROR, logger="fluence"):
         assert apply_resources(running.path, running.h.scheduler) is False
     messages = [r.getMessage() for r in caplog.records]
-    assert any("keeping the old graph" in m and re.search(case.expect, m) for m in messages), messages
+    assert any("keeping the old graph" in m and re.search(case.expect, m) for m in messages), (
+        messages
+    )
     assert running.state() == before, "graph, allocations and pins are untouched"
     # The loop goes on: a finished pod frees its cores, new pods are placed.
     running.h.finish("q1")
@@ -103,7 +129,8 @@ def test_a_hostile_live_edit_is_logged_and_the_old_state_stays_whole(
 
 
 def test_a_vanished_file_is_logged_and_the_old_state_stays_whole(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     running = Running(tmp_path / "resources.yaml")
     before = running.state()
     running.path.unlink()

@@ -37,10 +37,16 @@ CASES = [
     Case("resources-a-string", "resources: qpu\n", "resources: expected a list"),
     Case("entry-a-string", "resources: [qpu]\n", r"resources\[0\]: expected a mapping"),
     Case("entry-a-list", "resources: [[qpu]]\n", r"resources\[0\]: expected a mapping"),
-    Case("unknown-entry-key", "resources: [{type: qpu, colour: red}]\n",
-         r"resources\[0\]: unknown keys \['colour'\]"),
-    Case("duplicate-key", "resources:\n  - type: qpu\n    type: qdevice\n",
-         "key 'type' appears twice"),
+    Case(
+        "unknown-entry-key",
+        "resources: [{type: qpu, colour: red}]\n",
+        r"resources\[0\]: unknown keys \['colour'\]",
+    ),
+    Case(
+        "duplicate-key",
+        "resources:\n  - type: qpu\n    type: qdevice\n",
+        "key 'type' appears twice",
+    ),
     Case("duplicate-top-key", "resources: []\nresources: []\n", "key 'resources' appears twice"),
     # -- types ------------------------------------------------------------------------
     Case("missing-type", "resources: [{name: x}]\n", r"resources\[0\]: missing 'type'"),
@@ -62,14 +68,25 @@ CASES = [
     # -- names --------------------------------------------------------------------------
     Case("name-slash", "resources: [{type: qpu, name: a/b}]\n", "name 'a/b' must be"),
     Case("name-dotdot", "resources: [{type: qpu, name: ..}]\n", r"name '\.\.' must be"),
-    Case("name-too-long", "resources: [{type: qpu, name: " + "n" * 70 + "}]\n", "must be at most 63"),
+    Case(
+        "name-too-long", "resources: [{type: qpu, name: " + "n" * 70 + "}]\n", "must be at most 63"
+    ),
     Case("name-number", "resources: [{type: qpu, name: 12}]\n", "name must be a string, got 12"),
-    Case("duplicate-backend", "resources: [{type: qpu, name: a}, {type: qpd, name: a}]\n",
-         r"resources\[1\]: name 'a' is already used by resources\[0\]"),
-    Case("duplicate-default-name", "resources: [{type: qpu}, {type: qpu}]\n",
-         "name 'qpu' is already used"),
-    Case("duplicate-child", "resources:\n  - type: d\n    with: [{type: qpu}, {type: qpu}]\n",
-         r"resources\[0\]\.with\[1\]: name 'qpu' is already used"),
+    Case(
+        "duplicate-backend",
+        "resources: [{type: qpu, name: a}, {type: qpd, name: a}]\n",
+        r"resources\[1\]: name 'a' is already used by resources\[0\]",
+    ),
+    Case(
+        "duplicate-default-name",
+        "resources: [{type: qpu}, {type: qpu}]\n",
+        "name 'qpu' is already used",
+    ),
+    Case(
+        "duplicate-child",
+        "resources:\n  - type: d\n    with: [{type: qpu}, {type: qpu}]\n",
+        r"resources\[0\]\.with\[1\]: name 'qpu' is already used",
+    ),
     # -- counts -------------------------------------------------------------------------
     Case("count-zero", "resources: [{type: qpu, count: 0}]\n", "count must be an integer from 1"),
     Case("count-negative", "resources: [{type: qpu, count: -1}]\n", "got -1"),
@@ -80,58 +97,123 @@ CASES = [
     Case("count-underscore", "resources: [{type: qpu, count: 4_000}]\n", "got '4_000'"),
     Case("count-bool", "resources: [{type: qpu, count: true}]\n", "got True"),
     Case("count-inf", "resources: [{type: qpu, count: .inf}]\n", "got inf"),
-    Case("count-long-int", "resources: [{type: qpu, count: " + "9" * 5000 + "}]\n",
-         "integer longer than 64 digits"),
-    Case("tree-too-big",
-         "resources:\n  - type: a\n    count: 10000\n    with: [{type: b, count: 10000}]\n",
-         "expand to 100010000 virtual vertices"),
+    Case(
+        "count-long-int",
+        "resources: [{type: qpu, count: " + "9" * 5000 + "}]\n",
+        "integer longer than 64 digits",
+    ),
+    Case(
+        "tree-too-big",
+        "resources:\n  - type: a\n    count: 10000\n    with: [{type: b, count: 10000}]\n",
+        "expand to 100010000 virtual vertices",
+    ),
     # -- parents ------------------------------------------------------------------------
-    Case("parent-on-child", "resources:\n  - type: d\n    with: [{type: q, parent: n0}]\n",
-         "'parent' is only allowed on top-level entries"),
-    Case("parent-bad-name", "resources: [{type: q, parent: 'N0_bad'}]\n",
-         "parent 'N0_bad' is neither 'cluster' nor a valid node name"),
+    Case(
+        "parent-on-child",
+        "resources:\n  - type: d\n    with: [{type: q, parent: n0}]\n",
+        "'parent' is only allowed on top-level entries",
+    ),
+    Case(
+        "parent-bad-name",
+        "resources: [{type: q, parent: 'N0_bad'}]\n",
+        "parent 'N0_bad' is neither 'cluster' nor a valid node name",
+    ),
     Case("parent-number", "resources: [{type: q, parent: 3}]\n", "parent '3' is neither"),
     Case("parent-path", "resources: [{type: q, parent: ../n0}]\n", "parent '../n0' is neither"),
     # -- attributes ---------------------------------------------------------------------
-    Case("attributes-list", "resources: [{type: q, attributes: [a]}]\n",
-         r"attributes: expected a mapping"),
-    Case("attribute-nested", "resources: [{type: q, attributes: {a: {b: 1}}}]\n",
-         "attribute values must be scalars"),
-    Case("attribute-key-number", "resources: [{type: q, attributes: {1: x}}]\n",
-         "attribute key must be a string, got 1"),
-    Case("attribute-key-space", "resources: [{type: q, attributes: {'a b': x}}]\n",
-         "attribute key 'a b' must be"),
-    Case("attribute-key-too-long", "resources: [{type: q, attributes: {" + "k" * 59 + ": x}}]\n",
-         "must be at most 58"),
-    Case("attribute-key-backend", "resources: [{type: q, attributes: {backend: x}}]\n",
-         "'backend' is set by Fluence itself"),
-    Case("attribute-collision-dash-underscore",
-         "resources: [{type: q, attributes: {a-b: x, a_b: y}}]\n",
-         "attribute keys 'a-b' and 'a_b' both become the environment variable FLUXION_A_B"),
-    Case("attribute-collision-case", "resources: [{type: q, attributes: {A.B: x, a-b: y}}]\n",
-         "both become the environment variable FLUXION_A_B"),
-    Case("attribute-collision-across-entries",
-         "resources: [{type: q, attributes: {x.y: 1}}, {type: r, attributes: {X_Y: 2}}]\n",
-         "'x.y' and 'X_Y' both become"),
-    Case("attribute-value-too-long", "resources: [{type: q, attributes: {a: " + "v" * 1100 + "}}]\n",
-         "printable text of at most 1024"),
-    Case("attribute-value-newline", 'resources: [{type: q, attributes: {a: "x\\ny"}}]\n',
-         "printable text"),
-    Case("registry-unknown", "resources: [{type: q, attributes: nope}]\n",
-         "unknown attributes 'nope'"),
-    Case("registry-a-list", "attributes: [a]\nresources: []\n",
-         "attributes: expected a mapping of named attribute sets"),
-    Case("registry-name-bad", "attributes: {'a b': {x: 1}}\nresources: []\n",
-         "attribute set name 'a b' must be"),
-    Case("registry-entry-scalar", "attributes: {aws: 3}\nresources: []\n",
-         "attributes.aws: expected a mapping of attribute values"),
+    Case(
+        "attributes-list",
+        "resources: [{type: q, attributes: [a]}]\n",
+        r"attributes: expected a mapping",
+    ),
+    Case(
+        "attribute-nested",
+        "resources: [{type: q, attributes: {a: {b: 1}}}]\n",
+        "attribute values must be scalars",
+    ),
+    Case(
+        "attribute-key-number",
+        "resources: [{type: q, attributes: {1: x}}]\n",
+        "attribute key must be a string, got 1",
+    ),
+    Case(
+        "attribute-key-space",
+        "resources: [{type: q, attributes: {'a b': x}}]\n",
+        "attribute key 'a b' must be",
+    ),
+    Case(
+        "attribute-key-too-long",
+        "resources: [{type: q, attributes: {" + "k" * 59 + ": x}}]\n",
+        "must be at most 58",
+    ),
+    Case(
+        "attribute-key-backend",
+        "resources: [{type: q, attributes: {backend: x}}]\n",
+        "'backend' is set by Fluence itself",
+    ),
+    Case(
+        "attribute-collision-dash-underscore",
+        "resources: [{type: q, attributes: {a-b: x, a_b: y}}]\n",
+        "attribute keys 'a-b' and 'a_b' both become the environment variable FLUXION_A_B",
+    ),
+    Case(
+        "attribute-collision-case",
+        "resources: [{type: q, attributes: {A.B: x, a-b: y}}]\n",
+        "both become the environment variable FLUXION_A_B",
+    ),
+    Case(
+        "attribute-collision-across-entries",
+        "resources: [{type: q, attributes: {x.y: 1}}, {type: r, attributes: {X_Y: 2}}]\n",
+        "'x.y' and 'X_Y' both become",
+    ),
+    Case(
+        "attribute-value-too-long",
+        "resources: [{type: q, attributes: {a: " + "v" * 1100 + "}}]\n",
+        "printable text of at most 1024",
+    ),
+    Case(
+        "attribute-value-newline",
+        'resources: [{type: q, attributes: {a: "x\\ny"}}]\n',
+        "printable text",
+    ),
+    Case(
+        "registry-unknown",
+        "resources: [{type: q, attributes: nope}]\n",
+        "unknown attributes 'nope'",
+    ),
+    Case(
+        "registry-a-list",
+        "attributes: [a]\nresources: []\n",
+        "attributes: expected a mapping of named attribute sets",
+    ),
+    Case(
+        "registry-name-bad",
+        "attributes: {'a b': {x: 1}}\nresources: []\n",
+        "attribute set name 'a b' must be",
+    ),
+    Case(
+        "registry-entry-scalar",
+        "attributes: {aws: 3}\nresources: []\n",
+        "attributes.aws: expected a mapping of attribute values",
+    ),
     # -- nesting and expansion ---------------------------------------------------------
     Case("with-a-mapping", "resources: [{type: q, with: {type: r}}]\n", r"\.with: expected a list"),
-    Case("with-too-deep", "resources:\n" + "".join(
-        "  " * i + "  - type: t" + str(i) + "\n" + "  " * i + "    with:\n" for i in range(33))
-        + "  " * 33 + "  - type: leaf\n", "nested deeper than"),
+    Case(
+        "with-too-deep",
+        "resources:\n"
+        + "".join(
+            "  " * i + "  - type: t" + str(i) + "\n" + "  " * i + "    with:\n" for i in range(33)
+        )
+        + "  " * 33
+        + "  - type: leaf\n",
+        "nested deeper than",
+    ),
     Case("alias-bomb", _bomb(9), "expands to more than"),
-    Case("alias-recursive", "a: &a [*a]\nresources: []\n", "alias refers to a collection inside itself"),
+    Case(
+        "alias-recursive",
+        "a: &a [*a]\nresources: []\n",
+        "alias refers to a collection inside itself",
+    ),
     Case("flow-too-deep", "resources: " + "[" * 70 + "]" * 70 + "\n", "nested deeper"),
 ]
 

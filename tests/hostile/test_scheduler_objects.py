@@ -29,22 +29,44 @@ def shaped(name: str, **spec: Any) -> dict[str, Any]:
 
 
 PENDING = [  # pending pods of ours: refused with an event on the pod
-    Case("cpu-1e5000", pod("h", "1e5000"), r"pod h, container app, cpu: quantity '1e5000' is too large"),
+    Case(
+        "cpu-1e5000",
+        pod("h", "1e5000"),
+        r"pod h, container app, cpu: quantity '1e5000' is too large",
+    ),
     Case("cpu-1e18", pod("h", "1e18"), "quantity '1e18' is too large"),
     Case("cpu-1e10000000", pod("h", "1e10000000"), "quantity '1e10000000' is too large"),
     Case("cpu-negative", pod("h", "-2"), "quantity '-2' is negative"),
     Case("cpu-text", pod("h", "lots"), "not a Kubernetes quantity: 'lots'"),
     Case("memory-9Ei", pod("h", requests={"memory": "9Ei"}), "memory: quantity '9Ei' is too large"),
-    Case("many-containers-overflow", shaped("h", containers=[
-        {"name": f"c{i}", "resources": {"requests": {"cpu": "9000000000000000"}}} for i in range(3)]),
-        "cpu requests add up to more than int64 milli-units"),
+    Case(
+        "many-containers-overflow",
+        shaped(
+            "h",
+            containers=[
+                {"name": f"c{i}", "resources": {"requests": {"cpu": "9000000000000000"}}}
+                for i in range(3)
+            ],
+        ),
+        "cpu requests add up to more than int64 milli-units",
+    ),
     Case("containers-a-string", shaped("h", containers="app"), "spec.containers is not a list"),
     Case("container-a-number", shaped("h", containers=[7]), "a container is not a mapping"),
-    Case("requests-a-list", shaped("h", containers=[{"name": "a", "resources": {"requests": [1]}}]),
-         "resources.requests is not a mapping"),
-    Case("init-containers-a-mapping", shaped("h", initContainers={"a": 1}),
-         "spec.initContainers is not a list"),
-    Case("node-selector-a-list", shaped("h", nodeSelector=["a"]), "spec.nodeSelector is not a mapping"),
+    Case(
+        "requests-a-list",
+        shaped("h", containers=[{"name": "a", "resources": {"requests": [1]}}]),
+        "resources.requests is not a mapping",
+    ),
+    Case(
+        "init-containers-a-mapping",
+        shaped("h", initContainers={"a": 1}),
+        "spec.initContainers is not a list",
+    ),
+    Case(
+        "node-selector-a-list",
+        shaped("h", nodeSelector=["a"]),
+        "spec.nodeSelector is not a mapping",
+    ),
 ]
 
 LOGGED = [  # other objects: logged with the object named, the rest goes on
@@ -52,12 +74,21 @@ LOGGED = [  # other objects: logged with the object named, the rest goes on
     Case("node-cpu-negative", node("bad", cpu="-4"), "node bad: quantity '-4' is negative"),
     Case("node-cpu-past-limit", node("bad", cpu="100000"), "node bad: cpu 100000 is more than"),
     Case("node-memory-text", node("bad", memory="lots"), "node bad: not a Kubernetes quantity"),
-    Case("node-taints-a-mapping", node("bad", spec={"taints": {"a": 1}}),
-         "node bad: spec.taints is not a list"),
-    Case("foreign-bound-1e18", pod("h", "1e18", scheduler="default-scheduler", node_name="n0"),
-         "pod default/h on n0 is not subtracted from its node: .*too large"),
-    Case("foreign-bound-garbled", shaped("h", schedulerName="default-scheduler", nodeName="n0",
-                                         containers="x"), "pod default/h on n0 is not subtracted"),
+    Case(
+        "node-taints-a-mapping",
+        node("bad", spec={"taints": {"a": 1}}),
+        "node bad: spec.taints is not a list",
+    ),
+    Case(
+        "foreign-bound-1e18",
+        pod("h", "1e18", scheduler="default-scheduler", node_name="n0"),
+        "pod default/h on n0 is not subtracted from its node: .*too large",
+    ),
+    Case(
+        "foreign-bound-garbled",
+        shaped("h", schedulerName="default-scheduler", nodeName="n0", containers="x"),
+        "pod default/h on n0 is not subtracted",
+    ),
 ]
 
 
@@ -84,11 +115,15 @@ def test_a_hostile_pending_pod_waits_with_a_reason_and_the_rest_is_placed(case: 
     h.add(node("n0", cpu=4))
     _add(cluster, case.input)
     h.cycle()
-    messages = [e.get("message", "") for e in cluster.events(reason="FailedScheduling",
-                                                             involved_name="h")]
+    messages = [
+        e.get("message", "") for e in cluster.events(reason="FailedScheduling", involved_name="h")
+    ]
     assert any(re.search(case.expect, m) for m in messages), messages
-    condition = [c for c in cluster.get(PODS, "h", "default")["status"].get("conditions") or []
-                 if c["type"] == "PodScheduled"]
+    condition = [
+        c
+        for c in cluster.get(PODS, "h", "default")["status"].get("conditions") or []
+        if c["type"] == "PodScheduled"
+    ]
     assert condition and condition[0]["status"] == "False"
     _ordinary_pods_keep_being_placed(h)
     assert h.node_of("h") is None
@@ -96,7 +131,8 @@ def test_a_hostile_pending_pod_waits_with_a_reason_and_the_rest_is_placed(case: 
 
 @pytest.mark.parametrize("case", cases(LOGGED))
 def test_a_hostile_object_is_logged_by_name_and_the_rest_is_placed(
-        case: Case, caplog: pytest.LogCaptureFixture) -> None:
+    case: Case, caplog: pytest.LogCaptureFixture
+) -> None:
     cluster = FakeCluster()
     with caplog.at_level(logging.WARNING, logger="fluence"):
         h = Harness(cluster)

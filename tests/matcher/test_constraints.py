@@ -27,7 +27,13 @@ def test_hostlist_ranks_and_boolean_operators_combine() -> None:
 
 
 def test_hostlist_and_idset_expand_ranges_with_padding() -> None:
-    assert expand_hostlist("node[01-03,7],login") == ["node01", "node02", "node03", "node7", "login"]
+    assert expand_hostlist("node[01-03,7],login") == [
+        "node01",
+        "node02",
+        "node03",
+        "node7",
+        "login",
+    ]
     assert list(expand_idset("0-2,5")) == [0, 1, 2, 5]
 
 

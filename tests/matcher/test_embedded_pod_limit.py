@@ -24,7 +24,9 @@ def test_a_node_takes_no_more_slots_than_its_pod_limit() -> None:
 
 
 def test_a_gang_spreads_when_a_node_reaches_its_pod_limit() -> None:
-    graph = ResourceGraph([NodeInfo("n0", 8, 8192, max_pods=2), NodeInfo("n1", 8, 8192, max_pods=2)])
+    graph = ResourceGraph(
+        [NodeInfo("n0", 8, 8192, max_pods=2), NodeInfo("n1", 8, 8192, max_pods=2)]
+    )
     allocation = EmbeddedMatcher(graph, "lonode").match_allocate(
         compute_jobspec([PodRequest(f"p{i}", cores=1) for i in range(3)]))
     assert allocation is not None
@@ -33,7 +35,9 @@ def test_a_gang_spreads_when_a_node_reaches_its_pod_limit() -> None:
 
 def test_a_restored_allocation_takes_its_pod_slots_again() -> None:
     graph = ResourceGraph([NodeInfo("n0", 8, 8192, max_pods=2)])
-    held = EmbeddedMatcher(graph).match_allocate(compute_jobspec([PodRequest(f"p{i}", cores=1) for i in range(2)]))
+    held = EmbeddedMatcher(graph).match_allocate(
+        compute_jobspec([PodRequest(f"p{i}", cores=1) for i in range(2)])
+    )
     assert held is not None
     restarted = EmbeddedMatcher(graph)
     restarted.restore(Allocation.from_json(held.to_json()))

@@ -30,10 +30,23 @@ client.meta.events.register("before-parameter-build.braket.CreateQuantumTask", c
 stubber = Stubber(client)
 stubber.add_response("create_quantum_task", {"quantumTaskArn": TASK})
 with stubber:
-    task = AwsQuantumTask.create(AwsSession(boto_session=boto_session, braket_client=client), DEVICE,
-                                 Circuit().h(0).cnot(0, 1), ("amzn-braket-results", "qaoa"), shots=100)
-print(json.dumps({
-    "task": task.id,
-    "request": {k: v for k, v in seen.items() if k in ("deviceArn", "shots", "outputS3Bucket", "tags")},
-    "fluence_core_importable": importlib.util.find_spec("fluence_core") is not None,
-}))
+    task = AwsQuantumTask.create(
+        AwsSession(boto_session=boto_session, braket_client=client),
+        DEVICE,
+        Circuit().h(0).cnot(0, 1),
+        ("amzn-braket-results", "qaoa"),
+        shots=100,
+    )
+print(
+    json.dumps(
+        {
+            "task": task.id,
+            "request": {
+                k: v
+                for k, v in seen.items()
+                if k in ("deviceArn", "shots", "outputS3Bucket", "tags")
+            },
+            "fluence_core_importable": importlib.util.find_spec("fluence_core") is not None,
+        }
+    )
+)

@@ -15,7 +15,9 @@ GROUP = "qaoa"
 OTHER_GATE = "example.com/other"
 
 
-def pod(name: str, *, gates: list[str] = (), role: str | None = None, group: str = GROUP) -> dict[str, Any]:  # type: ignore[assignment]
+def pod(
+    name: str, *, gates: list[str] = (), role: str | None = None, group: str = GROUP
+) -> dict[str, Any]:  # type: ignore[assignment]
     labels = {names.GROUP_LABEL: group}
     if role:
         labels[names.ROLE_LABEL] = role
@@ -29,7 +31,9 @@ def pod(name: str, *, gates: list[str] = (), role: str | None = None, group: str
 def cluster() -> FakeCluster:
     fake = FakeCluster()
     fake.create("pods", pod("scout", role=names.ROLE_SCOUT))
-    fake.create("pods", pod("worker-1", gates=[OTHER_GATE, names.QUANTUM_GATE], role=names.ROLE_WORKER))
+    fake.create(
+        "pods", pod("worker-1", gates=[OTHER_GATE, names.QUANTUM_GATE], role=names.ROLE_WORKER)
+    )
     fake.create("pods", pod("worker-2", gates=[names.QUANTUM_GATE], role=names.ROLE_WORKER))
     fake.create("pods", pod("stranger", gates=[names.QUANTUM_GATE], group="other"))
     return fake

@@ -11,8 +11,12 @@ from pathlib import Path
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _run(app: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("QISKIT_IBM", "FLUXION_", "AWS_"))}
+def _run(
+    app: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("QISKIT_IBM", "FLUXION_", "AWS_"))
+    }
     return subprocess.run([sys.executable, str(app), *args], env={**clean, **(env or {})},
                           capture_output=True, text=True, timeout=300)
 

@@ -51,8 +51,12 @@ def test_a_blocked_plugin_contributes_no_provider() -> None:
 
 
 def test_attributes_are_read_from_the_fluxion_environment() -> None:
-    env = {"FLUXION_BACKEND": "ibm_fez", "FLUXION_QRMI_TYPE": "qiskit-runtime-service", "FLUXION_": "x",
-           "PATH": "/bin"}
+    env = {
+        "FLUXION_BACKEND": "ibm_fez",
+        "FLUXION_QRMI_TYPE": "qiskit-runtime-service",
+        "FLUXION_": "x",
+        "PATH": "/bin",
+    }
     assert attributes_from_env(env) == {"backend": "ibm_fez", "qrmi_type": "qiskit-runtime-service"}
 
 

@@ -13,7 +13,13 @@ from fluence_core import names
 from fluence_core.cli import app, load_plugin_commands
 from fluence_core.errors import FluenceError
 from fluence_core.resource_config import load_resource_config
-from fluence_core.runtime.select import Policy, gather, load_price_fixture, rank, select_into_manifest
+from fluence_core.runtime.select import (
+    Policy,
+    gather,
+    load_price_fixture,
+    rank,
+    select_into_manifest,
+)
 
 FIXTURES = Path(__file__).with_name("fixtures")
 RESOURCES = FIXTURES / "resources-qpus.yaml"
@@ -38,7 +44,9 @@ spec:
 
 
 def choose(policy: str, shots: int = 1000, resource_type: str = "qpu"):  # type: ignore[no-untyped-def]
-    candidates = gather(load_resource_config(RESOURCES), resource_type, [], load_price_fixture(PRICES))
+    candidates = gather(
+        load_resource_config(RESOURCES), resource_type, [], load_price_fixture(PRICES)
+    )
     return rank(candidates, Policy.parse(policy), shots, resource_type)
 
 
@@ -85,11 +93,18 @@ def test_bad_policy_terms_are_named() -> None:
 def test_choice_and_record_are_written_on_a_pod_and_a_job_template() -> None:
     selection = choose("min-cost,online-only")
     pod, job = yaml.safe_load_all(select_into_manifest(POD + "---" + JOB, selection))
-    for found in (pod["metadata"]["annotations"], job["spec"]["template"]["metadata"]["annotations"]):
+    for found in (
+        pod["metadata"]["annotations"],
+        job["spec"]["template"]["metadata"]["annotations"],
+    ):
         assert found[names.REQUIRE_BACKEND_ANNOTATION] == "rigetti_cepheus"
         record = json.loads(found[names.SELECTION_ANNOTATION])
         assert record["chosen"] == "rigetti_cepheus" and record["policy"] == "min-cost,online-only"
-        assert {c["backend"] for c in record["candidates"]} == {"rigetti_cepheus", "iqm_garnet", "ibm_torino"}
+        assert {c["backend"] for c in record["candidates"]} == {
+            "rigetti_cepheus",
+            "iqm_garnet",
+            "ibm_torino",
+        }
     assert job["spec"]["template"]["metadata"]["labels"] == {"app": "qaoa"}
 
 

@@ -7,7 +7,14 @@ import logging
 
 
 from fluence_core import names
-from fluence_core.runtime.fake_provider import COMPLETED, FAILED, QUEUED, RUNNING, FakeQueueProvider, FakeTask
+from fluence_core.runtime.fake_provider import (
+    COMPLETED,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    FakeQueueProvider,
+    FakeTask,
+)
 from fluence_core.runtime.sidecar import Outcome, Sidecar, ungate_patch
 
 from .conftest import OTHER_GATE, annotations, config, finish, gates
@@ -18,8 +25,12 @@ def provider_with(clock, script, appear_at=0.0, session=None):  # type: ignore[n
     return FakeQueueProvider(clock, {"scout-uid": task})
 
 
-def test_workers_stay_gated_until_the_task_reaches_the_ungate_position(cluster, clock, tmp_path) -> None:
-    provider = provider_with(clock, [(0, 5, QUEUED), (30, 3, QUEUED), (60, 1, QUEUED), (90, None, RUNNING)])
+def test_workers_stay_gated_until_the_task_reaches_the_ungate_position(
+    cluster, clock, tmp_path
+) -> None:
+    provider = provider_with(
+        clock, [(0, 5, QUEUED), (30, 3, QUEUED), (60, 1, QUEUED), (90, None, RUNNING)]
+    )
     gated_at = {}
 
     def watch(now: float) -> None:  # runs as each sleep ends, before the next poll
@@ -75,7 +86,9 @@ def test_beyond_2000_is_waited_through(cluster, clock, tmp_path) -> None:
 
 
 def test_queue_position_changes_are_logged(cluster, clock, tmp_path, caplog) -> None:
-    provider = provider_with(clock, [(0, 3, QUEUED), (10, 3, QUEUED), (20, 2, QUEUED), (30, 1, QUEUED)])
+    provider = provider_with(
+        clock, [(0, 3, QUEUED), (10, 3, QUEUED), (20, 2, QUEUED), (30, 1, QUEUED)]
+    )
     finish(cluster, "worker-1", "worker-2")
     with caplog.at_level(logging.INFO, logger="fluence"):
         Sidecar(cluster, provider, config(tmp_path), clock).run()
@@ -97,7 +110,10 @@ def test_task_not_found_in_time_fails_open_and_exits_non_zero(cluster, clock, tm
     assert result.outcome is Outcome.NOT_FOUND and result.exit_code != 0
     assert clock.now() == 60
     assert gates(cluster, "worker-2") == []
-    assert annotations(cluster, "worker-2")[names.SCOUT_STATUS_ANNOTATION] == names.SCOUT_STATUS_NOT_FOUND
+    assert (
+        annotations(cluster, "worker-2")[names.SCOUT_STATUS_ANNOTATION]
+        == names.SCOUT_STATUS_NOT_FOUND
+    )
     assert names.SCOUT_JOB_ID_ANNOTATION not in annotations(cluster, "worker-2")
 
 
@@ -113,12 +129,17 @@ def test_failed_task_ungates_with_no_result_and_exits_non_zero(cluster, clock, t
 
 
 def test_observe_only_records_the_series_and_ungates_nothing(cluster, clock, tmp_path) -> None:
-    provider = provider_with(clock, [(0, 7, QUEUED), (50, 2, QUEUED), (70, 1, QUEUED), (80, None, COMPLETED)])
+    provider = provider_with(
+        clock, [(0, 7, QUEUED), (50, 2, QUEUED), (70, 1, QUEUED), (80, None, COMPLETED)]
+    )
     result = Sidecar(cluster, provider, config(tmp_path, observe_only=True), clock).run()
     assert result.outcome is Outcome.OBSERVED and result.exit_code == 0
     assert result.series == [(0, 7), (50, 2), (70, 1), (80, None)]
     assert result.ungated == [] and gates(cluster, "worker-2") == [names.QUANTUM_GATE]
-    recorded = [json.loads(line) for line in (tmp_path / "runtime" / "queue-series.jsonl").read_text().splitlines()]
+    recorded = [
+        json.loads(line)
+        for line in (tmp_path / "runtime" / "queue-series.jsonl").read_text().splitlines()
+    ]
     assert [(r["t"], r["position"]) for r in recorded] == [(0, 7), (50, 2), (70, 1), (80, None)]
 
 
@@ -155,7 +176,9 @@ def test_late_worker_is_ungated_while_waiting(cluster, clock, tmp_path) -> None:
 
     def step(now: float) -> None:
         if now == 20:
-            cluster.create("pods", pod("worker-3", gates=[names.QUANTUM_GATE], role=names.ROLE_WORKER))
+            cluster.create(
+                "pods", pod("worker-3", gates=[names.QUANTUM_GATE], role=names.ROLE_WORKER)
+            )
         if now == 40:
             finish(cluster, "worker-1", "worker-2", "worker-3")
 
@@ -185,7 +208,11 @@ def test_ungate_patch_pins_the_gate_index() -> None:
            "spec": {"schedulingGates": [{"name": OTHER_GATE}, {"name": names.QUANTUM_GATE}]}}
     ops = ungate_patch(pod, names.QUANTUM_GATE, {names.SCOUT_JOB_ID_ANNOTATION: "j"})
     assert ops == [
-        {"op": "add", "path": "/metadata/annotations/fluence.flux-framework.org~1scout-job-id", "value": "j"},
+        {
+            "op": "add",
+            "path": "/metadata/annotations/fluence.flux-framework.org~1scout-job-id",
+            "value": "j",
+        },
         {"op": "test", "path": "/spec/schedulingGates/1/name", "value": names.QUANTUM_GATE},
         {"op": "remove", "path": "/spec/schedulingGates/1"},
     ]

@@ -54,8 +54,15 @@ def test_sidecar_ungates_real_gated_pods_at_the_right_moment(kube, namespace, tm
     kube.create("pods", _pod("stranger", [names.QUANTUM_GATE], group="other"), namespace)
 
     clock = VirtualClock()
-    provider = FakeQueueProvider(clock, {scout_uid: FakeTask(
-        "arn:aws:braket:us-east-1:123456789012:quantum-task/e2e", [(0, 12, QUEUED), (30, 2, QUEUED), (60, 1, QUEUED)])})
+    provider = FakeQueueProvider(
+        clock,
+        {
+            scout_uid: FakeTask(
+                "arn:aws:braket:us-east-1:123456789012:quantum-task/e2e",
+                [(0, 12, QUEUED), (30, 2, QUEUED), (60, 1, QUEUED)],
+            )
+        },
+    )
     gated_before: dict[float, bool] = {}
 
     def step(now: float) -> None:
@@ -72,7 +79,9 @@ def test_sidecar_ungates_real_gated_pods_at_the_right_moment(kube, namespace, tm
 
     assert result.outcome is Outcome.READY and sorted(result.ungated) == ["worker-1", "worker-2"]
     assert gated_before[60] is True and gated_before[70] is False  # released by the poll at t=60
-    w1, w2, stranger = (kube.get("pods", n, namespace) for n in ("worker-1", "worker-2", "stranger"))
+    w1, w2, stranger = (
+        kube.get("pods", n, namespace) for n in ("worker-1", "worker-2", "stranger")
+    )
     assert [g["name"] for g in w1["spec"]["schedulingGates"]] == [OTHER_GATE]
     assert not w2["spec"].get("schedulingGates")
     assert [g["name"] for g in stranger["spec"]["schedulingGates"]] == [names.QUANTUM_GATE]

@@ -47,8 +47,12 @@ def test_boot_needs_a_pod_uid_and_respects_the_provider_attribute(tmp_path, monk
     (package / "interceptors").mkdir(parents=True)
     for file in ("__init__.py", "interceptors/__init__.py"):
         (package / file).write_text("")
-    (package / "interceptors" / "a.py").write_text("def install_interceptor(uid):\n    return uid == 'u'\n")
-    (package / "interceptors" / "b.py").write_text("def install_interceptor(uid):\n    raise RuntimeError('x')\n")
+    (package / "interceptors" / "a.py").write_text(
+        "def install_interceptor(uid):\n    return uid == 'u'\n"
+    )
+    (package / "interceptors" / "b.py").write_text(
+        "def install_interceptor(uid):\n    raise RuntimeError('x')\n"
+    )
     (package / "manifest.json").write_text(json.dumps({"providers": [
         {"name": "a", "module": "fluence_staged.interceptors.a", "match": {"provider": "a"}},
         {"name": "b", "module": "fluence_staged.interceptors.b", "match": {"provider": "b"}}]}))
@@ -56,4 +60,7 @@ def test_boot_needs_a_pod_uid_and_respects_the_provider_attribute(tmp_path, monk
     monkeypatch.setattr(boot, "__file__", str(package / "__init__.py"))
     assert boot.boot({}) == {}
     assert boot.boot({"FLUENCE_POD_UID": "u", "FLUXION_PROVIDER": "a"}) == {"a": True}
-    assert boot.boot({"FLUENCE_POD_UID": "u"}) == {"a": True, "b": False}  # no attributes: all, soft
+    assert boot.boot({"FLUENCE_POD_UID": "u"}) == {
+        "a": True,
+        "b": False,
+    }  # no attributes: all, soft

@@ -30,22 +30,34 @@ APP = Path(__file__).with_name("app_braket.py")
 def clean_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("clean-venv")
     venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
-    site = Path(subprocess.check_output(
-        [str(root / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        text=True).strip())
+    site = Path(
+        subprocess.check_output(
+            [
+                str(root / "bin" / "python"),
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ],
+            text=True,
+        ).strip()
+    )
     (site / "vendor-sdk.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return root / "bin" / "python"
 
 
-def _run(python: Path, staged: Path | None, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    python: Path, staged: Path | None, env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
     clean = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "AWS_EC2_METADATA_DISABLED": "true", **env}
     if staged is not None:
         clean["PYTHONPATH"] = str(staged)
-    return subprocess.run([str(python), str(APP)], env=clean, cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [str(python), str(APP)], env=clean, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
-def test_fresh_interpreter_with_the_staged_dir_tags_the_creation_request(clean_python, tmp_path) -> None:
+def test_fresh_interpreter_with_the_staged_dir_tags_the_creation_request(
+    clean_python, tmp_path
+) -> None:
     staged = tmp_path / "staged"
     stage(staged, [BraketProvider()])
     done = _run(clean_python, staged, {"FLUENCE_POD_UID": "7d3c-uid", "FLUXION_PROVIDER": "braket",
@@ -66,7 +78,9 @@ def test_without_the_staged_dir_the_same_program_sends_no_tag(clean_python, tmp_
 def test_another_providers_pod_is_left_untagged(clean_python, tmp_path) -> None:
     staged = tmp_path / "staged"
     stage(staged, [BraketProvider()])
-    done = _run(clean_python, staged, {"FLUENCE_POD_UID": "u", "FLUXION_PROVIDER": "qrmi"}, tmp_path)
+    done = _run(
+        clean_python, staged, {"FLUENCE_POD_UID": "u", "FLUXION_PROVIDER": "qrmi"}, tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert "tags" not in json.loads(done.stdout.strip().splitlines()[-1])["request"]
 
@@ -95,10 +109,20 @@ def test_an_existing_sitecustomize_still_runs(clean_python, tmp_path) -> None:
     theirs.mkdir()
     (theirs / "sitecustomize.py").write_text("import os; os.environ['THEIRS_RAN'] = '1'\n")
     app = tmp_path / "check.py"
-    app.write_text("import os, fluence_staged; print(os.environ.get('THEIRS_RAN'), fluence_staged.installed)\n")
-    done = subprocess.run([str(clean_python), str(app)],
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{staged}{os.pathsep}{theirs}",
-                               "FLUENCE_POD_UID": "u", "FLUXION_PROVIDER": "braket"},
-                          capture_output=True, text=True, timeout=120)
+    app.write_text(
+        "import os, fluence_staged; print(os.environ.get('THEIRS_RAN'), fluence_staged.installed)\n"
+    )
+    done = subprocess.run(
+        [str(clean_python), str(app)],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": f"{staged}{os.pathsep}{theirs}",
+            "FLUENCE_POD_UID": "u",
+            "FLUXION_PROVIDER": "braket",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "{'braket':", "True}"]

@@ -29,9 +29,16 @@ def pod(name: str, cpu: str = "1", *, group: str | None = None, gates: list[str]
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "priority": priority,
-        "containers": [{"name": "app", "image": "busybox",
-                        "resources": {"requests": {"cpu": cpu, **(requests or {})},
-                                      "limits": {k: v for k, v in (requests or {}).items() if "/" in k}}}],
+        "containers": [
+            {
+                "name": "app",
+                "image": "busybox",
+                "resources": {
+                    "requests": {"cpu": cpu, **(requests or {})},
+                    "limits": {k: v for k, v in (requests or {}).items() if "/" in k},
+                },
+            }
+        ],
     }
     if group:
         spec["schedulingGroup"] = {"podGroupName": group}
@@ -39,15 +46,22 @@ def pod(name: str, cpu: str = "1", *, group: str | None = None, gates: list[str]
         spec["schedulingGates"] = [{"name": g} for g in gates]
     if node_name:
         spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
-            "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
+        "spec": spec,
+    }
 
 
 def pod_group(name: str, min_count: int | None, namespace: str = "default") -> dict[str, Any]:
     policy: dict[str, Any] = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
-    return {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": namespace}, "spec": {"schedulingPolicy": policy}}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"schedulingPolicy": policy},
+    }
 
 
 class Harness:

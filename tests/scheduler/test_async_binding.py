@@ -38,7 +38,9 @@ def test_asynchronous_binding_places_everything_once() -> None:
     _settle(scheduler)
     bound = [p for p in cluster.list(PODS, "default").items if p["spec"].get("nodeName")]
     assert len(bound) == 12
-    assert not [e for e in cluster.events(reason="FailedScheduling") if "binding failed" in e["message"]]
+    assert not [
+        e for e in cluster.events(reason="FailedScheduling") if "binding failed" in e["message"]
+    ]
     assert len(scheduler.matcher.allocations()) == 1 + 8
 
 

@@ -34,8 +34,11 @@ def _reason(h: Harness, name: str) -> str:
 
 
 def test_a_pod_tolerating_a_taint_uses_the_tainted_node(harness_factory: Factory) -> None:
-    h = harness_factory(node("plain", cpu=1), node("gpu", spec={"taints": [GPU_TAINT]}),
-                        _with(pod("trainer", "2"), tolerations=[{"key": "gpu", "operator": "Exists"}]))
+    h = harness_factory(
+        node("plain", cpu=1),
+        node("gpu", spec={"taints": [GPU_TAINT]}),
+        _with(pod("trainer", "2"), tolerations=[{"key": "gpu", "operator": "Exists"}]),
+    )
     h.cycle()
     assert h.node_of("trainer") == "gpu"
 
@@ -96,7 +99,9 @@ def test_host_ports_keep_two_pods_apart_within_one_cycle(harness_factory: Factor
     assert placed == ["-", "n0", "n1"]
 
 
-def test_a_gang_waits_with_the_reason_of_the_member_that_fits_nowhere(harness_factory: Factory) -> None:
+def test_a_gang_waits_with_the_reason_of_the_member_that_fits_nowhere(
+    harness_factory: Factory,
+) -> None:
     h = harness_factory(node("n0"), pod_group("g", 2), pod("a", group="g"),
                         _with(pod("b", group="g"), nodeSelector={"pool": "gpu"}))
     h.cycle()
@@ -144,8 +149,12 @@ def test_a_pod_placed_with_anti_affinity_keeps_later_pods_of_the_same_cycle_away
     assert [h.node_of(n) != guard for n in ("a-web", "c-web", "d-web")] == [True] * 3
 
 
-def test_pods_of_other_schedulers_subtract_exactly_their_millicores(harness_factory: Factory) -> None:
-    daemons = [pod(f"ds{i}", "50m", scheduler="default-scheduler", node_name="n0") for i in range(10)]
+def test_pods_of_other_schedulers_subtract_exactly_their_millicores(
+    harness_factory: Factory,
+) -> None:
+    daemons = [
+        pod(f"ds{i}", "50m", scheduler="default-scheduler", node_name="n0") for i in range(10)
+    ]
     h = harness_factory(node("n0", cpu=1), *daemons, pod("half", "500m"), pod("more", "1m"))
     h.cycle()
     assert h.node_of("half") == "n0" and h.node_of("more") is None
@@ -190,10 +199,21 @@ def test_a_wait_for_first_consumer_claim_learns_the_node_chosen(harness_factory:
 def test_a_claim_bound_to_a_zonal_volume_pins_the_pod(harness_factory: Factory) -> None:
     from fluence_core.cluster_api import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 
-    volume = {"metadata": {"name": "pv-b"}, "spec": {
-        "storageClassName": "local", "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "zone", "operator": "In", "values": ["b"]}]}]}}}}
+    volume = {
+        "metadata": {"name": "pv-b"},
+        "spec": {
+            "storageClassName": "local",
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
+                    ]
+                }
+            },
+        },
+    }
     h = harness_factory(_labelled("a1", {"zone": "a"}), _labelled("b1", {"zone": "b"}))
     _storage(h, (PERSISTENT_VOLUMES, volume),
              (PERSISTENT_VOLUME_CLAIMS, _claim("data", "local", volume="pv-b")))

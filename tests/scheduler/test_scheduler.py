@@ -65,7 +65,11 @@ def test_a_gang_waits_for_min_count_ungated_members(harness_factory: Factory) ->
     waiting = h.cluster.events(reason="FailedScheduling", involved_name="w0")
     assert "3 of 4 members ready (1 gated)" in waiting[-1]["message"]
     condition = h.cluster.get(PODS, "w0", "default")["status"]["conditions"][0]
-    assert (condition["type"], condition["status"], condition["reason"]) == ("PodScheduled", "False", "Unschedulable")
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "PodScheduled",
+        "False",
+        "Unschedulable",
+    )
     h.cluster.patch(PODS, "w3", {"spec": {"schedulingGates": []}}, "default")
     h.cycle()
     assert all(h.node_of(f"w{i}") == "n0" for i in range(4))
@@ -93,7 +97,9 @@ def test_contending_gangs_never_run_partially(harness_factory: Factory) -> None:
 def test_finishing_a_gang_frees_room_for_the_waiting_one(harness_factory: Factory) -> None:
     first = [pod(f"a{i}", "4", group="a") for i in range(2)]
     second = [pod(f"b{i}", "4", group="b") for i in range(2)]
-    h = harness_factory(node("n0"), node("n1"), pod_group("a", 2), pod_group("b", 2), *first, *second)
+    h = harness_factory(
+        node("n0"), node("n1"), pod_group("a", 2), pod_group("b", 2), *first, *second
+    )
     h.cycle()
     assert not h.node_of("b0")
     h.finish("a0")
@@ -123,7 +129,9 @@ def test_deleting_a_lone_pod_cancels_its_allocation(harness_factory: Factory) ->
     assert h.node_of("two") == "n0"
 
 
-def test_a_restart_restores_allocations_and_never_double_allocates(harness_factory: Factory) -> None:
+def test_a_restart_restores_allocations_and_never_double_allocates(
+    harness_factory: Factory,
+) -> None:
     h = harness_factory(node("n0"), pod("first", "4"))
     h.cycle()
     h.add(pod("second", "4"))
@@ -188,7 +196,9 @@ def test_virtual_resources_are_announced_on_the_pod(harness_factory: Factory) ->
 
 def test_a_second_pod_waits_for_the_only_qpu(harness_factory: Factory) -> None:
     wants = {"fluxion.flux-framework.org/qpu": "1"}
-    h = harness_factory(node("n0"), pod("q1", requests=wants), pod("q2", requests=wants), resources=QPU)
+    h = harness_factory(
+        node("n0"), pod("q1", requests=wants), pod("q2", requests=wants), resources=QPU
+    )
     h.cycle()
     assert h.node_of("q1") == "n0" and h.node_of("q2") is None
     reason = h.cluster.events(reason="FailedScheduling", involved_name="q2")[-1]["message"]
@@ -221,7 +231,9 @@ def test_higher_priority_groups_go_first(harness_factory: Factory) -> None:
     assert h.node_of("high") == "n0" and h.node_of("low") is None
 
 
-def test_a_group_that_does_not_fit_is_not_retried_until_something_changes(harness_factory: Factory) -> None:
+def test_a_group_that_does_not_fit_is_not_retried_until_something_changes(
+    harness_factory: Factory,
+) -> None:
     h = harness_factory(node("n0", cpu=2), pod("big", "4"))
     assert len(h.cycle()) == 1
     assert h.cycle() == [], "no change, no new attempt"
@@ -300,17 +312,28 @@ def test_prefilter_filter_and_postfilter_steer_a_cycle(harness_factory: Factory)
     h.scheduler.start()
     h.cycle()
     assert h.node_of("blocked") is None
-    assert "prefilter: maintenance window" in h.cluster.events(reason="FailedScheduling", involved_name="blocked")[-1]["message"]
+    assert (
+        "prefilter: maintenance window"
+        in h.cluster.events(reason="FailedScheduling", involved_name="blocked")[-1]["message"]
+    )
     assert h.node_of("free") == "n1"
-    assert veto.postfilter_reasons and "filter vetoed n0: node n0 is draining" in veto.postfilter_reasons[0]
+    assert (
+        veto.postfilter_reasons
+        and "filter vetoed n0: node n0 is draining" in veto.postfilter_reasons[0]
+    )
 
 
 def test_metrics_count_attempts_and_pending_groups(harness_factory: Factory) -> None:
     h = harness_factory(node("n0", cpu=2), pod("fits", "2"), pod("waits", "2"))
     h.cycle()
     registry = h.scheduler.metrics.registry
-    assert registry.get_sample_value("fluence_scheduling_attempts_total", {"result": "scheduled"}) == 1
-    assert registry.get_sample_value("fluence_scheduling_attempts_total", {"result": "unschedulable"}) == 1
+    assert (
+        registry.get_sample_value("fluence_scheduling_attempts_total", {"result": "scheduled"}) == 1
+    )
+    assert (
+        registry.get_sample_value("fluence_scheduling_attempts_total", {"result": "unschedulable"})
+        == 1
+    )
     assert registry.get_sample_value("fluence_pending_groups") == 2
     assert registry.get_sample_value("fluence_graph_utilisation", {"resource": "cores"}) == 1.0
 
@@ -361,9 +384,13 @@ def test_a_node_at_its_pod_limit_takes_no_more_pods(harness_factory: Factory) ->
     assert all(h.node_of(p) for p in ("a", "b"))
 
 
-def test_the_embedded_matcher_spills_a_gang_past_a_node_at_its_pod_limit(harness_factory: Factory) -> None:
+def test_the_embedded_matcher_spills_a_gang_past_a_node_at_its_pod_limit(
+    harness_factory: Factory,
+) -> None:
     members = [pod(f"g{i}", "1", group="g") for i in range(3)]
-    h = harness_factory(node("n0", cpu=8, pods="2"), node("n1", cpu=8, pods="2"), pod_group("g", 3), *members)
+    h = harness_factory(
+        node("n0", cpu=8, pods="2"), node("n1", cpu=8, pods="2"), pod_group("g", 3), *members
+    )
     # Fluxion has no pod slots: under it the filter vetoes, and a rematch cannot split a node
     h.scheduler = Scheduler(h.cluster, load_settings(disable_plugins=["fluxion"]))
     h.scheduler.start()
@@ -382,7 +409,9 @@ def test_a_restarted_scheduler_counts_the_pods_already_running(harness_factory: 
     assert h.node_of("second") is None
     reason = h.cluster.events(reason="FailedScheduling", involved_name="second")[-1]["message"]
     # the embedded matcher counts pod slots itself; with Fluxion the filter says it
-    assert "compute jobspec does not fit now" in reason or "node n0 admits 1 pods and has 1" in reason
+    assert (
+        "compute jobspec does not fit now" in reason or "node n0 admits 1 pods and has 1" in reason
+    )
 
 
 class _MatcherOnce:
@@ -425,7 +454,9 @@ def test_start_raises_the_same_way_when_no_matcher_answers(harness_factory: Fact
         Scheduler(h.cluster, settings, config=h.config).start()
 
 
-def test_a_lone_pod_placed_before_a_restart_can_still_be_preempted(harness_factory: Factory) -> None:
+def test_a_lone_pod_placed_before_a_restart_can_still_be_preempted(
+    harness_factory: Factory,
+) -> None:
     h = harness_factory(node("n0"), pod("low", "4", priority=1))
     h.cycle()
     h.restart()

@@ -18,12 +18,24 @@ resources:
 """
 
 
-def test_status_shows_use_holders_and_why_groups_wait(harness_factory: Callable[..., Harness]) -> None:
+def test_status_shows_use_holders_and_why_groups_wait(
+    harness_factory: Callable[..., Harness],
+) -> None:
     theirs = pod("theirs", "1", scheduler="default-scheduler", node_name="n1")
     quantum = pod("q", "1", requests={"fluxion.flux-framework.org/qpu": "1"})
     members = [pod(f"g{i}", "2", group="g") for i in range(2)]
-    h = harness_factory(node("n0"), node("n1"), theirs, quantum, pod_group("g", 2), *members,
-                        pod_group("big", 3), pod("big-0", group="big"), pod("huge", "64"), resources=QPU)
+    h = harness_factory(
+        node("n0"),
+        node("n1"),
+        theirs,
+        quantum,
+        pod_group("g", 2),
+        *members,
+        pod_group("big", 3),
+        pod("big-0", group="big"),
+        pod("huge", "64"),
+        resources=QPU,
+    )
     h.cycle()
     before = h.cluster.resource_version
     viewer = Scheduler(h.cluster, load_settings(), config=h.config, read_only=True)

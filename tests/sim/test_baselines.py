@@ -16,7 +16,10 @@ from fluence_core.sim.world import JobPlan, Run
 
 def _node(name: str) -> dict[str, Any]:
     allocatable = {"cpu": "4", "memory": "16Gi"}
-    return {"metadata": {"name": name}, "status": {"capacity": allocatable, "allocatable": allocatable}}
+    return {
+        "metadata": {"name": name},
+        "status": {"capacity": allocatable, "allocatable": allocatable},
+    }
 
 
 def _member(name: str, scheduler: str, group: str | None = None) -> dict[str, Any]:
@@ -28,7 +31,9 @@ def _member(name: str, scheduler: str, group: str | None = None) -> dict[str, An
 
 
 def _bound(cluster: FakeCluster) -> list[str]:
-    return sorted(p["metadata"]["name"] for p in cluster.list(PODS).items if p["spec"].get("nodeName"))
+    return sorted(
+        p["metadata"]["name"] for p in cluster.list(PODS).items if p["spec"].get("nodeName")
+    )
 
 
 def test_first_fit_binds_the_members_that_fit_and_leaves_the_gang_partial() -> None:
@@ -73,11 +78,15 @@ def test_first_fit_frees_a_node_when_its_pod_finishes() -> None:
 
 
 def _hybrid(scenario: Scenario, arm: str, size: int = 4) -> Run:
-    plan = JobPlan("qaoa-4", "qaoa", size, 0.0, "1", "1Gi", 30.0, QuantumSpec(backend="slow", shots=100))
+    plan = JobPlan(
+        "qaoa-4", "qaoa", size, 0.0, "1", "1Gi", 30.0, QuantumSpec(backend="slow", shots=100)
+    )
     return Run(scenario, arm, [plan], seed=("test", 1)).execute()
 
 
-def test_the_ungated_gang_starts_every_worker_with_the_scout_and_idles_them(two_queue: Scenario) -> None:
+def test_the_ungated_gang_starts_every_worker_with_the_scout_and_idles_them(
+    two_queue: Scenario,
+) -> None:
     run = _hybrid(two_queue, "gang-ungated")
     job = run.jobs["qaoa-4"]
     assert job.task is not None and job.task.start > 60  # a long vendor queue

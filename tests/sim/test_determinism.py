@@ -9,7 +9,9 @@ from fluence_core.sim.scenario import Scenario
 
 
 def _outcome(results: dict[str, Any]) -> Any:
-    return results["summary"], [(r["arm"], r["jobs"], r["run"]["events"], r["run"]["end"]) for r in results["runs"]]
+    return results["summary"], [
+        (r["arm"], r["jobs"], r["run"]["events"], r["run"]["end"]) for r in results["runs"]
+    ]
 
 
 def test_the_same_seed_gives_the_same_results(contention: Scenario) -> None:

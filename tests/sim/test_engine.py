@@ -33,7 +33,14 @@ def test_processes_interleave_by_virtual_time_without_real_sleeps() -> None:
     engine.spawn(worker("slow", 2.5), "slow", on_exit=lambda p: done.append(p.result))
     while engine.step():
         pass
-    assert seen == [(1.0, "fast"), (2.0, "fast"), (2.5, "slow"), (3.0, "fast"), (5.0, "slow"), (7.5, "slow")]
+    assert seen == [
+        (1.0, "fast"),
+        (2.0, "fast"),
+        (2.5, "slow"),
+        (3.0, "fast"),
+        (5.0, "slow"),
+        (7.5, "slow"),
+    ]
     assert done == ["fast", "slow"]
 
 

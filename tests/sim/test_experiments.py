@@ -11,7 +11,9 @@ def test_fluence_wastes_far_less_node_time_on_gangs_than_first_fit(contention: S
     totals = summary["total_wasted_node_s"]
     assert totals["first-fit"] > 5 * totals["fluence"]
     by_cell = {(r["size"], r["arm"]): r for r in summary["rows"]}
-    assert by_cell[(1, "fluence")]["wasted_node_s"] == by_cell[(1, "first-fit")]["wasted_node_s"] == 0
+    assert (
+        by_cell[(1, "fluence")]["wasted_node_s"] == by_cell[(1, "first-fit")]["wasted_node_s"] == 0
+    )
     # Fluence's members idle only for the start-up skew of one placement (2-8 s each)
     assert by_cell[(4, "fluence")]["max_idle_per_gang"] <= 3 * 6
 

@@ -46,5 +46,9 @@ def config():
 @pytest.fixture
 def service(settings, cluster, config) -> AdmissionService:
     """The three built-ins in their default order, no admission control."""
-    handlers = [QuantumSplitHandler(settings), GangHandler(), FluxionEnvHandler(config.attribute_keys)]
+    handlers = [
+        QuantumSplitHandler(settings),
+        GangHandler(),
+        FluxionEnvHandler(config.attribute_keys),
+    ]
     return AdmissionService(settings, handlers, cluster=cluster, resource_config=config)

@@ -1,4 +1,5 @@
-"""End to end: a real kube-apiserver calls the webhook over HTTPS (KUBEBUILDER_ASSETS, else skipped).
+"""End to end: a real kube-apiserver calls the webhook over HTTPS (KUBEBUILDER_ASSETS, else
+skipped).
 
 The apiserver is this module's own (not shared with tests/e2e), so the Node it
 needs for admission control disturbs nobody. The webhook runs in-process on
@@ -38,8 +39,15 @@ def env(tmp_path_factory):
         kube.create("nodes", {"metadata": {"name": "n1"}, "status": {
             "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
             "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}})
-        kube.create("priorityclasses", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                        "metadata": {"name": names.QUANTUM_PRIORITY_CLASS}, "value": 1000})
+        kube.create(
+            "priorityclasses",
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": names.QUANTUM_PRIORITY_CLASS},
+                "value": 1000,
+            },
+        )
         settings = load_settings(webhook_config="fluence-e2e",
                                  runtime_image="example.org/fluence:e2e")
         cert = tls.generate(["localhost"], work / "tls", ip_addresses=["127.0.0.1"])
@@ -65,8 +73,12 @@ def env(tmp_path_factory):
 
 
 def kubectl(server, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["kubectl", f"--kubeconfig={server.kubeconfig()}", "-n", NAMESPACE, *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["kubectl", f"--kubeconfig={server.kubeconfig()}", "-n", NAMESPACE, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def env_names(pod, container="app"):
@@ -97,13 +109,27 @@ def test_the_shared_job_is_split_into_scout_and_gated_workers(env):
                               "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}, NAMESPACE)
     template = job["spec"]["template"]
     for index in range(4):
-        meta = {"name": f"vqe-{index}", "labels": {**template["metadata"]["labels"],
-                                                    names.JOB_COMPLETION_INDEX: str(index)},
-                "annotations": {**template["metadata"]["annotations"], names.JOB_COMPLETION_INDEX: str(index)},
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "vqe",
-                                     "uid": job["metadata"]["uid"], "controller": True}]}
+        meta = {
+            "name": f"vqe-{index}",
+            "labels": {**template["metadata"]["labels"], names.JOB_COMPLETION_INDEX: str(index)},
+            "annotations": {
+                **template["metadata"]["annotations"],
+                names.JOB_COMPLETION_INDEX: str(index),
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "vqe",
+                    "uid": job["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        }
         spec = {**template["spec"], "schedulingGroup": {"podGroupName": "vqe-jc"}}
-        kube.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}, NAMESPACE)
+        kube.create(
+            "pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}, NAMESPACE
+        )
     scout = kube.get("pods", "vqe-0", NAMESPACE)
     assert scout["spec"]["schedulingGroup"]["podGroupName"] == "vqe-scout"
     assert [c["name"] for c in scout["spec"]["containers"]] == ["app", names.SIDECAR_CONTAINER]
@@ -115,7 +141,10 @@ def test_the_shared_job_is_split_into_scout_and_gated_workers(env):
         assert worker["spec"]["schedulingGroup"]["podGroupName"] == "vqe"
         assert worker["spec"]["priorityClassName"] == names.QUANTUM_PRIORITY_CLASS
         assert worker["spec"]["priority"] == 1000
-        assert names.extended_resource("qpu") not in worker["spec"]["containers"][0]["resources"]["requests"]
+        assert (
+            names.extended_resource("qpu")
+            not in worker["spec"]["containers"][0]["resources"]["requests"]
+        )
     groups = {g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
               for g in kube.list("podgroups", NAMESPACE).items
               if not g["metadata"].get("deletionTimestamp")}
@@ -132,9 +161,24 @@ def test_a_server_dry_run_creates_no_podgroup(env):
     manifest = ("apiVersion: v1\nkind: Pod\nmetadata: {name: dry, labels: "
                 "{fluence.flux-framework.org/group: drygang}}\nspec: {schedulerName: fluence, "
                 "containers: [{name: app, image: busybox}]}\n")
-    done = subprocess.run(["kubectl", f"--kubeconfig={server.kubeconfig()}", "-n", NAMESPACE, "create",
-                           "--dry-run=server", "-o", "json", "-f", "-"],
-                          input=manifest, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            "kubectl",
+            f"--kubeconfig={server.kubeconfig()}",
+            "-n",
+            NAMESPACE,
+            "create",
+            "--dry-run=server",
+            "-o",
+            "json",
+            "-f",
+            "-",
+        ],
+        input=manifest,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert '"podGroupName": "drygang"' in done.stdout
     assert kube.get("podgroups", "drygang", NAMESPACE) is None

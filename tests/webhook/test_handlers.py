@@ -15,6 +15,7 @@ def annotation_ref(annotation: str) -> str:
 
 # -- fluxion-env ---------------------------------------------------------------
 
+
 def test_fluxion_env_gives_a_virtual_container_backend_and_attribute_env(service):
     response, out = admit(service, pod("q", qpu=1))
     assert response["allowed"]
@@ -32,14 +33,17 @@ def test_fluxion_env_leaves_a_classical_pod_alone(service):
 
 def test_fluxion_env_keeps_user_env_and_adds_only_what_is_missing(service):
     obj = pod("q", qpu=1)
-    obj["spec"]["containers"][0]["env"] = [{"name": "A", "value": "1"},
-                                           {"name": names.ENV_BACKEND, "value": "mine"}]
+    obj["spec"]["containers"][0]["env"] = [
+        {"name": "A", "value": "1"},
+        {"name": names.ENV_BACKEND, "value": "mine"},
+    ]
     _, out = admit(service, obj)
     env = env_of(container(out, "app"))
     assert env["A"] == "1" and env[names.ENV_BACKEND] == "mine" and "FLUXION_REGION" in env
 
 
 # -- gang ----------------------------------------------------------------------
+
 
 def podgroup(cluster, name):
     return cluster.get("podgroups", name, "default")
@@ -62,7 +66,9 @@ def test_gang_size_falls_back_to_the_owning_jobs_parallelism_then_one(service, c
 
 def test_gang_reuses_an_existing_podgroup(service, cluster):
     admit(service, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "2"}))
-    response, out = admit(service, pod("g-1", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "2"}))
+    response, out = admit(
+        service, pod("g-1", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "2"})
+    )
     assert response["allowed"] and out["spec"]["schedulingGroup"]["podGroupName"] == "g"
     assert len(cluster.list("podgroups", "default").items) == 1
 
@@ -81,7 +87,9 @@ def test_gang_on_a_dry_run_patches_but_creates_nothing(service, cluster):
 
 
 def test_a_bad_group_size_is_refused_naming_the_handler(service):
-    response, _ = admit(service, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "x"}))
+    response, _ = admit(
+        service, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "x"})
+    )
     assert not response["allowed"]
     assert "handler gang" in response["status"]["message"]
     assert names.GROUP_SIZE_ANNOTATION in response["status"]["message"]
@@ -89,7 +97,10 @@ def test_a_bad_group_size_is_refused_naming_the_handler(service):
 
 # -- quantum split -------------------------------------------------------------
 
-def test_the_scout_gets_its_own_group_the_staged_interceptor_and_the_sidecar(service, cluster, settings):
+
+def test_the_scout_gets_its_own_group_the_staged_interceptor_and_the_sidecar(
+    service, cluster, settings
+):
     response, out = admit(service, shared("qj-0", 0))
     assert response["allowed"]
     spec = out["spec"]
@@ -124,8 +135,15 @@ def test_the_scout_grants_no_rights_to_any_service_account(service, cluster, acc
 
 
 def test_a_worker_is_gated_prioritised_and_loses_its_virtual_request(service, cluster):
-    cluster.create("priorityclasses", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                       "metadata": {"name": names.QUANTUM_PRIORITY_CLASS}, "value": 1000})
+    cluster.create(
+        "priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": names.QUANTUM_PRIORITY_CLASS},
+            "value": 1000,
+        },
+    )
     response, out = admit(service, shared("qj-2", 2))
     assert response["allowed"]
     spec = out["spec"]
@@ -167,10 +185,16 @@ def test_the_gate_name_is_a_setting(settings, cluster, config):
 
 def _job_group(cluster, name: str, job: str = "qj", uid: str = "job-uid") -> None:
     owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": uid, "controller": True}]
-    cluster.create("podgroups", {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
-                                 "metadata": {"name": name, "namespace": "default",
-                                              "ownerReferences": owner},
-                                 "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}, "default")
+    cluster.create(
+        "podgroups",
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default", "ownerReferences": owner},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}},
+        },
+        "default",
+    )
 
 
 def test_job_controller_groups_are_re_pointed_and_the_gang_of_n_is_removed(service, cluster):
@@ -180,23 +204,35 @@ def test_job_controller_groups_are_re_pointed_and_the_gang_of_n_is_removed(servi
     _, worker = admit(service, shared("qj-1", 1, **grouped))
     assert scout["spec"]["schedulingGroup"]["podGroupName"] == "qj-scout"
     assert worker["spec"]["schedulingGroup"]["podGroupName"] == "qj"
-    remaining = {g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
-                 for g in cluster.list("podgroups", "default").items}
+    remaining = {
+        g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
+        for g in cluster.list("podgroups", "default").items
+    }
     assert remaining == {"qj-scout": 1, "qj": 3}
 
 
-@pytest.mark.parametrize(("owner", "why"), [
-    (None, "a PodGroup nobody controls"),
-    (("other-job", "other-uid"), "another Job's PodGroup"),
-    (("qj", "forged-uid"), "a PodGroup naming the pod's Job with another uid"),
-])
+@pytest.mark.parametrize(
+    ("owner", "why"),
+    [
+        (None, "a PodGroup nobody controls"),
+        (("other-job", "other-uid"), "another Job's PodGroup"),
+        (("qj", "forged-uid"), "a PodGroup naming the pod's Job with another uid"),
+    ],
+)
 def test_a_pod_naming_a_podgroup_its_job_does_not_control_deletes_nothing(
-        service, cluster, owner, why):
+    service, cluster, owner, why
+):
     if owner is None:
-        cluster.create("podgroups", {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
-                                     "metadata": {"name": "victim-training", "namespace": "default"},
-                                     "spec": {"schedulingPolicy": {"gang": {"minCount": 8}}}},
-                       "default")
+        cluster.create(
+            "podgroups",
+            {
+                "apiVersion": "scheduling.k8s.io/v1alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": "victim-training", "namespace": "default"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 8}}},
+            },
+            "default",
+        )
     else:
         _job_group(cluster, "victim-training", *owner)
     grouped = {"schedulingGroup": {"podGroupName": "victim-training"}}
@@ -220,7 +256,10 @@ def test_independent_quantum_groups_are_not_split(service, cluster):
     assert "schedulingGates" not in out["spec"]
     assert container(out, "app")["resources"]["requests"][QPU] == "1"
     assert out["spec"]["schedulingGroup"]["podGroupName"] == "ind"
-    assert cluster.get("podgroups", "ind", "default")["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
+    assert (
+        cluster.get("podgroups", "ind", "default")["spec"]["schedulingPolicy"]["gang"]["minCount"]
+        == 4
+    )
 
 
 def test_shared_coordination_without_a_completion_index_is_refused(service):
@@ -233,9 +272,17 @@ def test_shared_coordination_without_a_completion_index_is_refused(service):
 
 # -- idempotence ---------------------------------------------------------------
 
+
 def test_every_pod_comes_back_unchanged_when_reinvoked(service, cluster):
-    cluster.create("priorityclasses", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                       "metadata": {"name": names.QUANTUM_PRIORITY_CLASS}, "value": 10})
+    cluster.create(
+        "priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": names.QUANTUM_PRIORITY_CLASS},
+            "value": 10,
+        },
+    )
     for obj in (shared("qj-0", 0), shared("qj-3", 3), pod("g", group="g"), pod("q", qpu=1)):
         _, once = admit(service, obj)
         response, twice = admit(service, once)
@@ -255,6 +302,9 @@ def test_the_scout_prepends_the_runtime_to_an_existing_pythonpath(service):
     obj["spec"]["containers"][0]["env"] = [{"name": "PYTHONPATH", "value": "/app"}]
     _, out = admit(service, obj)
     env = env_of(container(out, "app"))
-    assert env["PYTHONPATH"] == f"{names.RUNTIME_MOUNT}:/app" and env[names.ENV_ROLE] == names.ROLE_SCOUT
+    assert (
+        env["PYTHONPATH"] == f"{names.RUNTIME_MOUNT}:/app"
+        and env[names.ENV_ROLE] == names.ROLE_SCOUT
+    )
     _, again = admit(service, out)
     assert env_of(container(again, "app"))["PYTHONPATH"] == f"{names.RUNTIME_MOUNT}:/app"

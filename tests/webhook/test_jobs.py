@@ -15,12 +15,24 @@ from fluence_core.webhook.review import AdmissionService
 from tests.webhook.webhook_helpers import admit, decode_patch, pod, review
 
 
-def job(group: str | None = "train", scheduler: str = names.SCHEDULER_NAME, **template_spec: object) -> dict:
+def job(
+    group: str | None = "train", scheduler: str = names.SCHEDULER_NAME, **template_spec: object
+) -> dict:
     labels = {names.GROUP_LABEL: group} if group else {}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "default"},
-            "spec": {"completionMode": "Indexed", "parallelism": 4, "completions": 4,
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": {"schedulerName": scheduler, "containers": [], **template_spec}}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": {
+            "completionMode": "Indexed",
+            "parallelism": 4,
+            "completions": 4,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"schedulerName": scheduler, "containers": [], **template_spec},
+            },
+        },
+    }
 
 
 def _review_job(service: AdmissionService, obj: dict) -> tuple[dict, dict]:

@@ -27,7 +27,9 @@ def served(tmp_path, settings, cluster):
     service = AdmissionService(settings, [GangHandler()], cluster=cluster)
     server = WebhookServer(("127.0.0.1", 0), service, max_body=64 * 1024, timeout=1.0,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     client_ctx = ssl.create_default_context(cadata=cert.ca_pem.decode())
     yield server, client_ctx
@@ -72,17 +74,32 @@ def test_the_serving_certificate_names_the_service(tmp_path):
 
 
 def test_bootstrap_patches_the_ca_bundle_of_every_webhook(settings, cluster):
-    cluster.create("mutatingwebhookconfigurations", {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": settings.webhook_config},
-        "webhooks": [{"name": f"w{i}.fluence.flux-framework.org", "admissionReviewVersions": ["v1"],
-                      "sideEffects": "NoneOnDryRun",
-                      "clientConfig": {"service": {"name": "fluence-webhook", "namespace": "fluence-system"}}}
-                     for i in range(2)]})
+    cluster.create(
+        "mutatingwebhookconfigurations",
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": settings.webhook_config},
+            "webhooks": [
+                {
+                    "name": f"w{i}.fluence.flux-framework.org",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "NoneOnDryRun",
+                    "clientConfig": {
+                        "service": {"name": "fluence-webhook", "namespace": "fluence-system"}
+                    },
+                }
+                for i in range(2)
+            ],
+        },
+    )
     cert = tls.bootstrap(settings, cluster)
     config = cluster.get("mutatingwebhookconfigurations", settings.webhook_config)
     import base64
-    assert [base64.b64decode(w["clientConfig"]["caBundle"]) for w in config["webhooks"]] == [cert.ca_pem] * 2
+
+    assert [base64.b64decode(w["clientConfig"]["caBundle"]) for w in config["webhooks"]] == [
+        cert.ca_pem
+    ] * 2
 
 
 def test_a_mounted_certificate_is_used_as_is(settings, tmp_path):

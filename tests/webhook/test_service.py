@@ -40,7 +40,9 @@ class Exploding(Handler):
 
 
 def test_handlers_run_in_their_default_order_each_seeing_the_previous_patch(settings):
-    service = AdmissionService(settings, select_handlers([Tagger("b", 2), Tagger("a", 1), Tagger("c", 3)]))
+    service = AdmissionService(
+        settings, select_handlers([Tagger("b", 2), Tagger("a", 1), Tagger("c", 3)])
+    )
     _, out = admit(service, pod("p"))
     assert out["metadata"]["annotations"]["seen"] == "abc"
 
@@ -74,8 +76,11 @@ def test_admission_control_refusal_is_the_denial_message(settings, cluster):
     service = AdmissionService(settings, [Tagger("a")], cluster=cluster,
                                admit=lambda pod, ctx: "no room for you")
     response, _ = admit(service, pod("p"))
-    assert response == {"uid": "req-1", "allowed": False,
-                        "status": {"code": 403, "message": "no room for you", "reason": "Forbidden"}}
+    assert response == {
+        "uid": "req-1",
+        "allowed": False,
+        "status": {"code": 403, "message": "no room for you", "reason": "Forbidden"},
+    }
 
 
 @pytest.mark.parametrize("kwargs, obj", [
@@ -90,12 +95,20 @@ def test_requests_fluence_does_not_judge_are_allowed_untouched(settings, kwargs,
     assert response == {"uid": "req-1", "allowed": True}
 
 
-@pytest.mark.parametrize("body", [
-    b"", b"not json", b"[]", b"{}", b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}',
-    b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}',
-    b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7}}',
-    b"\xff\xfe\x00", b"[" * 100000,
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b"{}",
+        b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}',
+        b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}',
+        b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7}}',
+        b"\xff\xfe\x00",
+        b"[" * 100000,
+    ],
+)
 def test_malformed_bodies_get_an_admission_review_with_an_error(settings, body):
     outcome = AdmissionService(settings, [Tagger("a")]).review(body)
     assert outcome.status == 400
@@ -103,8 +116,16 @@ def test_malformed_bodies_get_an_admission_review_with_an_error(settings, body):
     assert outcome.response["allowed"] is False and outcome.response["status"]["message"]
 
 
-@pytest.mark.parametrize("obj", [None, "pod", {"kind": "Pod"}, {"kind": "Pod", "spec": []},
-                                 {"kind": "Pod", "metadata": "x", "spec": {"schedulerName": "fluence"}}])
+@pytest.mark.parametrize(
+    "obj",
+    [
+        None,
+        "pod",
+        {"kind": "Pod"},
+        {"kind": "Pod", "spec": []},
+        {"kind": "Pod", "metadata": "x", "spec": {"schedulerName": "fluence"}},
+    ],
+)
 def test_a_pod_request_without_a_usable_pod_is_denied_with_its_uid(settings, obj):
     outcome = AdmissionService(settings, [Tagger("a")]).review(json.dumps(review(obj)).encode())
     assert outcome.response["uid"] == "req-1" and outcome.response["allowed"] is False
@@ -170,6 +191,9 @@ def test_an_object_that_is_not_a_handler_is_refused_naming_what_it_lacks():
         def mutate(self, pod, ctx):
             return []
 
-    with pytest.raises(FluenceError, match=r"loose.*is not a Handler: it has no \['order', 'resources', "
-                                           r"'env_contract'\]"):
+    with pytest.raises(
+        FluenceError,
+        match=r"loose.*is not a Handler: it has no \['order', 'resources', "
+        r"'env_contract'\]",
+    ):
         select_handlers([Loose()])

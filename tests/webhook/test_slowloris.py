@@ -41,18 +41,26 @@ def _loopback_alias_works() -> bool:
         probe.close()
 
 
-pytestmark = pytest.mark.skipif(not _loopback_alias_works(),
-                                reason=f"cannot bind {ATTACKER_ADDRESS} (not Linux loopback)")
+pytestmark = pytest.mark.skipif(
+    not _loopback_alias_works(), reason=f"cannot bind {ATTACKER_ADDRESS} (not Linux loopback)"
+)
 
 
 @pytest.fixture
-def served(tmp_path: Any, settings: Any, cluster: Any) -> Iterator[tuple[WebhookServer, ssl.SSLContext]]:
+def served(
+    tmp_path: Any, settings: Any, cluster: Any
+) -> Iterator[tuple[WebhookServer, ssl.SSLContext]]:
     cert = tls.generate(["localhost"], tmp_path, ip_addresses=["127.0.0.1"])
     service = AdmissionService(settings, [GangHandler()], cluster=cluster)
-    server = WebhookServer(("127.0.0.1", 0), service, request_deadline=DEADLINE,
-                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
+    server = WebhookServer(
+        ("127.0.0.1", 0),
+        service,
+        request_deadline=DEADLINE,
+        ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
+    )
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     yield server, ssl.create_default_context(cadata=cert.ca_pem.decode())
     server.shutdown()
@@ -100,7 +108,7 @@ class Trickler:
         alive = []
         for sock in self.sockets:
             try:
-                sock.send(line[position % len(line):position % len(line) + 1])
+                sock.send(line[position % len(line) : position % len(line) + 1])
                 alive.append(sock)
             except (OSError, ssl.SSLError):
                 sock.close()
@@ -113,7 +121,8 @@ class Trickler:
 
 
 def test_600_trickling_connections_leave_a_legitimate_request_answered_within_a_second(
-        served: tuple[WebhookServer, ssl.SSLContext]) -> None:
+    served: tuple[WebhookServer, ssl.SSLContext],
+) -> None:
     server, ctx = served
     attack = Trickler(server.port)
     started = time.monotonic()
@@ -142,7 +151,8 @@ def test_600_trickling_connections_leave_a_legitimate_request_answered_within_a_
 
 
 def test_a_trickling_request_from_the_api_servers_own_address_is_cut_at_its_deadline(
-        served: tuple[WebhookServer, ssl.SSLContext]) -> None:
+    served: tuple[WebhookServer, ssl.SSLContext],
+) -> None:
     server, ctx = served
     raw = socket.create_connection(("127.0.0.1", server.port), timeout=2.0)
     sock = ctx.wrap_socket(raw, server_hostname="localhost")
@@ -151,7 +161,7 @@ def test_a_trickling_request_from_the_api_servers_own_address_is_cut_at_its_dead
     position = 0
     with pytest.raises((OSError, ssl.SSLError)):
         while time.monotonic() - started < DEADLINE + 5:
-            sock.send(line[position % len(line):position % len(line) + 1])
+            sock.send(line[position % len(line) : position % len(line) + 1])
             position += 1
             time.sleep(0.25)  # well under the per-read timeout
     assert time.monotonic() - started < DEADLINE + 2

@@ -32,18 +32,36 @@ def pod(name: str = "p", *, group: str | None = None, cpu: str = "1", qpu: int =
     if job:
         meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
                                     "uid": "job-uid", "controller": True}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"schedulerName": scheduler, "containers": [
-                {"name": "app", "image": "python:3.12", "resources": {"requests": requests}}], **spec}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [
+                {"name": "app", "image": "python:3.12", "resources": {"requests": requests}}
+            ],
+            **spec,
+        },
+    }
 
 
-def shared(name: str, index: int, *, group: str = "qj", job: str | None = "qj", **kw: Any) -> dict[str, Any]:
+def shared(
+    name: str, index: int, *, group: str = "qj", job: str | None = "qj", **kw: Any
+) -> dict[str, Any]:
     return pod(name, group=group, qpu=1, index=index, job=job,
                annotations={names.COORDINATION_ANNOTATION: names.COORDINATION_SHARED}, **kw)
 
 
-def review(obj: Any, *, operation: str = "CREATE", namespace: str = "default", dry_run: bool = False,
-           uid: str = "req-1", resource: str = "pods") -> dict[str, Any]:
+def review(
+    obj: Any,
+    *,
+    operation: str = "CREATE",
+    namespace: str = "default",
+    dry_run: bool = False,
+    uid: str = "req-1",
+    resource: str = "pods",
+) -> dict[str, Any]:
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
                         "resource": {"group": "", "version": "v1", "resource": resource},
@@ -58,7 +76,9 @@ def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
     return json.loads(base64.b64decode(response["patch"]))
 
 
-def admit(service: AdmissionService, obj: dict[str, Any], **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def admit(
+    service: AdmissionService, obj: dict[str, Any], **kw: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(response, the pod after applying the patch with the jsonpatch library)."""
     outcome = service.review(json.dumps(review(obj, **kw)).encode())
     assert outcome.status == 200

@@ -65,11 +65,14 @@ def group_key(pod: Mapping[str, Any], namespace: str) -> GroupKey:
     if group:
         return namespace, group
     meta = metadata(pod)
-    return namespace, "pod:" + str(meta.get("name") or meta.get("generateName") or meta.get("uid") or "?")
+    return namespace, "pod:" + str(
+        meta.get("name") or meta.get("generateName") or meta.get("uid") or "?"
+    )
 
 
 def pod_cores(pod: Mapping[str, Any]) -> int:
-    """Whole cores the pod asks for, without the containers Fluence adds (stable on re-invocation)."""
+    """Whole cores the pod asks for, without the containers Fluence adds (stable on re-invocation).
+    """
     own = dict(spec(pod))
     own["containers"] = [c for c in own.get("containers") or []
                          if c.get("name") not in _FLUENCE_CONTAINERS]
@@ -186,7 +189,9 @@ class AdmissionControl:
                     pass
                 if node:
                     bound_by_group[key] = bound_by_group.get(key, 0) + cores
-        outstanding = {key: max(0, total - bound_by_group.get(key, 0)) for key, total in promises.items()}
+        outstanding = {
+            key: max(0, total - bound_by_group.get(key, 0)) for key, total in promises.items()
+        }
         now = self._clock()
         pending: dict[PendingKey, int] = {}
         for key, promise in list(self._pending.items()):
@@ -205,7 +210,9 @@ class AdmissionControl:
         namespace, group = key
         if group.startswith("pod:"):
             return False
-        return bool(self.cluster.list(PODS, namespace, label_selector=f"{names.GROUP_LABEL}={group}").items)
+        return bool(
+            self.cluster.list(PODS, namespace, label_selector=f"{names.GROUP_LABEL}={group}").items
+        )
 
     def _priority_of(self, pod: Mapping[str, Any]) -> int:
         found = self.cluster.get(PRIORITY_CLASSES, names.QUANTUM_PRIORITY_CLASS)

@@ -22,13 +22,27 @@ def node(name: str, cpu: int) -> dict:
             "status": {"allocatable": {"cpu": str(cpu), "memory": "16Gi"}}}
 
 
-def pod(name: str, *, cpu: int = 1, qpu: bool = False, group: str | None = None, size: int | None = None,
-        node_name: str | None = None, priority: int = 0, annotations: dict | None = None,
-        scheduler: str = names.SCHEDULER_NAME) -> dict:
+def pod(
+    name: str,
+    *,
+    cpu: int = 1,
+    qpu: bool = False,
+    group: str | None = None,
+    size: int | None = None,
+    node_name: str | None = None,
+    priority: int = 0,
+    annotations: dict | None = None,
+    scheduler: str = names.SCHEDULER_NAME,
+) -> dict:
     requests = {"cpu": str(cpu)}
     if qpu:
         requests[QPU] = "1"
-    meta = {"name": name, "namespace": "default", "labels": {}, "annotations": dict(annotations or {})}
+    meta = {
+        "name": name,
+        "namespace": "default",
+        "labels": {},
+        "annotations": dict(annotations or {}),
+    }
     if group:
         meta["labels"][names.GROUP_LABEL] = group
     if size:
@@ -79,7 +93,10 @@ def store(cluster, obj, control=None, settings=None):
 
 
 def test_a_group_that_fits_in_free_cores_is_admitted(control, settings, cluster):
-    assert control.admit(pod("q-0", cpu=4, qpu=True, group="q", size=4), ctx(settings, cluster)) is None
+    assert (
+        control.admit(pod("q-0", cpu=4, qpu=True, group="q", size=4), ctx(settings, cluster))
+        is None
+    )
 
 
 def test_a_group_that_does_not_fit_is_refused_with_needed_and_available(control, settings, cluster):
@@ -90,17 +107,32 @@ def test_a_group_that_does_not_fit_is_refused_with_needed_and_available(control,
 
 
 def test_lower_priority_unprotected_pods_count_as_preemptible(control, settings, cluster):
-    cluster.create("priorityclasses", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                       "metadata": {"name": names.QUANTUM_PRIORITY_CLASS}, "value": 50})
+    cluster.create(
+        "priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": names.QUANTUM_PRIORITY_CLASS},
+            "value": 50,
+        },
+    )
     store(cluster, pod("low", cpu=8, node_name="n1", priority=0))
     store(cluster, pod("high", cpu=4, node_name="n2", priority=100))
     budget = control.budget(50)
     assert (budget.free, budget.preemptible) == (4, 8)
-    assert control.admit(pod("q-0", cpu=4, qpu=True, group="q", size=3), ctx(settings, cluster)) is None
+    assert (
+        control.admit(pod("q-0", cpu=4, qpu=True, group="q", size=3), ctx(settings, cluster))
+        is None
+    )
 
 
 def test_protected_quantum_pods_are_never_preemptible(control, settings, cluster):
-    store(cluster, pod("other-0", cpu=8, qpu=True, group="other", size=1, node_name="n1"), control, settings)
+    store(
+        cluster,
+        pod("other-0", cpu=8, qpu=True, group="other", size=1, node_name="n1"),
+        control,
+        settings,
+    )
     assert control.budget(1000).preemptible == 0
 
 
@@ -124,15 +156,24 @@ def test_promised_cores_count_against_the_next_group_until_it_starts(control, se
     assert "needs 8 cores" in verdict and "but 4 are available" in verdict
     # The group's pods are created and all three bind: the promise becomes real usage.
     for i, where in enumerate(("n1", "n2", "n2")):
-        store(cluster, pod(f"a-{i}", cpu=4, qpu=True, group="a", size=3, node_name=where), control, settings)
+        store(
+            cluster,
+            pod(f"a-{i}", cpu=4, qpu=True, group="a", size=3, node_name=where),
+            control,
+            settings,
+        )
     assert control.budget(0).promised == 0
 
 
 def test_promises_are_rebuilt_from_the_cluster_after_a_restart(control, settings, cluster):
-    store(cluster, pod("a-0", cpu=4, qpu=True, group="a", size=3), control, settings)  # admitted, pending
+    store(
+        cluster, pod("a-0", cpu=4, qpu=True, group="a", size=3), control, settings
+    )  # admitted, pending
     restarted = AdmissionControl(cluster, AdmissionSettings())
     assert restarted.budget(0).promised == 12
-    verdict = restarted.admit(pod("b-0", cpu=4, qpu=True, group="b", size=2), ctx(settings, cluster))
+    verdict = restarted.admit(
+        pod("b-0", cpu=4, qpu=True, group="b", size=2), ctx(settings, cluster)
+    )
     assert "but 4 are available" in verdict
 
 
@@ -144,19 +185,30 @@ def test_a_deleted_group_gives_its_promise_back(control, settings, cluster):
 
 
 def test_later_pods_of_an_admitted_group_are_not_rechecked(control, settings, cluster):
-    assert control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=4), ctx(settings, cluster)) is None
+    assert (
+        control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=4), ctx(settings, cluster))
+        is None
+    )
     cluster.create("nodes", node("n3", 0))  # nothing changes the verdict for a sibling
-    assert control.admit(pod("a-1", cpu=4, qpu=True, group="a", size=4), ctx(settings, cluster)) is None
+    assert (
+        control.admit(pod("a-1", cpu=4, qpu=True, group="a", size=4), ctx(settings, cluster))
+        is None
+    )
 
 
 def test_a_dry_run_promises_nothing(control, settings, cluster):
-    control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=3), ctx(settings, cluster, dry_run=True))
+    control.admit(
+        pod("a-0", cpu=4, qpu=True, group="a", size=3), ctx(settings, cluster, dry_run=True)
+    )
     assert control.budget(0).promised == 0
 
 
 def test_admission_off_admits_everything(settings, cluster):
     control = AdmissionControl(cluster, AdmissionSettings(control="off"))
-    assert control.admit(pod("q-0", cpu=64, qpu=True, group="q", size=9), ctx(settings, cluster)) is None
+    assert (
+        control.admit(pod("q-0", cpu=64, qpu=True, group="q", size=9), ctx(settings, cluster))
+        is None
+    )
 
 
 def test_classical_pods_are_not_judged(control, settings, cluster):
@@ -171,14 +223,18 @@ def test_quantum_pods_are_marked_and_users_cannot_mark_their_own(control, settin
     assert marked["metadata"]["annotations"][names.PROTECTED_ANNOTATION] == "true"
     assert marked["metadata"]["annotations"][names.PROMISED_CORES_ANNOTATION] == "6"
     assert handler.mutate(marked, wctx) == []  # idempotent
-    forged = pod("f", annotations={names.PROTECTED_ANNOTATION: "true", names.PROMISED_CORES_ANNOTATION: "0"})
+    forged = pod(
+        "f", annotations={names.PROTECTED_ANNOTATION: "true", names.PROMISED_CORES_ANNOTATION: "0"}
+    )
     assert handler.applies(forged)
     cleaned = jsonpatch.apply_patch(forged, handler.mutate(forged, wctx))
     assert names.PROTECTED_ANNOTATION not in cleaned["metadata"]["annotations"]
     assert names.PROMISED_CORES_ANNOTATION not in cleaned["metadata"]["annotations"]
 
 
-def test_through_the_webhook_an_over_budget_group_is_denied_with_the_message(control, settings, cluster):
+def test_through_the_webhook_an_over_budget_group_is_denied_with_the_message(
+    control, settings, cluster
+):
     service = AdmissionService(settings, [MarkHandler()], cluster=cluster, admit=control.admit)
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "u1", "operation": "CREATE", "namespace": "default",
@@ -186,7 +242,9 @@ def test_through_the_webhook_an_over_budget_group_is_denied_with_the_message(con
                         "object": pod("q-0", cpu=8, qpu=True, group="q", size=4)}}
     response = service.review(json.dumps(body).encode()).response
     assert response["allowed"] is False
-    assert "group q needs 32 cores (4 pods x 8) but 16 are available" in response["status"]["message"]
+    assert (
+        "group q needs 32 cores (4 pods x 8) but 16 are available" in response["status"]["message"]
+    )
     assert plugin.fluence_admit is not None
 
 
@@ -221,8 +279,12 @@ def test_a_pending_promise_ages_by_the_clock_the_service_injects(cluster):
 
 def test_two_services_keep_separate_promises(cluster):
     one, two = plugin_service(cluster, [0.0]), plugin_service(cluster, [0.0])
-    assert one.review(review_body(pod("a-0", cpu=4, qpu=True, group="a", size=3))).response["allowed"]
-    assert two.review(review_body(pod("b-0", cpu=4, qpu=True, group="b", size=3))).response["allowed"]
+    assert one.review(review_body(pod("a-0", cpu=4, qpu=True, group="a", size=3))).response[
+        "allowed"
+    ]
+    assert two.review(review_body(pod("b-0", cpu=4, qpu=True, group="b", size=3))).response[
+        "allowed"
+    ]
 
 
 # -- settings: FLUENCE_ADMISSION_*, the old names still read --------------------

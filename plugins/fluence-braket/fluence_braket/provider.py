@@ -61,7 +61,9 @@ class BraketProvider(Provider):
         since = (self.now() - self.lookback).strftime("%Y-%m-%dT%H:%M:%SZ")
         filters = [{"name": "createdAt", "operator": "GTE", "values": [since]}]
         if backend.attributes.get("arn"):
-            filters.append({"name": "deviceArn", "operator": "EQUAL", "values": [backend.attributes["arn"]]})
+            filters.append(
+                {"name": "deviceArn", "operator": "EQUAL", "values": [backend.attributes["arn"]]}
+            )
         best: dict[str, Any] | None = None
         token: str | None = None
         while True:
@@ -124,8 +126,15 @@ class BraketProvider(Provider):
         per_shot = float(cost["price"]) if cost.get("unit") == "shot" and "price" in cost else None
         queue = None
         for entry in device.get("deviceQueueInfo") or []:
-            if entry.get("queue") == "QUANTUM_TASKS_QUEUE" and entry.get("queuePriority", "Normal") == "Normal":
+            if (
+                entry.get("queue") == "QUANTUM_TASKS_QUEUE"
+                and entry.get("queuePriority", "Normal") == "Normal"
+            ):
                 queue = parse_queue_position(entry.get("queueSize"))
-        status = "online" if device.get("deviceStatus") == "ONLINE" else str(device.get("deviceStatus", "")).lower()
+        status = (
+            "online"
+            if device.get("deviceStatus") == "ONLINE"
+            else str(device.get("deviceStatus", "")).lower()
+        )
         return BackendInfo(backend.name, price_per_shot=per_shot, queue=queue, status=status,
                            qubits=qubits, source="braket")

@@ -12,8 +12,10 @@ from fluence_braket.provider import BraketProvider, BraketTask
 from fluence_braket.testing import DEVICE_ARN, TASK_ARN
 from fluence_core.api import BEYOND_REPORTED, Backend
 
-BACKEND = Backend("rigetti_cepheus", {"provider": "braket", "region": "us-east-1", "arn": DEVICE_ARN,
-                                      "backend": "rigetti_cepheus"})
+BACKEND = Backend(
+    "rigetti_cepheus",
+    {"provider": "braket", "region": "us-east-1", "arn": DEVICE_ARN, "backend": "rigetti_cepheus"},
+)
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 OTHER_ARN = TASK_ARN.replace("0f1e2d3c", "99999999")
 
@@ -39,12 +41,16 @@ def test_finds_the_task_tagged_with_the_pod_uid_across_pages(aws, provider) -> N
     _, stubber = aws
     filters = [{"name": "createdAt", "operator": "GTE", "values": ["2026-11-28T12:00:00Z"]},
                {"name": "deviceArn", "operator": "EQUAL", "values": [DEVICE_ARN]}]
-    stubber.add_response("search_quantum_tasks",
-                         {"quantumTasks": [_summary(OTHER_ARN, "someone-else", NOW)], "nextToken": "p2"},
-                         {"filters": filters})
-    stubber.add_response("search_quantum_tasks",
-                         {"quantumTasks": [_summary(TASK_ARN, "uid-1", NOW), _summary(OTHER_ARN, None, NOW)]},
-                         {"filters": filters, "nextToken": "p2"})
+    stubber.add_response(
+        "search_quantum_tasks",
+        {"quantumTasks": [_summary(OTHER_ARN, "someone-else", NOW)], "nextToken": "p2"},
+        {"filters": filters},
+    )
+    stubber.add_response(
+        "search_quantum_tasks",
+        {"quantumTasks": [_summary(TASK_ARN, "uid-1", NOW), _summary(OTHER_ARN, None, NOW)]},
+        {"filters": filters, "nextToken": "p2"},
+    )
     task = provider.find_my_task("uid-1", BACKEND, timeout=5)
     assert task is not None and provider.job_id(task) == TASK_ARN
 
@@ -107,15 +113,30 @@ def test_backend_info_reads_status_queue_qubits_and_shot_price(aws, provider) ->
     _, stubber = aws
     capabilities = {"paradigm": {"qubitCount": 108},
                     "service": {"deviceCost": {"price": 0.000425, "unit": "shot"}}}
-    stubber.add_response("get_device", {
-        "deviceArn": DEVICE_ARN, "deviceName": "Cepheus-1-108Q", "providerName": "Rigetti",
-        "deviceType": "QPU", "deviceStatus": "ONLINE", "deviceCapabilities": json.dumps(capabilities),
-        "deviceQueueInfo": [{"queue": "QUANTUM_TASKS_QUEUE", "queueSize": "17", "queuePriority": "Normal"},
-                            {"queue": "QUANTUM_TASKS_QUEUE", "queueSize": "2", "queuePriority": "Priority"}],
-    }, {"deviceArn": DEVICE_ARN})
+    stubber.add_response(
+        "get_device",
+        {
+            "deviceArn": DEVICE_ARN,
+            "deviceName": "Cepheus-1-108Q",
+            "providerName": "Rigetti",
+            "deviceType": "QPU",
+            "deviceStatus": "ONLINE",
+            "deviceCapabilities": json.dumps(capabilities),
+            "deviceQueueInfo": [
+                {"queue": "QUANTUM_TASKS_QUEUE", "queueSize": "17", "queuePriority": "Normal"},
+                {"queue": "QUANTUM_TASKS_QUEUE", "queueSize": "2", "queuePriority": "Priority"},
+            ],
+        },
+        {"deviceArn": DEVICE_ARN},
+    )
     info = provider.backend_info(BACKEND)
     assert info is not None
-    assert (info.status, info.queue, info.qubits, info.price_per_shot) == ("online", 17, 108, 0.000425)
+    assert (info.status, info.queue, info.qubits, info.price_per_shot) == (
+        "online",
+        17,
+        108,
+        0.000425,
+    )
 
 
 def test_fluence_resolves_braket_attributes_to_this_provider() -> None:

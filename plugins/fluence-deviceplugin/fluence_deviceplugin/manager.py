@@ -143,13 +143,18 @@ class DevicePluginManager:
             raise FluenceError(f"{self.plugin_dir}: the device-plugins directory does not exist")
         config, digest = self._read_config()
         if not config.types:
-            logger.warning("device plugin: %s has no virtual types; nothing to advertise", config.source)
+            logger.warning(
+                "device plugin: %s has no virtual types; nothing to advertise", config.source
+            )
         self._config_digest = digest
         self._apply_types(config.types)
         self._started = True
         if self._kubelet_identity() is None:
-            logger.info("device plugin: no %s in %s yet; registering when the kubelet creates it",
-                        KUBELET_SOCKET, self.plugin_dir)
+            logger.info(
+                "device plugin: no %s in %s yet; registering when the kubelet creates it",
+                KUBELET_SOCKET,
+                self.plugin_dir,
+            )
         self.reconcile()
 
     def reconcile(self) -> None:
@@ -160,13 +165,18 @@ class DevicePluginManager:
             if kubelet is None:
                 logger.warning("device plugin: %s is gone; waiting for the kubelet", KUBELET_SOCKET)
             else:
-                logger.info("device plugin: kubelet is up (%s); registering %d types",
-                            KUBELET_SOCKET, len(self._servers))
+                logger.info(
+                    "device plugin: kubelet is up (%s); registering %d types",
+                    KUBELET_SOCKET,
+                    len(self._servers),
+                )
             self._kubelet = kubelet
             self._registered = frozenset()
         for resource_type, server in self._servers.items():
             if not server.socket_alive():
-                logger.warning("device plugin: socket of %s vanished; serving it again", server.resource_name)
+                logger.warning(
+                    "device plugin: socket of %s vanished; serving it again", server.resource_name
+                )
                 server.restart()
                 self._registered -= {resource_type}
         if kubelet is None:
@@ -177,13 +187,20 @@ class DevicePluginManager:
             try:
                 register(self.plugin_dir, server, self.register_timeout)
             except grpc.RpcError as error:
-                logger.error("device plugin: registering %s failed: %s %s (retrying on the next change or tick)",
-                             server.resource_name, error.code(), error.details())
+                logger.error(
+                    "device plugin: registering %s failed: %s %s"
+                    " (retrying on the next change or tick)",
+                    server.resource_name,
+                    error.code(),
+                    error.details(),
+                )
                 if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     break  # the kubelet is not answering: do not wait out a timeout per type
                 continue
             self._registered |= {resource_type}
-            logger.info("device plugin: registered %s (endpoint %s)", server.resource_name, server.endpoint)
+            logger.info(
+                "device plugin: registered %s (endpoint %s)", server.resource_name, server.endpoint
+            )
 
     def run(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set, reconciling on every file change and tick;
@@ -206,8 +223,9 @@ class DevicePluginManager:
                 try:
                     self.reconcile()
                 except Exception:  # keep serving the last good set; the next tick tries again
-                    logger.exception("device plugin: reconciling failed; still serving %s",
-                                     self.types)
+                    logger.exception(
+                        "device plugin: reconciling failed; still serving %s", self.types
+                    )
         finally:
             self.close()
 
@@ -250,21 +268,27 @@ class DevicePluginManager:
         try:
             config = load_resource_config(self.config_path)
         except FluenceError as error:
-            logger.error("device plugin: keeping types %s: the new config is invalid: %s",
-                         self.types, error)
+            logger.error(
+                "device plugin: keeping types %s: the new config is invalid: %s", self.types, error
+            )
             return
         except Exception:
-            logger.exception("device plugin: keeping types %s: the new config cannot be read",
-                             self.types)
+            logger.exception(
+                "device plugin: keeping types %s: the new config cannot be read", self.types
+            )
             return
         if config.types == self.types:
             logger.info("device plugin: %s changed; its types did not", self.config_path)
             return
-        logger.info("device plugin: %s changed; types %s -> %s", self.config_path, self.types, config.types)
+        logger.info(
+            "device plugin: %s changed; types %s -> %s", self.config_path, self.types, config.types
+        )
         try:
             self._apply_types(config.types)
         except Exception as error:  # whatever started keeps serving (see _apply_types)
-            logger.error("device plugin: cannot serve every new type (now serving %s): %s", self.types, error)
+            logger.error(
+                "device plugin: cannot serve every new type (now serving %s): %s", self.types, error
+            )
 
     def _apply_types(self, wanted: Iterable[str]) -> None:
         """Stop the servers of types no longer wanted and start the new ones."""

@@ -20,11 +20,21 @@ from fluence_deviceplugin.settings import DevicePluginSettings
 
 def deviceplugin(
     resources: Optional[Path] = typer.Option(
-        None, "--resources", help="resources.yaml whose types to advertise (default: $FLUENCE_RESOURCES)."),
+        None,
+        "--resources",
+        help="resources.yaml whose types to advertise (default: $FLUENCE_RESOURCES).",
+    ),
     plugin_dir: Optional[Path] = typer.Option(
-        None, "--dir", help="The kubelet's device-plugins directory (default: $FLUENCE_DEVICE_PLUGIN_DIR)."),
+        None,
+        "--dir",
+        help="The kubelet's device-plugins directory (default: $FLUENCE_DEVICE_PLUGIN_DIR).",
+    ),
     capacity: Optional[int] = typer.Option(
-        None, "--capacity", min=1, help="Devices per type (default: $FLUENCE_DEVICE_PLUGIN_CAPACITY)."),
+        None,
+        "--capacity",
+        min=1,
+        help="Devices per type (default: $FLUENCE_DEVICE_PLUGIN_CAPACITY).",
+    ),
 ) -> None:
     """Advertise every virtual type to the kubelet as fluxion.flux-framework.org/<type>."""
     from fluence_deviceplugin.manager import DevicePluginManager

@@ -25,7 +25,9 @@ SOCKET_SUFFIX: Final = ".sock"
 MAX_UNIX_PATH: Final = 107
 """sun_path holds 108 bytes with the terminating NUL; a longer path cannot be bound."""
 
-OPTIONS: Final = pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=False)
+OPTIONS: Final = pb.DevicePluginOptions(
+    pre_start_required=False, get_preferred_allocation_available=False
+)
 """Tokens need no reset before a container starts and any subset is as good as
 another, so the kubelet need not call PreStartContainer or GetPreferredAllocation.
 Both are still answered correctly in case a kubelet calls them anyway."""
@@ -65,10 +67,14 @@ class DevicePluginService(rpc.DevicePluginServicer):
             for ended in self._streams:
                 ended.set()
 
-    def GetDevicePluginOptions(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.DevicePluginOptions:
+    def GetDevicePluginOptions(
+        self, request: pb.Empty, context: grpc.ServicerContext
+    ) -> pb.DevicePluginOptions:
         return OPTIONS
 
-    def ListAndWatch(self, request: pb.Empty, context: grpc.ServicerContext) -> Iterator[pb.ListAndWatchResponse]:
+    def ListAndWatch(
+        self, request: pb.Empty, context: grpc.ServicerContext
+    ) -> Iterator[pb.ListAndWatchResponse]:
         """Send the full list once, then hold the stream open: the kubelet treats
         a closed stream as the plugin going away. The list never changes while
         the server lives (a new capacity means a new process)."""
@@ -102,7 +108,9 @@ class DevicePluginService(rpc.DevicePluginServicer):
             responses.append(pb.ContainerPreferredAllocationResponse(deviceIDs=chosen))
         return pb.PreferredAllocationResponse(container_responses=responses)
 
-    def Allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext) -> pb.AllocateResponse:
+    def Allocate(
+        self, request: pb.AllocateRequest, context: grpc.ServicerContext
+    ) -> pb.AllocateResponse:
         """One empty response per container: a token needs no device node, mount
         or variable (what the pod got arrives through Fluence's annotations).
         An ID we never advertised means a confused kubelet; refusing it makes the
@@ -132,7 +140,9 @@ class TypePluginServer:
     never unlinks a socket it did not create.
     """
 
-    def __init__(self, resource_type: str, plugin_dir: Path, capacity: int, *, max_workers: int = 4) -> None:
+    def __init__(
+        self, resource_type: str, plugin_dir: Path, capacity: int, *, max_workers: int = 4
+    ) -> None:
         self.resource_type = resource_type
         self.resource_name = names.extended_resource(resource_type)
         self.plugin_dir = Path(plugin_dir).absolute()
@@ -140,7 +150,9 @@ class TypePluginServer:
         self.endpoint = socket_name(resource_type)
         self.socket_path = self.plugin_dir / self.endpoint
         if len(os.fsencode(self.socket_path)) > MAX_UNIX_PATH:
-            raise ValueError(f"{self.socket_path}: longer than a unix socket path may be ({MAX_UNIX_PATH} bytes)")
+            raise ValueError(
+                f"{self.socket_path}: longer than a unix socket path may be ({MAX_UNIX_PATH} bytes)"
+            )
         self._max_workers = max_workers
         self._server: grpc.Server | None = None
         self._service: DevicePluginService | None = None
@@ -166,11 +178,18 @@ class TypePluginServer:
         try:
             server.add_insecure_port(f"unix://{self.socket_path}")
         except RuntimeError as error:
-            raise OSError(f"{self.socket_path}: cannot bind the device plugin socket: {error}") from None
+            raise OSError(
+                f"{self.socket_path}: cannot bind the device plugin socket: {error}"
+            ) from None
         server.start()
         self._server, self._service = server, service
         self._inode = self.socket_path.lstat().st_ino
-        logger.info("device plugin %s serving %d devices on %s", self.resource_name, self.capacity, self.socket_path)
+        logger.info(
+            "device plugin %s serving %d devices on %s",
+            self.resource_name,
+            self.capacity,
+            self.socket_path,
+        )
 
     def socket_alive(self) -> bool:
         """True while our socket file is still in the directory (the kubelet

@@ -26,7 +26,10 @@ class DevicePluginSettings(PluginSettings):
         description="The kubelet's device-plugins directory (registration socket lives here).",
     )
     capacity: int = Field(
-        default=1000, ge=1,
-        validation_alias=AliasChoices("FLUENCE_DEVICE_PLUGIN_CAPACITY", "FLUENCE_RESOURCE_CAPACITY"),
+        default=1000,
+        ge=1,
+        validation_alias=AliasChoices(
+            "FLUENCE_DEVICE_PLUGIN_CAPACITY", "FLUENCE_RESOURCE_CAPACITY"
+        ),
         description="Per-node count advertised for each virtual type.",
     )

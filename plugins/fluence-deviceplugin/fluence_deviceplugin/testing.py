@@ -80,7 +80,8 @@ class FakeKubelet(rpc.RegistrationServicer):
         self._server = server
 
     def stop(self) -> None:
-        """Go away like a dying kubelet: stop serving, drop the plugin streams, unlink the socket."""
+        """Go away like a dying kubelet: stop serving, drop the plugin streams, unlink the socket.
+        """
         if self._server is not None:
             self._server.stop(0).wait(WAIT)
             self._server = None
@@ -173,7 +174,9 @@ class LogRecords(logging.Handler):
             try:
                 record = self.records.get(timeout=WAIT)
             except queue.Empty:
-                raise AssertionError(f"no {logging.getLevelName(level)} record containing {text!r}; saw {seen}") from None
+                raise AssertionError(
+                    f"no {logging.getLevelName(level)} record containing {text!r}; saw {seen}"
+                ) from None
             message = record.getMessage()
             if record.levelno == level and text in message:
                 return record

@@ -74,7 +74,9 @@ def make_manager(plugin_dir: Path, config_file: Path) -> Iterator[Callable[..., 
     running: list[RunningManager] = []
 
     def make(**overrides: object) -> RunningManager:
-        options: dict[str, object] = dict(tick_ms=600_000, debounce_ms=100, step_ms=20, register_timeout=2.0)
+        options: dict[str, object] = dict(
+            tick_ms=600_000, debounce_ms=100, step_ms=20, register_timeout=2.0
+        )
         options.update(overrides)
         manager = DevicePluginManager(plugin_dir, config_file, CAPACITY, **options)  # type: ignore[arg-type]
         runner = RunningManager(manager)

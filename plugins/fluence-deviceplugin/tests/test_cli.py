@@ -40,8 +40,12 @@ def test_the_fluence_command_line_offers_deviceplugin() -> None:
 def test_the_command_registers_every_type_and_cleans_up_on_sigterm(
     kubelet: FakeKubelet, plugin_dir: Path, config_file: Path
 ) -> None:
-    env = dict(os.environ, FLUENCE_DEVICE_PLUGIN_DIR=str(plugin_dir), FLUENCE_RESOURCES=str(config_file),
-               FLUENCE_RESOURCE_CAPACITY="7")
+    env = dict(
+        os.environ,
+        FLUENCE_DEVICE_PLUGIN_DIR=str(plugin_dir),
+        FLUENCE_RESOURCES=str(config_file),
+        FLUENCE_RESOURCE_CAPACITY="7",
+    )
     process = subprocess.Popen([sys.executable, "-m", "fluence_core.cli", "deviceplugin"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -61,9 +65,13 @@ def test_the_command_registers_every_type_and_cleans_up_on_sigterm(
     assert "SIGTERM received" in output
 
 
-def test_the_command_refuses_a_bad_config_with_a_message(plugin_dir: Path, config_file: Path) -> None:
+def test_the_command_refuses_a_bad_config_with_a_message(
+    plugin_dir: Path, config_file: Path
+) -> None:
     config_file.write_text("resources: {}\n")
-    env = dict(os.environ, FLUENCE_DEVICE_PLUGIN_DIR=str(plugin_dir), FLUENCE_RESOURCES=str(config_file))
+    env = dict(
+        os.environ, FLUENCE_DEVICE_PLUGIN_DIR=str(plugin_dir), FLUENCE_RESOURCES=str(config_file)
+    )
     result = subprocess.run([sys.executable, "-m", "fluence_core.cli", "deviceplugin"], env=env,
                             capture_output=True, text=True, timeout=WAIT * 3)
     assert result.returncode == 2

@@ -38,7 +38,12 @@ def test_the_wire_names_are_the_kubelets() -> None:
     services = api_pb2.DESCRIPTOR.services_by_name
     assert services["Registration"].full_name == "v1beta1.Registration"
     assert [m.name for m in services["DevicePlugin"].methods] == [
-        "GetDevicePluginOptions", "ListAndWatch", "GetPreferredAllocation", "Allocate", "PreStartContainer"]
+        "GetDevicePluginOptions",
+        "ListAndWatch",
+        "GetPreferredAllocation",
+        "Allocate",
+        "PreStartContainer",
+    ]
     assert services["DevicePlugin"].methods_by_name["ListAndWatch"].server_streaming
     fields = {f.name: f.number for f in api_pb2.RegisterRequest.DESCRIPTOR.fields}
     assert fields == {"version": 1, "endpoint": 2, "resource_name": 3, "options": 4}

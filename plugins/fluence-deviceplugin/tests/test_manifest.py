@@ -20,7 +20,9 @@ def pod_spec() -> dict[str, Any]:
     return spec
 
 
-def test_it_runs_the_deviceplugin_command_on_the_kubelets_directory(pod_spec: dict[str, Any]) -> None:
+def test_it_runs_the_deviceplugin_command_on_the_kubelets_directory(
+    pod_spec: dict[str, Any],
+) -> None:
     [container] = pod_spec["containers"]
     assert container["command"] == ["fluence", "deviceplugin"]
     env = {e["name"]: e.get("value") for e in container["env"]}
@@ -31,8 +33,12 @@ def test_it_runs_the_deviceplugin_command_on_the_kubelets_directory(pod_spec: di
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts[host["name"]] == default_dir
     config_dir = str(Path(env["FLUENCE_RESOURCES"]).parent)
-    assert config_dir in mounts.values(), "the resources config must be mounted where FLUENCE_RESOURCES points"
-    assert not any("subPath" in m for m in container["volumeMounts"]), "a subPath mount never sees ConfigMap edits"
+    assert config_dir in mounts.values(), (
+        "the resources config must be mounted where FLUENCE_RESOURCES points"
+    )
+    assert not any("subPath" in m for m in container["volumeMounts"]), (
+        "a subPath mount never sees ConfigMap edits"
+    )
 
 
 def test_it_asks_for_no_more_power_than_creating_sockets_needs(pod_spec: dict[str, Any]) -> None:

@@ -31,7 +31,9 @@ def test_registers_every_type_of_the_braket_config_once(make_manager, kubelet: F
     assert runner.manager.registered == set(BRAKET_TYPES)
 
 
-def test_the_kubelet_sees_capacity_healthy_devices_per_type(make_manager, kubelet: FakeKubelet) -> None:
+def test_the_kubelet_sees_capacity_healthy_devices_per_type(
+    make_manager, kubelet: FakeKubelet
+) -> None:
     capacity = make_manager().manager.capacity
     kubelet.take(3)
     for resource_type in BRAKET_TYPES:
@@ -64,7 +66,9 @@ def test_sockets_wiped_by_a_restarting_kubelet_are_served_again(
     assert len(watch.devices) == capacity
 
 
-def test_a_kubelet_that_starts_after_the_plugin_gets_every_type(make_manager, plugin_dir: Path) -> None:
+def test_a_kubelet_that_starts_after_the_plugin_gets_every_type(
+    make_manager, plugin_dir: Path
+) -> None:
     runner = make_manager()
     assert runner.manager.registered == set()
     late = FakeKubelet(plugin_dir)
@@ -75,7 +79,9 @@ def test_a_kubelet_that_starts_after_the_plugin_gets_every_type(make_manager, pl
         late.stop()
 
 
-def test_a_refused_type_is_retried_when_the_kubelet_restarts(make_manager, kubelet: FakeKubelet) -> None:
+def test_a_refused_type_is_retried_when_the_kubelet_restarts(
+    make_manager, kubelet: FakeKubelet
+) -> None:
     kubelet.refuse.add(names.extended_resource("qpu"))
     runner = make_manager()
     kubelet.take(3)
@@ -85,7 +91,9 @@ def test_a_refused_type_is_retried_when_the_kubelet_restarts(make_manager, kubel
     assert sorted(r.request.resource_name for r in kubelet.take(3)) == BRAKET_RESOURCES
 
 
-def test_clean_shutdown_removes_every_socket_it_made(make_manager, kubelet: FakeKubelet, plugin_dir: Path) -> None:
+def test_clean_shutdown_removes_every_socket_it_made(
+    make_manager, kubelet: FakeKubelet, plugin_dir: Path
+) -> None:
     runner = make_manager()
     kubelet.take(3)
     streams = [kubelet.watches[names.extended_resource(t)] for t in BRAKET_TYPES]

@@ -44,12 +44,20 @@ def test_a_config_change_adds_and_removes_types(
     assert added.request.resource_name == names.extended_resource("licence")
     assert added.request.endpoint == "fluence-licence.sock"
     assert runner.manager.types == ["qdevice", "qpu", "licence"]
-    assert sockets(plugin_dir) == ["fluence-licence.sock", "fluence-qdevice.sock", "fluence-qpu.sock"]
-    assert qubit_stream.ended.wait(WAIT), "the removed type's stream must end so the kubelet drops it"
+    assert sockets(plugin_dir) == [
+        "fluence-licence.sock",
+        "fluence-qdevice.sock",
+        "fluence-qpu.sock",
+    ]
+    assert qubit_stream.ended.wait(WAIT), (
+        "the removed type's stream must end so the kubelet drops it"
+    )
     assert kubelet.pending() == [], "unchanged types must not register again"
 
 
-def test_an_edit_in_place_is_seen_too(make_manager, kubelet: FakeKubelet, config_file: Path) -> None:
+def test_an_edit_in_place_is_seen_too(
+    make_manager, kubelet: FakeKubelet, config_file: Path
+) -> None:
     runner = make_manager()
     kubelet.take(3)
     config_file.write_text(QPU_AND_LICENCE)
@@ -93,7 +101,9 @@ def test_a_bad_config_at_start_is_refused_loudly(plugin_dir: Path, config_file: 
     assert sockets(plugin_dir) == []
 
 
-def test_a_missing_device_plugin_directory_is_refused_loudly(short_dir: Path, config_file: Path) -> None:
+def test_a_missing_device_plugin_directory_is_refused_loudly(
+    short_dir: Path, config_file: Path
+) -> None:
     manager = DevicePluginManager(short_dir / "absent", config_file, 5)
     with pytest.raises(FluenceError, match="device-plugins directory does not exist"):
         manager.start()

@@ -63,14 +63,18 @@ def test_allocate_answers_each_container_with_an_empty_response(stub: rpc.Device
 
 
 def test_allocate_refuses_ids_it_never_advertised(stub: rpc.DevicePluginStub) -> None:
-    request = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=["qpu-0", "qpu-9"])])
+    request = pb.AllocateRequest(
+        container_requests=[pb.ContainerAllocateRequest(devices_ids=["qpu-0", "qpu-9"])]
+    )
     with pytest.raises(grpc.RpcError) as caught:
         stub.Allocate(request, timeout=WAIT)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "qpu-9" in caught.value.details()
 
 
-def test_preferred_allocation_takes_the_required_then_the_first_available(stub: rpc.DevicePluginStub) -> None:
+def test_preferred_allocation_takes_the_required_then_the_first_available(
+    stub: rpc.DevicePluginStub,
+) -> None:
     request = pb.PreferredAllocationRequest(container_requests=[
         pb.ContainerPreferredAllocationRequest(
             available_deviceIDs=["qpu-0", "qpu-1", "qpu-2", "qpu-3"],
@@ -83,7 +87,9 @@ def test_preferred_allocation_takes_the_required_then_the_first_available(stub: 
 
 
 def test_pre_start_container_succeeds_with_nothing_to_do(stub: rpc.DevicePluginStub) -> None:
-    response = stub.PreStartContainer(pb.PreStartContainerRequest(devices_ids=["qpu-1"]), timeout=WAIT)
+    response = stub.PreStartContainer(
+        pb.PreStartContainerRequest(devices_ids=["qpu-1"]), timeout=WAIT
+    )
     assert response == pb.PreStartContainerResponse()
 
 

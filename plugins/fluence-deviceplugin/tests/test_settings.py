@@ -10,7 +10,11 @@ from fluence_core.api import SettingsError
 from fluence_deviceplugin import plugin
 from fluence_deviceplugin.settings import DevicePluginSettings
 
-VARIABLES = ("FLUENCE_DEVICE_PLUGIN_DIR", "FLUENCE_DEVICE_PLUGIN_CAPACITY", "FLUENCE_RESOURCE_CAPACITY")
+VARIABLES = (
+    "FLUENCE_DEVICE_PLUGIN_DIR",
+    "FLUENCE_DEVICE_PLUGIN_CAPACITY",
+    "FLUENCE_RESOURCE_CAPACITY",
+)
 
 
 @pytest.fixture

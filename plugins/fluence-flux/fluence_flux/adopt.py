@@ -41,7 +41,12 @@ class Adoption:
 def owner_reference(owner: Resource, stored: dict[str, object]) -> dict[str, object]:
     meta = stored.get("metadata") or {}
     assert isinstance(meta, dict)
-    return {"apiVersion": owner.api_version, "kind": owner.kind, "name": meta["name"], "uid": meta["uid"]}
+    return {
+        "apiVersion": owner.api_version,
+        "kind": owner.kind,
+        "name": meta["name"],
+        "uid": meta["uid"],
+    }
 
 
 def adopt_now(job: Adoption) -> bool:
@@ -68,7 +73,9 @@ def abandon(job: Adoption) -> None:
         try:
             job.cluster.delete(resource, name, job.namespace)
         except Exception as error:  # best effort, logged
-            logger.warning("flux: could not delete %s %s/%s: %s", resource.kind, job.namespace, name, error)
+            logger.warning(
+                "flux: could not delete %s %s/%s: %s", resource.kind, job.namespace, name, error
+            )
     logger.warning("flux: %s %s/%s was not stored within %.0fs; deleted %s", job.owner.kind,
                    job.namespace, job.name, job.timeout, ", ".join(n for _, n in job.dependents))
 

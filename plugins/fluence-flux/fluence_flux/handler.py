@@ -90,13 +90,17 @@ class FluxHandler(Handler):
     """Before ``job-group`` (5): that handler then names the gang this one adds on a Job."""
     resources = ("batch/jobs", "jobset.x-k8s.io/jobsets")
 
-    def __init__(self, settings: FluxSettings | None = None, adopter: Adopter | None = None) -> None:
+    def __init__(
+        self, settings: FluxSettings | None = None, adopter: Adopter | None = None
+    ) -> None:
         self.settings = settings or FluxSettings()
         self.adopter = adopter or Adopter()
         self.node_terms = node_affinity_terms(self.settings.node_affinity)
 
     def applies(self, obj: Mapping[str, Any]) -> bool:
-        return wl.opted_in(obj) or (wl.kind_of(obj) == wl.JOBSET_KIND and wl.trainer_owner(obj) is not None)
+        return wl.opted_in(obj) or (
+            wl.kind_of(obj) == wl.JOBSET_KIND and wl.trainer_owner(obj) is not None
+        )
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -132,7 +136,9 @@ class FluxHandler(Handler):
         else:
             network = (obj.get("spec") or {}).get("network")
             if network is None:
-                ops.append({"op": "add", "path": "/spec/network", "value": {"enableDNSHostnames": True}})
+                ops.append(
+                    {"op": "add", "path": "/spec/network", "value": {"enableDNSHostnames": True}}
+                )
             else:
                 ops.append({"op": "add", "path": "/spec/network/enableDNSHostnames", "value": True})
         ops += self._job_shape(work)
@@ -232,10 +238,17 @@ class FluxHandler(Handler):
 
     def _affinity(self, work: wl.FluxWorkload, spec: Mapping[str, Any], base: str,
                   ctx: AdmissionContext) -> JsonPatch:
-        term = {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": dict(work.selector)},
-                                                   "topologyKey": HOSTNAME_TOPOLOGY}}
+        term = {
+            "weight": 100,
+            "podAffinityTerm": {
+                "labelSelector": {"matchLabels": dict(work.selector)},
+                "topologyKey": HOSTNAME_TOPOLOGY,
+            },
+        }
         preferred = "preferredDuringSchedulingIgnoredDuringExecution"
-        node = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": self.node_terms}}
+        node = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": self.node_terms}
+        }
         affinity = spec.get("affinity")
         if affinity is None:
             value: dict[str, Any] = {"podAntiAffinity": {preferred: [term]}}
@@ -245,11 +258,29 @@ class FluxHandler(Handler):
         ops: JsonPatch = []
         anti = affinity.get("podAntiAffinity")
         if anti is None:
-            ops.append({"op": "add", "path": base + "/affinity/podAntiAffinity", "value": {preferred: [term]}})
+            ops.append(
+                {
+                    "op": "add",
+                    "path": base + "/affinity/podAntiAffinity",
+                    "value": {preferred: [term]},
+                }
+            )
         elif anti.get(preferred) is None:
-            ops.append({"op": "add", "path": f"{base}/affinity/podAntiAffinity/{preferred}", "value": [term]})
+            ops.append(
+                {
+                    "op": "add",
+                    "path": f"{base}/affinity/podAntiAffinity/{preferred}",
+                    "value": [term],
+                }
+            )
         else:
-            ops.append({"op": "add", "path": f"{base}/affinity/podAntiAffinity/{preferred}/-", "value": term})
+            ops.append(
+                {
+                    "op": "add",
+                    "path": f"{base}/affinity/podAntiAffinity/{preferred}/-",
+                    "value": term,
+                }
+            )
         if self.node_terms:
             if affinity.get("nodeAffinity") is None:
                 ops.append({"op": "add", "path": base + "/affinity/nodeAffinity", "value": node})
@@ -270,20 +301,50 @@ class FluxHandler(Handler):
 
         cert = curve_certificate(work.name)
         made: list[tuple[Resource, dict[str, Any]]] = [
-            (CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(work.config_map),
-                          "data": {"init.sh": scripts.init_script(work, self.settings.view_path,
-                                                                  self.settings.broker_port),
-                                   "entrypoint.sh": scripts.entrypoint_script(
-                                       work, self.settings.start_timeout)}}),
-            (SECRETS, {"apiVersion": "v1", "kind": "Secret", "metadata": meta(work.secret),
-                       "type": "Opaque",
-                       "data": {"curve.cert": base64.b64encode(cert.encode()).decode()}}),
+            (
+                CONFIGMAPS,
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": meta(work.config_map),
+                    "data": {
+                        "init.sh": scripts.init_script(
+                            work, self.settings.view_path, self.settings.broker_port
+                        ),
+                        "entrypoint.sh": scripts.entrypoint_script(
+                            work, self.settings.start_timeout
+                        ),
+                    },
+                },
+            ),
+            (
+                SECRETS,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": meta(work.secret),
+                    "type": "Opaque",
+                    "data": {"curve.cert": base64.b64encode(cert.encode()).decode()},
+                },
+            ),
         ]
         if work.owns_service:
-            made.append((SERVICES, {"apiVersion": "v1", "kind": "Service", "metadata": meta(work.subdomain),
-                                    "spec": {"clusterIP": "None", "selector": dict(work.selector),
-                                             "publishNotReadyAddresses": True,
-                                             "ports": [{"name": "flux", "port": self.settings.broker_port}]}}))
+            made.append(
+                (
+                    SERVICES,
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Service",
+                        "metadata": meta(work.subdomain),
+                        "spec": {
+                            "clusterIP": "None",
+                            "selector": dict(work.selector),
+                            "publishNotReadyAddresses": True,
+                            "ports": [{"name": "flux", "port": self.settings.broker_port}],
+                        },
+                    },
+                )
+            )
         return made
 
     def _defer_objects(self, work: wl.FluxWorkload, ctx: AdmissionContext) -> None:
@@ -306,7 +367,9 @@ class FluxHandler(Handler):
         ctx.defer(f"Flux ConfigMap, Secret and Service for {work.label}", create)
 
     @staticmethod
-    def _ensure(cluster: Any, resource: Resource, body: dict[str, Any], work: wl.FluxWorkload) -> None:
+    def _ensure(
+        cluster: Any, resource: Resource, body: dict[str, Any], work: wl.FluxWorkload
+    ) -> None:
         name = body["metadata"]["name"]
         try:
             cluster.create(resource, body, work.namespace)
@@ -317,8 +380,10 @@ class FluxHandler(Handler):
         existing = cluster.get(resource, name, work.namespace) or {}
         existing_labels = (existing.get("metadata") or {}).get("labels") or {}
         if existing_labels.get(names.MANAGED_BY_LABEL) != names.SCHEDULER_NAME:
-            raise AdmissionDenied(f"{resource.kind} {work.namespace}/{name} exists and is not Fluence's; "
-                                  f"rename the {work.kind} or delete it")
+            raise AdmissionDenied(
+                f"{resource.kind} {work.namespace}/{name} exists and is not Fluence's; "
+                f"rename the {work.kind} or delete it"
+            )
         # A leftover of an earlier workload of the same name: take it over, fresh content.
         update: dict[str, Any] = {"metadata": {"ownerReferences": None,
                                                "annotations": body["metadata"]["annotations"]}}

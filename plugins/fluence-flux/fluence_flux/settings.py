@@ -19,13 +19,18 @@ class FluxSettings(PluginSettings):
 
     model_config = SettingsConfigDict(env_prefix="FLUENCE_FLUX_")
 
-    view_image: str = Field(default=DEFAULT_VIEW_IMAGE,
-                            description="Image of the init container holding the Flux install (a flux view).")
-    view_path: str = Field(default="/opt/view", description="Where the flux view lives in that image.")
+    view_image: str = Field(
+        default=DEFAULT_VIEW_IMAGE,
+        description="Image of the init container holding the Flux install (a flux view).",
+    )
+    view_path: str = Field(
+        default="/opt/view", description="Where the flux view lives in that image."
+    )
     shm_size: str = Field(default="1Gi", description="sizeLimit of the memory-backed /dev/shm.")
     node_affinity: str = Field(
         default="",
-        description="Required node affinity, comma-separated key=value terms (values joined by '|').",
+        description="Required node affinity, comma-separated key=value terms "
+        "(values joined by '|').",
     )
     broker_port: int = Field(default=8050, ge=1, le=65535, description="TCP port the brokers use.")
     start_timeout: int = Field(

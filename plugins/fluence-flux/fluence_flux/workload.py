@@ -148,9 +148,13 @@ def _choice(obj: Mapping[str, Any], key: str, default: str, allowed: tuple[str, 
 
 
 def _device(obj: Mapping[str, Any]) -> str:
-    value = str(annotations_of(obj).get(names.FLUX_NETWORK_DEVICE_ANNOTATION) or DEFAULT_NETWORK_DEVICE)
+    value = str(
+        annotations_of(obj).get(names.FLUX_NETWORK_DEVICE_ANNOTATION) or DEFAULT_NETWORK_DEVICE
+    )
     if not _DEVICE.match(value):
-        raise AdmissionDenied(f"{names.FLUX_NETWORK_DEVICE_ANNOTATION}={value!r} is not an interface name")
+        raise AdmissionDenied(
+            f"{names.FLUX_NETWORK_DEVICE_ANNOTATION}={value!r} is not an interface name"
+        )
     return value
 
 
@@ -177,12 +181,16 @@ def _indexed(job_spec: Mapping[str, Any], what: str, trainer: TrainerSize | None
     if not isinstance(completions, int) or completions < 1:
         raise AdmissionDenied(f"{what} needs spec.completions (the number of Flux nodes)")
     if parallelism != completions:
-        raise AdmissionDenied(f"{what} has parallelism {parallelism} but completions {completions}: "
-                              "every broker must run at once, set them equal")
+        raise AdmissionDenied(
+            f"{what} has parallelism {parallelism} but completions {completions}: "
+            "every broker must run at once, set them equal"
+        )
     return completions
 
 
-def _container(template: Mapping[str, Any], obj: Mapping[str, Any], what: str) -> tuple[int, tuple[str, ...]]:
+def _container(
+    template: Mapping[str, Any], obj: Mapping[str, Any], what: str
+) -> tuple[int, tuple[str, ...]]:
     containers = list((template.get("spec") or {}).get("containers") or [])
     if not containers:
         raise AdmissionDenied(f"{what} has no containers")
@@ -190,7 +198,9 @@ def _container(template: Mapping[str, Any], obj: Mapping[str, Any], what: str) -
     if wanted:
         matches = [i for i, c in enumerate(containers) if c.get("name") == wanted]
         if not matches:
-            raise AdmissionDenied(f"{names.FLUX_CONTAINER_ANNOTATION}={wanted!r} names no container of {what}")
+            raise AdmissionDenied(
+                f"{names.FLUX_CONTAINER_ANNOTATION}={wanted!r} names no container of {what}"
+            )
         index = matches[0]
     else:
         index = 0
@@ -199,8 +209,10 @@ def _container(template: Mapping[str, Any], obj: Mapping[str, Any], what: str) -
     args = list(container.get("args") or [])
     if not command:
         raise AdmissionDenied(
-            f"container {container.get('name')!r} of {what} has no command: Flux must know what to run "
-            "and cannot read the image's ENTRYPOINT; write the full command in spec.containers[].command")
+            f"container {container.get('name')!r} of {what} has no command: "
+            "Flux must know what to run and cannot read the image's ENTRYPOINT; "
+            "write the full command in spec.containers[].command"
+        )
     argv = command + args
     if not all(isinstance(part, str) and part for part in argv):
         raise AdmissionDenied(f"container {container.get('name')!r} of {what} has an empty or "
@@ -275,11 +287,25 @@ def read(obj: Mapping[str, Any], namespace: str, *,
         raise AdmissionDenied(f"{what}: subdomain {subdomain!r} is not a DNS label")
     container_index, argv = _container(template, obj, what)
     return FluxWorkload(
-        kind=kind, api_version=str(obj.get("apiVersion") or ""), name=name, namespace=namespace,
-        job_path=job_path, job_spec=job_spec, template_path=template_path, template=template,
-        nodes=count, host_prefix=host_prefix,
-        subdomain=subdomain, selector=selector, container_index=container_index, argv=argv,
-        tasks_per_node=_int_setting(obj, names.FLUX_TASKS_PER_NODE_ANNOTATION, DEFAULT_TASKS_PER_NODE),
-        queue_policy=_choice(obj, names.FLUX_QUEUE_POLICY_ANNOTATION, DEFAULT_QUEUE_POLICY, QUEUE_POLICIES),
+        kind=kind,
+        api_version=str(obj.get("apiVersion") or ""),
+        name=name,
+        namespace=namespace,
+        job_path=job_path,
+        job_spec=job_spec,
+        template_path=template_path,
+        template=template,
+        nodes=count,
+        host_prefix=host_prefix,
+        subdomain=subdomain,
+        selector=selector,
+        container_index=container_index,
+        argv=argv,
+        tasks_per_node=_int_setting(
+            obj, names.FLUX_TASKS_PER_NODE_ANNOTATION, DEFAULT_TASKS_PER_NODE
+        ),
+        queue_policy=_choice(
+            obj, names.FLUX_QUEUE_POLICY_ANNOTATION, DEFAULT_QUEUE_POLICY, QUEUE_POLICIES
+        ),
         network_device=_device(obj),
     )

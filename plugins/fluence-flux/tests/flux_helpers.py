@@ -52,12 +52,23 @@ def jobset(name: str = "train", *, nodes: int = 2, annotations: dict[str, str] |
 
 def review(obj: Any, *, group: str, resource: str, operation: str = "CREATE",
            dry_run: bool = False) -> dict[str, Any]:
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": "req-1", "resource": {"group": group, "version": "v1", "resource": resource},
-                        "operation": operation, "namespace": "default", "dryRun": dry_run, "object": obj}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "req-1",
+            "resource": {"group": group, "version": "v1", "resource": resource},
+            "operation": operation,
+            "namespace": "default",
+            "dryRun": dry_run,
+            "object": obj,
+        },
+    }
 
 
-def admit(service: AdmissionService, obj: dict[str, Any], **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def admit(
+    service: AdmissionService, obj: dict[str, Any], **kw: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(response, the object after applying the patch with the jsonpatch library)."""
     if obj.get("kind") == "JobSet":
         kw.setdefault("group", "jobset.x-k8s.io")

@@ -19,8 +19,15 @@ class Clock:
 
 
 def made(cluster: FakeCluster, name: str) -> Adoption:
-    cluster.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
-                                "metadata": {"name": name, "namespace": "default"}}, "default")
+    cluster.create(
+        CONFIGMAPS,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"},
+        },
+        "default",
+    )
     return Adoption(cluster, JOBS, name, "default", [(CONFIGMAPS, name)], timeout=60)
 
 
@@ -66,8 +73,16 @@ def test_an_owner_stored_while_waiting_adopts_its_objects() -> None:
     cluster, clock, workers = FakeCluster(), Clock(), []
     adopter = Adopter(spawn=workers.append, clock=clock, sleep=clock.sleep)
     adopter.submit(made(cluster, "lmp"))
-    cluster.create(JOBS, {"apiVersion": "batch/v1", "kind": "Job",
-                          "metadata": {"name": "lmp", "namespace": "default"}, "spec": {}}, "default")
+    cluster.create(
+        JOBS,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "lmp", "namespace": "default"},
+            "spec": {},
+        },
+        "default",
+    )
     workers[0]()
     owners = cluster.get(CONFIGMAPS, "lmp", "default")["metadata"]["ownerReferences"]
     assert owners[0]["kind"] == "Job" and owners[0]["name"] == "lmp"

@@ -44,14 +44,33 @@ CRDS = Resource("customresourcedefinitions", "CustomResourceDefinition",
                 group="apiextensions.k8s.io", namespaced=False)
 
 JOBSET_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
     "metadata": {"name": "jobsets.jobset.x-k8s.io"},
-    "spec": {"group": "jobset.x-k8s.io", "scope": "Namespaced",
-             "names": {"plural": "jobsets", "singular": "jobset", "kind": "JobSet", "listKind": "JobSetList"},
-             "versions": [{"name": "v1alpha2", "served": True, "storage": True,
-                           "subresources": {"status": {}},
-                           "schema": {"openAPIV3Schema": {"type": "object",
-                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
+    "spec": {
+        "group": "jobset.x-k8s.io",
+        "scope": "Namespaced",
+        "names": {
+            "plural": "jobsets",
+            "singular": "jobset",
+            "kind": "JobSet",
+            "listKind": "JobSetList",
+        },
+        "versions": [
+            {
+                "name": "v1alpha2",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
 }
 
 
@@ -113,12 +132,19 @@ def env(tmp_path_factory):
         kube.close()
 
 
-def kubectl(server, assets, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def kubectl(
+    server, assets, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     binary = assets / "kubectl" if (assets / "kubectl").exists() else shutil.which("kubectl")
     if binary is None:
         pytest.skip("kubectl is not in KUBEBUILDER_ASSETS nor on PATH")
-    return subprocess.run([str(binary), f"--kubeconfig={server.kubeconfig()}", "-n", NAMESPACE, *args],
-                          input=stdin, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [str(binary), f"--kubeconfig={server.kubeconfig()}", "-n", NAMESPACE, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def here(obj):
@@ -147,14 +173,26 @@ def test_the_lammps_example_is_stored_rewritten_with_its_service_and_owned_confi
     svc = kube.get("services", "flux-lammps", NAMESPACE)
     assert svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["selector"] == {"batch.kubernetes.io/job-name": "flux-lammps"}
-    want = [{"apiVersion": "batch/v1", "kind": "Job", "name": "flux-lammps", "uid": stored["metadata"]["uid"]}]
+    want = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "flux-lammps",
+            "uid": stored["metadata"]["uid"],
+        }
+    ]
     for kind, name in (("configmaps", "flux-lammps-flux"), ("secrets", "flux-lammps-flux-curve"),
                        ("services", "flux-lammps")):
-        assert until(lambda k=kind, n=name: owners(kube, k, n) == want), (kind, owners(kube, kind, name))
+        assert until(lambda k=kind, n=name: owners(kube, k, n) == want), (
+            kind,
+            owners(kube, kind, name),
+        )
     data = kube.get("configmaps", "flux-lammps-flux", NAMESPACE)["data"]
     assert "nodes=4" in data["entrypoint.sh"] and "tasks_per_node=2" in data["entrypoint.sh"]
     assert 'host = "flux-lammps-[0-3]"' in data["init.sh"]
-    cert = base64.b64decode(kube.get("secrets", "flux-lammps-flux-curve", NAMESPACE)["data"]["curve.cert"])
+    cert = base64.b64decode(
+        kube.get("secrets", "flux-lammps-flux-curve", NAMESPACE)["data"]["curve.cert"]
+    )
     assert b"secret-key" in cert
     if server.controller_manager:  # the garbage collector follows the owner reference
         done = kubectl(server, assets, "delete", "job", "flux-lammps", "--cascade=background")
@@ -176,15 +214,21 @@ def test_a_server_dry_run_is_rewritten_but_creates_no_configmap(env):
     done = kubectl(server, assets, "create", "--dry-run=server", "-o", "json", "-f", "-",
                    stdin=json.dumps(here(job("dry"))))
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["spec"]["template"]["spec"]["initContainers"][0]["name"] == INIT_CONTAINER
+    assert (
+        json.loads(done.stdout)["spec"]["template"]["spec"]["initContainers"][0]["name"]
+        == INIT_CONTAINER
+    )
     assert kube.get("configmaps", "dry-flux", NAMESPACE) is None
 
 
 def test_a_jobset_is_rewritten_and_its_configmap_owned(env):
     server, kube, assets = env
     jobsets = Resource("jobsets", "JobSet", group="jobset.x-k8s.io", version="v1alpha2")
-    stored = kube.create(jobsets, here(jobset("train", nodes=3, annotations={names.FLUX_ANNOTATION: "true"})),
-                         NAMESPACE)
+    stored = kube.create(
+        jobsets,
+        here(jobset("train", nodes=3, annotations={names.FLUX_ANNOTATION: "true"})),
+        NAMESPACE,
+    )
     assert stored["spec"]["network"] == {"enableDNSHostnames": True}
     pod = stored["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert pod["initContainers"][0]["name"] == INIT_CONTAINER
@@ -192,7 +236,10 @@ def test_a_jobset_is_rewritten_and_its_configmap_owned(env):
     want = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train",
              "uid": stored["metadata"]["uid"]}]
     assert until(lambda: owners(kube, "configmaps", "train-flux") == want)
-    assert 'host = "train-node-0-[0-2]"' in kube.get("configmaps", "train-flux", NAMESPACE)["data"]["init.sh"]
+    assert (
+        'host = "train-node-0-[0-2]"'
+        in kube.get("configmaps", "train-flux", NAMESPACE)["data"]["init.sh"]
+    )
     assert kube.get("services", "train", NAMESPACE) is None  # the JobSet controller's to make
 
 
@@ -412,7 +459,9 @@ def diagnose(kube, tmp_path: Path) -> str:
 def test_the_brokers_of_a_flux_job_are_placed_whole_or_not_at_all(env, tmp_path):
     server, kube, assets = env
     if not server.controller_manager:
-        pytest.skip("no kube-controller-manager in KUBEBUILDER_ASSETS: nothing makes the Job's pods")
+        pytest.skip(
+            "no kube-controller-manager in KUBEBUILDER_ASSETS: nothing makes the Job's pods"
+        )
     gang_node(kube, "gang-a")
     gang_node(kube, "gang-b")
     scheduler = fluence_up(server, tmp_path / "fluence-up.log")
@@ -424,7 +473,9 @@ def test_the_brokers_of_a_flux_job_are_placed_whole_or_not_at_all(env, tmp_path)
         kube.create("jobs", body, NAMESPACE)
 
         def pods():
-            return kube.list("pods", NAMESPACE, label_selector="batch.kubernetes.io/job-name=ranks").items
+            return kube.list(
+                "pods", NAMESPACE, label_selector="batch.kubernetes.io/job-name=ranks"
+            ).items
 
         def waiting(pod) -> bool:
             return any(c.get("type") == "PodScheduled" and c.get("status") == "False"

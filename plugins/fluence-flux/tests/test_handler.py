@@ -102,7 +102,9 @@ def test_an_opted_in_job_gets_the_flux_view_init_container_and_the_wrapped_comma
     assert spec.subdomain == "lmp"
     term = spec.affinity.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution[0]
     assert term.pod_affinity_term.topology_key == "kubernetes.io/hostname"
-    assert term.pod_affinity_term.label_selector.match_labels == {"batch.kubernetes.io/job-name": "lmp"}
+    assert term.pod_affinity_term.label_selector.match_labels == {
+        "batch.kubernetes.io/job-name": "lmp"
+    }
     assert spec.affinity.node_affinity is None
 
 
@@ -112,7 +114,9 @@ def test_the_configmap_secret_and_service_are_made_at_admission_and_owned_once_t
     config = cluster.get("configmaps", "lmp-flux", "default")
     assert set(config["data"]) == {"init.sh", "entrypoint.sh"}
     assert "-N \"$nodes\" --tasks-per-node" in config["data"]["entrypoint.sh"]
-    cert = base64.b64decode(cluster.get("secrets", "lmp-flux-curve", "default")["data"]["curve.cert"]).decode()
+    cert = base64.b64decode(
+        cluster.get("secrets", "lmp-flux-curve", "default")["data"]["curve.cert"]
+    ).decode()
     assert "public-key" in cert and "secret-key" in cert
     svc = cluster.get("services", "lmp", "default")
     assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
@@ -120,7 +124,11 @@ def test_the_configmap_secret_and_service_are_made_at_admission_and_owned_once_t
     assert "ownerReferences" not in config["metadata"]  # the Job has no uid yet
     stored = cluster.create("jobs", job(), "default")  # what the API server does after admission
     later.run()
-    for kind, name in (("configmaps", "lmp-flux"), ("secrets", "lmp-flux-curve"), ("services", "lmp")):
+    for kind, name in (
+        ("configmaps", "lmp-flux"),
+        ("secrets", "lmp-flux-curve"),
+        ("services", "lmp"),
+    ):
         refs = cluster.get(kind, name, "default")["metadata"]["ownerReferences"]
         assert refs == [{"apiVersion": "batch/v1", "kind": "Job", "name": "lmp",
                          "uid": stored["metadata"]["uid"]}]
@@ -180,23 +188,53 @@ def test_the_defaults_are_one_task_fcfs_and_eth0(service, cluster):
     assert 'queue-policy = "fcfs"' in data["init.sh"] and "tcp://eth0:%p" in data["init.sh"]
 
 
-@pytest.mark.parametrize("obj, message", [
-    (job(completionMode="NonIndexed"), "must be an Indexed Job"),
-    (job(parallelism=2), "parallelism 2 but completions 4"),
-    (job(completions=None), "needs spec.completions"),
-    (job(command=[]), "has no command"),
-    (job(command=[], args=["--in", "x"]), "cannot read the image's ENTRYPOINT"),
-    (job(annotations={names.FLUX_TASKS_PER_NODE_ANNOTATION: "zero"}), "must be a positive integer"),
-    (job(annotations={names.FLUX_QUEUE_POLICY_ANNOTATION: "lifo"}), "must be one of fcfs"),
-    (job(annotations={names.FLUX_NETWORK_DEVICE_ANNOTATION: "eth0; rm -rf /"}), "not an interface name"),
-    (job(annotations={names.FLUX_CONTAINER_ANNOTATION: "nope"}), "names no container"),
-    (job("x" * 62), "not a DNS label of at most 63"),
-    (jobset(annotations={names.FLUX_ANNOTATION: "true"}, replicated=[
-        {"name": "node", "replicas": 2, "template": {"spec": {
-            "completionMode": "Indexed", "completions": 2, "parallelism": 2,
-            "template": {"spec": {"containers": [{"name": "a", "image": "x", "command": ["a"]}]}}}}}]),
-     "has replicas 2"),
-])
+@pytest.mark.parametrize(
+    "obj, message",
+    [
+        (job(completionMode="NonIndexed"), "must be an Indexed Job"),
+        (job(parallelism=2), "parallelism 2 but completions 4"),
+        (job(completions=None), "needs spec.completions"),
+        (job(command=[]), "has no command"),
+        (job(command=[], args=["--in", "x"]), "cannot read the image's ENTRYPOINT"),
+        (
+            job(annotations={names.FLUX_TASKS_PER_NODE_ANNOTATION: "zero"}),
+            "must be a positive integer",
+        ),
+        (job(annotations={names.FLUX_QUEUE_POLICY_ANNOTATION: "lifo"}), "must be one of fcfs"),
+        (
+            job(annotations={names.FLUX_NETWORK_DEVICE_ANNOTATION: "eth0; rm -rf /"}),
+            "not an interface name",
+        ),
+        (job(annotations={names.FLUX_CONTAINER_ANNOTATION: "nope"}), "names no container"),
+        (job("x" * 62), "not a DNS label of at most 63"),
+        (
+            jobset(
+                annotations={names.FLUX_ANNOTATION: "true"},
+                replicated=[
+                    {
+                        "name": "node",
+                        "replicas": 2,
+                        "template": {
+                            "spec": {
+                                "completionMode": "Indexed",
+                                "completions": 2,
+                                "parallelism": 2,
+                                "template": {
+                                    "spec": {
+                                        "containers": [
+                                            {"name": "a", "image": "x", "command": ["a"]}
+                                        ]
+                                    }
+                                },
+                            }
+                        },
+                    }
+                ],
+            ),
+            "has replicas 2",
+        ),
+    ],
+)
 def test_an_object_flux_cannot_run_in_is_refused_with_the_reason(service, cluster, obj, message):
     response, _ = admit(service, obj)
     assert response["allowed"] is False
@@ -214,7 +252,9 @@ def test_a_generate_name_job_is_refused(service):
 
 
 def test_a_service_of_the_same_name_that_is_not_fluences_refuses_the_job(service, cluster):
-    cluster.create("services", {"metadata": {"name": "lmp"}, "spec": {"ports": [{"port": 80}]}}, "default")
+    cluster.create(
+        "services", {"metadata": {"name": "lmp"}, "spec": {"ports": [{"port": 80}]}}, "default"
+    )
     response, _ = admit(service, job())
     assert response["allowed"] is False and "Service default/lmp exists and is not Fluence's" in \
         response["status"]["message"]
@@ -232,11 +272,24 @@ def test_a_leftover_configmap_of_an_earlier_job_is_taken_over(service, cluster):
 
 
 def test_the_node_affinity_setting_is_required_and_a_users_affinity_is_kept(cluster, later):
-    service, _ = make_service(cluster, later, node_affinity="node.kubernetes.io/instance-type=c5.4xl|c6.4xl")
+    service, _ = make_service(
+        cluster, later, node_affinity="node.kubernetes.io/instance-type=c5.4xl|c6.4xl"
+    )
     _, out = admit(service, job())
-    terms = pod_spec(out)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
-        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.4xl", "c6.4xl"]}]}]
+    terms = pod_spec(out)["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms["nodeSelectorTerms"] == [
+        {
+            "matchExpressions": [
+                {
+                    "key": "node.kubernetes.io/instance-type",
+                    "operator": "In",
+                    "values": ["c5.4xl", "c6.4xl"],
+                }
+            ]
+        }
+    ]
     mine = job()
     mine["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {"x": 1}, "podAntiAffinity": {
         "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {
@@ -273,12 +326,16 @@ def test_a_jobset_gets_dns_hostnames_and_the_hosts_of_its_node_job(service, clus
     obj = jobset(annotations={names.FLUX_ANNOTATION: "true"})
     response, out = admit(service, obj)
     assert response["allowed"] is True
-    assert out["apiVersion"] == JOBSET_API and out["spec"]["network"] == {"enableDNSHostnames": True}
+    assert out["apiVersion"] == JOBSET_API and out["spec"]["network"] == {
+        "enableDNSHostnames": True
+    }
     spec = pod_spec(out)
     assert spec["initContainers"][0]["name"] == INIT_CONTAINER
     assert spec["containers"][0]["args"] == ["python3", "train.py"]
     assert "subdomain" not in spec  # the JobSet controller sets it
-    selector = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    selector = spec["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ][0]
     assert selector["podAffinityTerm"]["labelSelector"]["matchLabels"] == {
         "jobset.sigs.k8s.io/jobset-name": "train"}
     init = cluster.get("configmaps", "train-flux", "default")["data"]["init.sh"]
@@ -296,16 +353,24 @@ def test_a_jobset_keeps_its_network_settings_and_subdomain(service, cluster):
     obj["spec"]["network"] = {"subdomain": "mesh", "enableDNSHostnames": False}
     _, out = admit(service, obj)
     assert out["spec"]["network"] == {"subdomain": "mesh", "enableDNSHostnames": True}
-    assert "tcp://%h.mesh:%p" in cluster.get("configmaps", "train-flux", "default")["data"]["init.sh"]
+    assert (
+        "tcp://%h.mesh:%p" in cluster.get("configmaps", "train-flux", "default")["data"]["init.sh"]
+    )
 
 
 def test_a_trainer_jobset_of_several_replicated_jobs_runs_flux_in_the_node_job(service):
     obj = jobset(labels={names.TRAINER_FRAMEWORK_LABEL: "flux"})
-    init = {"name": "dataset-initializer", "replicas": 1, "template": {"spec": {"template": {"spec": {
-        "containers": [{"name": "d", "image": "x"}]}}}}}
+    init = {
+        "name": "dataset-initializer",
+        "replicas": 1,
+        "template": {"spec": {"template": {"spec": {"containers": [{"name": "d", "image": "x"}]}}}},
+    }
     obj["spec"]["replicatedJobs"].insert(0, init)
     _, out = admit(service, obj)
-    assert "initContainers" not in out["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert (
+        "initContainers"
+        not in out["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    )
     node = out["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
     assert node["initContainers"][0]["name"] == INIT_CONTAINER
 
@@ -346,12 +411,16 @@ def entrypoint(cluster, name="tj") -> str:
     return cluster.get("configmaps", f"{name}-flux", "default")["data"]["entrypoint.sh"]
 
 
-def test_a_trainjob_whose_runtime_sets_ml_policy_flux_gets_its_trainer_step_rewritten(service, cluster):
+def test_a_trainjob_whose_runtime_sets_ml_policy_flux_gets_its_trainer_step_rewritten(
+    service, cluster
+):
     owner = trainer(cluster, ml_policy={"numNodes": 3, "flux": {"numProcPerNode": 4}})
     _, out = admit(service, trainer_jobset(owner))
     initializer, step = out["spec"]["replicatedJobs"]
     assert "initContainers" not in initializer["template"]["spec"]["template"]["spec"]
-    assert step["template"]["spec"]["template"]["spec"]["initContainers"][0]["name"] == INIT_CONTAINER
+    assert (
+        step["template"]["spec"]["template"]["spec"]["initContainers"][0]["name"] == INIT_CONTAINER
+    )
     job_spec = step["template"]["spec"]
     assert (job_spec["completionMode"], job_spec["completions"], job_spec["parallelism"]) == (
         "Indexed", 3, 3)
@@ -393,12 +462,22 @@ def test_the_num_proc_annotation_wins_over_the_trainjob(service, cluster):
     assert "tasks_per_node=6" in entrypoint(cluster)
 
 
-@pytest.mark.parametrize("ml_policy, trainer_spec, message", [
-    ({"flux": {"numProcPerNode": "auto"}}, {},
-     "ClusterTrainingRuntime rt spec.mlPolicy.flux.numProcPerNode='auto' must be a positive integer"),
-    ({"flux": {}}, {"numNodes": 0},
-     "TrainJob default/tj spec.trainer.numNodes=0 must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "ml_policy, trainer_spec, message",
+    [
+        (
+            {"flux": {"numProcPerNode": "auto"}},
+            {},
+            "ClusterTrainingRuntime rt spec.mlPolicy.flux.numProcPerNode='auto' "
+            "must be a positive integer",
+        ),
+        (
+            {"flux": {}},
+            {"numNodes": 0},
+            "TrainJob default/tj spec.trainer.numNodes=0 must be a positive integer",
+        ),
+    ],
+)
 def test_a_bad_size_is_refused_naming_the_field(service, cluster, ml_policy, trainer_spec, message):
     owner = trainer(cluster, ml_policy=ml_policy, trainer_spec=trainer_spec)
     response, _ = admit(service, trainer_jobset(owner))

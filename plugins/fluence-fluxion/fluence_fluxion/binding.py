@@ -34,7 +34,8 @@ int reapi_cli_info (reapi_cli_ctx_t *ctx, const uint64_t jobid, char **mode, boo
                     int64_t *at, double *ov);
 const char *reapi_cli_get_err_msg (reapi_cli_ctx_t *ctx);
 void reapi_cli_clear_err_msg (reapi_cli_ctx_t *ctx);
-int reapi_cli_set_status (reapi_cli_ctx_t *ctx, const char *resource_path, resource_status_t status);
+int reapi_cli_set_status (reapi_cli_ctx_t *ctx, const char *resource_path,
+                          resource_status_t status);
 
 void free (void *ptr);
 """

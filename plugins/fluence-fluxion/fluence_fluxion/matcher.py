@@ -57,7 +57,9 @@ def check_jgf(jgf: Mapping[str, Any]) -> None:
     for vertex in jgf["graph"]["nodes"]:
         for key, value in (vertex["metadata"].get("properties") or {}).items():
             if not isinstance(value, str):
-                raise MatcherError(f"vertex {vertex['id']}: property {key!r} has a non-string value {value!r}")
+                raise MatcherError(
+                    f"vertex {vertex['id']}: property {key!r} has a non-string value {value!r}"
+                )
 
 
 class FluxionMatcher:
@@ -86,16 +88,22 @@ class FluxionMatcher:
         jgf = self.graph.to_jgf()
         check_jgf(jgf)
         self._virtual_by_path = {v.path: v for v in self.graph.virtual}
-        self._vertex_by_path = {v["metadata"]["paths"]["containment"]: v for v in jgf["graph"]["nodes"]}
+        self._vertex_by_path = {
+            v["metadata"]["paths"]["containment"]: v for v in jgf["graph"]["nodes"]
+        }
         self._ctx = self.lib.api.reapi_cli_new()
         if self._ctx == ffi.NULL:
             raise MatcherError("reapi_cli_new failed")
         options = json.dumps(
             {"load_format": "jgf", "matcher_policy": self.policy.value, "match_format": "jgf"}
         )
-        rc = self.lib.api.reapi_cli_initialize(self._ctx, json.dumps(jgf).encode(), options.encode())
+        rc = self.lib.api.reapi_cli_initialize(
+            self._ctx, json.dumps(jgf).encode(), options.encode()
+        )
         if rc != 0:
-            raise MatcherError(f"Fluxion refused the graph: {self._error() or f'errno {ffi.errno}'}")
+            raise MatcherError(
+                f"Fluxion refused the graph: {self._error() or f'errno {ffi.errno}'}"
+            )
         for node in self.graph.nodes:
             if node.down:
                 self._set_status(node.name, down=True)
@@ -137,7 +145,8 @@ class FluxionMatcher:
                 outcome = MatchOutcome.BUSY
             if outcome is None:
                 raise MatcherError(
-                    f"Fluxion failed to match (errno {code} {errno.errorcode.get(code, '?')}): {message}"
+                    f"Fluxion failed to match "
+                    f"(errno {code} {errno.errorcode.get(code, '?')}): {message}"
                 )
             self.last_outcome = outcome
             self.last_error = message
@@ -153,10 +162,14 @@ class FluxionMatcher:
         sat = ffi.new("bool *")
         overhead = ffi.new("double *")
         ffi.errno = 0
-        rc = self.lib.api.reapi_cli_match_satisfy(self._ctx, json.dumps(jobspec).encode(), sat, overhead)
+        rc = self.lib.api.reapi_cli_match_satisfy(
+            self._ctx, json.dumps(jobspec).encode(), sat, overhead
+        )
         code = ffi.errno
         if rc != 0 and code not in (errno.ENODEV, errno.EBUSY, 0):
-            raise MatcherError(f"Fluxion satisfiability check failed (errno {code}): {self._error()}")
+            raise MatcherError(
+                f"Fluxion satisfiability check failed (errno {code}): {self._error()}"
+            )
         self._error()
         return rc == 0 and bool(sat[0])
 
@@ -191,7 +204,9 @@ class FluxionMatcher:
         if r_out[0] != ffi.NULL:
             self.lib.take_string(ffi.cast("char *", r_out[0]))
         if rc != 0:
-            raise MatcherError(f"cannot restore job {allocation.jobid}: {self._error() or 'refused by Fluxion'}")
+            raise MatcherError(
+                f"cannot restore job {allocation.jobid}: {self._error() or 'refused by Fluxion'}"
+            )
         self._remember(allocation)
         self._next_jobid = max(self._next_jobid, allocation.jobid + 1)
 
@@ -223,7 +238,9 @@ class FluxionMatcher:
     def _set_status(self, name: str, *, down: bool) -> None:
         status = self.lib.api.RESOURCE_DOWN if down else self.lib.api.RESOURCE_UP
         if self.lib.api.reapi_cli_set_status(self._ctx, f"/cluster0/{name}".encode(), status) != 0:
-            raise MatcherError(f"Fluxion could not mark {name} {'down' if down else 'up'}: {self._error()}")
+            raise MatcherError(
+                f"Fluxion could not mark {name} {'down' if down else 'up'}: {self._error()}"
+            )
 
     # -- reading and writing allocations ------------------------------------------
 
@@ -262,7 +279,11 @@ class FluxionMatcher:
         )
         virtual = tuple(
             VirtualShare(
-                path=path, type=v.type, name=v.name, backend=v.backend, attributes=dict(v.attributes)
+                path=path,
+                type=v.type,
+                name=v.name,
+                backend=v.backend,
+                attributes=dict(v.attributes),
             )
             for path in outermost
             for v in [self._virtual_by_path[path]]
@@ -280,7 +301,9 @@ class FluxionMatcher:
             wanted.update("/".join(parts[:i]) for i in range(2, len(parts)))
         missing = sorted(p for p in wanted if p not in by_path)
         if missing:
-            raise MatcherError(f"cannot restore job {allocation.jobid}: unknown vertices {missing[:3]}")
+            raise MatcherError(
+                f"cannot restore job {allocation.jobid}: unknown vertices {missing[:3]}"
+            )
         vertices = []
         for path in sorted(wanted):
             vertex = by_path[path]

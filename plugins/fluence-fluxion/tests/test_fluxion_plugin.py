@@ -98,7 +98,9 @@ def test_with_the_library_the_fluxion_matcher_wins(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("FLUENCE_FLUXION_LIB", str(LIBRARY))
     settings = load_settings()
     manager = get_plugin_manager(settings)
-    assert isinstance(manager.hook.fluence_matcher(settings=settings, graph=_graph()), FluxionMatcher)
+    assert isinstance(
+        manager.hook.fluence_matcher(settings=settings, graph=_graph()), FluxionMatcher
+    )
     assert manager.infos["fluxion"].status.startswith("active:")
 
 
@@ -156,7 +158,9 @@ def test_a_held_virtual_resource_is_busy_not_unsatisfiable() -> None:
     from fluence_core.testing import parse_resource_config, virtual_jobspec
 
     config = parse_resource_config("resources:\n  - {type: qpu, name: cepheus}\n")
-    matcher = FluxionMatcher(ResourceGraph([NodeInfo("n0", 4, 4096)], config), "first", load_library(str(LIBRARY)))
+    matcher = FluxionMatcher(
+        ResourceGraph([NodeInfo("n0", 4, 4096)], config), "first", load_library(str(LIBRARY))
+    )
     jobspec = virtual_jobspec("qpu", 1, {})
     assert matcher.match_allocate(jobspec) is not None
     assert matcher.match_allocate(jobspec) is None

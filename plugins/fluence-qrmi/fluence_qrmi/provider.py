@@ -17,8 +17,13 @@ _NORMAL = {
     "RUNNING": RUNNING, "COMPLETED": COMPLETED, "DONE": COMPLETED,
     "FAILED": FAILED, "ERROR": FAILED, "CANCELLED": FAILED, "CANCELED": FAILED,
 }
-_RESOURCE_TYPES = {"qiskit-runtime-service": "IBMQiskitRuntimeService", "ibm": "IBMQiskitRuntimeService",
-                   "direct-access": "IBMDirectAccess", "pasqal": "PasqalCloud", "iqm": "IQMServer"}
+_RESOURCE_TYPES = {
+    "qiskit-runtime-service": "IBMQiskitRuntimeService",
+    "ibm": "IBMQiskitRuntimeService",
+    "direct-access": "IBMDirectAccess",
+    "pasqal": "PasqalCloud",
+    "iqm": "IQMServer",
+}
 
 
 @dataclass
@@ -31,7 +36,8 @@ class QrmiTask:
 
 
 def normal_status(raw: object) -> str:
-    """A vendor status (enum or text, e.g. ``TaskStatus.Running``, ``DONE``) as QUEUED/RUNNING/COMPLETED/FAILED."""
+    """A vendor status (enum or text, e.g. ``TaskStatus.Running``, ``DONE``) as
+    QUEUED/RUNNING/COMPLETED/FAILED."""
     text = str(getattr(raw, "name", raw)).rsplit(".", 1)[-1].upper()
     return _NORMAL.get(text, QUEUED)
 
@@ -54,7 +60,11 @@ def runtime_status(task: QrmiTask, backend: Backend) -> str:
 
 
 def _default_status(task: QrmiTask, backend: Backend) -> str:
-    return runtime_status(task, backend) if task.api == "qiskit-ibm-runtime" else qrmi_status(task, backend)
+    return (
+        runtime_status(task, backend)
+        if task.api == "qiskit-ibm-runtime"
+        else qrmi_status(task, backend)
+    )
 
 
 def _default_info(backend: Backend) -> BackendInfo | None:
@@ -112,7 +122,9 @@ class QrmiProvider(Provider):
 
     def refresh(self, task: QrmiTask) -> QrmiTask:
         backend = self._backend or Backend(task.backend)
-        return QrmiTask(task.job_id, task.session, task.backend, task.api, self.status_of(task, backend))
+        return QrmiTask(
+            task.job_id, task.session, task.backend, task.api, self.status_of(task, backend)
+        )
 
     def queue_position(self, task: QrmiTask) -> int | None:
         return None  # IBM Quantum reports no queue position: readiness is "running"

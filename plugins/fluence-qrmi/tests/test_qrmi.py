@@ -1,4 +1,5 @@
-"""The QRMI provider: job records from qiskit-ibm-runtime local mode, held sessions, status at the boundary."""
+"""The QRMI provider: job records from qiskit-ibm-runtime local mode, held sessions, status at the
+boundary."""
 
 from __future__ import annotations
 
@@ -46,11 +47,15 @@ def test_provider_serves_qrmi_whatever_the_vendor() -> None:
     assert not provider.matches({"provider": "braket"})
 
 
-def test_local_mode_job_is_recorded_and_found_by_the_sidecar_half(tmp_path, monkeypatch, restore_sdk) -> None:
+def test_local_mode_job_is_recorded_and_found_by_the_sidecar_half(
+    tmp_path, monkeypatch, restore_sdk
+) -> None:
     monkeypatch.setenv(names.ENV_RUNTIME_DIR, str(tmp_path))
     assert interceptor.install_interceptor("scout-uid") is True
     job_id = run_in_local_session()
-    entries = [json.loads(line) for line in (tmp_path / names.JOB_RECORD_FILE).read_text().splitlines()]
+    entries = [
+        json.loads(line) for line in (tmp_path / names.JOB_RECORD_FILE).read_text().splitlines()
+    ]
     assert entries[0]["job_id"] == job_id and entries[0]["pod_uid"] == "scout-uid"
     assert entries[0]["backend"] == "fake_manila" and entries[0]["api"] == "qiskit-ibm-runtime"
     task = QrmiProvider(runtime_dir=tmp_path).find_my_task("scout-uid", BACKEND, 5)
@@ -58,7 +63,9 @@ def test_local_mode_job_is_recorded_and_found_by_the_sidecar_half(tmp_path, monk
     assert QrmiProvider(runtime_dir=tmp_path).find_my_task("other-uid", BACKEND, 5) is None
 
 
-def test_scout_session_close_waits_for_the_release_marker(tmp_path, monkeypatch, restore_sdk) -> None:
+def test_scout_session_close_waits_for_the_release_marker(
+    tmp_path, monkeypatch, restore_sdk
+) -> None:
     monkeypatch.setenv(names.ENV_RUNTIME_DIR, str(tmp_path))
     monkeypatch.setenv(names.ENV_ROLE, names.ROLE_SCOUT)
     slept = []
@@ -114,7 +121,11 @@ def test_sidecar_ungates_with_the_session_when_the_job_runs(tmp_path) -> None:
     cluster.create("pods", {"metadata": {"name": "w", "labels": group},
                             "spec": {"schedulingGates": [{"name": names.QUANTUM_GATE}],
                                      "containers": [{"name": "a", "image": "i"}]}})
-    clock.on_sleep = lambda now: cluster.patch_status("pods", "w", {"status": {"phase": "Succeeded"}}, "default") if now >= 30 else None
+    clock.on_sleep = lambda now: (
+        cluster.patch_status("pods", "w", {"status": {"phase": "Succeeded"}}, "default")
+        if now >= 30
+        else None
+    )
     config = SidecarConfig("scout", "default", "scout-uid", BACKEND, runtime_dir=tmp_path)
     result = Sidecar(cluster, provider, config, clock).run()
     assert result.outcome is Outcome.READY and result.ungated == ["w"]
@@ -125,7 +136,9 @@ def test_sidecar_ungates_with_the_session_when_the_job_runs(tmp_path) -> None:
 
 
 def test_backend_info_comes_from_the_vendor_boundary() -> None:
-    provider = QrmiProvider(info_of=lambda b: BackendInfo(b.name, queue=4, status="online", qubits=133))
+    provider = QrmiProvider(
+        info_of=lambda b: BackendInfo(b.name, queue=4, status="online", qubits=133)
+    )
     info = provider.backend_info(BACKEND)
     assert info is not None and (info.queue, info.qubits) == (4, 133)
 
