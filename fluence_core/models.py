@@ -136,6 +136,10 @@ class PodRequest:
         totals: dict[str, Any] = {}
         for key in set(app) | {k for i in init for k in i}:
             totals[key] = max([app.get(key, 0)] + [i.get(key, 0) for i in init])
+        overhead = _sum_requests([{"name": "overhead", "resources": {
+            "requests": spec.get("overhead") or {}}}], name)
+        for key, amount in overhead.items():  # spec.overhead (the RuntimeClass's) counts too
+            totals[key] = totals.get(key, 0) + amount
         virtual = {}
         for resource, amount in totals.items():
             vtype = names.virtual_type_of(resource)
