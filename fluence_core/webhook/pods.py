@@ -182,11 +182,15 @@ def ensure_pod_group(ctx: AdmissionContext, name: str, min_count: int) -> None:
 
     def create() -> None:
         cluster = ctx.require_cluster()
-        try:
-            cluster.create(PODGROUPS, pod_group_body(name, namespace, min_count), namespace)
-            logger.info("webhook: created PodGroup %s/%s (minCount %d)", namespace, name, min_count)
-        except Conflict:
-            pass  # there already: made by a sibling pod's admission, or before
-        ctx.recent.remember(key)
+        with ctx.recent.one_at_a_time(key):  # siblings admitted at once wait for one create
+            if ctx.recent.lookup(key)[0]:
+                return
+            try:
+                cluster.create(PODGROUPS, pod_group_body(name, namespace, min_count), namespace)
+                logger.info("webhook: created PodGroup %s/%s (minCount %d)", namespace, name,
+                            min_count)
+            except Conflict:
+                pass  # there already: made by a sibling pod's admission, or before
+            ctx.recent.remember(key)
 
     ctx.defer(f"PodGroup {namespace}/{name}", create)

@@ -6,7 +6,10 @@ the PriorityClass, read and create the group's PodGroup. Through the webhook's
 rate-limited client those calls cost more than the admission itself, and at
 scale they set the pace of pod creation (issue 20). An entry lives
 :data:`TTL` seconds: long enough to cover a burst, short enough that an
-object edited or deleted since is seen again soon.
+object edited or deleted since is seen again soon. Requests missing the same
+key at once make one call between them: the first makes it, the others wait
+for its answer (the 20 concurrent creates of a group's pods would otherwise
+all miss together, and spend the client's rate limit on duplicates).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, Callable, Hashable
 
 TTL = 5.0
 """Seconds a read or a made object is trusted without asking the API server again."""
+_STRIPES = 64
 
 
 class Recent:
@@ -27,19 +31,24 @@ class Recent:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[Hashable, tuple[float, Any]] = {}
+        self._stripes = [threading.RLock() for _ in range(_STRIPES)]
+
+    def one_at_a_time(self, key: Hashable) -> threading.RLock:
+        """The lock that makes callers for ``key`` take turns (shared with a few other keys)."""
+        return self._stripes[hash(key) % _STRIPES]
 
     def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """The value remembered for ``key``, else ``compute()`` remembered (unless it raises).
-
-        Two requests missing the same key at once may both compute it; the
-        calls are reads, so the cost is a duplicate call, never a wrong answer.
-        """
+        """The value remembered for ``key``, else ``compute()`` remembered (unless it raises)."""
         found, value = self.lookup(key)
         if found:
             return value
-        value = compute()
-        self.remember(key, value)
-        return value
+        with self.one_at_a_time(key):
+            found, value = self.lookup(key)  # computed meanwhile by the caller just served
+            if found:
+                return value
+            value = compute()
+            self.remember(key, value)
+            return value
 
     def lookup(self, key: Hashable) -> tuple[bool, Any]:
         """``(True, value)`` when ``key`` is remembered and fresh, else ``(False, None)``."""

@@ -10,7 +10,6 @@ always gets an answer it can show the user.
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import time
 from dataclasses import dataclass
@@ -39,6 +38,12 @@ KIND = "AdmissionReview"
 
 AdmitHook = Callable[[Mapping[str, Any], AdmissionContext], "str | None"]
 """``fluence_admit`` as the service calls it: the pod and the request's context."""
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of JSON data, through the C codec: ``copy.deepcopy`` was a third of a
+    review's CPU (its memo serves object graphs JSON cannot hold)."""
+    return json.loads(json.dumps(value))
 
 
 class BadReview(Exception):
@@ -163,7 +168,7 @@ class AdmissionService:
             return deny(uid, "fluence webhook: the request carries no Pod object", code=400)
         if not pods.is_fluence_pod(pod):
             return allow(uid)
-        pod = copy.deepcopy(pod)
+        pod = json_copy(pod)
         metadata = pod.setdefault("metadata", {})
         if not isinstance(metadata, dict):
             return deny(uid, "fluence webhook: pod metadata is not an object", code=400)
@@ -191,7 +196,7 @@ class AdmissionService:
         obj = request.get("object")
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
             return deny(uid, f"fluence webhook: the request carries no {key} object", code=400)
-        obj = copy.deepcopy(obj)
+        obj = json_copy(obj)
         metadata = obj.setdefault("metadata", {})
         namespace = namespace or str(metadata.get("namespace") or "default")
         metadata.setdefault("namespace", namespace)
@@ -208,7 +213,7 @@ class AdmissionService:
                 if not handler.applies(obj):
                     continue
                 ops = list(handler.mutate(obj, ctx))
-                apply_patch(obj, copy.deepcopy(ops))
+                apply_patch(obj, json_copy(ops))
             except AdmissionDenied as error:
                 return deny(
                     uid, f"fluence webhook handler {handler.name}: {error}", warnings=ctx.warnings
