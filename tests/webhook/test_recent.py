@@ -75,7 +75,8 @@ def test_a_failed_read_is_not_remembered(clock):
     assert recent.lookup("k") == (False, None)
 
 
-def test_the_pods_of_a_jobs_group_cost_one_job_read_and_one_podgroup_create(gang, counting, cluster):
+def test_the_pods_of_a_jobs_group_cost_one_job_read_and_one_podgroup_create(
+        gang, counting, cluster):
     for i in range(4):
         response, out = admit(gang, pod(f"qj-{i}", group="qj", job="qj"), uid=f"u{i}")
         assert response["allowed"] and out["spec"]["schedulingGroup"] == {"podGroupName": "qj"}
@@ -87,9 +88,10 @@ def test_the_pods_of_a_jobs_group_cost_one_job_read_and_one_podgroup_create(gang
 def test_a_podgroup_that_exists_already_costs_one_create_answered_conflict(gang, counting, cluster):
     admit(gang, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "2"}))
     cluster.delete("podgroups", "g", "default")
-    cluster.create("podgroups", {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
-                                 "metadata": {"name": "other", "namespace": "default"},
-                                 "spec": {"schedulingPolicy": {"gang": {"minCount": 9}}}}, "default")
+    other = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+             "metadata": {"name": "other", "namespace": "default"},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 9}}}}
+    cluster.create("podgroups", other, "default")
     fresh = AdmissionService(gang.settings, [GangHandler()], cluster=counting)
     counting.calls.clear()
     response, out = admit(fresh, pod("o-0", group="other"))
