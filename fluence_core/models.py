@@ -162,7 +162,7 @@ class PodRequest:
             namespace=metadata.get("namespace") or "default",
             cores=cores,
             millicores=millicores,
-            claims=_claims(spec, name),
+            claims=volume_claims(spec, name),
             memory_mib=math.ceil(totals.get("memory", 0)),
             gpus=gpus,
             virtual=virtual,
@@ -174,7 +174,7 @@ class PodRequest:
         )
 
 
-def _claims(spec: KubeObject, pod_name: str) -> tuple[str, ...]:
+def volume_claims(spec: KubeObject, pod_name: str) -> tuple[str, ...]:
     """Claim names of the pod's volumes; an ephemeral volume's claim is ``<pod>-<volume>``."""
     found = []
     for volume in spec.get("volumes") or ():
