@@ -169,7 +169,26 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     cert = tls.generate(["localhost"], Path(workdir), ip_addresses=["127.0.0.1"])
     server = WebhookServer(("127.0.0.1", 0), service,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+    reviews: list[float] = []  # seconds each review took inside the webhook
+    review = service.review
+
+    def timed(body: bytes) -> Any:
+        started = time.perf_counter()
+        try:
+            return review(body)
+        finally:
+            reviews.append(time.perf_counter() - started)
+
+    service.review = timed  # type: ignore[method-assign]
     reply.send((server.port, cert.ca_pem))
+
+    def cpu() -> None:  # the parent asks for the CPU used so far and the reviews' times
+        while reply.recv() is not None:
+            taken = reviews[:]
+            del reviews[:len(taken)]
+            reply.send((time.process_time(), taken))
+
+    threading.Thread(target=cpu, daemon=True).start()
     server.serve_forever()
 
 
@@ -255,6 +274,15 @@ def run_phase(url: str, token: str, context: ssl.SSLContext, namespace: str, cli
         api.conn.close()
 
 
+def process_cpu(pid: int) -> float:
+    """Seconds of CPU process ``pid`` used so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def register_webhook(kube: Any, port: int, ca_pem: bytes) -> None:
     import base64
 
@@ -267,6 +295,8 @@ def register_webhook(kube: Any, port: int, ca_pem: bytes) -> None:
                              "caBundle": base64.b64encode(ca_pem).decode()},
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                        "resources": ["pods"]}],
+            "matchConditions": [{"name": "scheduler-is-fluence",  # as deploy/webhook.yaml
+                                 "expression": "object.spec.schedulerName == 'fluence'"}],
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": HOOKED}},
             "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10,
             "reinvocationPolicy": "IfNeeded"}]})
@@ -309,26 +339,43 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
             print("| clients | path | creates | creates/s | p50 | p99 | errors |")
             print("|---|---|---|---|---|---|---|")
             summary = []
+            pids = [p.pid for p in apiserver.processes.values()]
+            before, started = sum(map(process_cpu, pids)), time.perf_counter()
+            time.sleep(3)
+            idle = (sum(map(process_cpu, pids)) - before) / (time.perf_counter() - started)
             for clients, count in counts.items():
                 phases = {PLAIN: Phase(), HOOKED: Phase()}
+                parent.send("cpu")
+                cpu_before = parent.recv()[0]
                 run_phase(apiserver.url, apiserver.token, context, PLAIN, clients,
                           min(count, 50), f"warm{clients}", shape, Phase())
+                control_plane = {namespace: 0.0 for namespace in phases}
                 for repeat in range(repeats):
                     for namespace, phase in phases.items():
+                        before, started = sum(map(process_cpu, pids)), time.perf_counter()
                         run_phase(apiserver.url, apiserver.token, context, namespace, clients,
                                   count, f"c{clients}r{repeat}", shape, phase)
+                        control_plane[namespace] += (sum(map(process_cpu, pids)) - before
+                                                     - idle * (time.perf_counter() - started))
                 for namespace, phase in phases.items():
                     print(f"| {clients} | {'with' if namespace == HOOKED else 'without'} "
                           f"| {len(phase.latencies)} | {phase.rate:.0f} "
                           f"| {_ms(quantile(phase.latencies, 50))} "
                           f"| {_ms(quantile(phase.latencies, 99))} | {len(phase.errors)} |")
                 plain, hooked = phases[PLAIN], phases[HOOKED]
+                parent.send("cpu")
+                cpu_after, reviews = parent.recv()
+                cpu = (cpu_after - cpu_before) / max(1, len(hooked.latencies))
                 added_p50 = quantile(hooked.latencies, 50) - quantile(plain.latencies, 50)
                 added_p99 = quantile(hooked.latencies, 99) - quantile(plain.latencies, 99)
                 summary.append(
                     f"clients={clients}: added p50 {_ms(added_p50)}, added p99 {_ms(added_p99)}"
                     f", creates/s with/without {hooked.rate / plain.rate:.2f}x"
-                )
+                    f"; CPU per create (idle subtracted): kube-apiserver+etcd "
+                    f"{_ms(control_plane[PLAIN] / max(1, len(plain.latencies)))} without, "
+                    f"{_ms(control_plane[HOOKED] / max(1, len(hooked.latencies)))} with, "
+                    f"webhook {_ms(cpu)}; a review inside the webhook "
+                    f"p50 {_ms(quantile(reviews, 50))} p99 {_ms(quantile(reviews, 99))}")
                 for phase in phases.values():
                     if phase.errors:
                         summary.append(f"  first errors: {phase.errors[:3]}")

@@ -181,6 +181,10 @@ class PodRequest:
         totals: dict[str, Any] = {}
         for key in set(app) | {k for i in init for k in i}:
             totals[key] = max([app.get(key, 0)] + [i.get(key, 0) for i in init])
+        overhead = _sum_requests([{"name": "overhead", "resources": {
+            "requests": spec.get("overhead") or {}}}], name)
+        for key, amount in overhead.items():  # spec.overhead (the RuntimeClass's) counts too
+            totals[key] = totals.get(key, 0) + amount
         for resource, amount in totals.items():
             if amount > MAX_VALUE:
                 raise QuantityError(
@@ -207,7 +211,7 @@ class PodRequest:
             namespace=str(metadata.get("namespace") or "default"),
             cores=cores,
             millicores=millicores,
-            claims=_claims(spec, name),
+            claims=volume_claims(spec, name),
             memory_mib=math.ceil(totals.get("memory", 0)),
             gpus=gpus,
             virtual=virtual,
@@ -217,7 +221,7 @@ class PodRequest:
         )
 
 
-def _claims(spec: KubeObject, pod_name: str) -> tuple[str, ...]:
+def volume_claims(spec: KubeObject, pod_name: str) -> tuple[str, ...]:
     """Claim names of the pod's volumes; an ephemeral volume's claim is ``<pod>-<volume>``."""
     found = []
     for volume in spec.get("volumes") or ():

@@ -204,3 +204,10 @@ def test_group_virtual_types_are_in_first_seen_order_without_repeats() -> None:
         PodRequest("c", virtual={"qpu": 1, "qubit": 1}),
     ))
     assert group.virtual_types == ["qubit", "qpu"]
+
+
+def test_pod_overhead_counts_toward_the_request() -> None:
+    pod = make_pod_dict("p", cpu="900m", memory="1Gi")
+    pod["spec"]["overhead"] = {"cpu": "100m", "memory": "64Mi"}
+    request = PodRequest.from_kube(pod)
+    assert (request.cores, request.millicores, request.memory_mib) == (1, 1000, 1088)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluence_core.models import volume_claims
 from fluence_core.feasibility.resources import PODS, pod_requests, read_amounts
 from fluence_core.feasibility.selectors import LabelSelector, NodeSelector, SelectorError
 
@@ -138,7 +139,7 @@ class PodFacts:
                 for i, c in enumerate(spec.get("topologySpreadConstraints") or ())
             ),
             host_ports=_host_ports(spec, where),
-            claims=_claims(spec, name),
+            claims=volume_claims(spec, name),
         )
 
 
@@ -214,16 +215,6 @@ def _host_ports(spec: KubeObject, where: str) -> tuple[HostPort, ...]:
                 ports.append(HostPort(str(port.get("hostIP") or WILDCARD_IP),
                                       str(port.get("protocol") or "TCP"), host_port))
     return tuple(ports)
-
-
-def _claims(spec: KubeObject, pod_name: str) -> tuple[str, ...]:
-    claims = []
-    for volume in spec.get("volumes") or ():
-        if volume.get("persistentVolumeClaim"):
-            claims.append(str(volume["persistentVolumeClaim"].get("claimName") or ""))
-        elif volume.get("ephemeral"):
-            claims.append(f"{pod_name}-{volume.get('name')}")
-    return tuple(claims)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import (
     Any,
     Callable,
+    Hashable,
     Iterator,
     Mapping,
     Protocol,
@@ -39,6 +40,7 @@ from fluence_core.errors import FluenceError
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings
 from fluence_core.webhook._patch import JsonPatch
+from fluence_core.webhook.recent import Recent
 
 Pod = dict[str, Any]
 
@@ -129,7 +131,6 @@ class AdmissionContext:
     """The host's clock in seconds: monotonic in the webhook, virtual in ``fluence sim``."""
     state: ServiceState = field(default_factory=ServiceState)
     """What plugins keep across this service's requests."""
-    _cache: dict[Any, Any] = field(default_factory=dict)
 
     def defer(self, description: str, action: Callable[[], None]) -> None:
         """Run ``action`` after every handler succeeded, unless the request is a dry run."""
@@ -139,11 +140,15 @@ class AdmissionContext:
         """A warning the API server shows the user (kubectl prints it)."""
         self.warnings.append(message)
 
-    def cached(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """Memoise a cluster read for the length of one request."""
-        if key not in self._cache:
-            self._cache[key] = compute()
-        return self._cache[key]
+    @property
+    def recent(self) -> Recent:
+        """What this service's requests read or made in the last few seconds."""
+        return self.state.get("webhook:recent", lambda: Recent(clock=self.clock))
+
+    def cached(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """A cluster read, shared with this service's requests for a few seconds
+        (:data:`~fluence_core.webhook.recent.TTL`)."""
+        return self.recent.get(key, compute)
 
     def require_cluster(self) -> ClusterAPI:
         if self.cluster is None:

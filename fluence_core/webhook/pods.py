@@ -249,17 +249,28 @@ def pod_group_body(name: str, namespace: str, min_count: int) -> dict[str, Any]:
 
 
 def ensure_pod_group(ctx: AdmissionContext, name: str, min_count: int) -> None:
-    """Defer creating PodGroup ``name`` (gang of ``min_count``) unless it exists."""
+    """Defer creating PodGroup ``name`` (gang of ``min_count``) unless it exists.
+
+    One call: the create itself, whose "already exists" answer is as good as a
+    read. A group seen or made in the last few seconds (its sibling pods, a
+    re-invocation) costs no call at all.
+    """
     namespace = ctx.namespace
+    key = (PODGROUPS.plural, namespace, name)
+    if ctx.recent.lookup(key)[0]:
+        return
 
     def create() -> None:
         cluster = ctx.require_cluster()
-        if cluster.get(PODGROUPS, name, namespace) is not None:
-            return
-        try:
-            cluster.create(PODGROUPS, pod_group_body(name, namespace, min_count), namespace)
-            logger.info("webhook: created PodGroup %s/%s (minCount %d)", namespace, name, min_count)
-        except Conflict:
-            pass  # a sibling pod's admission created it first
+        with ctx.recent.one_at_a_time(key):  # siblings admitted at once wait for one create
+            if ctx.recent.lookup(key)[0]:
+                return
+            try:
+                cluster.create(PODGROUPS, pod_group_body(name, namespace, min_count), namespace)
+                logger.info("webhook: created PodGroup %s/%s (minCount %d)", namespace, name,
+                            min_count)
+            except Conflict:
+                pass  # there already: made by a sibling pod's admission, or before
+            ctx.recent.remember(key)
 
     ctx.defer(f"PodGroup {namespace}/{name}", create)

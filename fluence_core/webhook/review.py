@@ -10,7 +10,6 @@ always gets an answer it can show the user.
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import re
 import time
@@ -41,6 +40,12 @@ KIND = "AdmissionReview"
 
 AdmitHook = Callable[[Mapping[str, Any], AdmissionContext], "str | None"]
 """``fluence_admit`` as the service calls it: the pod and the request's context."""
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of JSON data, through the C codec: ``copy.deepcopy`` was a third of a
+    review's CPU (its memo serves object graphs JSON cannot hold)."""
+    return json.loads(json.dumps(value))
 
 
 class BadReview(Exception):
@@ -175,7 +180,7 @@ class AdmissionService:
         problem = pods.shape_problem(pod)
         if problem is not None:
             return deny(uid, f"fluence webhook: {problem}", code=400)
-        pod = copy.deepcopy(pod)
+        pod = json_copy(pod)
         metadata = pod["metadata"] = pod.get("metadata") or {}
         metadata["namespace"] = namespace
         ctx = self._context(namespace, request, uid)
@@ -200,7 +205,7 @@ class AdmissionService:
         obj = request.get("object")
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
             return deny(uid, f"fluence webhook: the request carries no {key} object", code=400)
-        obj = copy.deepcopy(obj)
+        obj = json_copy(obj)
         metadata = obj["metadata"] = obj.get("metadata") or {}
         metadata["namespace"] = namespace
         ctx = self._context(namespace, request, uid)
@@ -216,7 +221,7 @@ class AdmissionService:
                 if not handler.applies(obj):
                     continue
                 ops = list(handler.mutate(obj, ctx))
-                apply_patch(obj, copy.deepcopy(ops))
+                apply_patch(obj, json_copy(ops))
             except AdmissionDenied as error:
                 return deny(
                     uid, f"fluence webhook handler {handler.name}: {error}", warnings=ctx.warnings

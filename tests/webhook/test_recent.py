@@ -1,0 +1,154 @@
+"""Admission shares its reads for a few seconds (issue 20): the pods of a group cost one call."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from webhook_helpers import admit, pod
+
+from fluence_core import names
+from fluence_core.webhook.gang import GangHandler
+from fluence_core.webhook.recent import TTL, Recent
+from fluence_core.webhook.review import AdmissionService
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Counting:
+    """The cluster boundary, counting every call that would reach the API server."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, verb: str) -> Any:
+        method = getattr(self.inner, verb)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(f"{verb} {getattr(args[0], 'plural', args[0])}")
+            return method(*args, **kwargs)
+        return counted
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def counting(cluster) -> Counting:
+    return Counting(cluster)
+
+
+@pytest.fixture
+def gang(settings, counting, clock) -> AdmissionService:
+    return AdmissionService(settings, [GangHandler()], cluster=counting, clock=clock)
+
+
+def test_an_entry_is_served_until_its_ttl_then_read_again(clock):
+    recent = Recent(clock=clock)
+    reads: list[int] = []
+    for _ in range(3):
+        recent.get("k", lambda: reads.append(1) or len(reads))
+    clock.now += TTL
+    assert recent.get("k", lambda: reads.append(1) or len(reads)) == 2
+    assert len(reads) == 2
+
+
+def test_a_failed_read_is_not_remembered(clock):
+    recent = Recent(clock=clock)
+
+    def fail() -> int:
+        raise RuntimeError("API down")
+
+    with pytest.raises(RuntimeError):
+        recent.get("k", fail)
+    assert recent.lookup("k") == (False, None)
+
+
+def test_the_pods_of_a_jobs_group_cost_one_job_read_and_one_podgroup_create(
+        gang, counting, cluster):
+    for i in range(4):
+        response, out = admit(gang, pod(f"qj-{i}", group="qj", job="qj"), uid=f"u{i}")
+        assert response["allowed"] and out["spec"]["schedulingGroup"] == {"podGroupName": "qj"}
+    assert counting.calls == ["get jobs", "create podgroups"]
+    assert cluster.get("podgroups", "qj", "default")["spec"]["schedulingPolicy"]["gang"] == {
+        "minCount": 4}
+
+
+def test_a_podgroup_that_exists_already_costs_one_create_answered_conflict(gang, counting, cluster):
+    admit(gang, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "2"}))
+    cluster.delete("podgroups", "g", "default")
+    other = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+             "metadata": {"name": "other", "namespace": "default"},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 9}}}}
+    cluster.create("podgroups", other, "default")
+    fresh = AdmissionService(gang.settings, [GangHandler()], cluster=counting)
+    counting.calls.clear()
+    response, out = admit(fresh, pod("o-0", group="other"))
+    assert response["allowed"] and out["spec"]["schedulingGroup"] == {"podGroupName": "other"}
+    assert counting.calls == ["create podgroups"]
+    assert cluster.get("podgroups", "other", "default")["spec"]["schedulingPolicy"]["gang"] == {
+        "minCount": 9}
+
+
+def test_a_podgroup_deleted_is_made_again_once_the_memory_of_it_expired(gang, cluster, clock):
+    admit(gang, pod("g-0", group="g"))
+    cluster.delete("podgroups", "g", "default")
+    clock.now += TTL
+    admit(gang, pod("g-1", group="g"), uid="u2")
+    assert cluster.get("podgroups", "g", "default") is not None
+
+
+def test_a_dry_run_leaves_nothing_remembered_and_the_real_create_makes_the_group(gang, cluster):
+    admit(gang, pod("g-0", group="g"), dry_run=True)
+    assert cluster.get("podgroups", "g", "default") is None
+    admit(gang, pod("g-0", group="g"), uid="u2")
+    assert cluster.get("podgroups", "g", "default") is not None
+
+
+def test_a_failed_create_is_refused_and_retried_by_the_next_pod(gang, counting, cluster):
+    real_create = cluster.create
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("etcd is unhappy")
+
+    cluster.create = refuse
+    response, _ = admit(gang, pod("g-0", group="g"))
+    assert not response["allowed"] and "etcd is unhappy" in response["status"]["message"]
+    cluster.create = real_create
+    response, _ = admit(gang, pod("g-1", group="g"), uid="u2")
+    assert response["allowed"] and cluster.get("podgroups", "g", "default") is not None
+
+
+def test_siblings_admitted_at_once_make_one_create_between_them(gang, counting, cluster):
+    real_create = cluster.create
+    started = threading.Barrier(4, timeout=10)
+
+    def slow_create(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.2)  # every sibling is waiting by now
+        return real_create(*args, **kwargs)
+
+    cluster.create = slow_create
+    answers: list[dict[str, Any]] = []
+
+    def one(i: int) -> None:
+        started.wait()
+        answers.append(admit(gang, pod(f"g-{i}", group="g"), uid=f"u{i}")[0])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(answers) == 4 and all(a["allowed"] for a in answers)
+    assert counting.calls == ["create podgroups"]
