@@ -8,6 +8,12 @@ from typing import Any
 
 import pytest
 
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"b{i}: &b{i} [" + ", ".join([f"*{'a' if i == 0 else f'b{i - 1}'}"] * 10) + "]\n"
+    for i in range(8)
+)
+"""A billion-laughs document: nine levels of ten aliases each, 10**9 nodes once expanded."""
+
 
 @dataclass(frozen=True)
 class Case:

@@ -14,7 +14,7 @@ import pytest
 
 from fluence_core.errors import FluenceError
 from fluence_deviceplugin.manager import DevicePluginManager
-from tests.hostile.cases import Case, cases
+from tests.hostile.cases import ALIAS_BOMB, Case, cases
 
 GOOD = "resources:\n  - type: qdevice\n    with: [{type: qpu}]\n"
 
@@ -34,11 +34,7 @@ CASES = [
     Case("not-a-mapping", "[qpu]\n", "expected a mapping"),
     Case(
         "alias-bomb",
-        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
-        + "".join(
-            f"b{i}: &b{i} [" + ", ".join([f"*{'a' if i == 0 else f'b{i - 1}'}"] * 10) + "]\n"
-            for i in range(8)
-        )
+        ALIAS_BOMB
         + "resources: []\n",
         "expands to more than",
     ),

@@ -18,7 +18,7 @@ from fluence_core.cli.up import apply_resources
 from fluence_core.cluster_api import NODES, PODS
 from fluence_core.fake_cluster import FakeCluster
 from fluence_core.resource_config import parse_resource_config
-from tests.hostile.cases import Case, cases
+from tests.hostile.cases import ALIAS_BOMB, Case, cases
 from tests.scheduler.conftest import Harness, node, pod
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -47,11 +47,7 @@ CASES = [
     Case("deep-nesting", "resources: " + "[" * 500 + "]" * 500 + "\n", "nested deeper"),
     Case(
         "alias-bomb",
-        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
-        + "".join(
-            f"b{i}: &b{i} [" + ", ".join([f"*{'a' if i == 0 else f'b{i - 1}'}"] * 10) + "]\n"
-            for i in range(8)
-        )
+        ALIAS_BOMB
         + "resources: []\n",
         "expands to more than",
     ),

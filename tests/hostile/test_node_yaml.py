@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from tests.hostile.cases import Case, cases, run_fluence
+from tests.hostile.cases import ALIAS_BOMB, Case, cases, run_fluence
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -92,11 +92,7 @@ CASES = [
     Case("not-yaml", "kind: Node\nmetadata: {name: [\n", "not valid YAML"),
     Case(
         "alias-bomb",
-        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
-        + "".join(
-            f"b{i}: &b{i} [" + ", ".join([f"*{'a' if i == 0 else f'b{i - 1}'}"] * 10) + "]\n"
-            for i in range(8)
-        ),
+        ALIAS_BOMB,
         "expands to more than",
     ),
 ]
