@@ -59,6 +59,14 @@ def quantile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
 
 
+def latency_summary(latencies: list[float]) -> dict[str, float]:
+    """Seconds at p50, p90, p99 and the maximum: the one summary every table row uses."""
+    if not latencies:
+        return {"p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0}
+    return {"p50": quantile(latencies, 50), "p90": quantile(latencies, 90),
+            "p99": quantile(latencies, 99), "max": max(latencies)}
+
+
 # -- in process ------------------------------------------------------------------------------
 
 
@@ -143,12 +151,11 @@ def in_process(clients: int, requests: int) -> None:
         del os.environ["FLUENCE_ADMISSION_CONTROL"]
     else:
         os.environ["FLUENCE_ADMISSION_CONTROL"] = before
-    latencies.sort()
+    summary = latency_summary(latencies)
     print(f"in process: clients={clients} admissions={len(latencies)} errors={len(errors)} "
           f"elapsed={elapsed:.1f}s throughput={len(latencies) / elapsed:.0f}/s")
-    print(f"  p50={_ms(quantile(latencies, 50))} p90={_ms(quantile(latencies, 90))} "
-          f"p99={_ms(quantile(latencies, 99))} max={_ms(latencies[-1])} "
-          f"podgroups={len(cluster.list('podgroups', 'default').items)}")
+    print("  " + " ".join(f"{k}={_ms(v)}" for k, v in summary.items())
+          + f" podgroups={len(cluster.list('podgroups', 'default').items)}")
     if errors:
         print("  first errors:", errors[:5])
 
@@ -284,22 +291,16 @@ def process_cpu(pid: int) -> float:
 
 
 def register_webhook(kube: Any, port: int, ca_pem: bytes) -> None:
-    import base64
+    """Pods created in HOOKED go to the webhook, with the deployed matchCondition."""
+    from fluence_core.testing_apiserver import webhook_entry
 
+    scheduler_is_fluence = {"name": "scheduler-is-fluence",  # as deploy/webhook.yaml
+                            "expression": "object.spec.schedulerName == 'fluence'"}
     kube.create("mutatingwebhookconfigurations", {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": WEBHOOK_CONFIG},
-        "webhooks": [{
-            "name": "pods.fluence.flux-framework.org", "admissionReviewVersions": ["v1"],
-            "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate",
-                             "caBundle": base64.b64encode(ca_pem).decode()},
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                       "resources": ["pods"]}],
-            "matchConditions": [{"name": "scheduler-is-fluence",  # as deploy/webhook.yaml
-                                 "expression": "object.spec.schedulerName == 'fluence'"}],
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": HOOKED}},
-            "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10,
-            "reinvocationPolicy": "IfNeeded"}]})
+        "webhooks": [webhook_entry("pods", f"https://127.0.0.1:{port}/mutate", HOOKED,
+                                   ca_pem=ca_pem, match_conditions=[scheduler_is_fluence])]})
 
 
 def wait_for_webhook(api: ApiClient, shape: str) -> None:
@@ -357,17 +358,20 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
                                   count, f"c{clients}r{repeat}", shape, phase)
                         control_plane[namespace] += (sum(map(process_cpu, pids)) - before
                                                      - idle * (time.perf_counter() - started))
+                cut = {namespace: latency_summary(phase.latencies)
+                       for namespace, phase in phases.items()}
                 for namespace, phase in phases.items():
                     print(f"| {clients} | {'with' if namespace == HOOKED else 'without'} "
                           f"| {len(phase.latencies)} | {phase.rate:.0f} "
-                          f"| {_ms(quantile(phase.latencies, 50))} "
-                          f"| {_ms(quantile(phase.latencies, 99))} | {len(phase.errors)} |")
+                          f"| {_ms(cut[namespace]['p50'])} "
+                          f"| {_ms(cut[namespace]['p99'])} | {len(phase.errors)} |")
                 plain, hooked = phases[PLAIN], phases[HOOKED]
                 parent.send("cpu")
                 cpu_after, reviews = parent.recv()
                 cpu = (cpu_after - cpu_before) / max(1, len(hooked.latencies))
-                added_p50 = quantile(hooked.latencies, 50) - quantile(plain.latencies, 50)
-                added_p99 = quantile(hooked.latencies, 99) - quantile(plain.latencies, 99)
+                inside = latency_summary(reviews)
+                added_p50 = cut[HOOKED]["p50"] - cut[PLAIN]["p50"]
+                added_p99 = cut[HOOKED]["p99"] - cut[PLAIN]["p99"]
                 summary.append(
                     f"clients={clients}: added p50 {_ms(added_p50)}, added p99 {_ms(added_p99)}"
                     f", creates/s with/without {hooked.rate / plain.rate:.2f}x"
@@ -375,7 +379,7 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
                     f"{_ms(control_plane[PLAIN] / max(1, len(plain.latencies)))} without, "
                     f"{_ms(control_plane[HOOKED] / max(1, len(hooked.latencies)))} with, "
                     f"webhook {_ms(cpu)}; a review inside the webhook "
-                    f"p50 {_ms(quantile(reviews, 50))} p99 {_ms(quantile(reviews, 99))}")
+                    f"p50 {_ms(inside['p50'])} p99 {_ms(inside['p99'])}")
                 for phase in phases.values():
                     if phase.errors:
                         summary.append(f"  first errors: {phase.errors[:3]}")

@@ -22,6 +22,7 @@ Flags that matter, and why:
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
 import os
@@ -29,24 +30,31 @@ import shutil
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final, Literal
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from fluence_core.cluster_api import ClusterAPI
+from fluence_core import names
+from fluence_core.cluster_api import MUTATING_WEBHOOKS, ClusterAPI
 from fluence_core.kube import KubeCluster
 from fluence_core.kube_errors import Conflict
 from fluence_core.log import logger
+from fluence_core.plugins import get_plugin_manager
+from fluence_core.settings import Settings
+from fluence_core.webhook import build_service, tls
+from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.server import WebhookServer, server_context
 
 ASSETS_ENV: Final = "KUBEBUILDER_ASSETS"
 FEATURE_GATES: Final = "GenericWorkload=true,GangScheduling=true,WorkloadWithJob=true"
@@ -373,3 +381,75 @@ def start_apiserver(assets: Path, workdir: Path, *, controller_manager: bool | N
         yield server
     finally:
         server.stop()
+
+
+# -- the webhook beside the API server -------------------------------------------------------
+
+WEBHOOK_RULES: Final[Mapping[str, tuple[str, str]]] = {"pods": ("", "v1"), "jobs": ("batch", "v1")}
+"""The resources the webhook can be registered for, with their API group and version."""
+
+
+def webhook_entry(resource: str, url: str, namespace: str, *,
+                  reinvocation: Literal["Never", "IfNeeded"] = "IfNeeded",
+                  ca_pem: bytes | None = None,
+                  match_conditions: Sequence[Mapping[str, str]] = ()) -> dict[str, Any]:
+    """One webhook of a MutatingWebhookConfiguration: CREATE of ``resource`` in ``namespace``
+    only, sent to ``url``, failing closed and without side effects on dry run (as deployed)."""
+    if resource not in WEBHOOK_RULES:
+        raise ValueError(f"webhook resource {resource!r}: one of {sorted(WEBHOOK_RULES)}")
+    group, version = WEBHOOK_RULES[resource]
+    client: dict[str, str] = {"url": url}
+    if ca_pem is not None:
+        client["caBundle"] = base64.b64encode(ca_pem).decode()
+    entry: dict[str, Any] = {
+        "name": f"{resource}.{names.DOMAIN}", "admissionReviewVersions": ["v1"],
+        "clientConfig": client,
+        "rules": [{"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"],
+                   "resources": [resource]}],
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10,
+        "reinvocationPolicy": reinvocation}
+    if match_conditions:
+        entry["matchConditions"] = [dict(c) for c in match_conditions]
+    return entry
+
+
+@contextmanager
+def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, namespace: str,
+                   resources: Sequence[str] = ("pods",),
+                   reinvocation: Literal["Never", "IfNeeded"] = "IfNeeded",
+                   service: AdmissionService | None = None) -> Iterator[WebhookServer]:
+    """Fluence's webhook on 127.0.0.1, registered with the API server ``kube`` talks to.
+
+    The four steps every webhook e2e test needs: a serving certificate from a
+    fresh CA (in ``workdir``), the HTTPS server in a thread, a
+    MutatingWebhookConfiguration named ``settings.webhook_config`` with one
+    webhook per entry of ``resources`` (``pods``, ``jobs``) for CREATE in
+    ``namespace``, and the CA patched in by :func:`tls.patch_ca_bundle`, the
+    path the deployed webhook takes. ``service`` defaults to the built-in
+    handlers and plugins for ``settings`` over ``kube``. On exit the
+    configuration is deleted first (no request then reaches a closed port), then
+    the server stops.
+    """
+    cert = tls.generate(["localhost"], workdir, ip_addresses=["127.0.0.1"])
+    if service is None:
+        service = build_service(settings, get_plugin_manager(settings), kube)
+    server = WebhookServer(("127.0.0.1", 0), service,
+                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+    threading.Thread(target=server.serve_forever, daemon=True, name="e2e-webhook").start()
+    name = settings.webhook_config
+    try:
+        url = f"https://127.0.0.1:{server.port}/mutate"
+        kube.create(MUTATING_WEBHOOKS, {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration", "metadata": {"name": name},
+            "webhooks": [webhook_entry(r, url, namespace, reinvocation=reinvocation)
+                         for r in resources]})
+        try:
+            tls.patch_ca_bundle(kube, name, cert.ca_pem)
+            yield server
+        finally:
+            kube.delete(MUTATING_WEBHOOKS, name)  # False if a test deleted it already
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -19,12 +19,14 @@ import pytest
 from fluence_core import names
 from fluence_core.kube import KubeCluster
 from fluence_core.kube_errors import ApiError
-from fluence_core.plugins import get_plugin_manager
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from fluence_core.testing_apiserver import ensure_namespace, find_assets, start_apiserver
-from fluence_core.webhook import build_service, tls
-from fluence_core.webhook.server import WebhookServer, server_context
+from fluence_core.testing_apiserver import (
+    ensure_namespace,
+    find_assets,
+    start_apiserver,
+    webhook_beside,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -156,24 +158,9 @@ def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeClus
             "capacity": {"cpu": "1000", "memory": "4Ti", "pods": "1000"}}})
         settings = load_settings(admission="on", webhook_config="fluence-hostile",
                                  runtime_image="example.org/fluence:e2e")
-        cert = tls.generate(["localhost"], work / "tls", ip_addresses=["127.0.0.1"])
-        service = build_service(settings, get_plugin_manager(settings), kube)
-        httpd = WebhookServer(("127.0.0.1", 0), service,
-                              ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        kube.create("mutatingwebhookconfigurations", {
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": "fluence-hostile"},
-            "webhooks": [{
-                "name": "pods.fluence.flux-framework.org", "admissionReviewVersions": ["v1"],
-                "clientConfig": {"url": f"https://127.0.0.1:{httpd.port}/mutate"},
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                           "resources": ["pods"]}],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10}]})
-        tls.patch_ca_bundle(kube, "fluence-hostile", cert.ca_pem)
-        yield kube, namespace
-        httpd.shutdown()
+        with webhook_beside(kube, settings, work / "tls", namespace=namespace,
+                            reinvocation="Never"):
+            yield kube, namespace
         kube.close()
 
 

@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,7 @@ from fluence_core.runtime.provider import collect_providers
 from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from fluence_core.testing_apiserver import ApiServer, find_kubectl
-from fluence_core.webhook import build_service, tls
-from fluence_core.webhook.server import WebhookServer, server_context
+from fluence_core.testing_apiserver import ApiServer, find_kubectl, webhook_beside
 from tests.test_hybrid_flow import assert_released_worker
 
 pytestmark = pytest.mark.e2e
@@ -82,7 +81,7 @@ class Flow:
         resources.write_text(RESOURCES)
         self.settings = load_settings(resources=resources, runtime_image="example.org/fluence:flow",
                                       webhook_config=f"fluence-flow-{namespace}")
-        self.httpd: WebhookServer | None = None
+        self.webhook = ExitStack()
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
         self.scheduler: Scheduler | None = None
@@ -91,33 +90,9 @@ class Flow:
         self.log.append(f"[wall {time.monotonic() - self.started:6.2f}s] {what}")
 
     def start_webhook(self) -> None:
-        cert = tls.generate(["localhost"], self.work / "tls", ip_addresses=["127.0.0.1"])
-        service = build_service(self.settings, get_plugin_manager(self.settings), self.kube)
-        self.httpd = WebhookServer(
-            ("127.0.0.1", 0),
-            service,
-            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
-        )
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.kube.create("mutatingwebhookconfigurations", {
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": self.settings.webhook_config},
-            "webhooks": [{
-                "name": "pods.fluence.flux-framework.org", "admissionReviewVersions": ["v1"],
-                "clientConfig": {"url": f"https://127.0.0.1:{self.httpd.port}/mutate"},
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                           "resources": ["pods"]}],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.ns}},
-                "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10,
-                "reinvocationPolicy": "IfNeeded"}, {
-                "name": "jobs.fluence.flux-framework.org", "admissionReviewVersions": ["v1"],
-                "clientConfig": {"url": f"https://127.0.0.1:{self.httpd.port}/mutate"},
-                "rules": [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"],
-                           "resources": ["jobs"]}],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.ns}},
-                "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10,
-                "reinvocationPolicy": "IfNeeded"}]})
-        tls.patch_ca_bundle(self.kube, self.settings.webhook_config, cert.ca_pem)
+        """Pods and grouped Jobs of this namespace go through the webhook until close."""
+        self.webhook.enter_context(webhook_beside(self.kube, self.settings, self.work / "tls",
+                                                  namespace=self.ns, resources=("pods", "jobs")))
 
     def node(self, suffix: str, cpu: int = 4) -> None:
         name = f"{self.ns}-{suffix}"
@@ -143,9 +118,7 @@ class Flow:
         self.stop.set()
         if self.thread is not None:
             self.thread.join(timeout=90)
-        if self.httpd is not None:
-            self.kube.delete("mutatingwebhookconfigurations", self.settings.webhook_config)
-            self.httpd.shutdown()
+        self.webhook.close()
         for node in self.nodes:
             self.kube.delete("nodes", node)
 

@@ -3,24 +3,26 @@ skipped).
 
 The apiserver is this module's own (not shared with tests/e2e), so the Node it
 needs for admission control disturbs nobody. The webhook runs in-process on
-127.0.0.1 with a generated CA that bootstrap patches into the configuration.
+127.0.0.1 with a generated CA patched into the configuration, as bootstrap does
+(``webhook_beside``).
 """
 
 from __future__ import annotations
 
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
 
 from fluence_core import names
 from fluence_core.kube_errors import ApiError
-from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
-from fluence_core.testing_apiserver import ensure_namespace, find_assets, start_apiserver
-from fluence_core.webhook import build_service, tls
-from fluence_core.webhook.server import WebhookServer, server_context
+from fluence_core.testing_apiserver import (
+    ensure_namespace,
+    find_assets,
+    start_apiserver,
+    webhook_beside,
+)
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -50,25 +52,8 @@ def env(tmp_path_factory):
         )
         settings = load_settings(webhook_config="fluence-e2e",
                                  runtime_image="example.org/fluence:e2e")
-        cert = tls.generate(["localhost"], work / "tls", ip_addresses=["127.0.0.1"])
-        service = build_service(settings, get_plugin_manager(settings), kube)
-        httpd = WebhookServer(("127.0.0.1", 0), service,
-                              ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        kube.create("mutatingwebhookconfigurations", {
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": "fluence-e2e"},
-            "webhooks": [{
-                "name": "pods.fluence.flux-framework.org", "admissionReviewVersions": ["v1"],
-                "clientConfig": {"url": f"https://127.0.0.1:{httpd.port}/mutate"},
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                           "resources": ["pods"]}],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
-                "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10,
-                "reinvocationPolicy": "IfNeeded"}]})
-        tls.patch_ca_bundle(kube, "fluence-e2e", cert.ca_pem)  # the self-managed bootstrap path
-        yield server, kube
-        httpd.shutdown()
+        with webhook_beside(kube, settings, work / "tls", namespace=NAMESPACE):
+            yield server, kube
         kube.close()
 
 
