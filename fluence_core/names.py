@@ -55,6 +55,21 @@ session close waits for it."""
 STAGED_PACKAGE: Final = "fluence_staged"
 """The package ``fluence stage`` writes next to ``sitecustomize.py``."""
 
+# Backend figures for ``fluence select`` / ``kubectl fluence select`` (runtime/figures.py).
+FLUENCE_NAMESPACE: Final = "fluence-system"
+"""The namespace Fluence runs in (deploy/namespace.yaml), where it keeps its ConfigMaps."""
+BACKENDS_CONFIGMAP: Final = "fluence-backends"
+"""The ConfigMap of backend prices, queue depths and status the scheduler refreshes."""
+BACKENDS_CONFIGMAP_KEY: Final = "backends.yaml"
+"""Its one data key: a YAML mapping of backend name to figures (the ``--prices`` schema)."""
+RESOURCES_CONFIGMAP: Final = "fluence-resources"
+"""The ConfigMap holding the scheduler's resources.yaml (deploy/fluence-resources.yaml)."""
+RESOURCES_CONFIGMAP_KEY: Final = "resources.yaml"
+REFRESHED_AT_ANNOTATION: Final = f"{DOMAIN}/refreshed-at"
+"""On that ConfigMap: when the scheduler last asked the providers (RFC 3339, UTC)."""
+KUBECTL_PLUGIN: Final = "kubectl-fluence"
+"""The console script kubectl finds on PATH for ``kubectl fluence ...``."""
+
 COORDINATION_INDEPENDENT: Final = "independent"
 COORDINATION_SHARED: Final = "shared"
 

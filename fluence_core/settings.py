@@ -169,6 +169,12 @@ class Settings(BaseSettings):
         default=names.QUANTUM_GATE,
         description="Scheduling gate shared-coordination workers wait behind.",
     )
+    backend_refresh: float = Field(
+        default=0, ge=0,
+        description="Seconds between asking each provider for backend prices, queues and "
+        f"status, written to the {names.BACKENDS_CONFIGMAP} ConfigMap in Fluence's namespace "
+        "for `kubectl fluence select` (0: off).",
+    )
 
     _split_disable = field_validator("disable_plugins", mode="before")(_split_csv)
 

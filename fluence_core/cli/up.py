@@ -74,6 +74,20 @@ def apply_resources(path: Path, scheduler: Any) -> bool:
     return True
 
 
+def start_refresh(cluster: Any, scheduler: Any, settings: Settings,
+                  stop: threading.Event) -> None:
+    """Keep the backend figures ConfigMap fresh while leading (runtime/refresh.py)."""
+    from fluence_core.runtime.figures import ConfigMapRef
+    from fluence_core.runtime.provider import collect_providers
+    from fluence_core.runtime.refresh import refresh_forever
+
+    ref = ConfigMapRef(lease_namespace(settings), names.BACKENDS_CONFIGMAP)
+    providers = collect_providers(scheduler.manager)
+    threading.Thread(target=refresh_forever, daemon=True, name="backend-figures",
+                     args=(cluster, lambda: scheduler.config, providers, ref,
+                           settings.backend_refresh, stop)).start()
+
+
 def up() -> None:
     """Run the scheduler against the current kube context (or in cluster), with leader election."""
     from prometheus_client import start_http_server
@@ -93,6 +107,8 @@ def up() -> None:
 
     def lead(stop_leading: threading.Event) -> None:
         scheduler.start()
+        if settings.backend_refresh > 0:
+            start_refresh(cluster, scheduler, settings, stop_leading)
         if settings.resources is not None:
             threading.Thread(target=watch_resources,
                              args=(settings.resources, scheduler, stop_leading),

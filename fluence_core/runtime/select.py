@@ -16,6 +16,13 @@ Policy terms (comma-separated, applied in order):
 Cost is the estimated price of one task of ``shots`` shots (per-task price +
 shots x per-shot price). A backend whose value a filter needs is unknown is
 excluded, with the reason in the record.
+
+Pins come first: every ``fluence.flux-framework.org/require-<attr>`` already on
+the pod template (``provider: qrmi``, ``region: us-east-1``...) is a constraint
+the scheduler will apply, so a backend that breaks one is excluded before the
+policy is asked, exactly as the graph would exclude it (the pin must hold on a
+vertex of the asked type in that backend's tree; ``require-backend`` names the
+backend itself).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import yaml
 from fluence_core import names, yamlfile
 from fluence_core.errors import FluenceError
 from fluence_core.resource_config import ResourceConfig, VirtualResource
+from fluence_core.runtime import figures
 from fluence_core.runtime.provider import Backend, BackendInfo, Provider, normalise_key
 
 RANKINGS = ("min-cost", "min-queue", "max-qubits")
@@ -138,50 +146,93 @@ def _float(value: str | None) -> float | None:
         return None
 
 
+def backend_of(resource: VirtualResource) -> tuple[Backend, BackendInfo]:
+    """A top-level resource as a backend, with what the config itself says of it (qubits
+    from ``qubit`` children; ``price-per-shot``/``price-per-task`` attributes)."""
+    attrs = {normalise_key(k): v for k, v in resource.attributes.items()}
+    attrs["backend"] = resource.name
+    info = BackendInfo(
+        resource.name,
+        price_per_shot=_float(attrs.get("price_per_shot")),
+        price_per_task=_float(attrs.get("price_per_task")),
+        qubits=_qubits_in(resource) or None,
+        source="config",
+    )
+    return Backend(resource.name, attrs), info
+
+
 def backends_of_type(
     config: ResourceConfig, resource_type: str
 ) -> list[tuple[Backend, BackendInfo]]:
-    """Each top-level resource that serves ``resource_type``, with what the config itself says
-    (qubits from ``qubit`` children; ``price-per-shot``/``price-per-task`` attributes)."""
-    found = []
-    for resource in config.resources:
-        if resource_type not in resource.types():
-            continue
-        attrs = {normalise_key(k): v for k, v in resource.attributes.items()}
-        attrs["backend"] = resource.name
-        backend = Backend(resource.name, attrs)
-        qubits = _qubits_in(resource) or None
-        info = BackendInfo(
-            resource.name,
-            price_per_shot=_float(attrs.get("price_per_shot")),
-            price_per_task=_float(attrs.get("price_per_task")),
-            qubits=qubits,
-            source="config",
-        )
-        found.append((backend, info))
-    return found
+    """Each top-level resource that serves ``resource_type`` (see :func:`backend_of`)."""
+    return [backend_of(r) for r in config.resources if resource_type in r.types()]
 
 
 def load_price_fixture(path: Path) -> dict[str, BackendInfo]:
-    """A YAML/JSON mapping ``backend -> {price_per_shot, price_per_task, queue, status,
-    qubits}``."""
-    try:
-        data = yamlfile.load(yamlfile.read_text(path)) or {}
-    except yaml.YAMLError as error:
-        raise FluenceError(f"{path}: not valid YAML: {error}") from None
-    if not isinstance(data, dict):
-        raise FluenceError(f"{path}: expected a mapping of backend name to its figures")
-    infos = {}
-    for name, figures in data.items():
-        figures = dict(figures or {})
-        allowed = {"price_per_shot", "price_per_task", "queue", "status", "qubits"}
-        unknown = set(figures) - allowed
-        if unknown:
-            raise FluenceError(
-                f"{path}: {name}: unknown keys {sorted(unknown)} (allowed: {sorted(allowed)})"
-            )
-        infos[str(name)] = BackendInfo(str(name), source=str(path), **figures)
-    return infos
+    """A file of backend figures (the schema of :mod:`fluence_core.runtime.figures`)."""
+    return figures.load_file(path)
+
+
+Pins = Mapping[str, str]
+"""``require-<attr>`` pins by attribute (``{"provider": "qrmi"}``)."""
+
+
+def pins_of(annotations: Mapping[str, Any]) -> dict[str, str]:
+    """The ``require-*`` pins among a pod's annotations, as the scheduler reads them."""
+    prefix = names.REQUIRE_ANNOTATION_PREFIX
+    return {
+        str(key)[len(prefix):]: str(value)
+        for key, value in annotations.items()
+        if str(key).startswith(prefix) and len(str(key)) > len(prefix)
+    }
+
+
+def parse_pins(terms: Iterable[str]) -> dict[str, str]:
+    """``--require attr=value`` terms as pins; a term without ``=`` is named."""
+    pins = {}
+    for term in terms:
+        key, sep, value = term.partition("=")
+        if not sep or not key.strip():
+            raise FluenceError(f"--require {term!r}: expected ATTRIBUTE=VALUE")
+        pins[key.strip()] = value.strip()
+    return pins
+
+
+def _serving(resource: VirtualResource, resource_type: str) -> Iterable[VirtualResource]:
+    """The entries of ``resource``'s tree that are (or hold) a vertex of ``resource_type``."""
+    if resource_type in resource.types():
+        yield resource
+        for child in resource.children:
+            yield from _serving(child, resource_type)
+
+
+def pin_conflict(resource: VirtualResource, resource_type: str, pins: Pins) -> str | None:
+    """Why no vertex of ``resource_type`` in this backend's tree carries every pin, or None.
+
+    The graph gives each vertex its (inherited) attributes plus ``backend=<top name>``,
+    and a pinned jobspec asks one vertex of the type to carry them all."""
+    if not pins:
+        return None
+    reasons = []
+    for entry in _serving(resource, resource_type):
+        carried = {**entry.attributes, "backend": resource.name}
+        broken = {k: v for k, v in sorted(pins.items()) if carried.get(k) != v}
+        if not broken:
+            return None
+        key, wanted = next(iter(broken.items()))
+        reasons.append(f"require-{key}={wanted}: {key} is {carried.get(key, 'unset')}")
+    return reasons[0] if reasons else f"serves no {resource_type}"
+
+
+def pinned_out(config: ResourceConfig, resource_type: str, pins: Pins) -> dict[str, str]:
+    """Backends of ``resource_type`` that break a pin, with the first pin each breaks."""
+    found = {}
+    for resource in config.resources:
+        if resource_type in resource.types():
+            reason = pin_conflict(resource, resource_type, pins)
+            if reason is not None:
+                found[resource.name] = reason
+    return found
 
 
 def gather(
@@ -190,15 +241,18 @@ def gather(
     providers: Sequence[Provider],
     fixture: Mapping[str, BackendInfo] | None = None,
     warn: Callable[[str], None] = lambda message: None,
+    skip: Iterable[str] = (),
 ) -> list[tuple[Backend, BackendInfo]]:
-    """Each backend with the best figures available: fixture, else provider, else config."""
+    """Each backend with the best figures available: fixture, else provider, else config.
+    Providers are not asked about the backends in ``skip`` (those a pin rules out)."""
     result = []
+    skipped = set(skip)
     for backend, from_config in backends_of_type(config, resource_type):
         info = from_config
         reported = None
         if fixture is not None:
             reported = fixture.get(backend.name)
-        else:
+        elif backend.name not in skipped:
             provider = next((p for p in providers if p.matches(backend.attributes)), None)
             if provider is not None:
                 try:
@@ -216,12 +270,14 @@ def rank(
     policy: Policy,
     shots: int,
     resource_type: str = "",
+    pinned: Mapping[str, str] | None = None,
 ) -> Selection:
-    """Apply the policy's filters, then its rankings; the first eligible one wins."""
+    """Drop the backends a pin rules out (``pinned``: name -> why, see :func:`pinned_out`),
+    apply the policy's filters, then its rankings; the first eligible one wins."""
     ranked = []
     for backend, info in candidates:
         candidate = Candidate(backend, info, info.cost(shots))
-        candidate.excluded = _exclusion(candidate, policy)
+        candidate.excluded = (pinned or {}).get(backend.name) or _exclusion(candidate, policy)
         ranked.append(candidate)
 
     def key(candidate: Candidate) -> tuple[Any, ...]:
@@ -265,21 +321,37 @@ _TEMPLATE_PATHS = {
 }
 
 
-def annotate_manifest(obj: dict[str, Any], selection: Selection) -> bool:
-    """Write the choice onto a Pod, a PodTemplate, a CronJob or anything with
-    ``spec.template`` (Job, Deployment, JobSet's replicated jobs are left alone);
-    returns False for objects that carry no pod template."""
-    if selection.chosen is None:
-        raise FluenceError("nothing to write: no backend passes the policy")
+def _template_of(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The Pod itself, or the pod template of a PodTemplate, a CronJob or anything with
+    ``spec.template`` (Job, Deployment...); None for objects that carry none."""
     kind = obj.get("kind", "")
     path = _TEMPLATE_PATHS.get(kind)
     if path is None:
         if not isinstance((obj.get("spec") or {}).get("template"), dict):
-            return False
+            return None
         path = ("spec", "template")
     target = obj
     for step in path:
         target = target.setdefault(step, {})
+        if not isinstance(target, dict):
+            return None
+    return target
+
+
+def template_pins(template: Mapping[str, Any]) -> dict[str, str]:
+    """The pins a pod template already carries."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    return pins_of(annotations) if isinstance(annotations, dict) else {}
+
+
+def annotate_manifest(obj: dict[str, Any], selection: Selection) -> bool:
+    """Write the choice onto the object's pod template (see :func:`_template_of`);
+    returns False for objects that carry no pod template."""
+    if selection.chosen is None:
+        raise FluenceError("nothing to write: no backend passes the policy")
+    target = _template_of(obj)
+    if target is None:
+        return False
     annotations = target.setdefault("metadata", {}).setdefault("annotations", {})
     annotations[names.REQUIRE_BACKEND_ANNOTATION] = selection.chosen.backend.name
     annotations[names.SELECTION_ANNOTATION] = json.dumps(
@@ -288,13 +360,28 @@ def annotate_manifest(obj: dict[str, Any], selection: Selection) -> bool:
     return True
 
 
-def select_into_manifest(text: str, selection: Selection) -> str:
-    """Every document of a manifest with the choice written where it applies."""
+def select_into_manifest(text: str, choose: Callable[[Pins], Selection]) -> str:
+    """Every document of a manifest with a choice written where it applies; each pod
+    template's own pins go to ``choose``, so no choice breaks a pin already there."""
     try:
         documents = [d for d in yamlfile.load_all(text) if d is not None]
     except yaml.YAMLError as error:
         raise FluenceError(f"the manifest is not valid YAML: {error}") from None
-    touched = sum(annotate_manifest(d, selection) for d in documents if isinstance(d, dict))
+    touched = 0
+    for number, document in enumerate(documents, 1):
+        template = _template_of(document) if isinstance(document, dict) else None
+        if template is None:
+            continue
+        pins = template_pins(template)
+        selection = choose(pins)
+        if selection.chosen is None:
+            shown = ", ".join(f"require-{k}={v}" for k, v in sorted(pins.items()))
+            raise FluenceError(
+                f"document {number} ({document.get('kind', '?')} "
+                f"{(document.get('metadata') or {}).get('name', '?')}): no backend passes "
+                f"the policy{' with its pins ' + shown if shown else ''}"
+            )
+        touched += annotate_manifest(document, selection)
     if not touched:
         raise FluenceError("the manifest has no Pod or pod template to write the choice on")
     rendered: str = yaml.safe_dump_all(documents, sort_keys=False)
@@ -315,4 +402,9 @@ __all__ = [
     "select_into_manifest",
     "load_price_fixture",
     "backends_of_type",
+    "pins_of",
+    "parse_pins",
+    "pin_conflict",
+    "pinned_out",
+    "template_pins",
 ]
