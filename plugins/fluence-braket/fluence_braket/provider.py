@@ -1,4 +1,12 @@
-"""The Braket provider's sidecar half and its figures for ``fluence select``."""
+"""The Braket provider's sidecar half and its figures for ``fluence select``.
+
+Two paths find the scout's task. A task the local simulator ran is in the job
+record the interceptor wrote (``$FLUENCE_RUNTIME_DIR/jobs.jsonl``, ``api:
+braket-local``): it is finished, so the workers are released at once with its
+id. Otherwise, with AWS credentials, ``SearchQuantumTasks`` finds it by tag.
+Without credentials and without a local record there is nothing to find yet,
+and AWS is not asked (it could only refuse).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +14,31 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
-from fluence_core.api import Backend, BackendInfo, Provider, names, parse_queue_position
+from fluence_core.api import Backend, BackendInfo, Provider, logger, names, parse_queue_position
+
+from fluence_braket.interceptor import LOCAL_API
 
 QUEUED_STATES = frozenset({"CREATED", "QUEUED"})
 READY_STATES = frozenset({"RUNNING", "COMPLETED"})
 FAILED_STATES = frozenset({"FAILED", "CANCELLING", "CANCELLED"})
 DEFAULT_REGION = "us-east-1"
+
+
+LOCAL_SIMULATOR_ATTRIBUTE = "local_simulator"
+"""A backend whose resources entry says ``local-simulator: braket_sv`` is the SDK's
+``LocalSimulator`` of that name: free, never queued, and described without AWS."""
+
+
+def local_simulator_info(name: str, simulator: str) -> BackendInfo:
+    """The local simulator's figures: its qubits from the SDK, no price, no queue."""
+    from braket.devices import LocalSimulator
+
+    qubits = LocalSimulator(simulator).properties.paradigm.qubitCount
+    return BackendInfo(name, price_per_shot=0.0, price_per_task=0.0, queue=0, status="online",
+                       qubits=int(qubits), source="braket local")
 
 
 @dataclass
@@ -23,6 +48,8 @@ class BraketTask:
     raw_position: str | None = None
     failure_reason: str | None = None
     region: str = DEFAULT_REGION
+    local: bool = False
+    """Run by the local simulator: finished when recorded, never asked of AWS."""
 
 
 def _default_session(region: str) -> Any:
@@ -38,12 +65,30 @@ class BraketProvider(Provider):
     (tests hand one whose client is under botocore's Stubber)."""
 
     session_factory: Callable[[str], Any] = _default_session
+    runtime_dir: Path | None = None
+    """Where the interceptor's job record is (default: ``FLUENCE_RUNTIME_DIR``)."""
     lookback: timedelta = timedelta(days=1)
     now: Callable[[], datetime] = field(default=lambda: datetime.now(timezone.utc))
     name: str = "braket"
     interceptor_module: str = "fluence_braket.interceptor"
     interceptor_match: Mapping[str, str] = field(default_factory=lambda: {"provider": "braket"})
     _sessions: dict[str, Any] = field(default_factory=dict)
+    _credentials: dict[str, bool] = field(default_factory=dict)
+
+    def aws_reachable(self, backend: Backend) -> bool:
+        """Whether the session for this backend has credentials (boto3's chain: environment,
+        files, web identity, instance role), asked once per region."""
+        region = backend.attributes.get("region") or DEFAULT_REGION
+        if region not in self._credentials:
+            try:
+                found = self.session_in(region).boto_session.get_credentials() is not None
+            except Exception:
+                found = False
+            self._credentials[region] = found
+            if not found:
+                logger.info("braket: no AWS credentials for %s; only local simulator tasks "
+                            "are found", region)
+        return self._credentials[region]
 
     def session_for(self, backend: Backend) -> Any:
         return self.session_in(backend.attributes.get("region") or DEFAULT_REGION)
@@ -56,7 +101,34 @@ class BraketProvider(Provider):
     def matches(self, attributes: Mapping[str, str]) -> bool:
         return attributes.get("provider") == "braket"
 
+    def _records(self) -> Path:
+        if self.runtime_dir is not None:
+            return self.runtime_dir / names.JOB_RECORD_FILE
+        from fluence_core.api import load_settings
+
+        return load_settings().runtime_dir / names.JOB_RECORD_FILE
+
+    def local_task(self, pod_uid: str, backend: Backend) -> BraketTask | None:
+        """The pod's first local-simulator task in the interceptor's record, if any."""
+        try:
+            lines = self._records().read_text().splitlines()
+        except FileNotFoundError:
+            return None
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if entry.get("pod_uid") == pod_uid and entry.get("api") == LOCAL_API:
+                region = backend.attributes.get("region") or DEFAULT_REGION
+                return BraketTask(str(entry["job_id"]), str(entry.get("status") or "COMPLETED"),
+                                  region=region, local=True)
+        return None
+
     def find_my_task(self, pod_uid: str, backend: Backend, timeout: float) -> BraketTask | None:
+        local = self.local_task(pod_uid, backend)
+        if local is not None or not self.aws_reachable(backend):
+            return local
         client = self.session_for(backend).braket_client
         since = (self.now() - self.lookback).strftime("%Y-%m-%dT%H:%M:%SZ")
         filters = [{"name": "createdAt", "operator": "GTE", "values": [since]}]
@@ -85,6 +157,8 @@ class BraketProvider(Provider):
         return BraketTask(best["quantumTaskArn"], best.get("status", "CREATED"), region=region)
 
     def refresh(self, task: BraketTask) -> BraketTask:
+        if task.local:
+            return task
         # AwsSession.get_quantum_task asks for QueueInfo (and retries throttling).
         response = self.session_in(task.region).get_quantum_task(task.arn)
         queue = response.get("queueInfo") or {}
@@ -114,8 +188,11 @@ class BraketProvider(Provider):
         return f"{task.arn} {task.status} position={task.raw_position}"
 
     def backend_info(self, backend: Backend) -> BackendInfo | None:
+        simulator = backend.attributes.get(LOCAL_SIMULATOR_ATTRIBUTE)
+        if simulator:
+            return local_simulator_info(backend.name, simulator)
         arn = backend.attributes.get("arn")
-        if not arn:
+        if not arn or not self.aws_reachable(backend):
             return None
         device = self.session_for(backend).get_device(arn)
         capabilities = device.get("deviceCapabilities") or "{}"

@@ -20,9 +20,10 @@ def aws() -> Iterator[tuple[object, Stubber]]:
 
 @pytest.fixture
 def restore_sdk() -> Iterator[None]:
-    """Undo the interceptor's patch after a test that installs it in process."""
+    """Undo the interceptor's patches after a test that installs it in process."""
     from braket.aws.aws_session import AwsSession
+    from braket.devices import LocalSimulator
 
-    original = AwsSession.create_quantum_task
+    original, local = AwsSession.create_quantum_task, LocalSimulator.run
     yield
-    AwsSession.create_quantum_task = original
+    AwsSession.create_quantum_task, LocalSimulator.run = original, local

@@ -61,6 +61,7 @@ def test_installing_twice_wraps_once_and_uses_the_newest_uid(aws, restore_sdk) -
 
 
 def test_without_the_sdk_it_returns_false_and_does_not_raise(monkeypatch) -> None:
-    monkeypatch.setitem(sys.modules, "braket.aws.aws_session", None)  # import now fails
+    monkeypatch.setitem(sys.modules, "braket.aws.aws_session", None)  # imports now fail
+    monkeypatch.setitem(sys.modules, "braket.devices", None)
     assert interceptor.install_interceptor("uid") is False
     assert BraketProvider().install_interceptor("uid") is False

@@ -147,3 +147,39 @@ def test_fluence_resolves_braket_attributes_to_this_provider() -> None:
                    for p in providers]
     chosen = [p for p in contributed if p.matches({"provider": "braket", "region": "us-east-1"})]
     assert [type(p) for p in chosen] == [BraketProvider]
+
+
+def test_a_local_simulator_backend_reports_its_figures_without_aws() -> None:
+    local = Backend("braket_local", {"provider": "braket", "local_simulator": "braket_sv"})
+    info = BraketProvider().backend_info(local)
+    assert info is not None
+    assert (info.status, info.queue, info.cost(1000)) == ("online", 0, 0.0)
+    assert info.qubits is not None and info.qubits >= 20  # the SDK's state-vector simulator
+
+
+def test_without_credentials_aws_is_not_asked_and_nothing_is_found(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    # a session whose credential chain found nothing, and no client to call
+    bare = SimpleNamespace(boto_session=SimpleNamespace(get_credentials=lambda: None))
+    provider = BraketProvider(session_factory=lambda region: bare, runtime_dir=tmp_path)
+    assert provider.find_my_task("uid-1", BACKEND, timeout=5) is None
+    assert provider.backend_info(BACKEND) is None
+
+
+def test_a_local_simulator_task_is_found_in_the_record_and_is_ready(tmp_path, restore_sdk,
+                                                                     monkeypatch) -> None:
+    from braket.circuits import Circuit
+    from braket.devices import LocalSimulator
+
+    from fluence_braket import interceptor
+    from fluence_core.api import names
+
+    monkeypatch.setenv(names.ENV_RUNTIME_DIR, str(tmp_path))
+    assert interceptor.install_interceptor("uid-local") is True
+    task = LocalSimulator().run(Circuit().h(0).cnot(0, 1), shots=10)
+    assert task.tags == {"fluence-pod-uid": "uid-local"}
+    provider = BraketProvider(runtime_dir=tmp_path)
+    found = provider.refresh(provider.find_my_task("uid-local", BACKEND, timeout=5))
+    assert found.local and provider.job_id(found) == task.id
+    assert provider.is_ready(found, 1) and not provider.task_failed(found)

@@ -5,6 +5,11 @@ copies this file into user containers. QRMI has no tags, so the job id and the
 session id go to ``$FLUENCE_RUNTIME_DIR/jobs.jsonl``, where the sidecar reads
 them. In the scout, closing a session waits for the sidecar's release marker
 (the workers are done with the session) up to ``FLUENCE_SESSION_HOLD_TIMEOUT``.
+
+qiskit-ibm-runtime's local testing mode (a fake backend, no account) returns a
+``LocalRuntimeJob`` that runs in this process: its record says ``api:
+qiskit-ibm-runtime-local`` and the status it had when submitted, which is all
+the sidecar can know of it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,9 @@ except ImportError:  # installed next to fluence-core
     from fluence_core.api import names  # type: ignore[no-redef]
 
 _MARK = "_fluence_pod_uid"
+RUNTIME_API = "qiskit-ibm-runtime"
+LOCAL_API = "qiskit-ibm-runtime-local"
+"""The ``api`` of a job run by qiskit-ibm-runtime's local testing mode."""
 _sleep = time.sleep
 _clock = time.monotonic
 _state: dict[str, str] = {}
@@ -31,15 +40,20 @@ def runtime_dir() -> Path:
     return Path(os.environ.get(names.ENV_RUNTIME_DIR) or names.RUNTIME_MOUNT)
 
 
-def record(job_id: str, session: str | None, backend: str | None, api: str) -> None:
+def record(job_id: str, session: str | None, backend: str | None, api: str,
+           status: str | None = None) -> None:
     """Append one job to the record the sidecar reads (never raises)."""
     try:
         directory = runtime_dir()
         directory.mkdir(parents=True, exist_ok=True)
         line = {"pod_uid": _state.get("pod_uid", ""), "job_id": job_id, "session": session,
                 "backend": backend, "api": api, "time": time.time()}
+        if status is not None:
+            line["status"] = status
         with (directory / names.JOB_RECORD_FILE).open("a") as out:
             out.write(json.dumps(line) + "\n")
+        sys.stderr.write(f"[fluence] {api} job {job_id} of pod {line['pod_uid']} recorded in "
+                         f"{directory / names.JOB_RECORD_FILE}\n")
     except Exception:
         pass
 
@@ -76,8 +90,11 @@ def _wrap_runtime_primitives() -> bool:
             try:
                 mode = getattr(self, "_mode", None)
                 backend = getattr(self, "_backend", None)
+                local = type(job).__name__ == "LocalRuntimeJob"
+                status = getattr(job.status(), "name", None) if local else None
                 record(str(job.job_id()), getattr(mode, "session_id", None) if mode else None,
-                       getattr(backend, "name", None), "qiskit-ibm-runtime")
+                       getattr(backend, "name", None), LOCAL_API if local else RUNTIME_API,
+                       status)
             except Exception:
                 pass
             return job

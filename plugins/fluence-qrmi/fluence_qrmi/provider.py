@@ -10,6 +10,8 @@ from typing import Any
 
 from fluence_core.api import Backend, BackendInfo, Provider, names
 
+from fluence_qrmi.interceptor import LOCAL_API, RUNTIME_API
+
 QUEUED, RUNNING, COMPLETED, FAILED = "QUEUED", "RUNNING", "COMPLETED", "FAILED"
 _NORMAL = {
     # QRMI TaskStatus names and qiskit-ibm-runtime JobStatus names, upper-cased
@@ -62,19 +64,41 @@ def runtime_status(task: QrmiTask, backend: Backend) -> str:
 def _default_status(task: QrmiTask, backend: Backend) -> str:
     return (
         runtime_status(task, backend)
-        if task.api == "qiskit-ibm-runtime"
+        if task.api == RUNTIME_API
         else qrmi_status(task, backend)
     )
 
 
-def _default_info(backend: Backend) -> BackendInfo | None:
-    from qiskit_ibm_runtime import QiskitRuntimeService
+FAKE_BACKEND_ATTRIBUTE = "fake_backend"
+"""A backend whose resources entry says ``fake-backend: FakeManilaV2`` is one of
+qiskit-ibm-runtime's fake backends (local testing mode): its figures need no account."""
 
-    ibm_backend = QiskitRuntimeService().backend(backend.name)
+
+def fake_backend(name: str) -> Any:
+    """An instance of ``qiskit_ibm_runtime.fake_provider.<name>``; a bad name is named."""
+    from qiskit_ibm_runtime import fake_provider
+
+    found = getattr(fake_provider, name, None)
+    if not isinstance(found, type):
+        raise ValueError(f"fake-backend {name!r} is not in qiskit_ibm_runtime.fake_provider")
+    return found()
+
+
+def _default_info(backend: Backend) -> BackendInfo | None:
+    fake = backend.attributes.get(FAKE_BACKEND_ATTRIBUTE)
+    if fake:
+        ibm_backend = fake_backend(fake)
+        source = "qiskit-ibm-runtime local"
+    else:
+        from qiskit_ibm_runtime import QiskitRuntimeService
+
+        ibm_backend = QiskitRuntimeService().backend(backend.name)
+        source = "qiskit-ibm-runtime"
     status = ibm_backend.status()
+    figures = {"price_per_shot": 0.0, "price_per_task": 0.0} if fake else {}
     return BackendInfo(backend.name, queue=status.pending_jobs,
                        status="online" if status.operational else "offline",
-                       qubits=ibm_backend.num_qubits, source="qiskit-ibm-runtime")
+                       qubits=ibm_backend.num_qubits, source=source, **figures)
 
 
 @dataclass
@@ -117,10 +141,15 @@ class QrmiProvider(Provider):
                 break  # the scout's first job opens the session the workers join
         if first is None:
             return None
-        return QrmiTask(first["job_id"], first.get("session"), first.get("backend") or backend.name,
+        task = QrmiTask(first["job_id"], first.get("session"), first.get("backend") or backend.name,
                         first.get("api", "qrmi"))
+        if task.api == LOCAL_API:  # ran in the app's process: its record is all there is
+            task.status = normal_status(first.get("status") or RUNNING)
+        return task
 
     def refresh(self, task: QrmiTask) -> QrmiTask:
+        if task.api == LOCAL_API:
+            return task
         backend = self._backend or Backend(task.backend)
         return QrmiTask(
             task.job_id, task.session, task.backend, task.api, self.status_of(task, backend)

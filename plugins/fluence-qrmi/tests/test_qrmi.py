@@ -40,6 +40,10 @@ def run_in_local_session(shots: int = 64) -> str:
     return job.job_id()
 
 
+def _never_asked(task: object, backend: object) -> str:
+    raise AssertionError("a local job's status is its record; no service is asked")
+
+
 def test_provider_serves_qrmi_whatever_the_vendor() -> None:
     provider = QrmiProvider()
     assert provider.matches({"provider": "qrmi", "vendor": "pasqal"})
@@ -57,9 +61,12 @@ def test_local_mode_job_is_recorded_and_found_by_the_sidecar_half(
         json.loads(line) for line in (tmp_path / names.JOB_RECORD_FILE).read_text().splitlines()
     ]
     assert entries[0]["job_id"] == job_id and entries[0]["pod_uid"] == "scout-uid"
-    assert entries[0]["backend"] == "fake_manila" and entries[0]["api"] == "qiskit-ibm-runtime"
-    task = QrmiProvider(runtime_dir=tmp_path).find_my_task("scout-uid", BACKEND, 5)
+    assert entries[0]["backend"] == "fake_manila"
+    assert entries[0]["api"] == "qiskit-ibm-runtime-local"  # local testing mode, no account
+    provider = QrmiProvider(runtime_dir=tmp_path, status_of=_never_asked)
+    task = provider.refresh(provider.find_my_task("scout-uid", BACKEND, 5))
     assert task is not None and task.job_id == job_id
+    assert provider.is_ready(task, 1)  # it ran in the app's process at once
     assert QrmiProvider(runtime_dir=tmp_path).find_my_task("other-uid", BACKEND, 5) is None
 
 
@@ -141,6 +148,15 @@ def test_backend_info_comes_from_the_vendor_boundary() -> None:
     )
     info = provider.backend_info(BACKEND)
     assert info is not None and (info.queue, info.qubits) == (4, 133)
+
+
+def test_a_fake_backend_reports_its_figures_without_an_account() -> None:
+    fake = Backend("manila", {"provider": "qrmi", "fake_backend": "FakeManilaV2"})
+    info = QrmiProvider().backend_info(fake)
+    assert info is not None
+    assert (info.qubits, info.queue, info.status, info.cost(1000)) == (5, 0, "online", 0.0)
+    with pytest.raises(ValueError, match="fake-backend 'FakeNowhere' is not in"):
+        QrmiProvider().backend_info(Backend("x", {"fake_backend": "FakeNowhere"}))
 
 
 def test_without_the_sdks_the_interceptor_returns_false(monkeypatch) -> None:
