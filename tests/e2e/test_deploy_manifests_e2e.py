@@ -18,7 +18,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ["deploy/namespace.yaml", "deploy/fluence-resources.yaml", "deploy/fluence.yaml",
-             "deploy/webhook.yaml", "deploy/device-plugin.yaml",
+             "deploy/webhook.yaml", "deploy/device-plugin.yaml", "deploy/backends.yaml",
              "deploy/optional/webhook-networkpolicy.yaml",
              "deploy/optional/sidecar-rbac.yaml",
              "examples/pod.yaml", "examples/podgroup.yaml"]
