@@ -108,6 +108,13 @@ RUNTIME_MOUNT: Final = "/fluence-runtime"
 """emptyDir the stage init container fills with the interceptor (sitecustomize)."""
 STAGE_CONTAINER: Final = "fluence-stage"
 SIDECAR_CONTAINER: Final = "fluence-sidecar"
+SIDECAR_CREDENTIALS_ANNOTATION: Final = f"{DOMAIN}/sidecar-credentials"
+"""On a shared-coordination pod: what the sidecar gets of the app container's ``env`` and
+``envFrom`` (references only, never values). Absent: all of it; ``none``: nothing; else a
+comma-separated list of Secrets (``aws-creds``) and Secret keys (``ibm-quantum/token``)."""
+SIDECAR_CREDENTIALS_NONE: Final = "none"
+DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"
+"""kubectl's choice of a pod's main container; the sidecar copies its credentials."""
 SIDECAR_SERVICE_ACCOUNT: Final = "fluence-sidecar"
 """ServiceAccount, Role and RoleBinding of ``deploy/optional/sidecar-rbac.yaml``, which an
 operator may apply (pods get/list/patch) until the sidecar reports to Fluence; the webhook

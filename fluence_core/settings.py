@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Any, Final, Self
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -31,6 +31,25 @@ KUBE_BURST = 100
 """Client-side API limits by default: kube-scheduler's own (clientConnection qps 50, burst
 100), so the two are compared on equal terms and a real API server's priority and fairness,
 not a small client bucket, paces a burst of bindings."""
+
+
+SCHEDULER: Final = "scheduler"
+WEBHOOK: Final = "webhook"
+SIDECAR: Final = "sidecar"
+SCOUT: Final = "scout"
+"""The scout's app containers (the staged interceptor)."""
+CLI: Final = "cli"
+COMPONENTS: Final = (SCHEDULER, WEBHOOK, SIDECAR, SCOUT, CLI)
+"""Who reads a setting (``fluence settings`` shows it): the processes Fluence runs, and the
+scout's sidecar and app containers, whose settings the webhook writes into the pod."""
+POD_COMPONENTS: Final = (SIDECAR, SCOUT)
+
+
+def _reads(*components: str, per_pod: bool = False) -> dict[str, Any]:
+    """Field metadata: the components that read a setting. A setting read in the scout's pod
+    is copied there by the webhook from its own value, unless ``per_pod`` (the pod's own
+    value: downward API, or fixed by the webhook)."""
+    return {"read_by": list(components), "per_pod": per_pod}
 
 
 class MatchPolicy(str, Enum):
@@ -66,54 +85,82 @@ class Settings(BaseSettings):
     )
 
     resources: Path | None = Field(
+        json_schema_extra=_reads(SCHEDULER, WEBHOOK, CLI),
         default=None, description="Path to resources.yaml; absent means classical resources only."
     )
-    match_policy: MatchPolicy = Field(default=MatchPolicy.FIRST, description="Matcher policy.")
+    match_policy: MatchPolicy = Field(
+        json_schema_extra=_reads(SCHEDULER, CLI),
+        default=MatchPolicy.FIRST, description="Matcher policy."
+    )
     worker_timeout: float = Field(
+        json_schema_extra=_reads(SIDECAR),
         default=0, ge=0, description="Seconds the sidecar waits for workers; 0 waits forever."
     )
     session_hold_timeout: float = Field(
+        json_schema_extra=_reads(SCOUT),
         default=0, ge=0, description="Seconds the scout holds its session; 0 holds forever."
     )
     disable_plugins: Annotated[list[str], NoDecode] = Field(
+        json_schema_extra=_reads(SCHEDULER, WEBHOOK, SIDECAR, CLI),
         default_factory=list, description="Comma-separated plugin names never to load."
     )
     memory_chunks_per_core: int = Field(
+        json_schema_extra=_reads(SCHEDULER, CLI),
         default=1, ge=1, description="Memory vertices per core in the graph."
     )
     kube_qps: float = Field(
+        json_schema_extra=_reads(SCHEDULER, WEBHOOK, SIDECAR),
         default=KUBE_QPS, gt=0,
         description="API requests per second (token bucket; events have a bucket of their own).",
     )
-    kube_burst: int = Field(default=KUBE_BURST, ge=1, description="Token bucket burst size.")
-    pod_uid: str | None = Field(default=None, description="This pod's uid (downward API).")
-    pod_name: str | None = Field(default=None, description="This pod's name (downward API).")
+    kube_burst: int = Field(
+        json_schema_extra=_reads(SCHEDULER, WEBHOOK, SIDECAR),
+        default=KUBE_BURST, ge=1, description="Token bucket burst size."
+    )
+    pod_uid: str | None = Field(
+        json_schema_extra=_reads(SIDECAR, per_pod=True),
+        default=None, description="This pod's uid (downward API)."
+    )
+    pod_name: str | None = Field(
+        json_schema_extra=_reads(SIDECAR, per_pod=True),
+        default=None, description="This pod's name (downward API)."
+    )
     pod_namespace: str | None = Field(
+        json_schema_extra=_reads(SIDECAR, per_pod=True),
         default=None, description="This pod's namespace (downward API)."
     )
     runtime_dir: Path = Field(
+        json_schema_extra=_reads(SIDECAR, SCOUT, per_pod=True),
         default=Path(names.RUNTIME_MOUNT),
         description="Directory the scout's app and its sidecar share "
         "(job records, release marker).",
     )
     sidecar_poll_interval: float = Field(
+        json_schema_extra=_reads(SIDECAR),
         default=10.0, gt=0, description="Seconds between the sidecar's queue polls."
     )
     ungate_position: int = Field(
+        json_schema_extra=_reads(SIDECAR),
         default=1,
         ge=0,
         description="Ungate workers when the scout's task is at or under this queue position.",
     )
     find_task_timeout: float = Field(
+        json_schema_extra=_reads(SIDECAR),
         default=600.0,
         ge=0,
         description="Seconds the sidecar looks for the scout's task; 0 looks forever.",
     )
     observe_only: bool = Field(
+        json_schema_extra=_reads(SIDECAR),
         default=False, description="The sidecar records the queue series and ungates nothing."
     )
-    log_level: str = Field(default="INFO", description="Log level of the fluence logger.")
+    log_level: str = Field(
+        json_schema_extra=_reads(SCHEDULER, WEBHOOK, SIDECAR, CLI),
+        default="INFO", description="Log level of the fluence logger."
+    )
     bind_workers: int | None = Field(
+        json_schema_extra=_reads(SCHEDULER),
         default=None,
         ge=0,
         le=64,
@@ -121,51 +168,69 @@ class Settings(BaseSettings):
         "(0: bind in the scheduling loop; unset: sized from kube_qps, 8 to 32).",
     )
     metrics_port: int = Field(
+        json_schema_extra=_reads(SCHEDULER),
         default=9402,
         ge=0,
         le=65535,
         description="Prometheus metrics port of `fluence up` (0: off).",
     )
     leader_elect: bool = Field(
+        json_schema_extra=_reads(SCHEDULER),
         default=True, description="Take a Lease before scheduling, so one replica schedules."
     )
     lease_name: str = Field(
+        json_schema_extra=_reads(SCHEDULER),
         default="fluence-scheduler", description="The leader-election Lease's name."
     )
     lease_namespace: str | None = Field(
+        json_schema_extra=_reads(SCHEDULER),
         default=None,
         description="The leader-election Lease's namespace; unset: the pod's own in cluster, "
                     "else kube-system (where kube-scheduler keeps its Lease).",
     )
     lease_duration: float = Field(
+        json_schema_extra=_reads(SCHEDULER),
         default=15, gt=0, description="Seconds a leader's Lease lasts without renewal."
     )
-    lease_renew: float = Field(default=5, gt=0, description="Seconds between Lease renewals.")
+    lease_renew: float = Field(
+        json_schema_extra=_reads(SCHEDULER),
+        default=5, gt=0, description="Seconds between Lease renewals."
+    )
     webhook_handlers: Annotated[list[str], NoDecode] = Field(
+        json_schema_extra=_reads(WEBHOOK),
         default_factory=list,
         description="Comma-separated webhook handlers to run, in order; "
         "empty runs all in default order.",
     )
     webhook_port: int = Field(
+        json_schema_extra=_reads(WEBHOOK),
         default=8443, ge=1, le=65535, description="HTTPS port of the webhook."
     )
     webhook_cert_dir: Path | None = Field(
+        json_schema_extra=_reads(WEBHOOK),
         default=None,
         description="Directory with a mounted tls.crt/tls.key; absent means self-managed TLS.",
     )
     webhook_service: str = Field(
+        json_schema_extra=_reads(WEBHOOK),
         default="fluence-webhook", description="The webhook's Service name."
     )
-    webhook_namespace: str = Field(default="fluence-system", description="The webhook's namespace.")
+    webhook_namespace: str = Field(
+        json_schema_extra=_reads(WEBHOOK),
+        default="fluence-system", description="The webhook's namespace."
+    )
     webhook_config: str = Field(
+        json_schema_extra=_reads(WEBHOOK),
         default="fluence-webhook",
         description="MutatingWebhookConfiguration whose caBundle self-managed TLS patches.",
     )
     runtime_image: str = Field(
+        json_schema_extra=_reads(WEBHOOK),
         default=names.IMAGE,
         description="Image of the stage init container and the sidecar.",
     )
     quantum_gate: str = Field(
+        json_schema_extra=_reads(WEBHOOK, SIDECAR),
         default=names.QUANTUM_GATE,
         description="Scheduling gate shared-coordination workers wait behind.",
     )
@@ -286,6 +351,8 @@ class SettingRow:
     value: object
     default: object
     meaning: str
+    read_by: tuple[str, ...] = ()
+    """The components that read it (empty: not said; a plugin's own are its plugin's)."""
 
 
 def setting_rows(settings: BaseSettings) -> list[SettingRow]:
@@ -299,5 +366,46 @@ def setting_rows(settings: BaseSettings) -> list[SettingRow]:
         if old:
             meaning += f" (also read from {', '.join(old)})"
         default = info.get_default(call_default_factory=True)
-        rows.append(SettingRow(variable, getattr(settings, field), default, meaning))
+        rows.append(SettingRow(variable, getattr(settings, field), default, meaning,
+                               readers_of(cls, field)))
     return rows
+
+
+def _extra(cls: type[BaseSettings], field: str) -> dict[str, Any]:
+    extra = cls.model_fields[field].json_schema_extra
+    return extra if isinstance(extra, dict) else {}
+
+
+def readers_of(cls: type[BaseSettings], field: str) -> tuple[str, ...]:
+    """The components that read ``field`` of ``cls`` (see :data:`COMPONENTS`)."""
+    readers = _extra(cls, field).get("read_by") or ()
+    return tuple(str(reader) for reader in readers)
+
+
+def env_value(value: object) -> str:
+    """A setting's value as its environment variable spells it (pydantic reads it back)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def pod_env(settings: Settings, component: str) -> list[dict[str, str]]:
+    """The env entries the webhook writes into the scout's ``component`` (``sidecar`` or
+    ``scout``): every setting that component reads, at this process's value, except the
+    per-pod ones (downward API, or fixed by the webhook) and unset ones."""
+    if component not in POD_COMPONENTS:
+        raise ValueError(f"{component!r} does not run in the scout's pod ({POD_COMPONENTS})")
+    cls = type(settings)
+    entries = []
+    for field in cls.model_fields:
+        extra = _extra(cls, field)
+        value = getattr(settings, field)
+        if component not in readers_of(cls, field) or extra.get("per_pod") or value is None:
+            continue
+        if text := env_value(value):  # "" would read as unset anyway
+            entries.append({"name": env_names(cls, field)[0], "value": text})
+    return entries

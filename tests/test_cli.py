@@ -323,3 +323,13 @@ def test_settings_lists_a_plugins_own_settings_beside_the_cores(monkeypatch) -> 
 
 def test_plugins_check_passes_when_every_plugin_works() -> None:
     ok(fluence("plugins", "--check", FLUENCE_DISABLE_PLUGINS="fluxion"))
+
+
+def test_settings_says_which_component_reads_each_variable() -> None:
+    result = fluence("settings", COLUMNS="400")
+    assert result.exit_code == 0, result.output
+    assert "read by" in result.output
+    line = next(x for x in result.output.splitlines() if "FLUENCE_SIDECAR_POLL_INTERVAL" in x)
+    assert "sidecar" in line
+    line = next(x for x in result.output.splitlines() if "FLUENCE_SESSION_HOLD_TIMEOUT" in x)
+    assert "scout" in line

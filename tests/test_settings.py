@@ -14,6 +14,7 @@ from fluence_core.settings import (
     PluginSettings,
     Settings,
     load_settings,
+    COMPONENTS,
     setting_rows,
 )
 
@@ -197,6 +198,13 @@ def test_setting_rows_name_each_variable_its_default_and_its_old_names(
 def test_setting_rows_cover_every_core_setting() -> None:
     variables = [row.variable for row in setting_rows(load_settings())]
     assert variables == [f"FLUENCE_{name.upper()}" for name in Settings.model_fields]
+
+
+def test_every_core_setting_says_which_components_read_it() -> None:
+    for row in setting_rows(load_settings()):
+        assert row.read_by, f"{row.variable} names no reader"
+        assert set(row.read_by) <= set(COMPONENTS), row
+
 
 
 def test_a_bad_value_under_an_old_name_is_named_as_the_user_wrote_it(

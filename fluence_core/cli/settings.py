@@ -13,15 +13,19 @@ from fluence_core.settings import setting_rows
 
 
 def show_settings() -> None:
-    """List every FLUENCE_* setting, the core's and each plugin's: value, default, meaning."""
+    """List every FLUENCE_* setting, the core's and each plugin's: value, default, who reads
+    it (settings the sidecar and the scout read reach their pod through the webhook), meaning."""
     current = settings()
     instances = [current] + [cls.load() for cls in plugin_settings(get_plugin_manager(current))]
     table = Table(title="Fluence settings (environment variables)")
-    for column in ("variable", "value", "default", "meaning"):
+    for column in ("variable", "value", "default", "read by", "meaning"):
         table.add_column(column)
     for instance in instances:
+        plugin = instance is not current
         for row in setting_rows(instance):
-            table.add_row(row.variable, _plain(row.value), _plain(row.default), row.meaning)
+            readers = ", ".join(row.read_by) or ("its plugin" if plugin else "")
+            table.add_row(row.variable, _plain(row.value), _plain(row.default), readers,
+                          row.meaning)
     console.print(table)
 
 

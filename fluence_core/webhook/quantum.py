@@ -8,11 +8,14 @@ quantum task, from its **scout** (Job completion index 0); the classical
   stages the interceptor (``fluence stage``) into an emptyDir that every app
   container mounts and finds on ``PYTHONPATH`` (its ``sitecustomize`` runs at
   interpreter start); a sidecar container (``fluence sidecar``) watches the
-  vendor's queue and ungates the workers. It runs under the pod's own
-  ServiceAccount: the webhook grants no rights to anyone (a request could name
-  any ServiceAccount). Until the sidecar reports to Fluence instead (issue 14),
-  an operator who runs shared groups grants that account pods get/list/patch in
-  the namespace themselves (``deploy/optional/sidecar-rbac.yaml``).
+  vendor's queue and ungates the workers. The sidecar gets the app's ``env`` and
+  ``envFrom`` references (:mod:`~fluence_core.webhook.credentials`: the vendor
+  credentials) and every setting it reads, at the webhook's values
+  (:func:`~fluence_core.settings.pod_env`); the app containers get the scout's. The
+  pod keeps its own ServiceAccount, and the webhook grants no rights to anyone (a
+  request could name any ServiceAccount). Until the sidecar reports to Fluence
+  instead (issue 14), an operator who runs shared groups grants that account pods
+  get/list/patch in the namespace themselves (``deploy/optional/sidecar-rbac.yaml``).
 * workers: PodGroup ``<group>`` of N-1, scheduling gate, priority class
   ``fluence-quantum-classical`` unless one is set, role and scout env, and no
   virtual request (the scout holds it).
@@ -33,11 +36,21 @@ from fluence_core import hookimpl, names
 from fluence_core.cluster_api import PODGROUPS, PRIORITY_CLASSES
 from fluence_core.kube_errors import NotFound
 from fluence_core.log import logger
-from fluence_core.settings import Settings
+from fluence_core.settings import SCOUT, SIDECAR, Settings, pod_env
 from fluence_core.webhook import pods
+from fluence_core.webhook.credentials import copy_credentials
 from fluence_core.webhook._patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 from fluence_core.webhook.env import add_env, add_to_list, annotation_env, field_env
+
+
+def backend_env(attribute_keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``FLUXION_BACKEND`` and ``FLUXION_<ATTR>``, read from the backend annotations through the
+    downward API (resolved by the kubelet when the container starts)."""
+    return [annotation_env(names.ENV_BACKEND, names.BACKEND_ANNOTATION)] + [
+        annotation_env(names.env_name_for_attribute(key), names.attr_annotation(key))
+        for key in attribute_keys
+    ]
 
 
 class QuantumSplitHandler(Handler):
@@ -47,6 +60,8 @@ class QuantumSplitHandler(Handler):
     def __init__(self, settings: Settings) -> None:
         self.image = settings.runtime_image
         self.gate = settings.quantum_gate
+        self.sidecar_settings = pod_env(settings, SIDECAR)
+        self.scout_settings = pod_env(settings, SCOUT)
 
     def env_contract(self) -> list[tuple[str, str]]:
         return [
@@ -77,7 +92,7 @@ class QuantumSplitHandler(Handler):
         if index == 0:
             target = group + names.SCOUT_GROUP_SUFFIX
             ops.append(self._label(names.ROLE_SCOUT))
-            ops += self._scout(pod, group, size, ctx.resource_config.attribute_keys)
+            ops += self._scout(pod, group, size, ctx, ctx.resource_config.attribute_keys)
             pods.ensure_pod_group(ctx, target, 1)
         else:
             target = group
@@ -104,7 +119,8 @@ class QuantumSplitHandler(Handler):
         }
 
     def _scout(
-        self, pod: Mapping[str, Any], group: str, size: int, attribute_keys: tuple[str, ...] = ()
+        self, pod: Mapping[str, Any], group: str, size: int, ctx: AdmissionContext,
+        attribute_keys: tuple[str, ...] = (),
     ) -> JsonPatch:
         spec = pods.spec(pod)
         ops: JsonPatch = []
@@ -141,35 +157,35 @@ class QuantumSplitHandler(Handler):
                     {"name": names.ENV_ROLE, "value": names.ROLE_SCOUT},
                     pod_uid,
                     runtime,
+                    *self.scout_settings,
                 ],
             )
-        backend_env = [annotation_env(names.ENV_BACKEND, names.BACKEND_ANNOTATION)] + [
-            annotation_env(names.env_name_for_attribute(key), names.attr_annotation(key))
-            for key in attribute_keys
+        env = [
+            {"name": names.ENV_ROLE, "value": "sidecar"},
+            {"name": names.ENV_GROUP, "value": group},
+            {"name": names.ENV_GROUP_SIZE, "value": str(size)},
+            *self.sidecar_settings,
+            runtime,
+            field_env(names.ENV_POD_NAME, "metadata.name"),
+            field_env(names.ENV_POD_NAMESPACE, "metadata.namespace"),
+            pod_uid,
+            *backend_env(attribute_keys),
         ]
-        ops += add_to_list(
-            spec,
-            "/spec",
-            "containers",
-            {
-                "name": names.SIDECAR_CONTAINER,
-                "image": self.image,
-                "command": ["fluence", "sidecar"],
-                "env": [
-                    {"name": names.ENV_ROLE, "value": "sidecar"},
-                    {"name": names.ENV_GROUP, "value": group},
-                    {"name": names.ENV_GROUP_SIZE, "value": str(size)},
-                    {"name": names.SETTINGS_ENV_PREFIX + "QUANTUM_GATE", "value": self.gate},
-                    runtime,
-                    field_env(names.ENV_POD_NAME, "metadata.name"),
-                    field_env(names.ENV_POD_NAMESPACE, "metadata.namespace"),
-                    pod_uid,
-                    *backend_env,
-                ],
-                "volumeMounts": [dict(mount)],
-                "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
-            },
-        )
+        credentials = copy_credentials(pod, {e["name"] for e in env})
+        for warning in credentials.warnings:
+            ctx.warn(warning)
+        sidecar: dict[str, Any] = {
+            "name": names.SIDECAR_CONTAINER,
+            "image": self.image,
+            "command": ["fluence", "sidecar"],
+            # The app's references (minus the names set here), then the sidecar's own.
+            "env": credentials.env + env,
+            "volumeMounts": [dict(mount)],
+            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+        }
+        if credentials.env_from:
+            sidecar["envFrom"] = credentials.env_from
+        ops += add_to_list(spec, "/spec", "containers", sidecar)
         return ops
 
     @staticmethod
