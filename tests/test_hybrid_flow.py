@@ -372,7 +372,8 @@ def test_container_env_resolves_the_downward_api_as_the_kubelet_does() -> None:
 
 
 def assert_released_worker(worker: dict[str, Any]) -> None:
-    """Ungated, stamped with the fake task's job id and session, and its env reads them."""
+    """Ungated, stamped with the fake task's job id and session and the scout's backend, and
+    its env reads them."""
     assert not worker["spec"].get("schedulingGates")
     stamped = worker["metadata"]["annotations"]
     assert stamped[names.SCOUT_JOB_ID_ANNOTATION] == "fake-task/0001"
@@ -382,3 +383,6 @@ def assert_released_worker(worker: dict[str, Any]) -> None:
     seen = container_env(worker, "app")
     assert (seen[names.ENV_SCOUT_JOB_ID], seen[names.ENV_SCOUT_SESSION],
             seen[names.ENV_SCOUT_STATUS]) == ("fake-task/0001", "session-42", "ready")
+    assert stamped[names.BACKEND_ANNOTATION] == "sim_qpu"
+    assert (seen[names.ENV_BACKEND], seen["FLUXION_PROVIDER"], seen["FLUXION_REGION"],
+            seen["FLUXION_DEVICE_ARN"]) == ("sim_qpu", "fake", "sim-1", "arn:fake:device/sim")

@@ -9,8 +9,9 @@ sits in the vendor queue. The sidecar, next to the scout:
 2. polls it every ``sidecar_poll_interval`` seconds, logging each change of
    queue position;
 3. when the task is at or under ``ungate_position``, or already running or
-   finished, stamps the job id and session onto every gated worker and removes
-   *the named gate* from it, in one JSON patch per pod;
+   finished, stamps the job id, session and the scout's backend onto every gated
+   worker and removes *the named gate* from it, in one JSON patch per pod
+   (:mod:`fluence_core.release`);
 4. waits for the workers to finish (``worker_timeout``, 0 = forever), ungating
    late arrivals too, then writes the release marker the scout's session close
    waits for.
@@ -34,13 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fluence_core import names
+from fluence_core import names, release
 from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
 from fluence_core.kube_errors import ApiError, NotFound
 from fluence_core.log import logger
 from fluence_core.runtime.provider import Backend, Provider, attributes_from_env, resolve_provider
 
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 SERIES_FILE = "queue-series.jsonl"
 
 
@@ -136,34 +136,6 @@ class SidecarResult:
         return 0 if self.outcome in (Outcome.READY, Outcome.OBSERVED) else 1
 
 
-def _pointer(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def ungate_patch(
-    pod: Mapping[str, Any], gate: str, annotations: Mapping[str, str]
-) -> list[dict[str, Any]] | None:
-    """The JSON patch stamping ``annotations`` and removing exactly ``gate``; None if the pod lacks
-    it.
-
-    The ``test`` op pins the gate's index, so a concurrent change to the gate
-    list makes the patch fail instead of removing some other gate.
-    """
-    gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
-    if gate not in gates:
-        return None
-    ops: list[dict[str, Any]] = []
-    if not (pod.get("metadata") or {}).get("annotations"):
-        ops.append({"op": "add", "path": "/metadata/annotations", "value": dict(annotations)})
-    else:
-        ops.extend({"op": "add", "path": f"/metadata/annotations/{_pointer(k)}", "value": v}
-                   for k, v in annotations.items())
-    index = gates.index(gate)
-    ops.append({"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": gate})
-    ops.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
-    return ops
-
-
 class Sidecar:
     """One run of the sidecar for one scout (see the module docstring)."""
 
@@ -174,7 +146,7 @@ class Sidecar:
         self.config = config
         self.clock = clock or RealClock()
         self.result = SidecarResult(Outcome.NOT_FOUND)
-        self._group: str | None = None
+        self._me: KubeDict | None = None
 
     # -- the whole run -----------------------------------------------------
 
@@ -272,71 +244,37 @@ class Sidecar:
 
     # -- Kubernetes --------------------------------------------------------
 
-    def group(self) -> str | None:
-        """The scout's group, from its own pod's label."""
-        if self._group is None:
-            me = self.cluster.get(PODS, self.config.pod_name, self.config.namespace)
-            if me is None:
+    def me(self) -> KubeDict:
+        """The scout's own pod, read once its backend is known (the scheduler wrote it)."""
+        if self._me is None:
+            found = self.cluster.get(PODS, self.config.pod_name, self.config.namespace)
+            if found is None:
                 raise NotFound(404, f"pod {self.config.namespace}/{self.config.pod_name} not found")
-            self._group = ((me.get("metadata") or {}).get("labels") or {}).get(names.GROUP_LABEL)
-        return self._group
+            self._me = found
+        return self._me
 
     def workers(self) -> list[KubeDict]:
         """Every other pod of the group that is not a scout."""
-        group = self.group()
-        if not group:
-            return []
-        listed = self.cluster.list(PODS, self.config.namespace,
-                                   label_selector=f"{names.GROUP_LABEL}={group}")
-        return [
-            pod for pod in listed.items
-            if pod["metadata"]["name"] != self.config.pod_name
-            and ((pod["metadata"].get("labels") or {}).get(names.ROLE_LABEL) != names.ROLE_SCOUT)
-        ]
+        return release.workers_of(self.cluster, self.me())
 
     def _stamp(self) -> dict[str, str]:
-        stamp = {names.SCOUT_STATUS_ANNOTATION: self.result.outcome.value}
-        if self.result.job_id:
-            stamp[names.SCOUT_JOB_ID_ANNOTATION] = self.result.job_id
-        if self.result.session:
-            stamp[names.SCOUT_SESSION_ANNOTATION] = self.result.session
-        return stamp
+        """Outcome, task, session and the scout's backend annotations (the workers' env)."""
+        return release.stamp(self.me(), self.result.outcome.value, self.result.job_id,
+                             self.result.session)
 
     def _annotate_self(self) -> None:
         try:
-            self.cluster.patch(
-                PODS,
-                self.config.pod_name,
-                {"metadata": {"annotations": self._stamp()}},
-                self.config.namespace,
-            )
+            stamp = {k: v for k, v in self._stamp().items()
+                     if k not in release.backend_annotations(self.me())}
+            self.cluster.patch(PODS, self.config.pod_name, {"metadata": {"annotations": stamp}},
+                               self.config.namespace)
         except ApiError as error:
             logger.warning("cannot annotate the scout: %s", error)
 
     def ungate_workers(self) -> list[str]:
         """Stamp and ungate every worker still behind the gate; returns who was ungated now."""
-        done: list[str] = []
-        stamp = self._stamp()
-        for pod in self.workers():
-            name = pod["metadata"]["name"]
-            for _attempt in range(5):
-                ops = ungate_patch(pod, self.config.gate, stamp)
-                if ops is None:
-                    break
-                try:
-                    self.cluster.patch(PODS, name, ops, self.config.namespace, patch_type="json")
-                except NotFound:
-                    break
-                except ApiError as error:  # the gate list moved under us: read again
-                    logger.info("ungating %s raced (%s); retrying", name, error)
-                    fresh = self.cluster.get(PODS, name, self.config.namespace)
-                    if fresh is None:
-                        break
-                    pod = fresh
-                    continue
-                logger.info("ungated %s (%s)", name, stamp[names.SCOUT_STATUS_ANNOTATION])
-                done.append(name)
-                break
+        done = [w["metadata"]["name"] for w in self.workers()
+                if release.ungate(self.cluster, w, self.config.gate, self._stamp())]
         self.result.ungated.extend(done)
         return done
 
@@ -346,8 +284,7 @@ class Sidecar:
         while True:
             try:
                 self.ungate_workers()  # late arrivals (a Job replacing a pod) are released too
-                running = [p["metadata"]["name"] for p in self.workers()
-                           if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES]
+                running = release.running(self.workers())
             except ApiError as error:
                 logger.warning("listing workers failed (will retry): %s", error)
                 running = ["?"]

@@ -18,7 +18,9 @@ quantum task, from its **scout** (Job completion index 0); the classical
   get/list/patch in the namespace themselves (``deploy/optional/sidecar-rbac.yaml``).
 * workers: PodGroup ``<group>`` of N-1, scheduling gate, priority class
   ``fluence-quantum-classical`` unless one is set, role and scout env, and no
-  virtual request (the scout holds it).
+  virtual request (the scout holds it). The containers that asked for it get
+  ``FLUXION_BACKEND`` / ``FLUXION_<ATTR>`` from the backend annotations, which the
+  release copies from the scout (:mod:`fluence_core.release`).
 
 ``independent`` groups (the default) are not this handler's: each pod submits
 its own task, ungated. A pod that arrives with the job controller's scheduling
@@ -69,6 +71,7 @@ class QuantumSplitHandler(Handler):
             (names.ENV_SCOUT_JOB_ID, f"annotation {names.SCOUT_JOB_ID_ANNOTATION} (workers)"),
             (names.ENV_SCOUT_SESSION, f"annotation {names.SCOUT_SESSION_ANNOTATION} (workers)"),
             (names.ENV_SCOUT_STATUS, f"annotation {names.SCOUT_STATUS_ANNOTATION} (workers)"),
+            (names.ENV_BACKEND, f"annotation {names.BACKEND_ANNOTATION}, the scout's (workers)"),
             ("PYTHONPATH", f"{names.RUNTIME_MOUNT} prepended (scout)"),
         ]
 
@@ -216,10 +219,13 @@ class QuantumSplitHandler(Handler):
             annotation_env(names.ENV_SCOUT_SESSION, names.SCOUT_SESSION_ANNOTATION),
             annotation_env(names.ENV_SCOUT_STATUS, names.SCOUT_STATUS_ANNOTATION),
         ]
+        # The backend is the scout's: stamped on the worker at release, read at container start.
+        backend = backend_env(ctx.resource_config.attribute_keys)
         for index, container in enumerate(spec.get("containers") or []):
             base = pointer("spec", "containers", index)
-            ops += add_env(container, base, env)
-            for resource, section in sorted(pods.virtual_requests(container).items()):
+            asked = pods.virtual_requests(container)
+            ops += add_env(container, base, env + backend if asked else env)
+            for resource, section in sorted(asked.items()):
                 ops.append({"op": "remove", "path": base + pointer("resources", section, resource)})
                 other = "limits" if section == "requests" else "requests"
                 if resource in ((container.get("resources") or {}).get(other) or {}):

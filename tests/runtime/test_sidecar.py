@@ -15,7 +15,8 @@ from fluence_core.runtime.fake_provider import (
     FakeQueueProvider,
     FakeTask,
 )
-from fluence_core.runtime.sidecar import Outcome, Sidecar, ungate_patch
+from fluence_core.release import ungate_patch
+from fluence_core.runtime.sidecar import Outcome, Sidecar
 
 from .conftest import OTHER_GATE, annotations, config, finish, gates
 
@@ -217,3 +218,17 @@ def test_ungate_patch_pins_the_gate_index() -> None:
         {"op": "remove", "path": "/spec/schedulingGates/1"},
     ]
     assert ungate_patch({"spec": {}}, names.QUANTUM_GATE, {}) is None
+
+
+def test_workers_are_stamped_with_the_scouts_backend_and_attributes(
+    cluster, clock, tmp_path
+) -> None:
+    chosen = {names.BACKEND_ANNOTATION: "sim_qpu", names.attr_annotation("provider"): "fake",
+              names.attr_annotation("device-arn"): "arn:fake:device/sim"}
+    cluster.patch("pods", "scout", {"metadata": {"annotations": chosen}}, "default")
+    finish(cluster, "worker-1", "worker-2")
+    Sidecar(cluster, provider_with(clock, [(0, 1, QUEUED)]), config(tmp_path), clock).run()
+    for worker in ("worker-1", "worker-2"):
+        stamped = annotations(cluster, worker)
+        assert {k: stamped.get(k) for k in chosen} == chosen
+    assert annotations(cluster, "stranger") == {}

@@ -156,7 +156,10 @@ def test_a_worker_is_gated_prioritised_and_loses_its_virtual_request(service, cl
     assert env[names.ENV_ROLE] == names.ROLE_WORKER
     assert env[names.ENV_SCOUT_JOB_ID] == annotation_ref(names.SCOUT_JOB_ID_ANNOTATION)
     assert env[names.ENV_SCOUT_SESSION] == annotation_ref(names.SCOUT_SESSION_ANNOTATION)
-    assert names.ENV_BACKEND not in env  # no virtual request left for fluxion-env
+    # The scout's backend, stamped on the worker at release (issue 14: it was absent).
+    assert env[names.ENV_BACKEND] == annotation_ref(names.BACKEND_ANNOTATION)
+    assert env["FLUXION_DEVICE_ARN"] == annotation_ref(names.attr_annotation("device-arn"))
+    assert len(app["env"]) == len(env), "no variable twice"
     assert len(spec["containers"]) == 1 and "initContainers" not in spec
     workers = cluster.get("podgroups", "qj", "default")
     assert workers["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
