@@ -235,6 +235,7 @@ class Settings(BaseSettings):
         description="Scheduling gate shared-coordination workers wait behind.",
     )
     backend_refresh: float = Field(
+        json_schema_extra=_reads(SCHEDULER),
         default=0, ge=0,
         description="Seconds between asking each provider for backend prices, queues and "
         f"status, written to the {names.BACKENDS_CONFIGMAP} ConfigMap in Fluence's namespace "
