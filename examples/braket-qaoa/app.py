@@ -7,7 +7,12 @@ run, stamping the task ARN on them (``FLUENCE_SCOUT_JOB_ID``). Each worker
 fetches that result by ARN and scores a slice of the angle grid classically
 around it, so classical nodes are held only while the QPU result is near.
 
-Run with ``--local`` to use the Braket local simulator (no AWS account).
+Without AWS credentials (or with ``--local``) everything runs on the SDK's
+``LocalSimulator`` (``FLUXION_LOCAL_SIMULATOR`` names which, ``braket_sv`` by
+default): the interceptor still tags the task and records it for the sidecar,
+which releases the workers at once with its id. A local task lives only in the
+scout's process, so a worker recomputes the scout's circuit on its own
+simulator instead of fetching the result by ARN.
 """
 
 from __future__ import annotations
@@ -45,21 +50,38 @@ def expected_cut(counts: dict[str, int]) -> float:
     return sum(cut_value(bits) * n for bits, n in counts.items()) / shots
 
 
+def aws_credentials() -> bool:
+    """Whether boto3's chain finds credentials (env, files, web identity, instance role)."""
+    try:
+        import boto3
+
+        return boto3.Session().get_credentials() is not None
+    except Exception:
+        return False
+
+
 def device(local: bool):  # type: ignore[no-untyped-def]
     if local:
         from braket.devices import LocalSimulator
 
-        return LocalSimulator()
+        return LocalSimulator(os.environ.get("FLUXION_LOCAL_SIMULATOR") or "braket_sv")
     from braket.aws import AwsDevice
 
     return AwsDevice(os.environ["FLUXION_ARN"])
 
 
+def tags_of(task) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """The task's tags: the service's record on AWS, the task itself on the local simulator."""
+    if hasattr(task, "tags"):  # set on a local task by Fluence's interceptor
+        return dict(task.tags or {})
+    metadata = task.metadata() if hasattr(task, "metadata") else None
+    return dict((metadata or {}).get("tags") or {})
+
+
 def scout(args: argparse.Namespace) -> int:
     task = device(args.local).run(qaoa_circuit(args.gamma, args.beta), shots=args.shots)
-    print(
-        json.dumps({"role": "scout", "task": task.id, "backend": os.environ.get("FLUXION_BACKEND")})
-    )
+    print(json.dumps({"role": "scout", "task": task.id, "tags": tags_of(task),
+                      "backend": os.environ.get("FLUXION_BACKEND")}))
     counts = task.result().measurement_counts
     best = max(counts, key=cut_value)
     print(
@@ -70,15 +92,23 @@ def scout(args: argparse.Namespace) -> int:
     return 0
 
 
+def scout_counts(job_id: str, args: argparse.Namespace) -> tuple[dict[str, int], str]:
+    """The scout's measurement counts: by ARN from Braket, or recomputed for a local task."""
+    if job_id.startswith("arn:"):
+        from braket.aws import AwsQuantumTask
+
+        return dict(AwsQuantumTask(job_id).result().measurement_counts), "fetched by ARN"
+    task = device(True).run(qaoa_circuit(args.gamma, args.beta), shots=args.shots)
+    return dict(task.result().measurement_counts), "recomputed (local task)"
+
+
 def worker(args: argparse.Namespace) -> int:
     job_id = os.environ.get("FLUENCE_SCOUT_JOB_ID", "")
     status = os.environ.get("FLUENCE_SCOUT_STATUS", "ready")
     if not job_id or status != "ready":
         print(json.dumps({"role": "worker", "error": f"scout has no result ({status})"}))
         return 1
-    from braket.aws import AwsQuantumTask
-
-    counts = AwsQuantumTask(job_id).result().measurement_counts  # the shared job id
+    counts, how = scout_counts(job_id, args)  # the shared job id
     index, size = (
         int(os.environ.get("JOB_COMPLETION_INDEX", "1")),
         int(os.environ.get("FLUENCE_GROUP_SIZE", "2")),
@@ -94,7 +124,8 @@ def worker(args: argparse.Namespace) -> int:
         for g, b in mine
     ]
     best = max(scored)
-    print(json.dumps({"role": "worker", "scout_cut": expected_cut(counts), "best": best}))
+    print(json.dumps({"role": "worker", "scout_task": job_id, "scout_result": how,
+                      "scout_cut": expected_cut(counts), "best": best}))
     return 0
 
 
@@ -106,10 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shots", type=int, default=200)
     parser.add_argument("--local", action="store_true", help="Braket local simulator, no AWS")
     args = parser.parse_args(argv)
+    if not args.local and not aws_credentials():
+        args.local = True
+        print("no AWS credentials: running on the Braket local simulator", file=sys.stderr)
     if not args.local and "FLUXION_ARN" not in os.environ and args.role == "scout":
-        print("needs FLUXION_ARN (set by Fluence from the resources config) and AWS credentials; "
-              "try --local", file=sys.stderr)
-        return 0
+        print("needs FLUXION_ARN (set by Fluence from the resources config) beside AWS "
+              "credentials; try --local", file=sys.stderr)
+        return 2
     return scout(args) if args.role == "scout" else worker(args)
 
 

@@ -1,8 +1,10 @@
 """A Bell circuit in a session on the backend Fluence chose (``FLUXION_BACKEND``).
 
 Workers of a shared group submit into the scout's session
-(``FLUENCE_SCOUT_SESSION``). Without credentials it prints what it would need
-and exits 0; ``--local`` runs the same code on a qiskit-ibm-runtime fake backend.
+(``FLUENCE_SCOUT_SESSION``). Without a token (or with ``--local``) the same code
+runs in qiskit-ibm-runtime's local testing mode on a fake backend:
+``FLUXION_FAKE_BACKEND`` (the backend's ``fake-backend`` attribute) names it,
+``FakeManilaV2`` by default.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import sys
 
 NEEDS = {
     "FLUXION_BACKEND": "the backend Fluence placed the pod on (set by the scheduler)",
-    "QISKIT_IBM_TOKEN": "an IBM Quantum API key (or a saved account)",
-    "QISKIT_IBM_INSTANCE": "the IBM Cloud instance CRN",
+    "QISKIT_IBM_TOKEN": "an IBM Quantum API key (Secret key `token`)",
+    "QISKIT_IBM_INSTANCE": "the IBM Cloud instance CRN (Secret key `crn`)",
 }
+DEFAULT_FAKE = "FakeManilaV2"
 
 
 def bell():  # type: ignore[no-untyped-def]
@@ -31,9 +34,9 @@ def bell():  # type: ignore[no-untyped-def]
 
 def backend_and_service(local: bool):  # type: ignore[no-untyped-def]
     if local:
-        from qiskit_ibm_runtime.fake_provider import FakeManilaV2
+        from qiskit_ibm_runtime import fake_provider
 
-        return FakeManilaV2()
+        return getattr(fake_provider, os.environ.get("FLUXION_FAKE_BACKEND") or DEFAULT_FAKE)()
     from qiskit_ibm_runtime import QiskitRuntimeService
 
     service = QiskitRuntimeService(
@@ -50,15 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shots", type=int, default=1000)
     args = parser.parse_args(argv)
     missing = [k for k in NEEDS if not os.environ.get(k)]
-    if missing and not args.local:
-        print(
-            "qrmi-workload would open a session on $FLUXION_BACKEND and run a Bell circuit; "
-            "it needs:"
-        )
+    if not args.local and "QISKIT_IBM_TOKEN" in missing:
+        args.local = True
+        print("no QISKIT_IBM_TOKEN: qiskit-ibm-runtime local testing mode on a fake backend",
+              file=sys.stderr)
+    elif missing and not args.local:
+        print("qrmi-workload opens a session on $FLUXION_BACKEND; it also needs:",
+              file=sys.stderr)
         for key in missing:
-            print(f"  {key}: {NEEDS[key]}")
-        print("(or run with --local for a fake backend)")
-        return 0
+            print(f"  {key}: {NEEDS[key]}", file=sys.stderr)
+        return 2
     from qiskit.transpiler.preset_passmanagers import generate_preset_pass_manager
     from qiskit_ibm_runtime import SamplerV2, Session
 
@@ -73,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     with session:
         job = SamplerV2(mode=session).run([circuit], shots=args.shots)
         counts = job.result()[0].data.meas.get_counts()
-    print(json.dumps({"backend": backend.name, "session": session.session_id, "job": job.job_id(),
-                      "counts": counts}))
+    print(json.dumps({"backend": backend.name, "local": args.local,
+                      "session": session.session_id, "job": job.job_id(), "counts": counts}))
     return 0
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sysconfig
+import venv
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,3 +74,24 @@ def annotations(cluster: FakeCluster, name: str) -> dict[str, str]:
 def finish(cluster: FakeCluster, *pods: str, phase: str = "Succeeded") -> None:
     for name in pods:
         cluster.patch_status("pods", name, {"status": {"phase": phase}}, "default")
+
+
+@pytest.fixture(scope="session")
+def clean_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A brand-new venv's python that sees the vendor SDKs (a ``.pth`` line pointing at this
+    venv's site-packages, which does not run their own ``.pth`` hooks, so Fluence itself is
+    *not* importable): a user's container, with nothing of Fluence but what is staged."""
+    root = tmp_path_factory.mktemp("clean-venv")
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
+    site = Path(
+        subprocess.check_output(
+            [
+                str(root / "bin" / "python"),
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ],
+            text=True,
+        ).strip()
+    )
+    (site / "vendor-sdk.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return root / "bin" / "python"

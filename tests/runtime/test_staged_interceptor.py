@@ -1,9 +1,7 @@
 """A staged directory makes a fresh, unmodified ``python app.py`` tag its Braket tasks.
 
-The interpreter is a brand-new venv that sees the vendor SDK (a ``.pth`` line
-pointing at this venv's site-packages, which does not run their ``.pth``
-hooks, so Fluence itself is *not* importable) and nothing of Fluence but the
-staged directory on ``PYTHONPATH``.
+The interpreter is ``clean_python`` (conftest.py): it sees the vendor SDK and
+nothing of Fluence but the staged directory on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -11,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sysconfig
 import venv
 from pathlib import Path
 
@@ -24,24 +21,6 @@ pytest.importorskip("fluence_braket")  # an optional plugin: without it there is
 from fluence_braket.provider import BraketProvider  # noqa: E402
 
 APP = Path(__file__).with_name("app_braket.py")
-
-
-@pytest.fixture(scope="module")
-def clean_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("clean-venv")
-    venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
-    site = Path(
-        subprocess.check_output(
-            [
-                str(root / "bin" / "python"),
-                "-c",
-                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-            ],
-            text=True,
-        ).strip()
-    )
-    (site / "vendor-sdk.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return root / "bin" / "python"
 
 
 def _run(
