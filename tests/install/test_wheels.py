@@ -149,6 +149,10 @@ def test_the_core_wheel_alone_stages_simulates_and_lists_its_plugins(install: In
     graph = install.run("fluence", "graph", "--nodes", REPO / "examples" / "cluster" / "nodes.yaml",
                         "--resources", REPO / "config" / "resources.yaml")
     assert re.search(r"nodes=\d+ cores=\d+ .* virtual=82 ", graph.stdout), graph.stdout
+    fixtures = REPO / "tests" / "runtime" / "fixtures"
+    chosen = install.run("kubectl-fluence", "select", "--resources",
+                         fixtures / "resources-qpus.yaml", "--prices", fixtures / "prices.yaml")
+    assert chosen.stdout.strip() == "ibm_torino"  # kubectl finds this script on PATH
     bad = install.run("fluence", "up", check=False, FLUENCE_MATCH_POLICY="bogus")
     assert bad.returncode == 2 and "FLUENCE_MATCH_POLICY='bogus'" in bad.stderr
 
