@@ -213,15 +213,16 @@ def pin_conflict(resource: VirtualResource, resource_type: str, pins: Pins) -> s
     and a pinned jobspec asks one vertex of the type to carry them all."""
     if not pins:
         return None
-    reasons = []
+    first: str | None = None
     for entry in _serving(resource, resource_type):
         carried = {**entry.attributes, "backend": resource.name}
-        broken = {k: v for k, v in sorted(pins.items()) if carried.get(k) != v}
+        broken = [(k, v) for k, v in sorted(pins.items()) if carried.get(k) != v]
         if not broken:
             return None
-        key, wanted = next(iter(broken.items()))
-        reasons.append(f"require-{key}={wanted}: {key} is {carried.get(key, 'unset')}")
-    return reasons[0] if reasons else f"serves no {resource_type}"
+        if first is None:  # the outermost vertex's first broken pin says it best
+            key, wanted = broken[0]
+            first = f"require-{key}={wanted}: {key} is {carried.get(key, 'unset')}"
+    return first or f"serves no {resource_type}"
 
 
 def pinned_out(config: ResourceConfig, resource_type: str, pins: Pins) -> dict[str, str]:

@@ -183,3 +183,39 @@ def test_a_local_simulator_task_is_found_in_the_record_and_is_ready(tmp_path, re
     found = provider.refresh(provider.find_my_task("uid-local", BACKEND, timeout=5))
     assert found.local and provider.job_id(found) == task.id
     assert provider.is_ready(found, 1) and not provider.task_failed(found)
+
+
+def test_the_sidecar_releases_the_workers_with_a_local_task_and_no_aws(tmp_path, restore_sdk,
+                                                                      monkeypatch) -> None:
+    from braket.circuits import Circuit
+    from braket.devices import LocalSimulator
+
+    from fluence_braket import interceptor
+    from fluence_core.api import names
+    from fluence_core.testing import FakeCluster, Sidecar, SidecarConfig, VirtualClock
+    from fluence_core.testing import SidecarOutcome as Outcome
+
+    monkeypatch.setenv(names.ENV_RUNTIME_DIR, str(tmp_path))
+    interceptor.install_interceptor("scout-uid")
+    task = LocalSimulator().run(Circuit().h(0).cnot(0, 1), shots=10)
+    cluster = FakeCluster()
+    group = {names.GROUP_LABEL: "qaoa"}
+    cluster.create("pods", {"metadata": {"name": "scout", "labels": group},
+                            "spec": {"containers": [{"name": "a", "image": "i"}]}})
+    cluster.create("pods", {"metadata": {"name": "w", "labels": group},
+                            "spec": {"schedulingGates": [{"name": names.QUANTUM_GATE}],
+                                     "containers": [{"name": "a", "image": "i"}]}})
+    clock = VirtualClock()
+    clock.on_sleep = lambda now: cluster.patch_status(
+        "pods", "w", {"status": {"phase": "Succeeded"}}, "default")
+
+    def no_aws(region: str) -> object:
+        raise AssertionError("AWS is not asked about a local task")
+
+    provider = BraketProvider(session_factory=no_aws, runtime_dir=tmp_path)
+    config = SidecarConfig("scout", "default", "scout-uid", BACKEND, runtime_dir=tmp_path)
+    result = Sidecar(cluster, provider, config, clock).run()
+    assert result.outcome is Outcome.READY and result.ungated == ["w"]
+    worker = cluster.get("pods", "w", "default")
+    assert worker["metadata"]["annotations"][names.SCOUT_JOB_ID_ANNOTATION] == task.id
+    assert not worker["spec"].get("schedulingGates")
