@@ -89,6 +89,13 @@ def test_the_qrmi_example_reads_the_secret_keys_upstream_uses() -> None:
     assert all(f'os.environ["{variable}"]' in app for variable in keys)
 
 
+def test_the_braket_example_reads_aws_standard_keys_from_an_optional_secret() -> None:
+    (container,) = _containers(_documents(REPO / "examples" / "braket-qaoa" / "job.yaml")[0])
+    assert container["envFrom"] == [{"secretRef": {"name": "aws-credentials", "optional": True}}]
+    app = (REPO / "examples" / "braket-qaoa" / "app.py").read_text()
+    assert "boto3.Session().get_credentials()" in app  # the SDK's own chain reads those keys
+
+
 def test_the_kustomization_lists_every_manifest_and_no_object_twice() -> None:
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     listed = kustomization["resources"]

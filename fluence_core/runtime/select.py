@@ -1,11 +1,13 @@
 """``fluence select``: choose a backend by policy, in user space, and pin it on a manifest.
 
 Fluxion's constraints can say "a backend with attribute X"; they cannot say
-"the cheapest" or "queue under 10". This runs with the *user's* credentials
-(never the scheduler's): it asks each backend's provider for price, queue
-depth, status and qubits, ranks the backends of one type in the resources
-config by a policy, and writes the winner onto a Pod or pod template as
-``fluence.flux-framework.org/require-backend`` with a JSON record of why.
+"the cheapest" or "queue under 10". This runs in user space: it takes each
+backend's price, queue depth, status and qubits from the providers (with the
+user's own credentials), from a file, or from the ConfigMap the scheduler
+refreshes (:mod:`fluence_core.runtime.figures`), ranks the backends of one type
+in the resources config by a policy, and writes the winner onto a Pod or pod
+template as ``fluence.flux-framework.org/require-backend`` with a JSON record
+of why.
 
 Policy terms (comma-separated, applied in order):
 

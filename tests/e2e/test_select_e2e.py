@@ -33,16 +33,8 @@ pytest.importorskip("fluence_braket", reason="the Braket provider reports braket
 pytest.importorskip("fluence_qrmi", reason="the QRMI provider reports fake_manila")
 
 ROOT = Path(__file__).resolve().parents[2]
-RESOURCES = """
-resources:
-  - type: qpu
-    name: braket_local
-    attributes: {provider: braket, local-simulator: braket_sv}
-  - type: qpu
-    name: fake_manila
-    attributes: {provider: qrmi, vendor: ibm, fake-backend: FakeManilaV2}
-    with: [{type: qubit, count: 5}]
-"""
+RESOURCES = (ROOT / "config" / "resources-local.yaml").read_text()
+"""braket_local (local-simulator) and fake_manila (fake-backend): figures with no account."""
 POD = """
 apiVersion: v1
 kind: Pod
