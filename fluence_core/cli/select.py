@@ -95,6 +95,12 @@ def run_select(manifest: Path | None, resource_type: str, policy: str, resources
         fixture = select.load_price_fixture(prices)
     elif figures_from_cluster and cluster is not None and ref is not None:
         fixture = figures.read_configmap(cluster, ref)
+    if fixture is not None:
+        for backend, _ in select.backends_of_type(config, resource_type):
+            if backend.name not in fixture:
+                where = prices if prices is not None else ref
+                warn(f"{where}: no figures for {backend.name} (ranked on the resources "
+                     "config's alone)")
     providers = [] if fixture is not None else collect_providers(get_plugin_manager(settings))
     # Providers are asked only about backends that some pin set could still choose.
     out_everywhere = select.pinned_out(config, resource_type, extra)

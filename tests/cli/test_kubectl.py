@@ -106,3 +106,16 @@ def test_other_commands_get_a_pointer_to_fluence(capsys: pytest.CaptureFixture[s
 def test_help_names_the_select_command() -> None:
     result = invoke("--help")
     assert result.exit_code == 0 and "select" in result.stdout
+
+
+def test_a_backend_the_configmap_has_no_figures_for_is_named(cluster: FakeCluster) -> None:
+    ref = figures.ConfigMapRef()
+    current = cluster.get(CONFIGMAPS, ref.name, ref.namespace)
+    cluster.replace(CONFIGMAPS, figures.configmap_body(
+        ref, {"fake_manila": FIGURES["fake_manila"]}, "T",
+        current["metadata"]["resourceVersion"]), ref.namespace)
+    result = invoke("select")
+    assert result.exit_code == 0, result.output
+    assert "warning: configmap fluence-system/fluence-backends: no figures for braket_local " \
+        "(ranked on the resources config's alone)" in result.stderr
+    assert result.stdout.strip() == "fake_manila"  # a known cost ranks before an unknown one
