@@ -42,7 +42,7 @@ from fluence_core import names
 from fluence_core.fake_cluster import FakeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
-from fluence_core.webhook import build_service, tls
+from fluence_core.webhook import BackgroundWriter, build_service, tls
 from fluence_core.webhook.server import WebhookServer, server_context
 
 HOOKED = "bench-hooked"
@@ -93,7 +93,8 @@ def in_process(clients: int, requests: int) -> None:
     os.environ["FLUENCE_ADMISSION_CONTROL"] = "off"
     settings = load_settings()
     cluster = FakeCluster()
-    service = build_service(settings, get_plugin_manager(settings), cluster)
+    writer = BackgroundWriter()  # as ``fluence webhook`` runs: PodGroups after the answer
+    service = build_service(settings, get_plugin_manager(settings), cluster, writer=writer)
     directory = Path(tempfile.mkdtemp())
     cert = tls.generate(["localhost"], directory, ip_addresses=["127.0.0.1"])
     server = WebhookServer(("127.0.0.1", 0), service,
@@ -147,6 +148,7 @@ def in_process(clients: int, requests: int) -> None:
     elapsed = time.perf_counter() - started
     server.shutdown()
     server.server_close()
+    writer.close()
     if before is None:  # the API server's webhook process runs with the defaults
         del os.environ["FLUENCE_ADMISSION_CONTROL"]
     else:
@@ -172,7 +174,8 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     settings = load_settings()
     cluster = KubeCluster.from_token(url, token, ca_file=ca_file, qps=settings.kube_qps,
                                      burst=settings.kube_burst)
-    service = build_service(settings, get_plugin_manager(settings), cluster)
+    service = build_service(settings, get_plugin_manager(settings), cluster,
+                            writer=BackgroundWriter())
     cert = tls.generate(["localhost"], Path(workdir), ip_addresses=["127.0.0.1"])
     server = WebhookServer(("127.0.0.1", 0), service,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))

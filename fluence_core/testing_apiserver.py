@@ -52,7 +52,7 @@ from fluence_core.kube_errors import Conflict
 from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings
-from fluence_core.webhook import build_service, tls
+from fluence_core.webhook import BackgroundWriter, build_service, tls
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.server import WebhookServer, server_context
 
@@ -427,13 +427,15 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
     webhook per entry of ``resources`` (``pods``, ``jobs``) for CREATE in
     ``namespace``, and the CA patched in by :func:`tls.patch_ca_bundle`, the
     path the deployed webhook takes. ``service`` defaults to the built-in
-    handlers and plugins for ``settings`` over ``kube``. On exit the
-    configuration is deleted first (no request then reaches a closed port), then
-    the server stops.
+    handlers and plugins for ``settings`` over ``kube``, with a background
+    writer for PodGroups as ``fluence webhook`` has. On exit the configuration
+    is deleted first (no request then reaches a closed port), then the server
+    stops and the writer finishes.
     """
     cert = tls.generate(["localhost"], workdir, ip_addresses=["127.0.0.1"])
     if service is None:
-        service = build_service(settings, get_plugin_manager(settings), kube)
+        service = build_service(settings, get_plugin_manager(settings), kube,
+                                writer=BackgroundWriter())
     server = WebhookServer(("127.0.0.1", 0), service,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
     threading.Thread(target=server.serve_forever, daemon=True, name="e2e-webhook").start()
@@ -453,3 +455,5 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
     finally:
         server.shutdown()
         server.server_close()
+        if service.writer is not None:
+            service.writer.close()

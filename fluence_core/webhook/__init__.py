@@ -25,6 +25,7 @@ from fluence_core.webhook.base import (
     env_contract_of,
 )
 from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.writer import BackgroundWriter
 
 
 def select_handlers(contributed: Sequence[object], chosen: Sequence[str] = ()) -> list[Handler]:
@@ -57,9 +58,11 @@ def select_handlers(contributed: Sequence[object], chosen: Sequence[str] = ()) -
 
 
 def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None, *,
-                  clock: Callable[[], float] = time.monotonic) -> AdmissionService:
+                  clock: Callable[[], float] = time.monotonic,
+                  writer: BackgroundWriter | None = None) -> AdmissionService:
     """Collect the handlers from the plugins, order them and wire admission control
-    (``clock`` is the one plugins see: ``fluence sim`` passes its virtual time)."""
+    (``clock`` is the one plugins see: ``fluence sim`` passes its virtual time; ``writer``
+    makes PodGroups after the answer, as ``fluence webhook`` does)."""
     contributed = [h for batch in manager.hook.fluence_webhook_handlers(settings=settings) or []
                    for h in batch or []]
     handlers = select_handlers(contributed, settings.webhook_handlers)
@@ -74,7 +77,8 @@ def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None, 
         return result
 
     return AdmissionService(
-        settings, handlers, cluster=cluster, admit=admit, resource_config=config, clock=clock
+        settings, handlers, cluster=cluster, admit=admit, resource_config=config, clock=clock,
+        writer=writer,
     )
 
 
@@ -88,6 +92,6 @@ def log_contract(service: AdmissionService) -> None:
 
 
 __all__ = [
-    "AdmissionContext", "AdmissionDenied", "AdmissionService", "Handler", "build_service",
-    "log_contract", "select_handlers",
+    "AdmissionContext", "AdmissionDenied", "AdmissionService", "BackgroundWriter", "Handler",
+    "build_service", "log_contract", "select_handlers",
 ]

@@ -112,6 +112,8 @@ class Deferred:
     handler: str
     description: str
     action: Callable[[], None]
+    background: Hashable | None = None
+    """Set: the key of what ``action`` makes, which may be made after the answer."""
 
 
 @dataclass
@@ -132,9 +134,17 @@ class AdmissionContext:
     state: ServiceState = field(default_factory=ServiceState)
     """What plugins keep across this service's requests."""
 
-    def defer(self, description: str, action: Callable[[], None]) -> None:
-        """Run ``action`` after every handler succeeded, unless the request is a dry run."""
-        self.deferred.append(Deferred(self.current_handler, description, action))
+    def defer(self, description: str, action: Callable[[], None], *,
+              background: Hashable | None = None) -> None:
+        """Run ``action`` after every handler succeeded, unless the request is a dry run.
+
+        ``background``, a key naming what ``action`` makes, says the answer need not
+        wait for it: the service's background writer makes it (once per key at a
+        time, retried; :mod:`fluence_core.webhook.writer`) and a failure is logged
+        instead of refusing the request. Only for an idempotent action whose object
+        nothing needs before the admitted object is stored.
+        """
+        self.deferred.append(Deferred(self.current_handler, description, action, background))
 
     def warn(self, message: str) -> None:
         """A warning the API server shows the user (kubectl prints it)."""

@@ -10,7 +10,7 @@ from fluence_core.cluster_api import ClusterAPI
 from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings
-from fluence_core.webhook import build_service, log_contract, tls
+from fluence_core.webhook import BackgroundWriter, build_service, log_contract, tls
 from fluence_core.webhook.server import WebhookServer, server_context
 
 
@@ -24,7 +24,7 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
                 port: int | None = None, manager: Any = None) -> WebhookServer:
     """Everything but the serving loop (tests call this with a fake cluster and port 0)."""
     manager = manager or get_plugin_manager(settings)
-    service = build_service(settings, manager, cluster)
+    service = build_service(settings, manager, cluster, writer=BackgroundWriter())
     log_contract(service)
     cert = tls.bootstrap(settings, cluster)
     server = WebhookServer((host, settings.webhook_port if port is None else port), service,
@@ -48,3 +48,5 @@ def run(settings: Settings, cluster: ClusterAPI | None = None) -> None:
         server.serve_forever(poll_interval=0.5)
     finally:
         server.server_close()
+        if server.service.writer is not None:
+            server.service.writer.close()  # the PodGroups of pods already admitted

@@ -253,7 +253,9 @@ def ensure_pod_group(ctx: AdmissionContext, name: str, min_count: int) -> None:
 
     One call: the create itself, whose "already exists" answer is as good as a
     read. A group seen or made in the last few seconds (its sibling pods, a
-    re-invocation) costs no call at all.
+    re-invocation) costs no call at all. The answer does not wait for it (a
+    background write): the scheduler leaves a gang waiting until its PodGroup
+    exists.
     """
     namespace = ctx.namespace
     key = (PODGROUPS.plural, namespace, name)
@@ -273,4 +275,4 @@ def ensure_pod_group(ctx: AdmissionContext, name: str, min_count: int) -> None:
                 pass  # there already: made by a sibling pod's admission, or before
             ctx.recent.remember(key)
 
-    ctx.defer(f"PodGroup {namespace}/{name}", create)
+    ctx.defer(f"PodGroup {namespace}/{name}", create, background=key)

@@ -33,6 +33,7 @@ from fluence_core.webhook.base import (
     resource_key,
     resources_of,
 )
+from fluence_core.webhook.writer import BackgroundWriter, Write
 
 API_VERSION = "admission.k8s.io/v1"
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
@@ -120,14 +121,19 @@ class AdmissionService:
     """Runs admission control and the ordered handlers for one AdmissionReview.
 
     ``clock`` and :attr:`state` reach every request's context: plugins age what
-    they remember by the host's clock and keep it in the service's state.
+    they remember by the host's clock and keep it in the service's state. With a
+    ``writer``, side effects deferred with a ``background`` key are made after the
+    answer (``fluence webhook``); without one, on the request path (``fluence
+    sim``, whose virtual time has no room for threads, and unit tests).
     """
 
     def __init__(self, settings: Settings, handlers: Sequence[Handler], *,
                  cluster: ClusterAPI | None = None, admit: AdmitHook | None = None,
                  resource_config: ResourceConfig | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 writer: BackgroundWriter | None = None) -> None:
         self.settings = settings
+        self.writer = writer
         self.handlers = list(handlers)
         self.cluster = cluster
         self.admit = admit
@@ -239,6 +245,9 @@ class AdmissionService:
             patch += ops
         if not ctx.dry_run:
             for step in ctx.deferred:
+                if step.background is not None and self.writer is not None and self.writer.submit(
+                        Write(step.background, step.description, step.action)):
+                    continue
                 try:
                     step.action()
                 except Exception as error:

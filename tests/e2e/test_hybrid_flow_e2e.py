@@ -37,6 +37,7 @@ from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import ApiServer, find_kubectl, webhook_beside
+from fluence_core.webhook.server import WebhookServer
 from tests.test_hybrid_flow import assert_released_worker
 
 pytestmark = pytest.mark.e2e
@@ -82,6 +83,7 @@ class Flow:
         self.settings = load_settings(resources=resources, runtime_image="example.org/fluence:flow",
                                       webhook_config=f"fluence-flow-{namespace}")
         self.webhook = ExitStack()
+        self.httpd: WebhookServer | None = None
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
         self.scheduler: Scheduler | None = None
@@ -91,8 +93,14 @@ class Flow:
 
     def start_webhook(self) -> None:
         """Pods and grouped Jobs of this namespace go through the webhook until close."""
-        self.webhook.enter_context(webhook_beside(self.kube, self.settings, self.work / "tls",
-                                                  namespace=self.ns, resources=("pods", "jobs")))
+        self.httpd = self.webhook.enter_context(
+            webhook_beside(self.kube, self.settings, self.work / "tls", namespace=self.ns,
+                           resources=("pods", "jobs")))
+
+    def settled(self) -> None:
+        """Until the PodGroups of the pods admitted so far are written (after the answers)."""
+        assert self.httpd is not None and self.httpd.service.writer is not None
+        assert self.httpd.service.writer.flush(timeout=30), "background writes still pending"
 
     def node(self, suffix: str, cpu: int = 4) -> None:
         name = f"{self.ns}-{suffix}"
@@ -235,6 +243,7 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
         assert worker["spec"]["priority"] == priority_class["value"]
         env = {e["name"] for e in worker["spec"]["containers"][0]["env"]}
         assert {names.ENV_SCOUT_JOB_ID, names.ENV_SCOUT_SESSION, names.ENV_SCOUT_STATUS} <= env
+    flow.settled()
     groups = {
         g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
         for g in kube.list("podgroups", ns).items

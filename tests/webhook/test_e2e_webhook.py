@@ -52,8 +52,8 @@ def env(tmp_path_factory):
         )
         settings = load_settings(webhook_config="fluence-e2e",
                                  runtime_image="example.org/fluence:e2e")
-        with webhook_beside(kube, settings, work / "tls", namespace=NAMESPACE):
-            yield server, kube
+        with webhook_beside(kube, settings, work / "tls", namespace=NAMESPACE) as webhook:
+            yield server, kube, webhook
         kube.close()
 
 
@@ -72,7 +72,7 @@ def env_names(pod, container="app"):
 
 
 def test_kubectl_apply_of_the_qrmi_pod_yields_its_fluxion_env(env):
-    server, kube = env
+    server, kube, _ = env
     done = kubectl(server, "apply", "-f", str(REPO / "examples" / "qrmi-pod.yaml"))
     assert done.returncode == 0, done.stderr
     stored = kube.get("pods", "qrmi-sampler", NAMESPACE)
@@ -80,8 +80,13 @@ def test_kubectl_apply_of_the_qrmi_pod_yields_its_fluxion_env(env):
     assert stored["metadata"]["annotations"][names.PROTECTED_ANNOTATION] == "true"
 
 
+def settled(webhook) -> None:
+    """Until the PodGroups of the pods admitted so far are written (after the answers)."""
+    assert webhook.service.writer.flush(timeout=30), "background writes still pending"
+
+
 def test_the_shared_job_is_split_into_scout_and_gated_workers(env):
-    server, kube = env
+    server, kube, webhook = env
     done = kubectl(server, "apply", "-f", str(REPO / "examples" / "quantum-shared-job.yaml"))
     assert done.returncode == 0, done.stderr
     job = kube.get("jobs", "vqe", NAMESPACE)
@@ -130,6 +135,7 @@ def test_the_shared_job_is_split_into_scout_and_gated_workers(env):
             names.extended_resource("qpu")
             not in worker["spec"]["containers"][0]["resources"]["requests"]
         )
+    settled(webhook)
     groups = {g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
               for g in kube.list("podgroups", NAMESPACE).items
               if not g["metadata"].get("deletionTimestamp")}
@@ -142,7 +148,7 @@ def test_the_shared_job_is_split_into_scout_and_gated_workers(env):
 
 
 def test_a_server_dry_run_creates_no_podgroup(env):
-    server, kube = env
+    server, kube, webhook = env
     manifest = ("apiVersion: v1\nkind: Pod\nmetadata: {name: dry, labels: "
                 "{fluence.flux-framework.org/group: drygang}}\nspec: {schedulerName: fluence, "
                 "containers: [{name: app, image: busybox}]}\n")
@@ -166,11 +172,12 @@ def test_a_server_dry_run_creates_no_podgroup(env):
     )
     assert done.returncode == 0, done.stderr
     assert '"podGroupName": "drygang"' in done.stdout
+    settled(webhook)
     assert kube.get("podgroups", "drygang", NAMESPACE) is None
 
 
 def test_an_over_budget_quantum_group_is_refused_at_create(env):
-    server, kube = env
+    server, kube, _ = env
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "big-0", "labels": {names.GROUP_LABEL: "big"},
                         "annotations": {names.GROUP_SIZE_ANNOTATION: "4"}},

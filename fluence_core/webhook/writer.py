@@ -1,0 +1,177 @@
+"""Side effects an answer need not wait for, made by a bounded background writer.
+
+Issue 20: under 20 concurrent pod creates, nine tenths of a review's wall time
+was its group's PodGroup create (py-spy on ``benchmarks/bench_webhook.py``):
+the first pod of a group made it through the rate-limited client while its
+siblings waited on the create's lock. Nothing needs the PodGroup before the
+pod is stored: the scheduler leaves a group whose PodGroup is missing waiting
+(``scheduler/groups.py``, ``pending_groups``) and looks again when the
+PodGroup's watch event arrives. So a handler may mark a deferred step as one
+that can run after the answer (``ctx.defer(..., background=key)``), and the
+service hands it here instead of running it on the request path.
+
+What stays true:
+
+* dry run: nothing is submitted (deferred steps never run for a dry run);
+* reinvocation: a key queued or being written is not queued again, and the
+  step itself is idempotent ("already exists" counts as made);
+* bounded: at most ``capacity`` steps wait; when full (or closing),
+  :meth:`submit` says no and the service runs the step on the request path as
+  before: slower, never lost;
+* failures: a transient one (no answer, 429, 5xx) is retried with backoff;
+  the last one, or a permanent one (403, 422, ...), is logged at ERROR naming
+  the object and what waits for it;
+* stop: :meth:`close` writes what is queued first, so a graceful restart
+  loses nothing. A killed process loses what was queued (milliseconds of
+  work); its pods then wait with the scheduler's "does not exist yet" reason.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Final, Hashable
+
+from fluence_core.kube_errors import ApiError
+from fluence_core.log import logger
+
+CAPACITY: Final = 1024
+"""Steps that may wait at once (a PodGroup each: a burst of 1024 groups)."""
+WORKERS: Final = 2
+"""Threads writing; the client's rate limit, not these, sets the pace."""
+ATTEMPTS: Final = 6
+"""Tries of a step whose failures are transient (0.2 + 0.4 + ... + 3.2 s of backoff)."""
+BACKOFF: Final = 0.2
+"""Seconds before the second try; doubled before each later one."""
+
+
+@dataclass(frozen=True)
+class Write:
+    """One side effect: ``key`` names the object (one write per key at a time)."""
+
+    key: Hashable
+    description: str
+    action: Callable[[], None]
+
+
+def transient(error: BaseException) -> bool:
+    """Whether trying again later may succeed: no answer, throttled, or the server's fault."""
+    return isinstance(error, ApiError) and (error.status in (0, 429) or error.status >= 500)
+
+
+class BackgroundWriter:
+    """A bounded queue of :class:`Write` steps and the threads that make them.
+
+    ``sleep`` is the backoff's wait (tests pass one that records instead of sleeping).
+    """
+
+    def __init__(self, *, capacity: int = CAPACITY, workers: int = WORKERS,
+                 attempts: int = ATTEMPTS, backoff: float = BACKOFF,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if capacity < 1 or workers < 1 or attempts < 1:
+            raise ValueError(f"capacity {capacity}, workers {workers} and attempts {attempts}"
+                             " must each be at least 1")
+        self.capacity = capacity
+        self.attempts = attempts
+        self.backoff = backoff
+        self._sleep = sleep
+        self._workers = workers
+        self._threads: list[threading.Thread] = []
+        self._queue: collections.deque[Write] = collections.deque()
+        self._keys: set[Hashable] = set()  # queued or being written
+        self._busy = 0
+        self._closing = False
+        self._changed = threading.Condition()
+        self.written = 0
+        """Steps that succeeded."""
+        self.failed = 0
+        """Steps given up on (each logged at ERROR)."""
+
+    def submit(self, write: Write) -> bool:
+        """Queue ``write``; False when full or closing (the caller then makes it itself).
+
+        True without queuing when a write of the same key is queued or running.
+        """
+        with self._changed:
+            if self._closing:
+                return False
+            if write.key in self._keys:
+                return True
+            if len(self._queue) >= self.capacity:
+                logger.warning("webhook: %d background writes wait already; %s is made on the"
+                               " request path", len(self._queue), write.description)
+                return False
+            self._queue.append(write)
+            self._keys.add(write.key)
+            if len(self._threads) < self._workers:  # started on first use, not at import
+                thread = threading.Thread(target=self._work, daemon=True,
+                                          name=f"webhook-writer-{len(self._threads)}")
+                self._threads.append(thread)
+                thread.start()
+            self._changed.notify()
+            return True
+
+    def pending(self) -> int:
+        """Steps queued or being written now."""
+        with self._changed:
+            return len(self._queue) + self._busy
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every step submitted so far is done; False if ``timeout`` passed first."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Refuse new steps, write the queued ones, stop; False (and logged) if some are left."""
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        drained = self.flush(timeout)
+        if not drained:
+            with self._changed:
+                left = [w.description for w in self._queue]
+            logger.error("webhook: stopping with %d background write(s) not made: %s",
+                         len(left), ", ".join(left[:20]))
+        return drained
+
+    def _work(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: bool(self._queue) or self._closing)
+                if not self._queue:
+                    return  # closing, and nothing left
+                write = self._queue.popleft()
+                self._busy += 1
+            try:
+                done = self._make(write)
+            finally:
+                with self._changed:
+                    self._keys.discard(write.key)
+                    self._busy -= 1
+                    if done:
+                        self.written += 1
+                    else:
+                        self.failed += 1
+                    self._changed.notify_all()
+
+    def _make(self, write: Write) -> bool:
+        """Try ``write`` until it succeeds, fails for good, or runs out of attempts."""
+        for attempt in range(1, self.attempts + 1):
+            try:
+                write.action()
+                return True
+            except Exception as error:  # noqa: BLE001 - every failure is logged, none kills us
+                if transient(error) and attempt < self.attempts:
+                    delay = self.backoff * 2 ** (attempt - 1)
+                    logger.info("webhook: %s failed (%s); try %d of %d in %.1f s",
+                                write.description, error, attempt + 1, self.attempts, delay)
+                    self._sleep(delay)
+                    continue
+                tried = f"after {attempt} attempt(s)" if transient(error) else "for good"
+                logger.error("webhook: %s failed %s: %s; what was admitted needing it waits"
+                             " until it exists", write.description, tried, error,
+                             exc_info=not isinstance(error, ApiError))
+                return False
+        return False  # pragma: no cover - the loop always returns

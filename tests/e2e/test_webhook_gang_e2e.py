@@ -1,0 +1,80 @@
+"""A gang created through the webhook on a real kube-apiserver gets its PodGroup and binds.
+
+The webhook answers before the PodGroup exists (its background writer makes it,
+issue 20); the scheduler, running as ``fluence up`` runs it, leaves the gang
+waiting until the PodGroup's watch event arrives, then binds all of it.
+Skipped without KUBEBUILDER_ASSETS.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluence_core import names
+from fluence_core.kube import KubeCluster
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.settings import load_settings
+from fluence_core.testing_apiserver import webhook_beside
+
+pytestmark = pytest.mark.e2e
+
+
+def wait(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_gang_created_through_the_webhook_gets_its_podgroup_and_binds(
+        kube: KubeCluster, kube_namespace: str, tmp_path: Path) -> None:
+    ns = kube_namespace
+    settings = load_settings(webhook_config=f"fluence-gang-{ns}")
+    nodes = [f"{ns}-n{i}" for i in range(2)]
+    for node in nodes:
+        kube.create("nodes", {"metadata": {"name": node, "labels": {"e2e-ns": ns}}, "status": {
+            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    scheduler = Scheduler(kube, settings)
+    scheduler.start()
+    stop = threading.Event()
+    thread = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": 0.5},
+                              daemon=True)
+    thread.start()
+    members = [f"g-{i}" for i in range(4)]
+    try:
+        with webhook_beside(kube, settings, tmp_path / "tls", namespace=ns):
+            for name in members:  # 1.5 cores each: the gang needs both nodes
+                stored = kube.create("pods", {
+                    "metadata": {"name": name, "labels": {names.GROUP_LABEL: "g"},
+                                 "annotations": {names.GROUP_SIZE_ANNOTATION: "4"}},
+                    "spec": {"schedulerName": names.SCHEDULER_NAME,
+                             "nodeSelector": {"e2e-ns": ns},
+                             "containers": [{"name": "c", "image": "busybox", "resources": {
+                                 "requests": {"cpu": "1500m"}}}]}}, ns)
+                assert stored["spec"]["schedulingGroup"] == {"podGroupName": "g"}
+            group = wait(lambda: kube.get("podgroups", "g", ns), "the PodGroup, made after the"
+                         " answers")
+            assert group["spec"]["schedulingPolicy"]["gang"] == {"minCount": 4}
+            assert group["metadata"]["labels"][names.MANAGED_BY_LABEL] == names.SCHEDULER_NAME
+            placed = wait(lambda: all(kube.get("pods", m, ns)["spec"].get("nodeName")
+                                      for m in members) and
+                          {m: kube.get("pods", m, ns)["spec"]["nodeName"] for m in members},
+                          "the whole gang bound")
+            assert set(placed.values()) <= set(nodes)
+    finally:
+        stop.set()
+        thread.join(timeout=90)
+        for name in members:
+            kube.delete("pods", name, ns, grace_period_seconds=0)
+        for node in nodes:
+            kube.delete("nodes", node)
