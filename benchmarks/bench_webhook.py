@@ -7,18 +7,24 @@ is a new grouped quantum pod; admission control, the quantum split, gang and
 fluxion-env all run, and PodGroups are created. Each client keeps one TLS
 connection open, as the API server does.
 
-**Through a real API server** (when ``KUBEBUILDER_ASSETS`` names etcd and
-kube-apiserver): the webhook runs in a process of its own, as deployed (default
-settings, its own API client and rate limit), registered for pod CREATE in one
-namespace; the same pods are created in that namespace and in one without the
-webhook, by 1 client and by 20 concurrent clients, each phase alternating
-without/with a few times. Reported: create latency p50/p99 on each path, the
-latency the webhook adds (p50 and p99 of "with" minus those of "without") and
-the creates/s ratio with/without.
+**Through a real API server** (``KUBEBUILDER_ASSETS``, else envtest's default
+folder, names etcd and kube-apiserver): the webhook runs in a process of its
+own, as deployed (default settings, its own API client and rate limit, the
+background writer), registered for pod CREATE in one namespace; the same pods
+are created there, in a namespace without any webhook, and in one whose webhook
+is the same server answering "allowed" and nothing else (the floor: what
+calling any webhook served this way costs), by 1 client and by 20 concurrent
+clients, the three paths alternating a few times. Reported: create latency
+p50/p99 on each path, the latency each webhook adds (p50 and p99 of its path
+minus those without), the creates/s ratio against the path without, CPU per
+create, and the connections the API server opened to the webhook.
+
+Everything printed is also written as JSON (``--json``), with the load averages
+before and after: the machine is shared, so only ratios measured in the same
+run mean anything.
 
     python benchmarks/bench_webhook.py --clients 50 --requests 10000
-    KUBEBUILDER_ASSETS=/usr/local/kubebuilder/bin python benchmarks/bench_webhook.py \\
-        --mode apiserver --pods gang
+    python benchmarks/bench_webhook.py --mode apiserver --pods gang --json out.json
 """
 
 from __future__ import annotations
@@ -43,11 +49,13 @@ from fluence_core.fake_cluster import FakeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
 from fluence_core.webhook import BackgroundWriter, build_service, tls
+from fluence_core.webhook.review import Outcome, allow
 from fluence_core.webhook.server import WebhookServer, server_context
 
 HOOKED = "bench-hooked"
+INLINE = "bench-inline"
+NULL = "bench-null"
 PLAIN = "bench-plain"
-WEBHOOK_CONFIG = "fluence-bench"
 
 
 def _ms(seconds: float) -> str:
@@ -87,7 +95,8 @@ def review_body(i: int) -> bytes:
                                    "object": pod}}).encode()
 
 
-def in_process(clients: int, requests: int) -> None:
+def in_process(clients: int, requests: int) -> dict[str, Any]:
+    """Admissions through the HTTPS server in this process; printed, and returned."""
     # No nodes in the fake: admission control judges nothing, every handler mutates.
     before = os.environ.get("FLUENCE_ADMISSION_CONTROL")
     os.environ["FLUENCE_ADMISSION_CONTROL"] = "off"
@@ -154,19 +163,35 @@ def in_process(clients: int, requests: int) -> None:
     else:
         os.environ["FLUENCE_ADMISSION_CONTROL"] = before
     summary = latency_summary(latencies)
+    podgroups = len(cluster.list("podgroups", "default").items)
     print(f"in process: clients={clients} admissions={len(latencies)} errors={len(errors)} "
           f"elapsed={elapsed:.1f}s throughput={len(latencies) / elapsed:.0f}/s")
     print("  " + " ".join(f"{k}={_ms(v)}" for k, v in summary.items())
-          + f" podgroups={len(cluster.list('podgroups', 'default').items)}")
+          + f" podgroups={podgroups}")
     if errors:
         print("  first errors:", errors[:5])
+    return {"clients": clients, "admissions": len(latencies), "errors": len(errors),
+            "admissions_per_s": len(latencies) / elapsed, "podgroups": podgroups,
+            **{f"{k}_ms": v * 1000 for k, v in summary.items()}}
 
 
 # -- through a real API server ---------------------------------------------------------------
 
 
-def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Connection) -> None:
-    """The webhook process: default settings, its own API client, as ``fluence webhook`` runs."""
+class NullService:
+    """Allows every pod unchanged: what calling *any* webhook on this server costs."""
+
+    writer = None
+
+    def review(self, body: bytes) -> Outcome:
+        return Outcome(200, allow(json.loads(body)["request"]["uid"]))
+
+
+def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Connection,
+                  path: str) -> None:
+    """The webhook process: default settings, its own API client, as ``fluence webhook`` runs
+    (``NULL``: the same server answering every review with "allowed", nothing else;
+    ``INLINE``: no background writer)."""
     from fluence_core.kube import KubeCluster
     from fluence_core.log import configure
 
@@ -174,13 +199,15 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     settings = load_settings()
     cluster = KubeCluster.from_token(url, token, ca_file=ca_file, qps=settings.kube_qps,
                                      burst=settings.kube_burst)
-    service = build_service(settings, get_plugin_manager(settings), cluster,
-                            writer=BackgroundWriter())
+    writer = None if path == INLINE else BackgroundWriter()
+    service: Any = NullService() if path == NULL else build_service(
+        settings, get_plugin_manager(settings), cluster, writer=writer)
     cert = tls.generate(["localhost"], Path(workdir), ip_addresses=["127.0.0.1"])
     server = WebhookServer(("127.0.0.1", 0), service,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
     reviews: list[float] = []  # seconds each review took inside the webhook
-    review = service.review
+    connections = [0]  # accepted: the API server's keep-alive reuse shows here
+    review, accept = service.review, server.process_request
 
     def timed(body: bytes) -> Any:
         started = time.perf_counter()
@@ -189,16 +216,21 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
         finally:
             reviews.append(time.perf_counter() - started)
 
-    service.review = timed  # type: ignore[method-assign]
+    def counted(request: Any, client_address: Any) -> None:
+        connections[0] += 1
+        accept(request, client_address)
+
+    service.review = timed
+    server.process_request = counted  # type: ignore[method-assign]
     reply.send((server.port, cert.ca_pem))
 
-    def cpu() -> None:  # the parent asks for the CPU used so far and the reviews' times
+    def report() -> None:  # the parent asks for CPU used, reviews' times and connections
         while reply.recv() is not None:
             taken = reviews[:]
             del reviews[:len(taken)]
-            reply.send((time.process_time(), taken))
+            reply.send((time.process_time(), taken, connections[0]))
 
-    threading.Thread(target=cpu, daemon=True).start()
+    threading.Thread(target=report, daemon=True).start()
     server.serve_forever()
 
 
@@ -221,6 +253,8 @@ class Phase:
     latencies: list[float] = field(default_factory=list)
     elapsed: float = 0.0
     errors: list[str] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)
+    """Creates/s of each repeat, in order (the paths' repeats alternate)."""
 
     @property
     def rate(self) -> float:
@@ -279,7 +313,9 @@ def run_phase(url: str, token: str, context: ssl.SSLContext, namespace: str, cli
         thread.start()
     for thread in threads:
         thread.join()
-    into.elapsed += time.perf_counter() - started
+    took = time.perf_counter() - started
+    into.elapsed += took
+    into.rates.append(count / took)
     for api in connections:
         api.conn.close()
 
@@ -293,64 +329,93 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def register_webhook(kube: Any, port: int, ca_pem: bytes) -> None:
-    """Pods created in HOOKED go to the webhook, with the deployed matchCondition."""
+def register_webhook(kube: Any, name: str, namespace: str, port: int, ca_pem: bytes) -> None:
+    """Pods created in ``namespace`` go to the webhook on ``port``, with the deployed
+    matchCondition."""
     from fluence_core.testing_apiserver import webhook_entry
 
     scheduler_is_fluence = {"name": "scheduler-is-fluence",  # as deploy/webhook.yaml
                             "expression": "object.spec.schedulerName == 'fluence'"}
     kube.create("mutatingwebhookconfigurations", {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": WEBHOOK_CONFIG},
-        "webhooks": [webhook_entry("pods", f"https://127.0.0.1:{port}/mutate", HOOKED,
+        "metadata": {"name": name},
+        "webhooks": [webhook_entry("pods", f"https://127.0.0.1:{port}/mutate", namespace,
                                    ca_pem=ca_pem, match_conditions=[scheduler_is_fluence])]})
 
 
-def wait_for_webhook(api: ApiClient, shape: str) -> None:
-    """Until the API server calls the webhook (a dry-run create comes back mutated)."""
-    deadline = time.monotonic() + 60
-    probe = pod_body("probe-x", 0, "gang")
-    while time.monotonic() < deadline:
-        status, answer = api.create(HOOKED, probe, dry_run=True)
-        if status == 201 and (answer.get("spec") or {}).get("schedulingGroup"):
-            return
-        time.sleep(0.2)
-    raise SystemExit("the API server never called the webhook")
+class Webhook:
+    """A webhook in a process of its own, registered for one namespace, and its figures."""
+
+    def __init__(self, apiserver: Any, kube: Any, namespace: str, workdir: Path) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.namespace = namespace
+        self.pipe, child = context.Pipe()
+        self.process = context.Process(
+            target=serve_webhook, daemon=True,
+            args=(apiserver.url, apiserver.token, str(apiserver.ca_file), str(workdir), child,
+                  namespace))
+        self.process.start()
+        if not self.pipe.poll(60):
+            raise SystemExit(f"the webhook process for {namespace} never came up")
+        port, ca_pem = self.pipe.recv()
+        register_webhook(kube, f"bench-{namespace}", namespace, port, ca_pem)
+
+    def figures(self) -> tuple[float, list[float], int]:
+        """CPU seconds so far, the reviews' seconds since the last call, connections so far."""
+        self.pipe.send("figures")
+        cpu, reviews, connections = self.pipe.recv()
+        return cpu, reviews, connections
+
+    def wait_called(self, api: ApiClient) -> None:
+        """Until the API server calls it (a dry-run create shows up as a review)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            api.create(self.namespace, pod_body("probe-x", 0, "gang"), dry_run=True)
+            if self.figures()[1]:
+                return
+            time.sleep(0.2)
+        raise SystemExit(f"the API server never called the webhook for {self.namespace}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.join(10)
 
 
-def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats: int) -> None:
+PATHS = {PLAIN: "without", NULL: "null webhook", HOOKED: "with", INLINE: "with, inline writes"}
+"""Each path's label: no webhook, one that allows everything unchanged, Fluence's, and
+Fluence's making its PodGroups on the request path (as before issue 20's background writer)."""
+BY_NAME = {"plain": PLAIN, "null": NULL, "hooked": HOOKED, "inline": INLINE}
+
+
+def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats: int,
+                      paths: list[str]) -> list[dict[str, Any]]:
+    """Each client count's creates on every one of ``paths``, alternated ``repeats`` times;
+    the table printed, the figures returned."""
     from fluence_core.testing_apiserver import ensure_namespace, start_apiserver
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-webhook-"))
+    results: list[dict[str, Any]] = []
     with start_apiserver(assets, workdir / "apiserver", controller_manager=False) as apiserver:
         kube = apiserver.cluster(qps=1000, burst=1000)
-        for namespace in (HOOKED, PLAIN):
+        for namespace in paths:
             ensure_namespace(kube, namespace)
-        parent, child = multiprocessing.get_context("spawn").Pipe()
-        webhook = multiprocessing.get_context("spawn").Process(
-            target=serve_webhook, daemon=True,
-            args=(apiserver.url, apiserver.token, str(apiserver.ca_file), str(workdir / "tls"),
-                  child))
-        webhook.start()
+        hooks = {namespace: Webhook(apiserver, kube, namespace, workdir / namespace)
+                 for namespace in paths if namespace != PLAIN}
         try:
-            if not parent.poll(60):
-                raise SystemExit("the webhook process never came up")
-            port, ca_pem = parent.recv()
-            register_webhook(kube, port, ca_pem)
             context = ssl.create_default_context(cafile=str(apiserver.ca_file))
-            wait_for_webhook(ApiClient(apiserver.url, apiserver.token, context), shape)
-            print(f"through kube-apiserver ({assets}), {shape} pods, webhook in its own process")
+            for hook in hooks.values():
+                hook.wait_called(ApiClient(apiserver.url, apiserver.token, context))
+            print(f"through kube-apiserver ({assets}), {shape} pods, each webhook in its own"
+                  " process")
             print("| clients | path | creates | creates/s | p50 | p99 | errors |")
             print("|---|---|---|---|---|---|---|")
-            summary = []
             pids = [p.pid for p in apiserver.processes.values()]
             before, started = sum(map(process_cpu, pids)), time.perf_counter()
             time.sleep(3)
             idle = (sum(map(process_cpu, pids)) - before) / (time.perf_counter() - started)
             for clients, count in counts.items():
-                phases = {PLAIN: Phase(), HOOKED: Phase()}
-                parent.send("cpu")
-                cpu_before = parent.recv()[0]
+                phases = {namespace: Phase() for namespace in paths}
+                hook_before = {ns: hook.figures() for ns, hook in hooks.items()}
                 run_phase(apiserver.url, apiserver.token, context, PLAIN, clients,
                           min(count, 50), f"warm{clients}", shape, Phase())
                 control_plane = {namespace: 0.0 for namespace in phases}
@@ -361,36 +426,92 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
                                   count, f"c{clients}r{repeat}", shape, phase)
                         control_plane[namespace] += (sum(map(process_cpu, pids)) - before
                                                      - idle * (time.perf_counter() - started))
-                cut = {namespace: latency_summary(phase.latencies)
-                       for namespace, phase in phases.items()}
-                for namespace, phase in phases.items():
-                    print(f"| {clients} | {'with' if namespace == HOOKED else 'without'} "
-                          f"| {len(phase.latencies)} | {phase.rate:.0f} "
-                          f"| {_ms(cut[namespace]['p50'])} "
-                          f"| {_ms(cut[namespace]['p99'])} | {len(phase.errors)} |")
-                plain, hooked = phases[PLAIN], phases[HOOKED]
-                parent.send("cpu")
-                cpu_after, reviews = parent.recv()
-                cpu = (cpu_after - cpu_before) / max(1, len(hooked.latencies))
-                inside = latency_summary(reviews)
-                added_p50 = cut[HOOKED]["p50"] - cut[PLAIN]["p50"]
-                added_p99 = cut[HOOKED]["p99"] - cut[PLAIN]["p99"]
-                summary.append(
-                    f"clients={clients}: added p50 {_ms(added_p50)}, added p99 {_ms(added_p99)}"
-                    f", creates/s with/without {hooked.rate / plain.rate:.2f}x"
-                    f"; CPU per create (idle subtracted): kube-apiserver+etcd "
-                    f"{_ms(control_plane[PLAIN] / max(1, len(plain.latencies)))} without, "
-                    f"{_ms(control_plane[HOOKED] / max(1, len(hooked.latencies)))} with, "
-                    f"webhook {_ms(cpu)}; a review inside the webhook "
-                    f"p50 {_ms(inside['p50'])} p99 {_ms(inside['p99'])}")
-                for phase in phases.values():
-                    if phase.errors:
-                        summary.append(f"  first errors: {phase.errors[:3]}")
-            print("\n".join(summary))
+                hook_after = {ns: hook.figures() for ns, hook in hooks.items()}
+                result = phase_result(clients, phases, control_plane, hook_before, hook_after)
+                for namespace in paths:
+                    label = PATHS[namespace]
+                    row = result["paths"][label]
+                    print(f"| {clients} | {label} | {row['creates']} | {row['creates_per_s']:.0f}"
+                          f" | {row['p50_ms']:.1f}ms | {row['p99_ms']:.1f}ms | {row['errors']} |")
+                results.append(result)
+            for result in results:
+                print(summary_line(result))
         finally:
-            webhook.terminate()
-            webhook.join(10)
+            for hook in hooks.values():
+                hook.stop()
             kube.close()
+    return results
+
+
+def phase_result(clients: int, phases: dict[str, Phase], control_plane: dict[str, float],
+                 hook_before: dict[str, tuple[float, list[float], int]],
+                 hook_after: dict[str, tuple[float, list[float], int]]) -> dict[str, Any]:
+    """One client count's figures: per path, and what each webhook adds to the plain path."""
+    paths: dict[str, Any] = {}
+    for namespace, phase in phases.items():
+        label = PATHS[namespace]
+        cut = latency_summary(phase.latencies)
+        made = max(1, len(phase.latencies))
+        row: dict[str, Any] = {
+            "creates": len(phase.latencies), "errors": len(phase.errors),
+            "first_errors": phase.errors[:3], "creates_per_s": phase.rate,
+            **{f"{k}_ms": v * 1000 for k, v in cut.items()},
+            "control_plane_cpu_ms_per_create": control_plane[namespace] / made * 1000,
+        }
+        if namespace in hook_after:
+            cpu_before, _, connections_before = hook_before[namespace]
+            cpu_after, reviews, connections_after = hook_after[namespace]
+            inside = latency_summary(reviews)
+            row.update({
+                "webhook_cpu_ms_per_create": (cpu_after - cpu_before) / made * 1000,
+                "review_p50_ms": inside["p50"] * 1000, "review_p99_ms": inside["p99"] * 1000,
+                "webhook_connections": connections_after - connections_before,
+            })
+        paths[label] = row
+    plain = paths[PATHS[PLAIN]]
+    added = {}
+    for namespace in phases:
+        if namespace == PLAIN:
+            continue
+        row = paths[PATHS[namespace]]
+        per_repeat = [mine / theirs for mine, theirs in
+                      zip(phases[namespace].rates, phases[PLAIN].rates) if theirs]
+        added[PATHS[namespace]] = {
+            "added_p50_ms": row["p50_ms"] - plain["p50_ms"],
+            "added_p99_ms": row["p99_ms"] - plain["p99_ms"],
+            "creates_per_s_ratio": (row["creates_per_s"] / plain["creates_per_s"]
+                                    if plain["creates_per_s"] else 0.0),
+            "creates_per_s_ratio_median_of_repeats": (statistics.median(per_repeat)
+                                                      if per_repeat else 0.0)}
+    return {"clients": clients, "paths": paths, "added": added}
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    """What each webhook adds, and where the CPU and the review's time go."""
+    plain = result["paths"][PATHS[PLAIN]]
+    lines = []
+    for label, added in result["added"].items():
+        row = result["paths"][label]
+        lines.append(f"clients={result['clients']} {label}: added p50 "
+                     f"{added['added_p50_ms']:.1f}ms, added p99 {added['added_p99_ms']:.1f}ms, "
+                     f"creates/s with/without {added['creates_per_s_ratio']:.2f}x (median of"
+                     f" the repeats' ratios {added['creates_per_s_ratio_median_of_repeats']:.2f}x)")
+        lines.append(
+            f"  CPU per create (idle subtracted): kube-apiserver+etcd "
+            f"{plain['control_plane_cpu_ms_per_create']:.1f}ms without, "
+            f"{row['control_plane_cpu_ms_per_create']:.1f}ms with, webhook "
+            f"{row['webhook_cpu_ms_per_create']:.1f}ms; a review inside the webhook p50 "
+            f"{row['review_p50_ms']:.1f}ms p99 {row['review_p99_ms']:.1f}ms; connections the"
+            f" API server opened to it: {row['webhook_connections']}")
+    for label, row in result["paths"].items():
+        if row["errors"]:
+            lines.append(f"  {label}: first errors {row['first_errors']}")
+    return "\n".join(lines)
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages (what ``uptime`` shows; the machine is shared)."""
+    return list(os.getloadavg())
 
 
 def main() -> None:
@@ -402,21 +523,40 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10_000, help="in process")
     parser.add_argument("--pods", choices=("gang", "single"), default="gang",
                         help="through the API server: members of gangs of 4, or lone pods")
-    parser.add_argument("--creates", type=int, default=200,
-                        help="through the API server: creates per phase with one client "
-                             "(x5 with 20 clients)")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="through the API server: without/with alternations per client count")
+    parser.add_argument("--creates", type=int, default=60,
+                        help="through the API server: creates per repeat and path with one"
+                             " client (x5 with 20 clients)")
+    parser.add_argument("--repeats", type=int, default=10,
+                        help="through the API server: alternations of the paths per client count"
+                             " (short and many: the machine's load drifts)")
+    parser.add_argument("--paths", default="plain,null,hooked,inline",
+                        help="through the API server, of: plain (no webhook), null (a webhook"
+                             " allowing everything), hooked (Fluence's), inline (Fluence's"
+                             " with PodGroups made on the request path)")
+    parser.add_argument("--json", type=Path, default=Path("bench-webhook.json"),
+                        help="write every figure here (with the machine's load averages)")
     args = parser.parse_args()
+    report: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": load_average(),
+                              "shape": args.pods}
     if args.mode in ("both", "inprocess"):
-        in_process(args.clients, args.requests)
+        report["in_process"] = in_process(args.clients, args.requests)
     if args.mode in ("both", "apiserver"):
         assets, reason = find_assets()
         if assets is None:
             print(f"through a real API server: skipped ({reason})")
-            return
-        through_apiserver(assets, args.pods, {1: args.creates, 20: args.creates * 5},
-                          args.repeats)
+            report["apiserver"] = {"skipped": reason}
+        else:
+            chosen = [BY_NAME[name] for name in args.paths.split(",")]
+            if PLAIN not in chosen:
+                parser.error("--paths must include plain, the baseline")
+            report["apiserver"] = through_apiserver(
+                assets, args.pods, {1: args.creates, 20: args.creates * 5}, args.repeats,
+                chosen)
+    report["load_after"] = load_average()
+    print(f"load averages (1, 5, 15 min): before {report['load_before']}, "
+          f"after {report['load_after']} on {report['cpus']} CPUs")
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"figures written to {args.json}")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,7 @@ class BackgroundWriter:
         self._keys: set[Hashable] = set()  # queued or being written
         self._busy = 0
         self._closing = False
+        self._full = False  # said so in the log, until half of it drained
         self._changed = threading.Condition()
         self.written = 0
         """Steps that succeeded."""
@@ -100,9 +101,15 @@ class BackgroundWriter:
             if write.key in self._keys:
                 return True
             if len(self._queue) >= self.capacity:
-                logger.warning("webhook: %d background writes wait already; %s is made on the"
-                               " request path", len(self._queue), write.description)
+                if not self._full:  # once per time it fills, not once per request
+                    self._full = True
+                    logger.warning("webhook: %d background writes wait already; until some"
+                                   " are made, writes (%s first) are made on the request path",
+                                   len(self._queue), write.description)
                 return False
+            if self._full and len(self._queue) < self.capacity // 2:
+                self._full = False
+                logger.info("webhook: background writes are made after the answer again")
             self._queue.append(write)
             self._keys.add(write.key)
             if len(self._threads) < self._workers:  # started on first use, not at import

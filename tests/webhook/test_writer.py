@@ -146,7 +146,7 @@ def test_a_reinvocation_while_the_write_waits_queues_it_once(settings, cluster, 
     assert flaky.creates == 1 and writer.written == 1
 
 
-def test_a_full_queue_makes_the_podgroup_on_the_request_path(settings, cluster, sleeps):
+def test_a_full_queue_makes_the_podgroup_on_the_request_path(settings, cluster, sleeps, caplog):
     writer = BackgroundWriter(capacity=1, workers=1, sleep=sleeps.append)
     started, blocker = threading.Event(), threading.Event()
 
@@ -158,9 +158,15 @@ def test_a_full_queue_makes_the_podgroup_on_the_request_path(settings, cluster, 
     assert started.wait(10)  # the one worker is busy
     assert writer.submit(Write("queued", "a queued write", lambda: None))  # the one slot
     try:
-        response, _ = admit(gang_service(settings, cluster, writer), pod("g-0", group="g"))
+        with caplog.at_level(logging.WARNING, logger="fluence"):
+            service = gang_service(settings, cluster, writer)
+            response, _ = admit(service, pod("g-0", group="g"))
+            admit(service, pod("h-0", group="h"), uid="u2")
         assert response["allowed"]
         assert podgroup(cluster) is not None, "made before the answer, as without a writer"
+        assert podgroup(cluster, "h") is not None
+        full = [r for r in caplog.records if "background writes wait already" in r.getMessage()]
+        assert len(full) == 1, "said once per time the queue fills, not once per request"
     finally:
         blocker.set()
         assert writer.close(timeout=10)
