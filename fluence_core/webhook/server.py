@@ -11,6 +11,11 @@ dependency. Hardening:
   request line, headers and body) has a deadline: a client trickling one byte at a
   time (slowloris) is cut off when the deadline passes, however steady its bytes;
   a reaper thread shuts such sockets down, which wakes their blocked reads;
+* a keep-alive connection that was served may then sit idle for ``idle_timeout``
+  (longer than the 90 s after which the API server's Go transport drops an idle
+  connection): the deadline starts at the next request's first byte. Cut at the
+  request deadline, idle connections were closed while the API server was
+  reusing them, and the pod create failed ("broken pipe", issue 20's benchmark);
 * a body must declare its length (no chunked uploads) and may not exceed
   ``max_body`` bytes;
 * at most ``max_connections`` connections are served at once, and at most
@@ -27,13 +32,14 @@ keep-alive request (issue 20: 45 ms added to each pod create).
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
@@ -47,6 +53,8 @@ REQUEST_DEADLINE = 10.0
 """Seconds from the start of a handshake or of waiting for a request to its last byte read."""
 MAX_PER_CLIENT = 128
 """Connections one address may hold at once (the API server keeps a pool of them)."""
+IDLE_TIMEOUT = 120.0
+"""Seconds a served keep-alive connection may wait for its next request."""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -78,12 +86,31 @@ class _Handler(BaseHTTPRequestHandler):
         """An error as an AdmissionReview; the connection closes (the body may be unread)."""
         self._send(status, deny("", f"fluence webhook: {message}", code=status), close=True)
 
+    served = False  # a request was answered on this connection
+
     def handle_one_request(self) -> None:
+        if self.served and not self._next_request_begins():
+            self.close_connection = True
+            return
         self.server.watch(self.connection)
         try:
             super().handle_one_request()
         finally:
             self.server.unwatch(self.connection)
+            self.served = True
+
+    def _next_request_begins(self) -> bool:
+        """Whether a byte of another request arrives within the idle timeout (False: the
+        client closed the connection, or kept it silent for that long)."""
+        self.server.watch(self.connection, self.server.idle_timeout)
+        self.connection.settimeout(self.server.idle_timeout)
+        try:
+            reader = cast(io.BufferedReader, self.rfile)  # rbufsize -1: always buffered
+            return bool(reader.peek(1))
+        except (OSError, ValueError):  # timed out, shut down by the reaper, or reset
+            return False
+        finally:
+            self.connection.settimeout(self.server.read_timeout)
 
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
         if self.path in ("/healthz", "/readyz", "/livez"):
@@ -130,8 +157,10 @@ class WebhookServer(ThreadingHTTPServer):
                  ssl_context: ssl.SSLContext | None = None, max_body: int = MAX_BODY,
                  timeout: float = READ_TIMEOUT, max_connections: int = 512,
                  max_per_client: int = MAX_PER_CLIENT,
-                 request_deadline: float = REQUEST_DEADLINE) -> None:
+                 request_deadline: float = REQUEST_DEADLINE,
+                 idle_timeout: float = IDLE_TIMEOUT) -> None:
         self.service = service
+        self.idle_timeout = idle_timeout
         self.ssl_context = ssl_context
         self.max_body = max_body
         self.read_timeout = timeout
@@ -149,10 +178,12 @@ class WebhookServer(ThreadingHTTPServer):
 
     # -- deadlines -----------------------------------------------------------
 
-    def watch(self, connection: socket.socket) -> None:
-        """From now, ``connection`` has ``request_deadline`` seconds to deliver a request."""
+    def watch(self, connection: socket.socket, seconds: float | None = None) -> None:
+        """From now, ``connection`` has ``seconds`` (``request_deadline``) to deliver a
+        request."""
         with self._guard:
-            self._deadlines[connection] = time.monotonic() + self.request_deadline
+            self._deadlines[connection] = time.monotonic() + (
+                self.request_deadline if seconds is None else seconds)
 
     def unwatch(self, connection: socket.socket) -> None:
         with self._guard:
@@ -160,7 +191,7 @@ class WebhookServer(ThreadingHTTPServer):
 
     def _reap(self) -> None:
         """Shut down every connection past its deadline; its blocked read then returns."""
-        tick = max(0.05, min(0.5, self.request_deadline / 4))
+        tick = max(0.05, min(0.5, self.request_deadline / 4, self.idle_timeout / 4))
         while not self._closed.wait(tick):
             now = time.monotonic()
             with self._guard:

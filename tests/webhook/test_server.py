@@ -209,3 +209,47 @@ def test_an_answer_leaves_in_one_write_on_a_socket_without_nagle(settings, clust
     assert len(connection.raw.writes) == 1
     head, _, answer = connection.raw.writes[0].partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and json.loads(answer)["response"]["allowed"]
+
+
+@pytest.fixture
+def keep_alive(tmp_path, settings, cluster):
+    """A webhook whose request deadline (1 s) is far shorter than its idle timeout (4 s)."""
+    cert = tls.generate(["localhost"], tmp_path, ip_addresses=["127.0.0.1"])
+    server = WebhookServer(("127.0.0.1", 0), AdmissionService(settings, [GangHandler()],
+                                                              cluster=cluster),
+                           timeout=1.0, request_deadline=1.0, idle_timeout=4.0,
+                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    yield server, ssl.create_default_context(cadata=cert.ca_pem.decode())
+    server.shutdown()
+    server.server_close()
+
+
+def _ask(conn: http.client.HTTPSConnection, name: str) -> int:
+    conn.request("POST", "/mutate", body=json.dumps(review(pod(name))).encode())
+    response = conn.getresponse()
+    response.read()
+    return response.status
+
+
+def test_a_served_connection_idle_past_the_request_deadline_is_still_reused(keep_alive):
+    # The API server keeps its connections for reuse; closing them under it failed creates.
+    server, ctx = keep_alive
+    conn = http.client.HTTPSConnection("localhost", server.port, context=ctx, timeout=5)
+    assert _ask(conn, "p-0") == 200
+    first = conn.sock
+    time.sleep(2.0)  # twice the request deadline and the read timeout
+    assert _ask(conn, "p-1") == 200
+    assert conn.sock is first, "answered on the same connection, not a new one"
+    conn.close()
+
+
+def test_a_served_connection_idle_past_the_idle_timeout_is_closed(keep_alive):
+    server, ctx = keep_alive
+    conn = http.client.HTTPSConnection("localhost", server.port, context=ctx, timeout=10)
+    assert _ask(conn, "p-0") == 200
+    started = time.monotonic()
+    assert conn.sock.recv(1) == b"", "the server closed it"
+    assert 3.5 < time.monotonic() - started < 8.0
+    conn.close()
