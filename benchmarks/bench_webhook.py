@@ -11,10 +11,13 @@ connection open, as the API server does.
 folder, names etcd and kube-apiserver): the webhook runs in a process of its
 own, as deployed (default settings, its own API client and rate limit, the
 background writer), registered for pod CREATE in one namespace; the same pods
-are created there, in a namespace without any webhook, and in one whose webhook
-is the same server answering "allowed" and nothing else (the floor: what
-calling any webhook served this way costs), by 1 client and by 20 concurrent
-clients, the three paths alternating a few times. Reported: create latency
+are created there, in a namespace without any webhook, in one without a
+webhook where the client itself makes each gang's PodGroup and points the pods
+at it (what the same gangs cost without Fluence), in one whose webhook is the
+same server answering "allowed" and nothing else (the floor: what calling any
+webhook served this way costs), and through Fluence's webhook making its
+PodGroups on the request path (as before the background writer), by 1 client
+and by 20 concurrent clients, the paths alternating in short repeats. Reported: create latency
 p50/p99 on each path, the latency each webhook adds (p50 and p99 of its path
 minus those without), the creates/s ratio against the path without, CPU per
 create, and the connections the API server opened to the webhook.
@@ -54,6 +57,7 @@ from fluence_core.webhook.server import WebhookServer, server_context
 
 HOOKED = "bench-hooked"
 INLINE = "bench-inline"
+NATIVE = "bench-native"
 NULL = "bench-null"
 PLAIN = "bench-plain"
 
@@ -234,16 +238,32 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     server.serve_forever()
 
 
-def pod_body(name: str, i: int, shape: str) -> bytes:
-    """A Fluence pod: a member of a gang of 4 (``gang``) or alone (``single``)."""
+def group_name(name: str, i: int) -> str:
+    """The gang of 4 the ``i``-th pod named ``name`` belongs to."""
+    return f"{name.rsplit('-', 1)[0]}-g{i // 4}"
+
+
+def pod_body(name: str, i: int, shape: str, *, pointing: bool = False) -> bytes:
+    """A Fluence pod: a member of a gang of 4 (``gang``) or alone (``single``); ``pointing``:
+    already naming its PodGroup, as the webhook would have made it."""
     metadata: dict[str, Any] = {"name": name}
-    if shape == "gang":
-        metadata["labels"] = {names.GROUP_LABEL: f"{name.rsplit('-', 1)[0]}-g{i // 4}"}
-        metadata["annotations"] = {names.GROUP_SIZE_ANNOTATION: "4"}
-    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {
+    spec: dict[str, Any] = {
         "schedulerName": names.SCHEDULER_NAME,
         "containers": [{"name": "app", "image": "busybox",
-                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}).encode()
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
+    if shape == "gang":
+        metadata["labels"] = {names.GROUP_LABEL: group_name(name, i)}
+        metadata["annotations"] = {names.GROUP_SIZE_ANNOTATION: "4"}
+        if pointing:
+            spec["schedulingGroup"] = {"podGroupName": group_name(name, i)}
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+                       "spec": spec}).encode()
+
+
+def pod_group_body(name: str) -> bytes:
+    return json.dumps({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                       "metadata": {"name": name},
+                       "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}).encode()
 
 
 @dataclass
@@ -270,8 +290,11 @@ class ApiClient:
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
                         "Accept": "application/json"}
 
-    def create(self, namespace: str, body: bytes, *, dry_run: bool = False) -> tuple[int, Any]:
-        path = f"/api/v1/namespaces/{namespace}/pods" + ("?dryRun=All" if dry_run else "")
+    def create(self, namespace: str, body: bytes, *, dry_run: bool = False,
+               plural: str = "pods") -> tuple[int, Any]:
+        path = (f"/api/v1/namespaces/{namespace}/pods" if plural == "pods" else
+                f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/{plural}")
+        path += "?dryRun=All" if dry_run else ""
         self.conn.request("POST", path, body=body, headers=self.headers)
         response = self.conn.getresponse()
         return response.status, json.loads(response.read())
@@ -279,7 +302,8 @@ class ApiClient:
 
 def run_phase(url: str, token: str, context: ssl.SSLContext, namespace: str, clients: int,
               count: int, prefix: str, shape: str, into: Phase) -> None:
-    bodies = [pod_body(f"{prefix}-{i}", i, shape) for i in range(count)]
+    native = namespace == NATIVE and shape == "gang"  # the client makes each PodGroup
+    bodies = [pod_body(f"{prefix}-{i}", i, shape, pointing=native) for i in range(count)]
     lock = threading.Lock()
     counter = iter(range(count))
     connections = [ApiClient(url, token, context) for _ in range(clients)]
@@ -293,6 +317,17 @@ def run_phase(url: str, token: str, context: ssl.SSLContext, namespace: str, cli
                 i = next(counter, None)
             if i is None:
                 break
+            try:
+                if native and i % 4 == 0:  # in the creates/s, not in the pod's latency
+                    status, answer = api.create(namespace, pod_group_body(
+                        group_name(f"{prefix}-{i}", i)), plural="podgroups")
+                    if status != 201:
+                        with lock:
+                            into.errors.append(f"PodGroup {status}: {answer.get('message')}")
+            except Exception as error:  # noqa: BLE001 - counted, reported
+                with lock:
+                    into.errors.append(repr(error))
+                api.conn.close()
             started = time.perf_counter()
             try:
                 status, answer = api.create(namespace, bodies[i])
@@ -381,10 +416,13 @@ class Webhook:
         self.process.join(10)
 
 
-PATHS = {PLAIN: "without", NULL: "null webhook", HOOKED: "with", INLINE: "with, inline writes"}
-"""Each path's label: no webhook, one that allows everything unchanged, Fluence's, and
-Fluence's making its PodGroups on the request path (as before issue 20's background writer)."""
-BY_NAME = {"plain": PLAIN, "null": NULL, "hooked": HOOKED, "inline": INLINE}
+PATHS = {PLAIN: "without", NATIVE: "without, client makes PodGroups", NULL: "null webhook",
+         HOOKED: "with", INLINE: "with, inline writes"}
+"""Each path's label: no webhook; no webhook, the client making each gang's PodGroup and
+pointing its pods at it (what the same gangs cost without Fluence); a webhook that allows
+everything unchanged; Fluence's; Fluence's making its PodGroups on the request path (as
+before issue 20's background writer)."""
+BY_NAME = {"plain": PLAIN, "native": NATIVE, "null": NULL, "hooked": HOOKED, "inline": INLINE}
 
 
 def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats: int,
@@ -400,7 +438,7 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
         for namespace in paths:
             ensure_namespace(kube, namespace)
         hooks = {namespace: Webhook(apiserver, kube, namespace, workdir / namespace)
-                 for namespace in paths if namespace != PLAIN}
+                 for namespace in paths if namespace not in (PLAIN, NATIVE)}
         try:
             context = ssl.create_default_context(cafile=str(apiserver.ca_file))
             for hook in hooks.values():
@@ -483,6 +521,10 @@ def phase_result(clients: int, phases: dict[str, Phase], control_plane: dict[str
                                     if plain["creates_per_s"] else 0.0),
             "creates_per_s_ratio_median_of_repeats": (statistics.median(per_repeat)
                                                       if per_repeat else 0.0)}
+        native = paths.get(PATHS[NATIVE])
+        if native is not None and namespace != NATIVE and native["creates_per_s"]:
+            added[PATHS[namespace]]["creates_per_s_ratio_vs_native"] = (
+                row["creates_per_s"] / native["creates_per_s"])
     return {"clients": clients, "paths": paths, "added": added}
 
 
@@ -496,13 +538,17 @@ def summary_line(result: dict[str, Any]) -> str:
                      f"{added['added_p50_ms']:.1f}ms, added p99 {added['added_p99_ms']:.1f}ms, "
                      f"creates/s with/without {added['creates_per_s_ratio']:.2f}x (median of"
                      f" the repeats' ratios {added['creates_per_s_ratio_median_of_repeats']:.2f}x)")
-        lines.append(
-            f"  CPU per create (idle subtracted): kube-apiserver+etcd "
-            f"{plain['control_plane_cpu_ms_per_create']:.1f}ms without, "
-            f"{row['control_plane_cpu_ms_per_create']:.1f}ms with, webhook "
-            f"{row['webhook_cpu_ms_per_create']:.1f}ms; a review inside the webhook p50 "
-            f"{row['review_p50_ms']:.1f}ms p99 {row['review_p99_ms']:.1f}ms; connections the"
-            f" API server opened to it: {row['webhook_connections']}")
+        if "creates_per_s_ratio_vs_native" in added:
+            lines[-1] += (f"; against the client making the PodGroups "
+                          f"{added['creates_per_s_ratio_vs_native']:.2f}x")
+        cpu = (f"  CPU per create (idle subtracted): kube-apiserver+etcd "
+               f"{plain['control_plane_cpu_ms_per_create']:.1f}ms without, "
+               f"{row['control_plane_cpu_ms_per_create']:.1f}ms here")
+        if "webhook_cpu_ms_per_create" in row:
+            cpu += (f", webhook {row['webhook_cpu_ms_per_create']:.1f}ms; a review inside the"
+                    f" webhook p50 {row['review_p50_ms']:.1f}ms p99 {row['review_p99_ms']:.1f}ms;"
+                    f" connections the API server opened to it: {row['webhook_connections']}")
+        lines.append(cpu)
     for label, row in result["paths"].items():
         if row["errors"]:
             lines.append(f"  {label}: first errors {row['first_errors']}")
@@ -529,8 +575,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10,
                         help="through the API server: alternations of the paths per client count"
                              " (short and many: the machine's load drifts)")
-    parser.add_argument("--paths", default="plain,null,hooked,inline",
-                        help="through the API server, of: plain (no webhook), null (a webhook"
+    parser.add_argument("--paths", default="plain,native,null,hooked,inline",
+                        help="through the API server, of: plain (no webhook), native (no"
+                             " webhook, the client makes each gang's PodGroup), null (a webhook"
                              " allowing everything), hooked (Fluence's), inline (Fluence's"
                              " with PodGroups made on the request path)")
     parser.add_argument("--json", type=Path, default=Path("bench-webhook.json"),
