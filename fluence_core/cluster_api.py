@@ -103,6 +103,10 @@ CLUSTER_ROLE_BINDINGS: Final = Resource(
     "clusterrolebindings", "ClusterRoleBinding", group="rbac.authorization.k8s.io",
     namespaced=False,
 )
+TOKEN_REVIEWS: Final = Resource(
+    "tokenreviews", "TokenReview", group="authentication.k8s.io", namespaced=False
+)
+"""Created, never stored: the answer's ``status`` says whom a token belongs to."""
 CONFIGMAPS: Final = Resource("configmaps", "ConfigMap")
 SECRETS: Final = Resource("secrets", "Secret")
 SERVICES: Final = Resource("services", "Service", status_subresource=True)
@@ -126,6 +130,7 @@ RESOURCES: Final[Mapping[str, Resource]] = {
         PODS, NODES, EVENTS, NAMESPACES, SERVICE_ACCOUNTS, PODGROUPS, WORKLOADS,
         PRIORITY_CLASSES, JOBS, LEASES, ROLES, ROLE_BINDINGS, CLUSTER_ROLES,
         CLUSTER_ROLE_BINDINGS, MUTATING_WEBHOOKS, CONFIGMAPS, SECRETS, SERVICES, JOBSETS,
+        TOKEN_REVIEWS,
         PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES,
     )
 }

@@ -23,7 +23,11 @@ whole API server, and each one was checked against a real 1.36 server in
 * PodGroups need exactly one scheduling policy, which is immutable; they get
   ``disruptionMode: Pod`` and the ``podgroup-protection`` finalizer;
 * namespaces must exist (``default``, ``kube-system``, ``kube-public`` and
-  ``kube-node-lease`` do from the start).
+  ``kube-node-lease`` do from the start);
+* TokenReviews: :meth:`issue_token` mints a ServiceAccount token bound to a pod
+  (as a TokenRequest with a pod ``boundObjectRef``); a review of it is
+  authenticated only for its audience and while that pod exists with that uid,
+  and names the pod in ``user.extra``; nothing is stored.
 
 Deliberately simpler: deletion is immediate (a real server keeps a bound pod
 with a ``deletionTimestamp`` until its kubelet confirms — the fake emits that
@@ -59,6 +63,7 @@ from fluence_core.cluster_api import (
     PODGROUPS,
     PODS,
     RESYNC,
+    TOKEN_REVIEWS,
     KubeDict,
     ObjectList,
     Patch,
@@ -131,10 +136,45 @@ class FakeCluster:
         self._rv = 0
         self._serial = 0
         self._cond = threading.Condition(threading.RLock())
+        self._tokens: dict[str, tuple[str, KubeDict]] = {}
+        """token -> (audience, the pod it is bound to)"""
         for name in _INITIAL_NAMESPACES:
             self.create(NAMESPACES, {"metadata": {"name": name}})
 
     # -- helpers for tests and the simulator -------------------------------
+
+    def issue_token(self, pod: Mapping[str, Any], audience: str) -> str:
+        """A token of ``pod``'s ServiceAccount, bound to ``pod``, for ``audience``."""
+        with self._cond:
+            self._serial += 1
+            token = f"fake-token-{self._serial:05x}"
+            self._tokens[token] = (audience, copy.deepcopy(dict(pod)))
+            return token
+
+    def _review_token(self, spec: Mapping[str, Any]) -> KubeDict:
+        found = self._tokens.get(str(spec.get("token") or ""))
+        wanted = list(spec.get("audiences") or [])
+        if found is None:
+            return {"authenticated": False, "error": "invalid bearer token"}
+        audience, pod = found
+        if wanted and audience not in wanted:
+            return {"authenticated": False, "error": "token audiences do not match"}
+        meta = pod.get("metadata") or {}
+        current = self._objects.get(self._key(PODS, meta.get("name", ""), meta.get("namespace")))
+        if current is None or current["metadata"].get("uid") != meta.get("uid"):
+            return {"authenticated": False, "error": "the pod the token is bound to is gone"}
+        account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        return {
+            "authenticated": True,
+            "audiences": [audience],
+            "user": {
+                "username": f"system:serviceaccount:{meta.get('namespace')}:{account}",
+                "extra": {
+                    "authentication.kubernetes.io/pod-name": [meta.get("name")],
+                    "authentication.kubernetes.io/pod-uid": [meta.get("uid")],
+                },
+            },
+        }
 
     @property
     def resource_version(self) -> str:
@@ -239,6 +279,10 @@ class FakeCluster:
         obj = copy.deepcopy(dict(body))
         metadata = obj.setdefault("metadata", {})
         with self._cond:
+            if res.plural == TOKEN_REVIEWS.plural:
+                obj.update(apiVersion=res.api_version, kind=res.kind,
+                           status=self._review_token(obj.get("spec") or {}))
+                return obj
             if res.namespaced:
                 ns = namespace or metadata.get("namespace") or "default"
                 if self._objects.get(("namespaces", "", ns)) is None:

@@ -11,6 +11,7 @@ removal are one JSON patch per worker, so no worker runs unstamped.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fluence_core import names
@@ -139,3 +140,105 @@ def release(cluster: ClusterAPI, scout: Mapping[str, Any], gate: str,
     workers = workers_of(cluster, scout)
     done = [w["metadata"]["name"] for w in workers if ungate(cluster, w, gate, annotations)]
     return done, running(workers)
+
+
+# -- the scout's reports (docs/scout-report.md) --------------------------------------------
+
+REPORT_EVENTS = (names.REPORT_FOUND, names.REPORT_RELEASE, names.REPORT_FINAL)
+RELEASE_STATUSES = (names.SCOUT_STATUS_READY, names.SCOUT_STATUS_NO_RESULT,
+                    names.SCOUT_STATUS_NOT_FOUND)
+FINAL_STATUSES = (*RELEASE_STATUSES, names.SCOUT_STATUS_OBSERVED)
+MAX_FIELD = 1024
+"""Characters a report's job id or session may have (they become annotation values)."""
+
+
+class BadReport(ValueError):
+    """A report that is not what docs/scout-report.md describes; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """One report of a scout's sidecar."""
+
+    event: str
+    status: str | None = None
+    job_id: str | None = None
+    session: str | None = None
+    position: int | None = None
+    workers_finished: bool | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON body, as the sidecar sends it."""
+        body: dict[str, Any] = {"event": self.event}
+        for key, value in (("status", self.status), ("jobId", self.job_id),
+                           ("session", self.session), ("position", self.position),
+                           ("workersFinished", self.workers_finished)):
+            if value is not None:
+                body[key] = value
+        return body
+
+
+def _text(body: Mapping[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_FIELD:
+        raise BadReport(f"{key!r} must be a non-empty string of at most {MAX_FIELD} characters")
+    return value
+
+
+def parse_report(body: object) -> Report:
+    """The report in a decoded JSON body; :class:`BadReport` names what is wrong."""
+    if not isinstance(body, Mapping):
+        raise BadReport("the body must be a JSON object")
+    event = body.get("event")
+    if event not in REPORT_EVENTS:
+        raise BadReport(f"'event' must be one of {', '.join(REPORT_EVENTS)}, not {event!r}")
+    status = _text(body, "status")
+    allowed = {names.REPORT_RELEASE: RELEASE_STATUSES, names.REPORT_FINAL: FINAL_STATUSES}
+    if event in allowed and status not in allowed[event]:
+        raise BadReport(f"'status' of a {event} report must be one of "
+                        f"{', '.join(allowed[event])}, not {status!r}")
+    position = body.get("position")
+    if position is not None and (type(position) is not int or not 0 <= position < 2**31):
+        raise BadReport(f"'position' must be a queue position (an integer >= 0), not {position!r}")
+    finished = body.get("workersFinished")
+    if finished is not None and not isinstance(finished, bool):
+        raise BadReport(f"'workersFinished' must be true or false, not {finished!r}")
+    return Report(str(event), status, _text(body, "jobId"), _text(body, "session"), position,
+                  finished)
+
+
+def apply_report(cluster: ClusterAPI, scout: Mapping[str, Any], report: Report,
+                 gate: str) -> dict[str, Any]:
+    """Act on a report from ``scout`` (already known to be the group's scout): the reply."""
+    meta = _meta(scout)
+    where = f"{meta.get('namespace')}/{meta.get('name')}"
+    own: dict[str, str] = {}
+    if report.job_id:
+        own[names.SCOUT_JOB_ID_ANNOTATION] = report.job_id
+    if report.session:
+        own[names.SCOUT_SESSION_ANNOTATION] = report.session
+    reply: dict[str, Any] = {"ok": True}
+    if report.event == names.REPORT_FOUND:
+        if report.position is not None:
+            own[names.SCOUT_QUEUE_POSITION_ANNOTATION] = str(report.position)
+        logger.info("scout %s found its task %s (queue position %s)", where, report.job_id,
+                    report.position)
+    elif report.event == names.REPORT_RELEASE:
+        assert report.status is not None
+        own[names.SCOUT_STATUS_ANNOTATION] = report.status
+        stamped = stamp(scout, report.status, report.job_id, report.session)
+        ungated, still = release(cluster, scout, gate, stamped)
+        reply.update(ungated=ungated, running=still)
+        if ungated:
+            logger.info("scout %s (%s): released %s", where, report.status, ", ".join(ungated))
+    else:
+        assert report.status is not None
+        own[names.SCOUT_STATUS_ANNOTATION] = report.status
+        logger.info("scout %s finished: %s (workers finished: %s)", where, report.status,
+                    report.workers_finished)
+    if own:
+        cluster.patch(PODS, str(meta.get("name")), {"metadata": {"annotations": own}},
+                      meta.get("namespace"))
+    return reply

@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Final, Self
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from fluence_core import names
@@ -109,12 +109,12 @@ class Settings(BaseSettings):
         default=1, ge=1, description="Memory vertices per core in the graph."
     )
     kube_qps: float = Field(
-        json_schema_extra=_reads(SCHEDULER, WEBHOOK, SIDECAR),
+        json_schema_extra=_reads(SCHEDULER, WEBHOOK),
         default=KUBE_QPS, gt=0,
         description="API requests per second (token bucket; events have a bucket of their own).",
     )
     kube_burst: int = Field(
-        json_schema_extra=_reads(SCHEDULER, WEBHOOK, SIDECAR),
+        json_schema_extra=_reads(SCHEDULER, WEBHOOK),
         default=KUBE_BURST, ge=1, description="Token bucket burst size."
     )
     pod_uid: str | None = Field(
@@ -230,7 +230,7 @@ class Settings(BaseSettings):
         description="Image of the stage init container and the sidecar.",
     )
     quantum_gate: str = Field(
-        json_schema_extra=_reads(WEBHOOK, SIDECAR),
+        json_schema_extra=_reads(WEBHOOK),
         default=names.QUANTUM_GATE,
         description="Scheduling gate shared-coordination workers wait behind.",
     )
@@ -240,6 +240,30 @@ class Settings(BaseSettings):
         description="Seconds between asking each provider for backend prices, queues and "
         f"status, written to the {names.BACKENDS_CONFIGMAP} ConfigMap in Fluence's namespace "
         "for `kubectl fluence select` (0: off).",
+    )
+
+    report_url: str | None = Field(
+        json_schema_extra=_reads(WEBHOOK, SIDECAR),
+        default=None,
+        description="Where the scout's sidecar sends its reports; unset: the webhook's Service, "
+        f"https://<webhook_service>.<webhook_namespace>.svc{names.REPORT_PATH}.",
+    )
+    report_audience: str = Field(
+        json_schema_extra=_reads(WEBHOOK),
+        default="fluence", min_length=1,
+        description="Audience of the sidecar's projected token; reports with a token for "
+        "any other audience are refused.",
+    )
+    report_ca: str | None = Field(
+        json_schema_extra=_reads(WEBHOOK, SIDECAR),
+        default=None,
+        description="PEM of the CA the sidecar trusts for its reports; unset on the webhook: "
+        "its own serving CA.",
+    )
+    report_token_file: Path = Field(
+        json_schema_extra=_reads(SIDECAR, per_pod=True),
+        default=Path(names.REPORT_TOKEN_MOUNT) / names.REPORT_TOKEN_FILE,
+        description="The sidecar's projected token for its reports (mounted by the webhook).",
     )
 
     _split_disable = field_validator("disable_plugins", mode="before")(_split_csv)
@@ -259,6 +283,20 @@ class Settings(BaseSettings):
         """``ON``, ``First``: enum values are read case-insensitively."""
         return value.strip().lower() if isinstance(value, str) else value
     _split_handlers = field_validator("webhook_handlers", mode="before")(_split_csv)
+
+    @field_validator("report_url")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("https://"):
+            raise ValueError("expected an https:// URL (the token must not travel in clear)")
+        return value
+
+    @model_validator(mode="after")
+    def _report_url(self) -> Self:
+        if self.report_url is None:
+            self.report_url = (f"https://{self.webhook_service}.{self.webhook_namespace}.svc"
+                               f"{names.REPORT_PATH}")
+        return self
 
     @field_validator("log_level", mode="before")
     @classmethod

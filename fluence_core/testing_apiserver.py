@@ -53,6 +53,7 @@ from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, tls
+from fluence_core.webhook.report import ReportEndpoint
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.server import WebhookServer, server_context
 
@@ -428,16 +429,20 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
     ``namespace``, and the CA patched in by :func:`tls.patch_ca_bundle`, the
     path the deployed webhook takes. ``service`` defaults to the built-in
     handlers and plugins for ``settings`` over ``kube``, with a background
-    writer for PodGroups as ``fluence webhook`` has. On exit the configuration
-    is deleted first (no request then reaches a closed port), then the server
-    stops and the writer finishes.
+    writer for PodGroups as ``fluence webhook`` has; the scouts' report endpoint
+    (``/v1/scout-report``) is served too, and scouts are given this CA to trust. On
+    exit the configuration is deleted first (no request then reaches a closed port),
+    then the server stops and the writer finishes.
     """
     cert = tls.generate(["localhost"], workdir, ip_addresses=["127.0.0.1"])
+    if settings.report_ca is None:  # as fluence webhook does: scouts trust its serving CA
+        settings = settings.model_copy(update={"report_ca": cert.ca_pem.decode()})
     if service is None:
         service = build_service(settings, get_plugin_manager(settings), kube,
                                 writer=BackgroundWriter())
     server = WebhookServer(("127.0.0.1", 0), service,
-                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
+                           reports=ReportEndpoint(kube, settings))
     threading.Thread(target=server.serve_forever, daemon=True, name="e2e-webhook").start()
     name = settings.webhook_config
     try:

@@ -36,6 +36,7 @@ from fluence_core.kubeyaml import read_objects
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.runtime.fake_provider import QUEUED, RUNNING, FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import collect_providers
+from fluence_core.runtime.report import LocalReporter
 from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
@@ -45,7 +46,7 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "hybrid"
-GATE = "example.org/hybrid-ready"  # not the default: the name must travel webhook -> sidecar
+GATE = "example.org/hybrid-ready"  # not the default: the webhook gates and Fluence ungates it
 RESOURCES = """
 resources:
   - type: qdevice
@@ -176,7 +177,12 @@ def test_webhook_scheduler_and_sidecar_release_the_workers_together(
     assert wiring[names.ENV_POD_NAME] == "metadata.name"
     assert wiring[names.ENV_POD_NAMESPACE] == "metadata.namespace"
     assert wiring[names.ENV_RUNTIME_DIR] == names.RUNTIME_MOUNT
-    assert wiring[names.SETTINGS_ENV_PREFIX + "QUANTUM_GATE"] == GATE
+    assert names.SETTINGS_ENV_PREFIX + "QUANTUM_GATE" not in wiring  # Fluence ungates, not it
+    assert wiring[names.ENV_REPORT_TOKEN_FILE] == (
+        f"{names.REPORT_TOKEN_MOUNT}/{names.REPORT_TOKEN_FILE}")
+    token = next(v for v in scout["spec"]["volumes"] if v["name"] == names.REPORT_TOKEN_VOLUME)
+    assert token["projected"]["sources"][0]["serviceAccountToken"]["audience"] == (
+        settings.report_audience)
     assert wiring[names.ENV_BACKEND] == f"metadata.annotations['{names.BACKEND_ANNOTATION}']"
     assert env_sources(app)[names.ENV_POD_UID] == "metadata.uid"
     assert env_sources(app)[names.ENV_RUNTIME_DIR] == names.RUNTIME_MOUNT
@@ -231,15 +237,15 @@ def test_webhook_scheduler_and_sidecar_release_the_workers_together(
         monkeypatch.setenv(variable, value)
     sidecar_settings = load_settings()
     assert (sidecar_settings.pod_name, sidecar_settings.pod_namespace) == ("vqe-0", NAMESPACE)
-    assert sidecar_settings.quantum_gate == GATE
 
     clock = VirtualClock()
     fake = FakeQueueProvider(clock, {scout["metadata"]["uid"]: FakeTask(
         "fake-task/0001", SCRIPT, session="session-42")})
     real = collect_providers(get_plugin_manager(sidecar_settings))
-    sidecar = sidecar_from_env(sidecar_settings, cluster, [*real, fake], clock=clock)
+    # The reports applied in process, as Fluence (the webhook's settings) applies them.
+    fluence = LocalReporter(cluster, NAMESPACE, "vqe-0", settings.quantum_gate)
+    sidecar = sidecar_from_env(sidecar_settings, fluence, [*real, fake], clock=clock)
     assert sidecar.provider is fake and sidecar.config.backend.name == "sim_qpu"
-    assert sidecar.config.gate == GATE
 
     timeline: list[str] = []
     bound_at: dict[str, float] = {}

@@ -1,4 +1,5 @@
-"""``fluence sidecar``: the scout's sidecar, which ungates the workers at the right moment."""
+"""``fluence sidecar``: the scout's sidecar, which has the workers released at the right
+moment."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ def sidecar_command(
         None, "--observe-only/--ungate",
         help="Record the queue series only (default: $FLUENCE_OBSERVE_ONLY)."),
 ) -> None:
-    """Watch the scout's quantum task and ungate its workers when it is about to run."""
-    from fluence_core.kube import KubeCluster
+    """Watch the scout's quantum task and have Fluence release its workers when it is about
+    to run (reports over HTTPS: the sidecar holds no Kubernetes rights)."""
     from fluence_core.plugins import get_plugin_manager
     from fluence_core.runtime.provider import collect_providers
+    from fluence_core.runtime.report import HttpsReporter
     from fluence_core.runtime.sidecar import sidecar_from_env
 
     settings = current_settings()
@@ -26,10 +28,10 @@ def sidecar_command(
         settings = settings.model_copy(update={"observe_only": observe_only})
     providers = collect_providers(get_plugin_manager(settings))
 
-    def connect() -> KubeCluster:
-        return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)
+    def reporter() -> HttpsReporter:
+        return HttpsReporter.from_settings(settings)
 
-    result = sidecar_from_env(settings, connect, providers).run()
+    result = sidecar_from_env(settings, reporter, providers).run()
     raise typer.Exit(code=result.exit_code)
 
 

@@ -16,13 +16,19 @@ sits in the vendor queue. The sidecar, next to the scout:
    late arrivals too, then writes the release marker the scout's session close
    waits for.
 
+It holds no Kubernetes rights: steps 3 and 4 are reports to Fluence
+(:mod:`~fluence_core.runtime.report`: HTTPS to the webhook's endpoint with the
+pod's projected token, docs/scout-report.md), and Fluence stamps and ungates the
+workers itself. The release report is sent until it gets through.
+
 Failure modes are explicit and fail open, so workers are never stranded: a task
 not found in time, or one that failed with no result, still ungates the
 workers, with ``scout-status`` saying so, and the sidecar exits non-zero.
 Observe-only mode records the queue series and ungates nothing.
 
-It talks to Kubernetes only through :class:`~fluence_core.cluster_api.ClusterAPI`
-and keeps time through a :class:`Clock`, so tests run it in virtual time.
+It keeps time through a :class:`Clock`, so tests run it in virtual time; given a
+:class:`~fluence_core.cluster_api.ClusterAPI` instead of a reporter (``fluence sim``,
+tests) it applies its reports in process.
 """
 
 from __future__ import annotations
@@ -35,10 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fluence_core import names, release
-from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
-from fluence_core.kube_errors import ApiError, NotFound
+from fluence_core import names
+from fluence_core.cluster_api import ClusterAPI
 from fluence_core.log import logger
+from fluence_core.release import Report
+from fluence_core.runtime.report import LocalReporter, Reporter, ReportError
 from fluence_core.runtime.provider import Backend, Provider, attributes_from_env, resolve_provider
 
 SERIES_FILE = "queue-series.jsonl"
@@ -82,7 +89,7 @@ class Outcome(str, enum.Enum):
     READY = names.SCOUT_STATUS_READY
     NO_RESULT = names.SCOUT_STATUS_NO_RESULT
     NOT_FOUND = names.SCOUT_STATUS_NOT_FOUND
-    OBSERVED = "observed"
+    OBSERVED = names.SCOUT_STATUS_OBSERVED
 
 
 @dataclass(frozen=True)
@@ -139,14 +146,16 @@ class SidecarResult:
 class Sidecar:
     """One run of the sidecar for one scout (see the module docstring)."""
 
-    def __init__(self, cluster: ClusterAPI, provider: Provider, config: SidecarConfig,
-                 clock: Clock | None = None) -> None:
-        self.cluster = cluster
+    def __init__(self, reporter: Reporter | ClusterAPI, provider: Provider,
+                 config: SidecarConfig, clock: Clock | None = None) -> None:
+        if not isinstance(reporter, Reporter):
+            reporter = LocalReporter(reporter, config.namespace, config.pod_name, config.gate)
+        self.reporter = reporter
         self.provider = provider
         self.config = config
         self.clock = clock or RealClock()
         self.result = SidecarResult(Outcome.NOT_FOUND)
-        self._me: KubeDict | None = None
+        self._found_told = False
 
     # -- the whole run -----------------------------------------------------
 
@@ -171,15 +180,16 @@ class Sidecar:
                 self.result.session = self.provider.session(task)
             except Exception as error:
                 logger.warning("session of task %s unknown: %s", self.result.job_id, error)
-        if outcome is Outcome.OBSERVED:
-            return self.result
-        self._annotate_self()
-        self.ungate_workers()
-        if outcome is Outcome.READY:
-            self.result.workers_finished = self._wait_for_workers()
-        else:
-            logger.error("workers released without a result (%s); exiting non-zero", outcome.value)
-        self._release_scout()
+        if outcome is not Outcome.OBSERVED:
+            self.ungate_workers()
+            if outcome is Outcome.READY:
+                self.result.workers_finished = self._wait_for_workers()
+            else:
+                logger.error("workers released without a result (%s); exiting non-zero",
+                             outcome.value)
+            self._release_scout()
+        self._tell(Report(names.REPORT_FINAL, outcome.value, self.result.job_id,
+                          self.result.session, workers_finished=self.result.workers_finished))
         return self.result
 
     # -- steps -------------------------------------------------------------
@@ -212,6 +222,10 @@ class Sidecar:
                 logger.warning("polling task %s failed (will retry): %s", self.result.job_id, error)
                 self.clock.sleep(cfg.poll_interval)
                 continue
+            if not self._found_told:
+                self._found_told = True
+                self._tell(Report(names.REPORT_FOUND, job_id=self.result.job_id,
+                                  session=self._session(task), position=position))
             if position != last:
                 logger.info("task %s queue position %s -> %s", self.result.job_id,
                             "?" if not isinstance(last, (int, type(None))) else last, position)
@@ -242,39 +256,36 @@ class Sidecar:
         except OSError as error:
             logger.warning("cannot record the queue series: %s", error)
 
-    # -- Kubernetes --------------------------------------------------------
+    # -- reports to Fluence ------------------------------------------------
 
-    def me(self) -> KubeDict:
-        """The scout's own pod, read once its backend is known (the scheduler wrote it)."""
-        if self._me is None:
-            found = self.cluster.get(PODS, self.config.pod_name, self.config.namespace)
-            if found is None:
-                raise NotFound(404, f"pod {self.config.namespace}/{self.config.pod_name} not found")
-            self._me = found
-        return self._me
-
-    def workers(self) -> list[KubeDict]:
-        """Every other pod of the group that is not a scout."""
-        return release.workers_of(self.cluster, self.me())
-
-    def _stamp(self) -> dict[str, str]:
-        """Outcome, task, session and the scout's backend annotations (the workers' env)."""
-        return release.stamp(self.me(), self.result.outcome.value, self.result.job_id,
-                             self.result.session)
-
-    def _annotate_self(self) -> None:
+    def _session(self, task: Any) -> str | None:
         try:
-            stamp = {k: v for k, v in self._stamp().items()
-                     if k not in release.backend_annotations(self.me())}
-            self.cluster.patch(PODS, self.config.pod_name, {"metadata": {"annotations": stamp}},
-                               self.config.namespace)
-        except ApiError as error:
-            logger.warning("cannot annotate the scout: %s", error)
+            return self.provider.session(task)
+        except Exception as error:
+            logger.debug("session of task %s not known yet: %s", self.result.job_id, error)
+            return None
+
+    def _tell(self, report: Report) -> dict[str, Any] | None:
+        """Send a report once; a failure is logged (only the release must get through)."""
+        try:
+            return self.reporter.report(report.event, report.payload())
+        except ReportError as error:
+            logger.warning("%s report not delivered: %s", report.event, error)
+            return None
+
+    def _release(self) -> dict[str, Any]:
+        """The release report, sent until it gets through: workers are never stranded."""
+        report = Report(names.REPORT_RELEASE, self.result.outcome.value, self.result.job_id,
+                        self.result.session)
+        while True:
+            reply = self._tell(report)
+            if reply is not None:
+                return reply
+            self.clock.sleep(self.config.poll_interval)
 
     def ungate_workers(self) -> list[str]:
-        """Stamp and ungate every worker still behind the gate; returns who was ungated now."""
-        done = [w["metadata"]["name"] for w in self.workers()
-                if release.ungate(self.cluster, w, self.config.gate, self._stamp())]
+        """Ask Fluence to stamp and ungate every worker still gated; who was ungated now."""
+        done = [str(name) for name in self._release().get("ungated") or []]
         self.result.ungated.extend(done)
         return done
 
@@ -282,12 +293,15 @@ class Sidecar:
         cfg = self.config
         deadline = None if cfg.worker_timeout == 0 else self.clock.now() + cfg.worker_timeout
         while True:
-            try:
-                self.ungate_workers()  # late arrivals (a Job replacing a pod) are released too
-                running = release.running(self.workers())
-            except ApiError as error:
-                logger.warning("listing workers failed (will retry): %s", error)
+            # Each poll is a release report: late arrivals (a Job replacing a pod) go too.
+            report = Report(names.REPORT_RELEASE, self.result.outcome.value, self.result.job_id,
+                            self.result.session)
+            reply = self._tell(report)
+            if reply is None:
                 running = ["?"]
+            else:
+                self.result.ungated.extend(str(n) for n in reply.get("ungated") or [])
+                running = [str(n) for n in reply.get("running") or []]
             if not running:
                 logger.info("all workers finished")
                 return True
@@ -309,14 +323,17 @@ class Sidecar:
             logger.warning("cannot write the release marker: %s", error)
 
 
-def sidecar_from_env(settings: Any, cluster: ClusterAPI | Callable[[], ClusterAPI],
+def sidecar_from_env(settings: Any,
+                     reporter: Reporter | ClusterAPI | Callable[[], Reporter | ClusterAPI],
                      providers: list[Provider], *, environ: Mapping[str, str] | None = None,
                      clock: Clock | None = None) -> Sidecar:
     """The sidecar ``fluence sidecar`` runs: the provider resolved from the ``FLUXION_*``
     variables (downward API from the backend annotations the scheduler wrote), the rest
-    from ``settings`` (``FLUENCE_*``, as the webhook injected them). ``cluster`` may be a
+    from ``settings`` (``FLUENCE_*``, as the webhook injected them). ``reporter`` may be a
     factory, called only once the configuration is known to be complete."""
     attributes = attributes_from_env(environ)
     provider = resolve_provider(attributes, providers)
     config = SidecarConfig.from_settings(settings, Backend.from_attributes(attributes))
-    return Sidecar(cluster() if callable(cluster) else cluster, provider, config, clock)
+    if not isinstance(reporter, (Reporter, ClusterAPI)):
+        reporter = reporter()
+    return Sidecar(reporter, provider, config, clock)

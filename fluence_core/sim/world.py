@@ -44,6 +44,7 @@ from fluence_core.plugins import get_plugin_manager
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.runtime import select
 from fluence_core.runtime.provider import Backend, attributes_from_env, resolve_provider
+from fluence_core.runtime.report import LocalReporter
 from fluence_core.runtime.sidecar import Sidecar, SidecarConfig, SidecarResult
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import Settings, load_settings
@@ -530,7 +531,10 @@ class Run:
             SidecarConfig.from_settings(settings, Backend.from_attributes(attributes)),
             runtime_dir=None,
         )
-        return Sidecar(self.cluster, provider, config, clock).run()
+        # Its reports are applied in process, with Fluence's own settings (the gate).
+        fluence = LocalReporter(self.cluster, config.namespace, config.pod_name,
+                                self.settings.quantum_gate)
+        return Sidecar(fluence, provider, config, clock).run()
 
     def _sidecar_exited(self, job: JobState, process: Process) -> None:
         job.sidecar = process.result

@@ -40,3 +40,17 @@ def add_to_list(owner: Mapping[str, Any], base: str, key: str, item: dict[str, A
     if current is None:
         return [{"op": "add", "path": base + pointer(key), "value": [item]}]
     return [{"op": "add", "path": base + pointer(key, "-"), "value": item}]
+
+
+def add_all_to_list(owner: Mapping[str, Any], base: str, key: str,
+                    items: list[dict[str, Any]], *, identity: str = "name") -> JsonPatch:
+    """:func:`add_to_list` for several items at once (separate calls, each computed against
+    the original, would each create the list when it is absent)."""
+    current = owner.get(key)
+    present = {entry.get(identity) for entry in current or []}
+    missing = [item for item in items if item.get(identity) not in present]
+    if not missing:
+        return []
+    if current is None:
+        return [{"op": "add", "path": base + pointer(key), "value": missing}]
+    return [{"op": "add", "path": base + pointer(key, "-"), "value": item} for item in missing]

@@ -6,11 +6,13 @@ import signal
 import threading
 from typing import Any
 
+from fluence_core import names
 from fluence_core.cluster_api import ClusterAPI
 from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, log_contract, tls
+from fluence_core.webhook.report import ReportEndpoint
 from fluence_core.webhook.server import WebhookServer, server_context
 
 
@@ -22,13 +24,21 @@ def connect(settings: Settings) -> ClusterAPI:
 
 def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "0.0.0.0",
                 port: int | None = None, manager: Any = None) -> WebhookServer:
-    """Everything but the serving loop (tests call this with a fake cluster and port 0)."""
+    """Everything but the serving loop (tests call this with a fake cluster and port 0).
+
+    The scout's sidecar trusts the CA the webhook serves with, unless FLUENCE_REPORT_CA
+    names another: the certificate comes first, so the handlers inject it.
+    """
+    cert = tls.bootstrap(settings, cluster)
+    if settings.report_ca is None:
+        settings = settings.model_copy(update={"report_ca": cert.ca_pem.decode()})
     manager = manager or get_plugin_manager(settings)
     service = build_service(settings, manager, cluster, writer=BackgroundWriter())
     log_contract(service)
-    cert = tls.bootstrap(settings, cluster)
+    reports = None if cluster is None else ReportEndpoint(cluster, settings)
     server = WebhookServer((host, settings.webhook_port if port is None else port), service,
-                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
+                           reports=reports)
     return server
 
 
@@ -36,7 +46,8 @@ def run(settings: Settings, cluster: ClusterAPI | None = None) -> None:
     """Serve until SIGTERM/SIGINT."""
     cluster = cluster or connect(settings)
     server = make_server(settings, cluster)
-    logger.info("webhook: serving AdmissionReview on https://0.0.0.0:%d", server.port)
+    logger.info("webhook: serving AdmissionReview on https://0.0.0.0:%d (scout reports on %s)",
+                server.port, names.REPORT_PATH if server.reports else "nothing")
 
     def stop(signum: int, frame: Any) -> None:
         logger.info("webhook: signal %d, shutting down", signum)

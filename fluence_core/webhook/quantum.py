@@ -11,11 +11,11 @@ quantum task, from its **scout** (Job completion index 0); the classical
   vendor's queue and ungates the workers. The sidecar gets the app's ``env`` and
   ``envFrom`` references (:mod:`~fluence_core.webhook.credentials`: the vendor
   credentials) and every setting it reads, at the webhook's values
-  (:func:`~fluence_core.settings.pod_env`); the app containers get the scout's. The
-  pod keeps its own ServiceAccount, and the webhook grants no rights to anyone (a
-  request could name any ServiceAccount). Until the sidecar reports to Fluence
-  instead (issue 14), an operator who runs shared groups grants that account pods
-  get/list/patch in the namespace themselves (``deploy/optional/sidecar-rbac.yaml``).
+  (:func:`~fluence_core.settings.pod_env`: among them where to report and the CA to
+  trust); the app containers get the scout's. The pod keeps its own ServiceAccount,
+  and nobody is granted anything: the sidecar holds no Kubernetes rights. It
+  reports to Fluence with a projected ServiceAccount token of Fluence's audience,
+  mounted here, and Fluence ungates the workers (docs/scout-report.md).
 * workers: PodGroup ``<group>`` of N-1, scheduling gate, priority class
   ``fluence-quantum-classical`` unless one is set, role and scout env, and no
   virtual request (the scout holds it). The containers that asked for it get
@@ -43,7 +43,16 @@ from fluence_core.webhook import pods
 from fluence_core.webhook.credentials import copy_credentials
 from fluence_core.webhook._patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
-from fluence_core.webhook.env import add_env, add_to_list, annotation_env, field_env
+from fluence_core.webhook.env import (
+    add_all_to_list,
+    add_env,
+    add_to_list,
+    annotation_env,
+    field_env,
+)
+
+TOKEN_SECONDS = 3600
+"""Lifetime of the sidecar's report token; the kubelet renews it at 80 % of that."""
 
 
 def backend_env(attribute_keys: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -62,6 +71,7 @@ class QuantumSplitHandler(Handler):
     def __init__(self, settings: Settings) -> None:
         self.image = settings.runtime_image
         self.gate = settings.quantum_gate
+        self.audience = settings.report_audience
         self.sidecar_settings = pod_env(settings, SIDECAR)
         self.scout_settings = pod_env(settings, SCOUT)
 
@@ -131,7 +141,17 @@ class QuantumSplitHandler(Handler):
         for index in reversed(range(len(gates))):
             if gates[index].get("name") == self.gate:  # the scout is never gated
                 ops.append({"op": "remove", "path": pointer("spec", "schedulingGates", index)})
-        ops += add_to_list(spec, "/spec", "volumes", {"name": names.RUNTIME_VOLUME, "emptyDir": {}})
+        token = {
+            "serviceAccountToken": {
+                "audience": self.audience,
+                "expirationSeconds": TOKEN_SECONDS,
+                "path": names.REPORT_TOKEN_FILE,
+            }
+        }
+        ops += add_all_to_list(spec, "/spec", "volumes", [
+            {"name": names.RUNTIME_VOLUME, "emptyDir": {}},
+            {"name": names.REPORT_TOKEN_VOLUME, "projected": {"sources": [token]}},
+        ])
         mount = {"name": names.RUNTIME_VOLUME, "mountPath": names.RUNTIME_MOUNT}
         ops += add_to_list(
             spec,
@@ -168,6 +188,8 @@ class QuantumSplitHandler(Handler):
             {"name": names.ENV_GROUP, "value": group},
             {"name": names.ENV_GROUP_SIZE, "value": str(size)},
             *self.sidecar_settings,
+            {"name": names.ENV_REPORT_TOKEN_FILE,
+             "value": f"{names.REPORT_TOKEN_MOUNT}/{names.REPORT_TOKEN_FILE}"},
             runtime,
             field_env(names.ENV_POD_NAME, "metadata.name"),
             field_env(names.ENV_POD_NAMESPACE, "metadata.namespace"),
@@ -183,7 +205,11 @@ class QuantumSplitHandler(Handler):
             "command": ["fluence", "sidecar"],
             # The app's references (minus the names set here), then the sidecar's own.
             "env": credentials.env + env,
-            "volumeMounts": [dict(mount)],
+            "volumeMounts": [
+                dict(mount),
+                {"name": names.REPORT_TOKEN_VOLUME, "mountPath": names.REPORT_TOKEN_MOUNT,
+                 "readOnly": True},
+            ],
             "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
         }
         if credentials.env_from:

@@ -21,7 +21,9 @@ dependency. Hardening:
 * at most ``max_connections`` connections are served at once, and at most
   ``max_per_client`` from one address, so one client cannot take every slot; more
   are closed at accept;
-* every POST gets an AdmissionReview back, whatever the body held.
+* every POST gets an AdmissionReview back, whatever the body held, but for the
+  scout's reports (``POST /v1/scout-report``, :mod:`~fluence_core.webhook.report`),
+  which get JSON, bounded at ``MAX_REPORT`` bytes.
 
 Latency: a response leaves in one write on a socket with ``TCP_NODELAY``. The
 standard handler writes the status line and headers, then the body, straight
@@ -43,6 +45,8 @@ from typing import Any, cast
 
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
+from fluence_core import names
+from fluence_core.webhook.report import MAX_REPORT, ReportEndpoint
 from fluence_core.webhook.review import AdmissionService, deny
 
 MAX_BODY = 4 * 1024 * 1024
@@ -83,8 +87,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _refuse(self, status: int, message: str) -> None:
-        """An error as an AdmissionReview; the connection closes (the body may be unread)."""
+        """An error as an AdmissionReview (a report's as JSON); the connection closes (the body
+        may be unread)."""
+        if self._is_report():
+            self._send(status, {"error": message, "code": status}, close=True)
+            return
         self._send(status, deny("", f"fluence webhook: {message}", code=status), close=True)
+
+    def _is_report(self) -> bool:
+        return self.path.split("?", 1)[0] == names.REPORT_PATH
 
     served = False  # a request was answered on this connection
 
@@ -130,13 +141,20 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ValueError
         except ValueError:
             return self._refuse(400, f"bad Content-Length {raw_length!r}")
-        if length > self.server.max_body:
-            return self._refuse(413, f"body of {length} bytes exceeds {self.server.max_body}")
+        reports = self.server.reports if self._is_report() else None
+        if self._is_report() and reports is None:
+            return self._refuse(404, "this server takes no scout reports (no cluster connection)")
+        limit = MAX_REPORT if reports is not None else self.server.max_body
+        if length > limit:
+            return self._refuse(413, f"body of {length} bytes exceeds {limit}")
         body = self.rfile.read(length)
         self.server.unwatch(self.connection)  # read in time: the review's own time is ours
         if len(body) != length:
             self.close_connection = True
             return  # the client went away mid-body: nobody to answer
+        if reports is not None:
+            reply = reports.handle(self.headers.get("Authorization"), body)
+            return self._send(reply.status, reply.body)
         outcome = self.server.service.review(body)
         self._send(outcome.status, outcome.body)
 
@@ -158,9 +176,11 @@ class WebhookServer(ThreadingHTTPServer):
                  timeout: float = READ_TIMEOUT, max_connections: int = 512,
                  max_per_client: int = MAX_PER_CLIENT,
                  request_deadline: float = REQUEST_DEADLINE,
-                 idle_timeout: float = IDLE_TIMEOUT) -> None:
+                 idle_timeout: float = IDLE_TIMEOUT,
+                 reports: ReportEndpoint | None = None) -> None:
         self.service = service
         self.idle_timeout = idle_timeout
+        self.reports = reports
         self.ssl_context = ssl_context
         self.max_body = max_body
         self.read_timeout = timeout

@@ -20,7 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ["deploy/namespace.yaml", "deploy/fluence-resources.yaml", "deploy/fluence.yaml",
              "deploy/webhook.yaml", "deploy/device-plugin.yaml", "deploy/backends.yaml",
              "deploy/optional/webhook-networkpolicy.yaml",
-             "deploy/optional/sidecar-rbac.yaml",
              "examples/pod.yaml", "examples/podgroup.yaml"]
 
 

@@ -2,18 +2,24 @@
 
 Everything Kubernetes is real: the API server calls the webhook over HTTPS,
 the job controller makes the Indexed Job's pods (when kube-controller-manager
-is among the assets; else the pods are made as it would make them), the
-scheduler runs in a thread exactly as ``fluence up`` runs it, and the sidecar
-talks to the API server with a token of the ServiceAccount the webhook gave
-the scout (so its RBAC is proven too).
+is among the assets; else the pods are made as it would make them), and the
+scheduler runs in a thread exactly as ``fluence up`` runs it. The sidecar holds
+no Kubernetes rights: it reports over HTTPS to the webhook's ``/v1/scout-report``
+with a token the API server issued (TokenRequest) for the scout's own
+ServiceAccount, bound to the scout pod, for Fluence's audience: what the kubelet
+mounts from the projected volume the webhook injected. The webhook checks it
+with a real TokenReview and ungates the workers itself.
 
 The sidecar is configured from exactly the env the webhook wrote into its
 container, resolved against the stored pod as the kubelet would resolve the
-downward API; only the vendor queue is a fake (scripted, virtual time).
+downward API, but for three things only a kubelet and cluster DNS provide: the
+token's file, the emptyDir, and the Service's name (the URL names the webhook's
+loopback port instead). The vendor queue is a fake (scripted, virtual time).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import threading
@@ -33,6 +39,7 @@ from fluence_core.kubeyaml import read_objects
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.runtime.fake_provider import QUEUED, RUNNING, FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import collect_providers
+from fluence_core.runtime.report import HttpsReporter, ReportError
 from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
@@ -102,6 +109,10 @@ class Flow:
         assert self.httpd is not None and self.httpd.service.writer is not None
         assert self.httpd.service.writer.flush(timeout=30), "background writes still pending"
 
+    def report_url(self) -> str:
+        assert self.httpd is not None
+        return f"https://127.0.0.1:{self.httpd.port}{names.REPORT_PATH}"
+
     def node(self, suffix: str, cpu: int = 4) -> None:
         name = f"{self.ns}-{suffix}"
         self.kube.create("nodes", {
@@ -140,21 +151,25 @@ def flow(
     made.close()
 
 
+ACCOUNT = "ci-deployer"
+"""The Job's own ServiceAccount (as IRSA or workload identity would use): the scout keeps it."""
+SECRET = "aws-creds"
+
+
 def submit_job(flow: Flow) -> str:
-    """The example Indexed Job of 4, kept to this test's nodes; made by the job controller
-    when it runs, else its pods are made as the controller would (index label + annotation)."""
+    """The example Indexed Job of 4, kept to this test's nodes, running as its own
+    ServiceAccount, its app reading AWS credentials from a Secret with envFrom; made by the
+    job controller when it runs, else its pods are made as the controller would (index
+    label + annotation)."""
     (job,) = read_objects(REPO / "examples" / "quantum-shared-job.yaml", kind="Job")
-    job["spec"]["template"]["spec"]["nodeSelector"] = {"e2e-ns": flow.ns}
-    # The webhook grants no rights; the operator's opt-in grant for the sidecar (until it
-    # reports to Fluence instead, issue 14): deploy/optional/sidecar-rbac.yaml, in this namespace.
-    for obj in read_objects(REPO / "deploy" / "optional" / "sidecar-rbac.yaml"):
-        obj["metadata"]["namespace"] = flow.ns
-        for subject in obj.get("subjects") or []:
-            subject["namespace"] = flow.ns
-        plural = {"ServiceAccount": "serviceaccounts", "Role": "roles",
-                  "RoleBinding": "rolebindings"}[obj["kind"]]
-        flow.kube.create(plural, obj, flow.ns)
-    job["spec"]["template"]["spec"]["serviceAccountName"] = names.SIDECAR_SERVICE_ACCOUNT
+    spec = job["spec"]["template"]["spec"]
+    spec["nodeSelector"] = {"e2e-ns": flow.ns}
+    spec["serviceAccountName"] = ACCOUNT
+    spec["containers"][0]["envFrom"] = [{"secretRef": {"name": SECRET}}]
+    flow.kube.create("serviceaccounts", {"metadata": {"name": ACCOUNT}}, flow.ns)
+    flow.kube.create("secrets", {"metadata": {"name": SECRET}, "stringData": {
+        "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "not-a-real-secret"}},
+        flow.ns)
     job = flow.kube.create("jobs", job, flow.ns)
     if flow.server.controller_manager:
         wait(lambda: len(flow.kube.list("pods", flow.ns).items) == 4, "the job controller's 4 pods")
@@ -195,17 +210,29 @@ def by_index(flow: Flow) -> dict[int, str]:
             for p in flow.kube.list("pods", flow.ns).items}
 
 
-def sidecar_token(flow: Flow) -> str:
-    """A token of the ServiceAccount the webhook gave the scout (TokenRequest via kubectl)."""
+def issue_token(flow: Flow, pod: dict[str, Any], audience: str, *, bound: bool = True,
+                account: str = ACCOUNT) -> str:
+    """A TokenRequest by the real API server (kubectl create token): ``account``'s token for
+    ``audience``, bound to ``pod`` (name and uid) as the kubelet's projected token is."""
     kubectl = find_kubectl()
     if kubectl is None:
         pytest.skip("no kubectl beside the API server binaries or on PATH")
-    done = subprocess.run(
-        [str(kubectl), f"--kubeconfig={flow.server.kubeconfig()}",
-         "-n", flow.ns, "create", "token", names.SIDECAR_SERVICE_ACCOUNT],
-        check=False, capture_output=True, text=True, timeout=60)
+    argv = [str(kubectl), f"--kubeconfig={flow.server.kubeconfig()}", "-n", flow.ns, "create",
+            "token", account, f"--audience={audience}"]
+    if bound:
+        argv += ["--bound-object-kind=Pod", f"--bound-object-name={pod['metadata']['name']}",
+                 f"--bound-object-uid={pod['metadata']['uid']}"]
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+def reporter_for(flow: Flow, token: str, ca: str) -> HttpsReporter:
+    """The sidecar's HTTPS client trusting ``ca`` (the PEM the webhook injected), the token
+    in the file the kubelet would mount, the URL at the webhook's loopback port."""
+    token_file = flow.work / f"token-{len(list(flow.work.glob('token-*')))}"
+    token_file.write_text(token)
+    return HttpsReporter(flow.report_url(), token_file, ca)
 
 
 def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -229,7 +256,23 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     assert not scout["spec"].get("schedulingGates")
     assert [c["name"] for c in scout["spec"]["containers"]] == ["app", names.SIDECAR_CONTAINER]
     assert [c["name"] for c in scout["spec"]["initContainers"]] == [names.STAGE_CONTAINER]
-    assert scout["spec"]["serviceAccountName"] == names.SIDECAR_SERVICE_ACCOUNT
+    # (a) The pod keeps its ServiceAccount; the sidecar reads the app's credentials the same
+    # way (the reference, never the value); nothing was granted to anyone.
+    assert scout["spec"]["serviceAccountName"] == ACCOUNT
+    app, sidecar = scout["spec"]["containers"]
+    assert sidecar["envFrom"] == app["envFrom"] == [{"secretRef": {"name": SECRET}}]
+    assert {r: kube.list(r, ns).items for r in ("roles", "rolebindings")} == {
+        "roles": [], "rolebindings": []}
+    accounts = sorted(a["metadata"]["name"] for a in kube.list("serviceaccounts", ns).items)
+    assert accounts == sorted(["default", ACCOUNT])
+    token_volume = next(v for v in scout["spec"]["volumes"]
+                        if v["name"] == names.REPORT_TOKEN_VOLUME)
+    projected = token_volume["projected"]["sources"][0]["serviceAccountToken"]
+    assert projected["audience"] == flow.settings.report_audience
+    flow.note(f"scout keeps ServiceAccount {ACCOUNT}; app envFrom {app['envFrom']}, "
+              f"sidecar envFrom {sidecar['envFrom']}; Roles/RoleBindings in {ns}: none; "
+              f"ServiceAccounts: {', '.join(accounts)}; projected token audience "
+              f"{projected['audience']!r}")
     mount = {"name": names.RUNTIME_VOLUME, "mountPath": names.RUNTIME_MOUNT}
     for container in scout["spec"]["containers"] + scout["spec"]["initContainers"]:
         assert mount in [
@@ -279,8 +322,22 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
         kube.get("podgroups", "vqe", ns)["metadata"].get("annotations") or {}
     )
 
+    before = {name: flow.pod(name) for name in worker_names}
+
     # -- the sidecar: configured from the env the webhook injected ------------------------------
     env = container_env(scout, names.SIDECAR_CONTAINER)
+    assert env["FLUENCE_REPORT_CA"].startswith("-----BEGIN CERTIFICATE-----")
+    assert env["FLUENCE_REPORT_URL"] == (
+        f"https://{flow.settings.webhook_service}.{flow.settings.webhook_namespace}.svc"
+        f"{names.REPORT_PATH}")
+    assert env[names.ENV_REPORT_TOKEN_FILE] == (
+        f"{names.REPORT_TOKEN_MOUNT}/{names.REPORT_TOKEN_FILE}")
+    assert not {"KUBERNETES_SERVICE_HOST", "FLUENCE_KUBE_QPS"} & set(env)
+    # What only a kubelet and cluster DNS provide: the projected token, the Service's address.
+    token_file = flow.work / "projected-token"
+    token_file.write_text(issue_token(flow, scout, flow.settings.report_audience))
+    env[names.ENV_REPORT_TOKEN_FILE] = str(token_file)
+    env["FLUENCE_REPORT_URL"] = flow.report_url()
     assert env[names.ENV_POD_UID] == scout["metadata"]["uid"]
     assert (env[names.ENV_POD_NAME], env[names.ENV_POD_NAMESPACE]) == (scout_name, ns)
     assert env[names.ENV_BACKEND] == "sim_qpu" and env["FLUXION_PROVIDER"] == "fake"
@@ -294,15 +351,13 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
     sidecar_settings = load_settings()
-    as_sidecar = KubeCluster.from_token(
-        flow.server.url, sidecar_token(flow), ca_file=flow.server.ca_file
-    )
+    reporter = HttpsReporter.from_settings(sidecar_settings)  # what `fluence sidecar` builds
     clock = VirtualClock()
     fake = FakeQueueProvider(clock, {scout["metadata"]["uid"]: FakeTask("fake-task/0001", SCRIPT,
                                                                         session="session-42")})
     real = collect_providers(get_plugin_manager(sidecar_settings))
-    sidecar = sidecar_from_env(sidecar_settings, as_sidecar, [*real, fake], clock=clock)
-    assert sidecar.provider is fake and sidecar.config.gate == names.QUANTUM_GATE
+    sidecar = sidecar_from_env(sidecar_settings, reporter, [*real, fake], clock=clock)
+    assert sidecar.provider is fake and sidecar.reporter is reporter
 
     gated_at: dict[float, bool] = {}
     finished: set[str] = set()
@@ -331,12 +386,12 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
 
     clock.on_sleep = on_sleep
     result = sidecar.run()
-    as_sidecar.close()
     for t, position in result.series:
         flow.log.append(f"[virtual {t:4g}s] vendor queue position {position}")
     flow.log.append(
-        f"[virtual {result.series[-1][0]:4g}s] sidecar: ready -> stamped job id/session, "
-        f"removed gate {names.QUANTUM_GATE} from {', '.join(sorted(result.ungated))}"
+        f"[virtual {result.series[-1][0]:4g}s] sidecar reported 'release' (ready); the "
+        f"webhook verified its token and removed gate {names.QUANTUM_GATE} from "
+        f"{', '.join(sorted(result.ungated))}"
     )
     assert result.outcome is Outcome.READY and result.exit_code == 0
     assert sorted(result.ungated) == sorted(worker_names)
@@ -345,7 +400,28 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
         gated_at[70] is True and gated_at[80] is False
     )  # released by the poll at t=70 (position 1)
     for name in worker_names:
-        assert_released_worker(flow.pod(name))
+        after = flow.pod(name)
+        assert_released_worker(after)
+        # (a) Only the gate went from the spec (and the scheduler's nodeName came).
+        assert before[name]["spec"]["schedulingGates"] == [{"name": names.QUANTUM_GATE}]
+        unchanged = {k: v for k, v in before[name]["spec"].items() if k != "schedulingGates"}
+        assert {k: v for k, v in after["spec"].items()
+                if k not in ("schedulingGates", "nodeName")} == unchanged
+        # (c) The worker's FLUXION_* read the scout's backend through the downward API.
+        wiring = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+                  for e in after["spec"]["containers"][0]["env"] if "valueFrom" in e}
+        seen = container_env(after, "app")
+        assert wiring[names.ENV_BACKEND] == f"metadata.annotations['{names.BACKEND_ANNOTATION}']"
+        assert seen[names.ENV_BACKEND] == annotations[names.BACKEND_ANNOTATION]
+        for key in ("provider", "region", "device-arn"):
+            variable = names.env_name_for_attribute(key)
+            assert seen[variable] == annotations[names.attr_annotation(key)], variable
+        flow.note(f"worker {name}: gates {before[name]['spec']['schedulingGates']} -> "
+                  f"{after['spec'].get('schedulingGates') or []}; {names.ENV_BACKEND} <- "
+                  f"{wiring[names.ENV_BACKEND]} = {seen[names.ENV_BACKEND]!r}, FLUXION_PROVIDER"
+                  f" = {seen['FLUXION_PROVIDER']!r}, FLUXION_DEVICE_ARN = "
+                  f"{seen['FLUXION_DEVICE_ARN']!r} (scout's: "
+                  f"{annotations[names.BACKEND_ANNOTATION]!r})")
     assert result.workers_finished and (runtime / names.RELEASE_MARKER_FILE).exists()
     # The workers finished: the scheduler gives their allocation back and clears the record.
     wait(
@@ -359,3 +435,56 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     assert flow.pod(scout_name)["metadata"]["annotations"][names.SCOUT_STATUS_ANNOTATION] == "ready"
     with capsys.disabled():
         print("\nhybrid flow e2e:\n  " + "\n  ".join(flow.log))
+
+
+def test_reports_with_another_pods_token_or_another_audience_are_refused(
+    flow: Flow, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """(b) Tokens the real API server issued (TokenRequest), checked by a real TokenReview:
+    only the scout's own, for Fluence's audience, is heard."""
+    # Nothing is scheduled here: admission control (which weighs the free cores of the whole
+    # shared API server, other tests' pods included) has no say in this test.
+    monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
+    flow.node("n0")
+    flow.start_webhook()
+    submit_job(flow)
+    pods = by_index(flow)
+    scout, worker = flow.pod(pods[0]), flow.pod(pods[1])
+    ca = container_env(scout, names.SIDECAR_CONTAINER)["FLUENCE_REPORT_CA"]
+    audience = flow.settings.report_audience
+    release = {"status": "ready", "jobId": "forged-task"}
+    caplog.set_level(logging.WARNING, logger=names.LOGGER_NAME)
+    cases = [
+        ("a worker's token (bound to the worker pod), Fluence's audience",
+         issue_token(flow, worker, audience), 403, "is not the scout of a shared group"),
+        ("the scout's token for another audience (the API server's)",
+         issue_token(flow, scout, "https://kubernetes.default.svc"), 401,
+         f"not valid for audience {audience!r}"),
+        ("the scout's ServiceAccount, Fluence's audience, bound to no pod",
+         issue_token(flow, scout, audience, bound=False), 403, "not a ServiceAccount token bound"),
+        ("no token a server issued", "forged.jwt.token", 401, f"audience {audience!r}"),
+    ]
+    for what, token, status, words in cases:
+        with pytest.raises(ReportError) as refused:
+            reporter_for(flow, token, ca).report(names.REPORT_RELEASE, release)
+        assert f"({status})" in str(refused.value) and words in str(refused.value), what
+        flow.note(f"{what}: {refused.value}")
+    logged = [r.getMessage() for r in caplog.records if "scout report refused" in r.getMessage()]
+    assert len(logged) == len(cases)
+    flow.log += [f"webhook log: {line}" for line in logged]
+    for name in pods.values():  # nothing changed: the workers wait behind their gate
+        pod = flow.pod(name)
+        notes = pod["metadata"].get("annotations") or {}
+        assert names.SCOUT_JOB_ID_ANNOTATION not in notes, name
+        if name != pods[0]:
+            assert pod["spec"]["schedulingGates"] == [{"name": names.QUANTUM_GATE}], name
+    # The scout's own token for Fluence's audience is heard (the control case).
+    reply = reporter_for(flow, issue_token(flow, scout, audience), ca).report(
+        names.REPORT_FOUND, {"jobId": "task-7", "position": 3})
+    assert reply == {"ok": True}
+    noted = flow.pod(pods[0])["metadata"]["annotations"]
+    assert noted[names.SCOUT_QUEUE_POSITION_ANNOTATION] == "3"
+    flow.note(f"the scout's own token, audience {audience!r}: {reply}")
+    with capsys.disabled():
+        print("\nscout report refusals e2e:\n  " + "\n  ".join(flow.log))

@@ -16,6 +16,7 @@ from fluence_core.runtime.fake_provider import (
     FakeTask,
 )
 from fluence_core.release import ungate_patch
+from fluence_core.runtime.report import LocalReporter, ReportError
 from fluence_core.runtime.sidecar import Outcome, Sidecar
 
 from .conftest import OTHER_GATE, annotations, config, finish, gates
@@ -93,7 +94,8 @@ def test_queue_position_changes_are_logged(cluster, clock, tmp_path, caplog) -> 
     finish(cluster, "worker-1", "worker-2")
     with caplog.at_level(logging.INFO, logger="fluence"):
         Sidecar(cluster, provider, config(tmp_path), clock).run()
-    changes = [r.getMessage() for r in caplog.records if "queue position" in r.getMessage()]
+    changes = [r.getMessage() for r in caplog.records
+               if r.getMessage().startswith("task job-42 queue position")]
     assert changes == ["task job-42 queue position ? -> 3", "task job-42 queue position 3 -> 2",
                        "task job-42 queue position 2 -> 1"]
 
@@ -232,3 +234,52 @@ def test_workers_are_stamped_with_the_scouts_backend_and_attributes(
         stamped = annotations(cluster, worker)
         assert {k: stamped.get(k) for k in chosen} == chosen
     assert annotations(cluster, "stranger") == {}
+
+
+class Flaky:
+    """The in-process reporter behind an endpoint that is down for the first ``failures``
+    release reports; notes every report."""
+
+    def __init__(self, inner: LocalReporter, failures: int) -> None:
+        self.inner, self.failures, self.seen = inner, failures, []
+
+    def report(self, event, payload):  # type: ignore[no-untyped-def]
+        self.seen.append((event, dict(payload)))
+        if event == names.REPORT_RELEASE and self.failures:
+            self.failures -= 1
+            raise ReportError("endpoint down")
+        return self.inner.report(event, payload)
+
+
+def test_a_release_report_that_fails_is_sent_again_until_it_gets_through(
+    cluster, clock, tmp_path
+) -> None:
+    flaky = Flaky(LocalReporter(cluster, "default", "scout", names.QUANTUM_GATE), failures=3)
+    finish(cluster, "worker-1", "worker-2")
+    provider = provider_with(clock, [(0, 2, QUEUED), (10, 1, QUEUED)], session="s-1")
+    result = Sidecar(flaky, provider, config(tmp_path), clock).run()
+    assert result.outcome is Outcome.READY and sorted(result.ungated) == ["worker-1", "worker-2"]
+    assert gates(cluster, "worker-2") == []
+    events = [event for event, _ in flaky.seen]
+    assert events == ["found"] + ["release"] * 5 + ["final"]  # 3 failed, 1 released, 1 waited
+    assert clock.now() == 10 + 3 * 10  # one poll interval between tries
+    found = flaky.seen[0][1]
+    assert (found["jobId"], found["position"]) == ("job-42", 2)
+    final = flaky.seen[-1][1]
+    assert (final["status"], final["workersFinished"]) == ("ready", True)
+
+
+def test_the_sidecar_needs_no_cluster_only_a_reporter(clock, tmp_path) -> None:
+    told: list[tuple[str, dict]] = []
+
+    class Recorder:
+        def report(self, event, payload):  # type: ignore[no-untyped-def]
+            told.append((event, dict(payload)))
+            return {"ok": True, "ungated": ["w-1"] if event == "release" and len(told) < 3
+                    else [], "running": []}
+
+    result = Sidecar(Recorder(), provider_with(clock, [(0, 1, QUEUED)]), config(tmp_path),
+                     clock).run()
+    assert result.outcome is Outcome.READY and result.ungated == ["w-1"]
+    assert [e for e, _ in told] == ["found", "release", "release", "final"]
+    assert told[1][1] == {"event": "release", "status": "ready", "jobId": "job-42"}

@@ -140,7 +140,7 @@ def test_the_webhook_reads_no_secret(settings, config):
 def test_every_setting_the_sidecar_and_scout_read_reaches_the_pod(config):
     settings = Settings(worker_timeout=900, session_hold_timeout=300, sidecar_poll_interval=2.5,
                         ungate_position=3, find_task_timeout=120, observe_only=True,
-                        log_level="debug", disable_plugins=["acme"])
+                        log_level="debug", disable_plugins=["acme"], report_ca="PEM OF A CA")
     cluster = FakeCluster()
     service = AdmissionService(settings, [QuantumSplitHandler(settings)], cluster=cluster,
                                resource_config=config)
@@ -155,6 +155,11 @@ def test_every_setting_the_sidecar_and_scout_read_reaches_the_pod(config):
     assert sidecar["FLUENCE_LOG_LEVEL"]["value"] == "DEBUG"
     assert sidecar["FLUENCE_DISABLE_PLUGINS"]["value"] == "acme"
     assert app["FLUENCE_SESSION_HOLD_TIMEOUT"]["value"] == "300.0"
+    assert sidecar["FLUENCE_REPORT_CA"]["value"] == "PEM OF A CA"
+    assert sidecar["FLUENCE_REPORT_URL"]["value"] == (
+        f"https://fluence-webhook.fluence-system.svc{names.REPORT_PATH}")
+    assert sidecar["FLUENCE_REPORT_TOKEN_FILE"]["value"] == (
+        f"{names.REPORT_TOKEN_MOUNT}/{names.REPORT_TOKEN_FILE}")
     for field, info in Settings.model_fields.items():
         variable = env_names(Settings, field)[0]
         per_pod = (info.json_schema_extra or {}).get("per_pod")  # type: ignore[union-attr]

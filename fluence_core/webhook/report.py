@@ -1,0 +1,155 @@
+"""The scout's report endpoint: ``POST /v1/scout-report`` on the webhook's HTTPS server.
+
+The scout's sidecar holds no Kubernetes rights. It tells Fluence what it saw
+(task found; release the workers; final status) and Fluence acts with its own,
+narrow rights. The protocol is in ``docs/scout-report.md``. Each report is
+checked, in order, and refused with a JSON error and a log line otherwise:
+
+1. a bearer token (401 without one);
+2. a TokenReview (through the cluster wrapper) says it is valid for Fluence's
+   audience (:attr:`~fluence_core.settings.Settings.report_audience`): a token for
+   another audience, expired, or made up is 401;
+3. the token is a ServiceAccount token bound to a pod (the kubelet's projected
+   token carries ``authentication.kubernetes.io/pod-name`` and ``pod-uid``): 403
+   otherwise;
+4. that pod exists with that uid, runs under that ServiceAccount, and is the
+   scout of a shared group (role label and group label, and the sidecar
+   container, all set by the webhook): 403 otherwise.
+
+Only then does it act (:func:`fluence_core.release.apply_report`), on the
+scout's own pod and its workers, never on a pod the request names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fluence_core import names
+from fluence_core.cluster_api import PODS, TOKEN_REVIEWS, ClusterAPI, KubeDict
+from fluence_core.kube_errors import ApiError
+from fluence_core.log import logger
+from fluence_core.release import apply_report, parse_report
+from fluence_core.settings import Settings
+
+MAX_REPORT = 16 * 1024
+"""Bytes a report's body may have (it is a handful of short fields)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """HTTP status and JSON body."""
+
+    status: int
+    body: dict[str, Any]
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a token says the caller is."""
+
+    username: str
+    namespace: str
+    service_account: str
+    pod_name: str
+    pod_uid: str
+
+    def __str__(self) -> str:
+        return f"pod {self.namespace}/{self.pod_name} ({self.username})"
+
+
+def _bearer(authorization: str | None) -> str:
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Refused(401, "an Authorization: Bearer <token> header is required (the projected"
+                           " ServiceAccount token mounted in the sidecar)")
+    return token.strip()
+
+
+def _one(extra: Mapping[str, Any], key: str) -> str | None:
+    values = extra.get(key)
+    if isinstance(values, list) and len(values) == 1 and isinstance(values[0], str):
+        return values[0]
+    return None
+
+
+class ReportEndpoint:
+    """Authenticates a scout's report and acts on it (see the module docstring)."""
+
+    def __init__(self, cluster: ClusterAPI, settings: Settings) -> None:
+        self.cluster = cluster
+        self.audience = settings.report_audience
+        self.gate = settings.quantum_gate
+
+    def handle(self, authorization: str | None, body: bytes) -> Reply:
+        caller: Caller | None = None
+        try:
+            token = _bearer(authorization)
+            try:
+                report = parse_report(json.loads(body))
+            except (ValueError, UnicodeDecodeError) as error:
+                raise Refused(400, f"bad report: {error}") from None
+            caller = self.authenticate(token)
+            scout = self.scout(caller)
+            return Reply(200, apply_report(self.cluster, scout, report, self.gate))
+        except Refused as refused:
+            logger.warning("scout report refused (%d) from %s: %s", refused.status,
+                           caller or "an unidentified caller", refused.message)
+            return Reply(refused.status, {"error": refused.message, "code": refused.status})
+        except ApiError as error:
+            logger.warning("scout report from %s failed: %s", caller or "?", error)
+            message = f"the API server failed: {error}; send it again"
+            return Reply(503, {"error": message, "code": 503})
+
+    def authenticate(self, token: str) -> Caller:
+        """The pod the token is bound to, through a TokenReview for Fluence's audience."""
+        review = self.cluster.create(
+            TOKEN_REVIEWS, {"spec": {"token": token, "audiences": [self.audience]}}
+        )
+        status: KubeDict = review.get("status") or {}
+        if not status.get("authenticated"):
+            why = status.get("error") or "not authenticated"
+            raise Refused(401, f"the token is not valid for audience {self.audience!r}: {why}")
+        if self.audience not in (status.get("audiences") or []):
+            raise Refused(401, f"the token is not for audience {self.audience!r}")
+        user = status.get("user") or {}
+        username = str(user.get("username") or "")
+        prefix = names.SERVICE_ACCOUNT_USER_PREFIX
+        namespace, _, account = username.removeprefix(prefix).partition(":")
+        extra = user.get("extra") or {}
+        pod_name = _one(extra, names.TOKEN_POD_NAME_EXTRA)
+        pod_uid = _one(extra, names.TOKEN_POD_UID_EXTRA)
+        if not username.startswith(prefix) or not account or not pod_name or not pod_uid:
+            raise Refused(403, f"{username or 'the caller'} is not a ServiceAccount token bound"
+                               " to a pod (mount the projected token the webhook injected)")
+        return Caller(username, namespace, account, pod_name, pod_uid)
+
+    def scout(self, caller: Caller) -> KubeDict:
+        """The caller's pod, if it is the scout of a shared group."""
+        pod = self.cluster.get(PODS, caller.pod_name, caller.namespace)
+        meta = (pod or {}).get("metadata") or {}
+        if pod is None or meta.get("uid") != caller.pod_uid:
+            raise Refused(403, f"pod {caller.namespace}/{caller.pod_name} with uid"
+                               f" {caller.pod_uid} does not exist")
+        spec = pod.get("spec") or {}
+        if (spec.get("serviceAccountName") or "default") != caller.service_account:
+            raise Refused(403, f"pod {caller.namespace}/{caller.pod_name} does not run as"
+                               f" {caller.username}")
+        labels = meta.get("labels") or {}
+        sidecar = any(c.get("name") == names.SIDECAR_CONTAINER
+                      for c in spec.get("containers") or [])
+        if labels.get(names.ROLE_LABEL) != names.ROLE_SCOUT or not labels.get(
+            names.GROUP_LABEL
+        ) or not sidecar:
+            raise Refused(403, f"pod {caller.namespace}/{caller.pod_name} is not the scout of"
+                               " a shared group")
+        return pod

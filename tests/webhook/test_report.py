@@ -1,0 +1,206 @@
+"""The scout's report endpoint over real HTTPS: who may report, and what a report does."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluence_core import names
+from fluence_core.fake_cluster import FakeCluster
+from fluence_core.runtime.report import HttpsReporter, ReportError
+from fluence_core.settings import Settings
+from fluence_core.webhook import tls
+from fluence_core.webhook.gang import GangHandler
+from fluence_core.webhook.report import ReportEndpoint
+from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.server import WebhookServer, server_context
+
+GATE = names.QUANTUM_GATE
+JOB = [{"apiVersion": "batch/v1", "kind": "Job", "name": "qj", "uid": "job-uid",
+        "controller": True}]
+
+
+def member(name: str, role: str, *, gated: bool = False, sidecar: bool = False,
+           account: str | None = None, group: str = "qj", owners: Any = JOB) -> dict[str, Any]:
+    containers = [{"name": "app", "image": "python:3.12"}]
+    if sidecar:
+        containers.append({"name": names.SIDECAR_CONTAINER, "image": "fluence"})
+    spec: dict[str, Any] = {"schedulerName": "fluence", "containers": containers}
+    if gated:
+        spec["schedulingGates"] = [{"name": "example.org/other"}, {"name": GATE}]
+    if account:
+        spec["serviceAccountName"] = account
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "ownerReferences": owners,
+                            "labels": {names.GROUP_LABEL: group, names.ROLE_LABEL: role}}
+    if role == names.ROLE_SCOUT:
+        meta["annotations"] = {names.BACKEND_ANNOTATION: "sim_qpu",
+                               names.attr_annotation("provider"): "fake"}
+    return {"metadata": meta, "spec": spec}
+
+
+@pytest.fixture
+def cluster() -> FakeCluster:
+    fake = FakeCluster()
+    fake.create("pods", member("qj-0", names.ROLE_SCOUT, sidecar=True))
+    for name in ("qj-1", "qj-2"):
+        fake.create("pods", member(name, names.ROLE_WORKER, gated=True))
+    fake.create("pods", member("other-1", names.ROLE_WORKER, gated=True, group="other"))
+    fake.create("pods", member("foreign-1", names.ROLE_WORKER, gated=True, owners=[
+        {**JOB[0], "uid": "another-job"}]))
+    return fake
+
+
+@pytest.fixture
+def served(tmp_path: Path, cluster: FakeCluster):
+    cert = tls.generate(["localhost"], tmp_path / "tls", ip_addresses=["127.0.0.1"])
+    settings = Settings()
+    server = WebhookServer(
+        ("127.0.0.1", 0), AdmissionService(settings, [GangHandler()], cluster=cluster),
+        ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
+        reports=ReportEndpoint(cluster, settings))
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    yield server, cert.ca_pem.decode()
+    server.shutdown()
+    server.server_close()
+
+
+def reporter(served, tmp_path: Path, token: str) -> HttpsReporter:
+    server, ca = served
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    return HttpsReporter(f"https://localhost:{server.port}{names.REPORT_PATH}", token_file, ca)
+
+
+def pod(cluster: FakeCluster, name: str) -> dict[str, Any]:
+    found = cluster.get("pods", name, "default")
+    assert found is not None
+    return found
+
+
+def gates(cluster: FakeCluster, name: str) -> list[str]:
+    return [g["name"] for g in pod(cluster, name)["spec"].get("schedulingGates") or []]
+
+
+RELEASE = {"status": "ready", "jobId": "task-1", "session": "sess-1"}
+
+
+def test_the_scouts_release_report_stamps_and_ungates_only_its_workers(
+    served, cluster, tmp_path
+) -> None:
+    token = cluster.issue_token(pod(cluster, "qj-0"), "fluence")
+    reply = reporter(served, tmp_path, token).report("release", RELEASE)
+    assert reply == {"ok": True, "ungated": ["qj-1", "qj-2"], "running": ["qj-1", "qj-2"]}
+    for name in ("qj-1", "qj-2"):
+        assert gates(cluster, name) == ["example.org/other"]  # only Fluence's gate goes
+        stamped = pod(cluster, name)["metadata"]["annotations"]
+        assert stamped[names.SCOUT_JOB_ID_ANNOTATION] == "task-1"
+        assert stamped[names.SCOUT_SESSION_ANNOTATION] == "sess-1"
+        assert stamped[names.BACKEND_ANNOTATION] == "sim_qpu"
+        assert stamped[names.attr_annotation("provider")] == "fake"
+    assert gates(cluster, "other-1") == ["example.org/other", GATE]  # another group
+    assert gates(cluster, "foreign-1") == ["example.org/other", GATE]  # another Job's pod
+    scout = pod(cluster, "qj-0")["metadata"]["annotations"]
+    assert scout[names.SCOUT_STATUS_ANNOTATION] == "ready"
+    again = reporter(served, tmp_path, token).report("release", RELEASE)
+    assert again["ungated"] == [] and again["running"] == ["qj-1", "qj-2"]
+
+
+def test_found_and_final_reports_annotate_the_scout(served, cluster, tmp_path) -> None:
+    token = cluster.issue_token(pod(cluster, "qj-0"), "fluence")
+    client = reporter(served, tmp_path, token)
+    assert client.report("found", {"jobId": "task-1", "position": 4}) == {"ok": True}
+    notes = pod(cluster, "qj-0")["metadata"]["annotations"]
+    assert notes[names.SCOUT_QUEUE_POSITION_ANNOTATION] == "4"
+    assert notes[names.SCOUT_JOB_ID_ANNOTATION] == "task-1"
+    client.report("final", {"status": "observed", "workersFinished": False})
+    notes = pod(cluster, "qj-0")["metadata"]["annotations"]
+    assert notes[names.SCOUT_STATUS_ANNOTATION] == "observed"
+    assert gates(cluster, "qj-1") == ["example.org/other", GATE]  # nobody released
+
+
+def refused(served, tmp_path, token: str, caplog, status: int, words: str) -> None:
+    caplog.set_level(logging.WARNING, logger=names.LOGGER_NAME)
+    with pytest.raises(ReportError) as raised:
+        reporter(served, tmp_path, token).report("release", RELEASE)
+    assert f"({status})" in str(raised.value) and words in str(raised.value)
+    assert any("scout report refused" in r.getMessage() and words in r.getMessage()
+               for r in caplog.records)
+
+
+def test_a_workers_token_is_refused_and_nothing_changes(served, cluster, tmp_path, caplog):
+    token = cluster.issue_token(pod(cluster, "qj-1"), "fluence")
+    refused(served, tmp_path, token, caplog, 403, "is not the scout of a shared group")
+    assert gates(cluster, "qj-2") == ["example.org/other", GATE]
+
+
+def test_a_token_for_another_audience_is_refused(served, cluster, tmp_path, caplog):
+    token = cluster.issue_token(pod(cluster, "qj-0"), "https://kubernetes.default.svc")
+    refused(served, tmp_path, token, caplog, 401, "not valid for audience 'fluence'")
+    assert gates(cluster, "qj-1") == ["example.org/other", GATE]
+
+
+def test_a_made_up_token_is_refused(served, cluster, tmp_path, caplog):
+    refused(served, tmp_path, "not-a-token", caplog, 401, "invalid bearer token")
+
+
+def test_a_token_of_a_deleted_scout_is_refused(served, cluster, tmp_path, caplog):
+    token = cluster.issue_token(pod(cluster, "qj-0"), "fluence")
+    cluster.delete("pods", "qj-0", "default")
+    cluster.create("pods", member("qj-0", names.ROLE_SCOUT, sidecar=True))  # same name, new uid
+    refused(served, tmp_path, token, caplog, 401, "gone")
+
+
+def test_a_scout_running_as_another_account_is_refused(cluster) -> None:
+    scout = pod(cluster, "qj-0")
+    token = cluster.issue_token({**scout, "spec": {**scout["spec"],
+                                                  "serviceAccountName": "ci-deployer"}}, "fluence")
+    reply = ReportEndpoint(cluster, Settings()).handle(f"Bearer {token}", b'{"event": "found"}')
+    assert reply.status == 403 and "does not run as" in reply.body["error"]
+
+
+def test_a_pod_labelled_scout_without_the_injected_sidecar_is_refused(cluster) -> None:
+    cluster.create("pods", member("forged", names.ROLE_SCOUT))
+    token = cluster.issue_token(pod(cluster, "forged"), "fluence")
+    reply = ReportEndpoint(cluster, Settings()).handle(f"Bearer {token}", b'{"event": "found"}')
+    assert reply.status == 403 and reply.body["code"] == 403
+
+
+@pytest.mark.parametrize("authorization", [None, "", "Basic abc", "Bearer "])
+def test_no_bearer_token_is_401(cluster, authorization) -> None:
+    reply = ReportEndpoint(cluster, Settings()).handle(authorization, b'{"event": "found"}')
+    assert reply.status == 401 and "Bearer" in reply.body["error"]
+
+
+@pytest.mark.parametrize("body, words", [
+    (b"[", "bad report"),
+    (b"[]", "JSON object"),
+    (b'{"event": "launch"}', "'event'"),
+    (b'{"event": "release"}', "'status'"),
+    (b'{"event": "release", "status": "observed"}', "'status'"),
+    (b'{"event": "found", "position": -1}', "'position'"),
+    (b'{"event": "found", "position": true}', "'position'"),
+    (b'{"event": "found", "jobId": 7}', "'jobId'"),
+    (b'{"event": "final", "status": "ready", "workersFinished": "yes"}', "'workersFinished'"),
+])
+def test_a_bad_report_is_400_naming_the_field(cluster, body, words) -> None:
+    token = cluster.issue_token(pod(cluster, "qj-0"), "fluence")
+    reply = ReportEndpoint(cluster, Settings()).handle(f"Bearer {token}", body)
+    assert reply.status == 400 and words in reply.body["error"], reply.body
+
+
+def test_admission_reviews_still_go_to_the_webhook_beside_reports(served) -> None:
+    import http.client
+    import ssl
+
+    server, ca = served
+    conn = http.client.HTTPSConnection("localhost", server.port, timeout=5,
+                                       context=ssl.create_default_context(cadata=ca))
+    conn.request("POST", "/mutate", body=b"{}", headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    assert json.loads(response.read())["kind"] == "AdmissionReview"
