@@ -1,0 +1,58 @@
+"""``fluence webhook``'s wiring: the scouts trust the CA it serves with, and it takes reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from webhook_helpers import admit, container, shared
+
+from fluence_core import names
+from fluence_core.fake_cluster import FakeCluster
+from fluence_core.settings import load_settings
+from fluence_core.webhook import tls
+from fluence_core.webhook.main import make_server
+from fluence_core.webhook.report import ReportEndpoint
+
+
+def serve(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-def]
+    """``fluence webhook`` with a mounted certificate, its plugins as installed, and no
+    admission control (the in-memory cluster has no nodes to admit a group onto)."""
+    cert = tls.generate(["localhost"], tmp_path / "tls", ip_addresses=["127.0.0.1"])
+    settings = load_settings(webhook_cert_dir=tmp_path / "tls", **overrides)
+    cluster = FakeCluster()
+    cluster.create("jobs", {"metadata": {"name": "qj", "namespace": "default"},
+                            "spec": {"parallelism": 4, "completions": 4,
+                                     "template": {"spec": {"containers": []}}}}, "default")
+    server = make_server(settings, cluster, host="127.0.0.1", port=0)
+    return server, cert
+
+
+def test_scouts_are_told_to_trust_the_ca_the_webhook_serves_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
+    server, cert = serve(tmp_path)
+    try:
+        assert isinstance(server.reports, ReportEndpoint)
+        _, scout = admit(server.service, shared("qj-0", 0))
+        env = {e["name"]: e.get("value") for e in container(scout, names.SIDECAR_CONTAINER)["env"]}
+        assert env["FLUENCE_REPORT_CA"] == cert.ca_pem.decode()
+        assert env["FLUENCE_REPORT_URL"] == (
+            f"https://fluence-webhook.fluence-system.svc{names.REPORT_PATH}")
+    finally:
+        server.server_close()
+
+
+def test_a_report_ca_the_operator_set_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
+    server, _ = serve(tmp_path, report_ca="OPERATOR CA", report_url="https://fluence.example/r")
+    try:
+        _, scout = admit(server.service, shared("qj-0", 0))
+        env = {e["name"]: e.get("value") for e in container(scout, names.SIDECAR_CONTAINER)["env"]}
+        assert (env["FLUENCE_REPORT_CA"], env["FLUENCE_REPORT_URL"]) == (
+            "OPERATOR CA", "https://fluence.example/r")
+    finally:
+        server.server_close()
