@@ -120,6 +120,10 @@ def main() -> None:
     parser.add_argument("--nodes", default="100,1000", help="node counts of --peer")
     parser.add_argument("--json", type=Path, default=Path("bench-peer.json"),
                         help="where --peer writes its rows")
+    parser.add_argument("--audit", action="store_true",
+                        help="--peer: print each scheduler's requests from the audit log")
+    parser.add_argument("--limits", help="--peer: only these client limits (comma-separated)")
+    parser.add_argument("--workloads", help="--peer: only these workloads (comma-separated)")
     args = parser.parse_args()
     if args.peer:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -128,7 +132,9 @@ def main() -> None:
         assets, reason = find_assets()
         if assets is None:
             raise SystemExit(f"--peer needs a real API server: {reason}")
-        run_peer(assets, [int(n) for n in args.nodes.split(",")], args.json)
+        run_peer(assets, [int(n) for n in args.nodes.split(",")], args.json, audited=args.audit,
+                 limits_names=args.limits.split(",") if args.limits else None,
+                 workload_names=args.workloads.split(",") if args.workloads else None)
         return
     import logging
 

@@ -8,8 +8,9 @@ its own process, exactly as a user runs it:
 
 1. started with equal client limits, and shown ready by binding a probe pod;
 2. paused (SIGSTOP) while the workload's pods (and PodGroups) are created;
-3. resumed (SIGCONT): the clock runs until no pod of the workload is unbound
-   (polled with a one-item list of ``spec.nodeName=`` every 20 ms);
+3. resumed (SIGCONT): the clock runs from the resume until the API server answered the
+   last binding (read from its audit log, a line per request; a one-item list of
+   ``spec.nodeName=`` every 50 ms tells when no pod is left unbound);
 4. in the gang rows, a gang that can never fit is created and the process's
    CPU seconds per second are read from /proc over 10 s while it waits;
 5. stopped, and the workload deleted.
@@ -18,8 +19,12 @@ kube-scheduler's path comes from ``KUBE_SCHEDULER`` (default
 ``$KUBEBUILDER_ASSETS/kube-scheduler``); it gets the same feature gates as the
 API server and a KubeSchedulerConfiguration with the client limits. Fluence
 runs ``python -m fluence_core.cli up`` with FLUENCE_KUBE_QPS/BURST, no leader
-election and no metrics port. One table with the ratios is printed and the rows
-are written as JSON.
+election and no metrics port. Each runs with its own defaults otherwise:
+kube-scheduler's percentageOfNodesToScore is adaptive (every node of 100, 42 %
+of 1,000), and it posts its events through a client of its own, as Fluence
+posts them through a token bucket of their own. One table with the ratios is
+printed and the rows are written as JSON. With ``--audit``, each scenario also
+prints each scheduler's requests per pod and when its bindings arrived.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import audit
 from fluence_core.testing_apiserver import (
     FEATURE_GATES,
     ApiServer,
@@ -152,11 +158,19 @@ def kube_scheduler_peer(binary: Path, kubeconfig: Path) -> Peer:
 class Run:
     """One API server with its nodes, where peers take turns."""
 
-    def __init__(self, server: ApiServer, nodes: int, workdir: Path) -> None:
+    def __init__(self, server: ApiServer, nodes: int, workdir: Path,
+                 audit_log: Path | None = None) -> None:
         self.server = server
-        self.kube = server.cluster(qps=5000, burst=5000)
+        self.kube = server.cluster(qps=5000, burst=5000, user_agent=audit.BENCH_AGENT)
         self.nodes = nodes
         self.workdir = workdir
+        self.audit_log = audit_log
+        """Where the API server writes its audit log: the clock stops at the answer to the
+        last binding."""
+        self.show_requests = False
+        """Print each scheduler's requests in each scenario (``--audit``)."""
+        self.profile_dir: Path | None = None
+        self.profile_seconds = 0
         _in_parallel(lambda i: self.kube.create("nodes", _node(i)), list(range(nodes)))
 
     def unbound(self, namespace: str) -> bool:
@@ -170,7 +184,7 @@ class Run:
         while self.unbound(namespace):
             if time.perf_counter() - started > timeout:
                 raise TimeoutError(f"pods in {namespace} still unbound after {timeout:.0f} s")
-            time.sleep(0.02)
+            time.sleep(0.05)
         return time.perf_counter() - started
 
     def ready(self, peer: Peer, process: subprocess.Popen[bytes], namespace: str) -> None:
@@ -195,12 +209,41 @@ class Run:
                 pods += [_pod(f"gang-{g}-{m}", peer.scheduler_name, f"gang-{g}")
                          for m in range(GANG_SIZE)]
             _in_parallel(lambda p: self.kube.create("pods", p, namespace), pods)
+            resumed = time.time()
             os.kill(process.pid, signal.SIGCONT)
-            elapsed = self.wait_bound(namespace, 600)
+            with self.sampled(peer, process, f"{limits}-{workload}"):
+                elapsed = self.wait_bound(namespace, 600)
+            if self.audit_log is not None:
+                requests = audit.summarise(self.audit_log, namespace, resumed, len(pods))
+                elapsed = requests.last_bound or elapsed
+                if self.show_requests:
+                    print(f"  {peer.name}, {limits}, {workload}: {len(pods) / elapsed:.1f} "
+                          "pods/s", flush=True)
+                    print("\n".join(requests.lines()), flush=True)
             rate = len(pods) / elapsed
             waiting = self.waiting_gang_cores(peer, process, namespace) if gangs else None
         self.clean(namespace)
         return rate, waiting
+
+    @contextmanager
+    def sampled(self, peer: Peer, process: subprocess.Popen[bytes], name: str) -> Iterator[None]:
+        """With ``profile_dir`` set, py-spy samples Fluence (threads holding the GIL) from just
+        after the resume until the block ends, or for ``profile_seconds``."""
+        if self.profile_dir is None or peer.scheduler_name != "fluence":
+            yield
+            return
+        output = self.profile_dir / f"{self.nodes}-{name.replace(' ', '_')}.txt"
+        argv = ["py-spy", "record", "--pid", str(process.pid), "--gil", "--threads",
+                "--rate", "250", "--format", "raw", "--output", str(output)]
+        if self.profile_seconds:
+            argv += ["--duration", str(self.profile_seconds)]
+        spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            yield
+        finally:
+            if spy.poll() is None and not self.profile_seconds:
+                spy.send_signal(signal.SIGINT)
+            spy.wait(60)
 
     def waiting_gang_cores(self, peer: Peer, process: subprocess.Popen[bytes],
                            namespace: str) -> float:
@@ -222,19 +265,34 @@ class Run:
             self.kube.delete("podgroups", group["metadata"]["name"], namespace)
 
 
-def run_peer(assets: Path, node_counts: list[int], output: Path) -> list[Row]:
+def run_peer(assets: Path, node_counts: list[int], output: Path, *, audited: bool = False,
+             limits_names: list[str] | None = None,
+             workload_names: list[str] | None = None) -> list[Row]:
+    """Every row (or those of the named limits and workloads), printed as it is measured and
+    written to ``output`` after each; with ``audited``, each scenario's requests from the API
+    server's audit log as well."""
+    for name in (limits_names or []) + (workload_names or []):
+        if name not in LIMITS and name not in WORKLOADS:
+            raise SystemExit(f"no limits or workload named {name!r}: "
+                             f"choose from {list(LIMITS)} and {list(WORKLOADS)}")
     binary = Path(os.environ.get("KUBE_SCHEDULER") or assets / "kube-scheduler")
     if not os.access(binary, os.X_OK):
         raise SystemExit(f"no kube-scheduler at {binary} (set KUBE_SCHEDULER)")
     rows: list[Row] = []
     for nodes in node_counts:
         with tempfile.TemporaryDirectory() as tmp, \
-                start_apiserver(assets, Path(tmp), controller_manager=False) as server:
-            run = Run(server, nodes, Path(tmp))
+                start_apiserver(assets, Path(tmp), controller_manager=False,
+                                apiserver_flags=audit.flags(Path(tmp))) as server:
+            run = Run(server, nodes, Path(tmp), Path(tmp) / "audit.log")
+            run.show_requests = audited
+            if os.environ.get("PEER_PROFILE"):  # a folder: py-spy samples of each Fluence run
+                run.profile_dir = Path(os.environ["PEER_PROFILE"])
+                run.profile_dir.mkdir(parents=True, exist_ok=True)
+                run.profile_seconds = int(os.environ.get("PEER_PROFILE_SECONDS") or 0)
             kubeconfig = server.kubeconfig()
             peers = [kube_scheduler_peer(binary, kubeconfig), fluence_peer(kubeconfig)]
-            for limits in LIMITS:
-                for workload in WORKLOADS:
+            for limits in limits_names or LIMITS:
+                for workload in workload_names or WORKLOADS:
                     results = {p.name: run.scenario(p, limits, workload) for p in peers}
                     (ks, ks_cpu), (fl, fl_cpu) = results["kube-scheduler"], results["fluence"]
                     row = Row(nodes, limits, workload, ks, fl, fl / ks, ks_cpu, fl_cpu)

@@ -54,7 +54,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--report", type=Path,
+                        help="only summarise py-spy raw samples already taken (PEER_PROFILE)")
     args = parser.parse_args()
+    if args.report:
+        report(args.report, args.pods, None, args.top)
+        return
     assets, reason = find_assets()
     if assets is None:
         raise SystemExit(reason)
@@ -94,7 +99,7 @@ def main() -> None:
         report(samples, args.pods, elapsed, args.top)
 
 
-def report(samples: Path, pods: int, elapsed: float, top: int) -> None:
+def report(samples: Path, pods: int, elapsed: float | None, top: int) -> None:
     by_area: collections.Counter[str] = collections.Counter()
     by_function: collections.Counter[str] = collections.Counter()
     total = 0
@@ -107,8 +112,10 @@ def report(samples: Path, pods: int, elapsed: float, top: int) -> None:
         total += count
         by_area[area(frames)] += count
         by_function[frames[-1]] += count
-    print(f"{pods} single pods bound in {elapsed:.2f} s = {pods / elapsed:.1f} pods/s "
-          f"(wall, includes fluence up's start); {total} busy samples")
+    if elapsed is not None:
+        print(f"{pods} single pods bound in {elapsed:.2f} s = {pods / elapsed:.1f} pods/s "
+              f"(wall, includes fluence up's start)")
+    print(f"{total} busy samples (a thread holding the GIL)")
     print("by area (innermost match):")
     for name, count in by_area.most_common():
         print(f"  {name:32} {100 * count / total:5.1f} %")

@@ -116,9 +116,9 @@ class KubeCluster:
     def __init__(self, configuration: k8s_client.Configuration, *, qps: float = KUBE_QPS,
                  burst: int = KUBE_BURST, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
-                 now: Callable[[], datetime] = _utcnow) -> None:
+                 now: Callable[[], datetime] = _utcnow, user_agent: str = "fluence") -> None:
         self._api = k8s_client.ApiClient(configuration)
-        self._api.user_agent = "fluence"
+        self._api.user_agent = user_agent  # how the API server's audit log names this client
         self.host: str = configuration.host
         self.bucket = TokenBucket(qps, burst, clock=clock, sleep=sleep)
         self.event_bucket = TokenBucket(qps, burst, clock=clock, sleep=sleep)

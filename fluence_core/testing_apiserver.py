@@ -321,10 +321,12 @@ def start_kube_scheduler(server: ApiServer, binary: Path, timeout: float = 60.0)
 
 @contextmanager
 def start_apiserver(assets: Path, workdir: Path, *, controller_manager: bool | None = None,
-                    timeout: float = 90.0) -> Iterator[ApiServer]:
+                    timeout: float = 90.0,
+                    apiserver_flags: Sequence[str] = ()) -> Iterator[ApiServer]:
     """Run etcd, kube-apiserver (and the controller manager when present) until the block exits.
 
-    ``controller_manager`` None means "if the binary is in ``assets``".
+    ``controller_manager`` None means "if the binary is in ``assets``". ``apiserver_flags``
+    are added to kube-apiserver's own (a benchmark's audit log, say).
     """
     if controller_manager is None:
         controller_manager = os.access(assets / "kube-controller-manager", os.X_OK)
@@ -360,6 +362,7 @@ def start_apiserver(assets: Path, workdir: Path, *, controller_manager: bool | N
             f"--feature-gates={FEATURE_GATES}", f"--runtime-config={RUNTIME_CONFIG}",
             "--disable-admission-plugins=TaintNodesByCondition",
             "--profiling=false",
+            *apiserver_flags,
         ]
         _spawn(server, "kube-apiserver", apiserver)
         _wait_ready(server, "kube-apiserver", "/readyz", deadline)
