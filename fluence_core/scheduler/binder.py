@@ -6,7 +6,9 @@ gives everything back: unreserve, cancel the allocation, drop the record, pin
 what did bind. Binding is synchronous, or with ``workers`` > 0 runs on a thread
 pool while the cycle goes on, as kube-scheduler binds asynchronously: the pods
 in flight are left out of the pending groups, one binding per record owner at
-a time, and a failing binding takes the view's lock to give its allocation back.
+a time. A binding on the pool never waits for the view's lock (a cycle over a
+backlog holds it for long); what it came to is settled at the start of the next
+cycle, where a failure gives its allocation back.
 
 :class:`Reporter` is the one place that records what became of an attempt:
 metrics, the retry generation, FailedScheduling events and conditions.
@@ -15,6 +17,7 @@ metrics, the retry generation, FailedScheduling events and conditions.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -128,6 +131,16 @@ class Commit:
     ctx: SchedulingContext
 
 
+@dataclass
+class _Outcome:
+    """What binding a commit came to: the pods that bound, and the error that stopped it."""
+
+    commit: Commit
+    annotations: Mapping[str, Any]
+    bound: dict[str, str] = field(default_factory=dict)
+    error: Exception | None = None
+
+
 class Binder:
     """Writes a committed group's record, binds its pods, or gives everything back."""
 
@@ -142,68 +155,105 @@ class Binder:
         self.in_flight: set[g.PodKey] = set()
         """Pods whose binding runs on the pool: not pending, not yet bound."""
         self._owners_in_flight: set[g.Owner] = set()
-        self._bindings: set[Future[CycleResult]] = set()
+        self._bindings: set[Future[None]] = set()
+        self._outcomes: deque[_Outcome] = deque()
+        """Bindings the pool finished, for :meth:`settle` (appended without the view's lock)."""
+        self.wake: Callable[[], None] = lambda: None
+        """Called when a binding on the pool finished: the loop runs a cycle to settle it."""
 
     def busy(self, owner: g.Owner) -> bool:
         """One binding at a time per owner keeps its record writes in order."""
         return owner in self._owners_in_flight
 
     def bind(self, commit: Commit) -> CycleResult:
-        """Bind now, or hand the binding to the pool and report the planned nodes."""
+        """Bind now, or hand the binding to the pool and report the planned nodes.
+
+        The caller holds the view's lock. A binding on the pool never takes it: the cycle
+        may hold it for a long time (a backlog of a thousand pods), and the bindings
+        would wait for the whole of it. Each reports to :meth:`settle` instead.
+        """
         if self._pool is None:
-            return self._bind_group(commit)
+            return self.bind_now(commit)
         pending, owner = commit.pending, commit.owner
-        keys = [g.pod_key(p) for p in pending.pods]
-        self.in_flight.update(keys)
+        annotations = self._annotations(commit)
+        self.in_flight.update(g.pod_key(p) for p in pending.pods)
         self._owners_in_flight.add(owner)
-        future = self._pool.submit(self._bind_group, commit)
+        future = self._pool.submit(self._bind_on_pool, commit, annotations)
         self._bindings.add(future)
-
-        def settle(done: Future[Any]) -> None:
-            with self.view.lock:
-                self.in_flight.difference_update(keys)
-                self._owners_in_flight.discard(owner)
-                self._bindings.discard(done)
-
-        future.add_done_callback(settle)
+        future.add_done_callback(self._bindings.discard)
         planned = {p.pod: p.node or "" for p in commit.match.placements.values()}
         return CycleResult(pending.key, placed=planned)
 
     def bind_now(self, commit: Commit) -> CycleResult:
-        """Bind in the caller's thread, whatever the pool: for work that must be done before
-        the next cycle starts (a restored record's members, at start)."""
-        return self._bind_group(commit)
+        """Bind in the caller's thread (which holds the view's lock), whatever the pool: for
+        work that must be done before the next cycle starts (a restored record's members, at
+        start)."""
+        return self._settle(self._bind_group(commit, self._annotations(commit)))
+
+    def settle(self) -> None:
+        """Apply what the pool's bindings came to (the caller holds the view's lock): bound
+        pods count where they went, a failed binding gives everything back."""
+        while self._outcomes:
+            outcome = self._outcomes.popleft()
+            self._settle(outcome)
+            self.in_flight.difference_update(g.pod_key(p) for p in outcome.commit.pending.pods)
+            self._owners_in_flight.discard(outcome.commit.owner)
 
     def drain(self, timeout: float | None = None) -> None:
-        """Wait for the bindings in flight (asynchronous binding only) and their events."""
+        """Wait for the bindings in flight (asynchronous binding only), settle them, and wait
+        for their events."""
         pending = set(self._bindings)
         if pending:
             wait(pending, timeout=timeout)
+        with self.view.lock:
+            self.settle()
         self.reporter.events.flush(timeout)
 
-    def _bind_group(self, commit: Commit) -> CycleResult:
-        """Prebind (the durable record) and bind every pod; on failure, give everything back."""
-        pending, owner = commit.pending, commit.owner
-        bound: dict[str, str] = {}
+    def _annotations(self, commit: Commit) -> dict[str, Any]:
+        """The record owner's annotations to write before the binds (view's lock held)."""
+        annotations: dict[str, Any] = dict(commit.extra)
+        annotations.update(self.records.annotations(commit.owner))
+        return annotations
+
+    def _bind_on_pool(self, commit: Commit, annotations: Mapping[str, Any]) -> None:
         try:
-            with self.view.lock:
-                annotations: dict[str, Any] = dict(commit.extra)
-                annotations.update(self.records.annotations(owner))
+            self._outcomes.append(self._bind_group(commit, annotations))
+        finally:
+            self.wake()
+
+    def _bind_group(self, commit: Commit, annotations: Mapping[str, Any]) -> _Outcome:
+        """Write the durable record and bind every pod; no lock taken, nothing given back
+        here (:meth:`_settle` does that)."""
+        pending, owner = commit.pending, commit.owner
+        outcome = _Outcome(commit, annotations)
+        try:
             if annotations:  # a lone pod holding only compute has no record to write
-                patch = {"metadata": {"annotations": annotations}}
+                patch = {"metadata": {"annotations": dict(annotations)}}
                 self.cluster.patch(owner[0], owner[2], patch, owner[1])
-            self._bind_all(pending, commit.match.placements, bound)
+            self._bind_all(pending, commit.match.placements, outcome.bound)
         except Exception as error:  # noqa: BLE001 - any failure after the match gives it back
-            with self.view.lock:
-                return self.abandon(commit, bound, error)
-        with self.view.lock:
-            self.reporter.scheduled(pending, bound)
+            outcome.error = error
+            return outcome
         if pending.pod_group is not None:
             self.reporter.set_group_condition(pending, "True", "Scheduled",
-                                              f"{len(bound)} pods placed by fluence")
-        logger.info("group %s bound: %s", pending.key,
-                    ", ".join(f"{p}->{n}" for p, n in bound.items()))
-        return CycleResult(pending.key, placed=bound)
+                                              f"{len(outcome.bound)} pods placed by fluence")
+        logger.debug("group %s bound: %s", pending.key,
+                     ", ".join(f"{p}->{n}" for p, n in outcome.bound.items()))
+        return outcome
+
+    def _settle(self, outcome: _Outcome) -> CycleResult:
+        """The view learns of the pods that bound; a failure gives everything back."""
+        commit = outcome.commit
+        for pod in commit.pending.pods:
+            key = g.pod_key(pod)
+            node = outcome.bound.get(f"{key[0]}/{key[1]}")
+            if node is not None:
+                pod["spec"]["nodeName"] = node
+                self.view.assume(key, node, (pod.get("metadata") or {}).get("uid"))
+        if outcome.error is not None:
+            return self.abandon(commit, outcome.bound, outcome.error)
+        self.reporter.scheduled(commit.pending, outcome.bound)
+        return CycleResult(commit.pending.key, placed=outcome.bound)
 
     def abandon(self, commit: Commit, bound: Mapping[str, str], error: Exception) -> CycleResult:
         """Undo a commit: unreserve, cancel the allocation, drop the record, pin what did bind."""
@@ -229,32 +279,21 @@ class Binder:
 
     def _bind_all(self, pending: g.PendingGroup, placements: Mapping[str, PodPlacement],
                   bound: dict[str, str]) -> None:
-        """Bind each pod, recording in ``bound`` those that were.
-
-        The view learns of the bindings under one hold of its lock at the end, not
-        one per pod: on the pool, each hold waits for a whole cycle, which spread a
-        gang's binds over seconds. Until then its pods are in flight, never pending.
-        """
-        try:
-            for pod in pending.pods:
-                namespace, name = g.pod_key(pod)
-                node = placements[f"{namespace}/{name}"].node
-                if node is None:
-                    raise FluenceError(f"pod {namespace}/{name} got no node")
-                try:
-                    self.cluster.bind(namespace, name, node,
-                                      uid=(pod.get("metadata") or {}).get("uid"))
-                except Conflict as error:
-                    if bound:
-                        logger.error("gang %s partly bound (%s) before %s failed: %s",
-                                     pending.key, bound, name, error)
-                    raise
-                bound[f"{namespace}/{name}"] = node
-                pod["spec"]["nodeName"] = node
-                self.reporter.events.post(pod, "Normal", "Scheduled",
-                                          f"Successfully assigned {namespace}/{name} to {node}")
-        finally:
-            with self.view.lock:
-                for key, node in bound.items():
-                    namespace, name = key.split("/", 1)
-                    self.view.assume((namespace, name), node)
+        """Bind each pod, recording in ``bound`` those that were (the view learns of them
+        when the outcome is settled; until then they are in flight, never pending)."""
+        for pod in pending.pods:
+            namespace, name = g.pod_key(pod)
+            node = placements[f"{namespace}/{name}"].node
+            if node is None:
+                raise FluenceError(f"pod {namespace}/{name} got no node")
+            try:
+                self.cluster.bind(namespace, name, node,
+                                  uid=(pod.get("metadata") or {}).get("uid"))
+            except Conflict as error:
+                if bound:
+                    logger.error("gang %s partly bound (%s) before %s failed: %s",
+                                 pending.key, bound, name, error)
+                raise
+            bound[f"{namespace}/{name}"] = node
+            self.reporter.events.post(pod, "Normal", "Scheduled",
+                                      f"Successfully assigned {namespace}/{name} to {node}")

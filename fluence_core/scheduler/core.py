@@ -55,6 +55,8 @@ from fluence_core.settings import Settings
 __all__ = ["WATCHED", "CycleResult", "Scheduler", "build_graph"]
 
 WATCHED = (NODES, PODS, PODGROUPS)
+_SETTLE: tuple[str, str, KubeDict] = ("", "", {})
+"""Put on the loop's queue when a binding finished: the next cycle settles it."""
 
 
 def build_graph(nodes: Iterable[KubeDict], config: ResourceConfig, settings: Settings,
@@ -200,6 +202,7 @@ class Scheduler:
         if not self.started:
             self.start()
         events: queue.Queue[tuple[str, str, KubeDict]] = queue.Queue()
+        self.binder.wake = lambda: events.put(_SETTLE)
         for resource in WATCHED:
             threading.Thread(
                 target=self._watch_forever, args=(resource, events, stop), daemon=True,
@@ -212,10 +215,11 @@ class Scheduler:
             except queue.Empty:
                 self.schedule_once()
                 continue
-            self._advance(*item)
             while True:
+                if item is not _SETTLE:
+                    self._advance(*item)
                 try:
-                    self._advance(*events.get_nowait())
+                    item = events.get_nowait()
                 except queue.Empty:
                     break
             self.schedule_once()

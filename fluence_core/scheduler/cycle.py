@@ -61,6 +61,7 @@ class Cycle:
         """One pass over the pending groups, in order; returns what each attempt came to."""
         view = self.view
         with view.lock:
+            self.binder.settle()
             self.feasible.begin()
             in_flight = self.binder.in_flight
             unplaced = (p for k, p in view.unplaced.items() if k not in in_flight)

@@ -119,10 +119,22 @@ class ClusterView:
         """Live pods bound, or being bound, to ``node``."""
         return self._pods_per_node.get(node, 0)
 
-    def assume(self, key: g.PodKey, node: str) -> None:
-        """A pod was just bound to ``node``: count it there before the watch says so."""
-        self._assumed[key] = node
+    def assume(self, key: g.PodKey, node: str, uid: str | None = None) -> None:
+        """A pod was just bound to ``node``: count it there before the watch says so.
+
+        A binding is settled after the fact (on the pool, when the next cycle starts): by
+        then the watch may have shown it (it counts already), or the pod may be gone or
+        replaced by another of its name (another ``uid``), which must not count.
+        """
+        pod = self.pods.get(key)
+        if pod is None or g.is_finished(pod):
+            return
+        if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
+            return
         self.unplaced.pop(key, None)
+        if key in self._placed_on:
+            return
+        self._assumed[key] = node
         self._count_on(key, node)
 
     def release_match(self, match: GroupMatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -130,22 +131,54 @@ def test_a_member_bound_before_the_failure_is_pinned_where_it_runs() -> None:
     assert list(held) == [view.pins[("default", "w0")].jobid]
 
 
-def test_a_pooled_binding_is_in_flight_until_it_settles() -> None:
+def test_a_pooled_binding_binds_while_the_cycle_holds_the_lock_and_settles_after() -> None:
     cluster = cluster_of(node("n0"), pod("solo", "2"))
     view = started_view(cluster)
     binder = _binder(view, 1)
-    with view.lock:  # the binding cannot settle while the cycle holds the lock
+    with view.lock:  # as a cycle over a backlog holds it
         result = binder.bind(_commit(view))
         assert result.placed == {"default/solo": "n0"}
-        assert ("default", "solo") in binder.in_flight
+        deadline = time.monotonic() + 10
+        while not cluster.get(PODS, "solo", "default")["spec"].get("nodeName"):
+            assert time.monotonic() < deadline, "the binding waited for the view's lock"
+            time.sleep(0.01)
+        assert ("default", "solo") in binder.in_flight, "in flight until settled"
         assert binder.busy(("pods", "default", "solo"))
     binder.drain(timeout=10)
-    deadline = time.monotonic() + 10  # the done-callback may run just after drain returns
-    while binder.in_flight and time.monotonic() < deadline:
-        time.sleep(0.01)
     with view.lock:
         assert binder.in_flight == set() and not binder.busy(("pods", "default", "solo"))
-    assert cluster.get(PODS, "solo", "default")["spec"]["nodeName"] == "n0"
+        assert view.pods_on("n0") == 1 and not view.unplaced
+
+
+def test_a_pooled_binding_wakes_the_loop_when_it_finishes() -> None:
+    cluster = cluster_of(node("n0"), pod("solo", "2"))
+    view = started_view(cluster)
+    binder = _binder(view, 1)
+    woken = threading.Event()
+    binder.wake = woken.set
+    with view.lock:
+        binder.bind(_commit(view))
+    assert woken.wait(10)
+
+
+def test_a_failed_pooled_binding_is_given_back_when_settled() -> None:
+    cluster = cluster_of(node("n0"), pod("solo", "2"))
+    view = started_view(cluster)
+    unreserve = _Unreserve()
+    binder = _binder(view, 1, unreserve)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise Conflict(409, "simulated refusal", "Conflict")
+
+    cluster.bind = refuse  # type: ignore[method-assign]
+    with view.lock:
+        binder.bind(_commit(view))
+    binder.drain(timeout=10)
+    assert unreserve.calls == ["default/solo"]
+    assert dict(view.matcher.allocations()) == {}
+    assert view.records.held[("pods", "default", "solo")] == []
+    assert binder.in_flight == set() and ("default", "solo") in view.unplaced
+    assert view.pods_on("n0") == 0
 
 
 def test_the_reporter_tells_each_new_reason_once() -> None:

@@ -56,6 +56,26 @@ def test_pods_on_counts_bound_pods_and_assumed_bindings() -> None:
     assert ("default", "b") not in view.unplaced
 
 
+def test_a_binding_settled_after_the_watch_showed_it_counts_once() -> None:
+    view = started_view(cluster_of(node("n0"), pod("b")))
+    view.handle("pods", "MODIFIED", pod("b", node_name="n0"))
+    view.assume(("default", "b"), "n0")
+    assert view.pods_on("n0") == 1
+
+
+def test_a_binding_settled_after_its_pod_went_does_not_count() -> None:
+    view = started_view(cluster_of(node("n0"), pod("b")))
+    view.handle("pods", "DELETED", pod("b"))
+    view.assume(("default", "b"), "n0")
+    assert view.pods_on("n0") == 0 and ("default", "b") not in view.unplaced
+
+
+def test_a_binding_settled_after_its_pod_was_replaced_does_not_count() -> None:
+    view = started_view(cluster_of(node("n0"), pod("b")))
+    view.assume(("default", "b"), "n0", uid="the-uid-of-an-older-pod")
+    assert view.pods_on("n0") == 0 and ("default", "b") in view.unplaced
+
+
 def test_an_assumed_pod_is_not_unplaced_again_by_a_stale_event() -> None:
     view = started_view(cluster_of(node("n0"), pod("b")))
     view.assume(("default", "b"), "n0")
