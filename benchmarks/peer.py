@@ -11,8 +11,9 @@ its own process, exactly as a user runs it:
 3. resumed (SIGCONT): the clock runs from the resume until the API server answered the
    last binding (read from its audit log, a line per request; a one-item list of
    ``spec.nodeName=`` every 50 ms tells when no pod is left unbound);
-4. in the gang rows, a gang that can never fit is created and the process's
-   CPU seconds per second are read from /proc over 10 s while it waits;
+4. in the gang rows, once the scheduler's events stopped coming, a gang that can
+   never fit is created and the process's CPU seconds per second are read from
+   /proc over 10 s while it waits;
 5. stopped, and the workload deleted.
 
 kube-scheduler's path comes from ``KUBE_SCHEDULER`` (default
@@ -221,14 +222,17 @@ class Run:
                           "pods/s", flush=True)
                     print("\n".join(requests.lines()), flush=True)
             rate = len(pods) / elapsed
-            waiting = self.waiting_gang_cores(peer, process, namespace) if gangs else None
+            waiting = (self.waiting_gang_cores(peer, process, namespace,
+                                               f"{limits}-{workload}-waiting")
+                       if gangs else None)
         self.clean(namespace)
         return rate, waiting
 
     @contextmanager
     def sampled(self, peer: Peer, process: subprocess.Popen[bytes], name: str) -> Iterator[None]:
-        """With ``profile_dir`` set, py-spy samples Fluence (threads holding the GIL) from just
-        after the resume until the block ends, or for ``profile_seconds``."""
+        """With ``profile_dir`` set, py-spy samples Fluence (threads holding the GIL) while
+        the block runs (from just after the resume, or while a gang waits), or for
+        ``profile_seconds``."""
         if self.profile_dir is None or peer.scheduler_name != "fluence":
             yield
             return
@@ -246,16 +250,34 @@ class Run:
             spy.wait(60)
 
     def waiting_gang_cores(self, peer: Peer, process: subprocess.Popen[bytes],
-                           namespace: str) -> float:
-        """CPU seconds per second of the scheduler while a gang that cannot fit waits."""
+                           namespace: str, label: str) -> float:
+        """CPU seconds per second of the scheduler while a gang that cannot fit waits.
+
+        Measured once the scheduler's events about the workload are all posted (both post
+        them after the bindings, from a queue): what waiting costs, not the tail of the
+        burst before it.
+        """
+        self.quiet_events(namespace)
         self.kube.create("podgroups", _pod_group("unfit", 2), namespace)
         for m in range(2):
             self.kube.create("pods", _pod(f"unfit-{m}", peer.scheduler_name, "unfit", cpu="64"),
                              namespace)
         time.sleep(3)
         before, started = _cpu_seconds(process.pid), time.perf_counter()
-        time.sleep(10)
+        with self.sampled(peer, process, label):
+            time.sleep(10)
         return (_cpu_seconds(process.pid) - before) / (time.perf_counter() - started)
+
+    def quiet_events(self, namespace: str, timeout: float = 120.0) -> None:
+        """Wait until the namespace's Events stopped growing for two seconds."""
+        deadline = time.monotonic() + timeout
+        counts = [-3, -2, -1]
+        while counts[-1] != counts[-2] or counts[-2] != counts[-3]:
+            if time.monotonic() > deadline:
+                print(f"  (events in {namespace} still growing after {timeout:.0f} s)")
+                return
+            time.sleep(1.0)
+            counts.append(len(self.kube.list("events", namespace).items))
 
     def clean(self, namespace: str) -> None:
         names = [p["metadata"]["name"] for p in self.kube.list("pods", namespace).items]
