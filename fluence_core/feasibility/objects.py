@@ -275,6 +275,8 @@ class Snapshot:
         self._node = {n.name: n for n in self.nodes}
         self.anti_affine: list[PodFacts] = []
         """The bound pods with required anti-affinity terms (every pod is asked about these)."""
+        self._at: dict[int, int] = {}
+        """Where each counted pod (by identity) is in ``pods``, so that removing one is cheap."""
         pods, self.pods = self.pods, []
         for pod in pods:
             self.add(pod)
@@ -283,12 +285,29 @@ class Snapshot:
         """Count a pod bound (or about to be) on ``pod.node_name``; one on no known node is
         left out, as kube-scheduler's cache holds only pods of nodes it has."""
         placed = self._by_node.get(pod.node_name)
-        if placed is None:
+        if placed is None or id(pod) in self._at:
             return
         placed.append(pod)
+        self._at[id(pod)] = len(self.pods)
         self.pods.append(pod)
         if pod.anti_affinity:
             self.anti_affine.append(pod)
+
+    def remove(self, pod: PodFacts) -> None:
+        """Stop counting a pod :meth:`add` counted (that very object): a snapshot kept from
+        one cycle to the next follows the pods that changed instead of being read again.
+        The order of ``pods`` is not kept (no filter depends on it)."""
+        at = self._at.pop(id(pod), None)
+        if at is None:
+            return
+        last = self.pods.pop()
+        if last is not pod:
+            self.pods[at] = last
+            self._at[id(last)] = at
+        placed = self._by_node[pod.node_name]
+        placed[:] = [p for p in placed if p is not pod]
+        if pod.anti_affinity:
+            self.anti_affine = [p for p in self.anti_affine if p is not pod]
 
     def pods_on(self, node: str) -> list[PodFacts]:
         return self._by_node.get(node, [])

@@ -196,7 +196,10 @@ class Binder:
         while self._outcomes:
             outcome = self._outcomes.popleft()
             self._settle(outcome)
-            self.in_flight.difference_update(g.pod_key(p) for p in outcome.commit.pending.pods)
+            for pod in outcome.commit.pending.pods:
+                key = g.pod_key(pod)
+                self.in_flight.discard(key)
+                self.view.touch(key)
             self._owners_in_flight.discard(outcome.commit.owner)
 
     def drain(self, timeout: float | None = None) -> None:

@@ -9,10 +9,11 @@ becomes ``PodRequest.allowed``, which the jobspec hands the matcher as a
 is vetoed after a match. A pod no node passes fails its group with
 kube-scheduler's summary ("0/12 nodes are available: ...").
 
-The snapshot is built once per cycle from per-object caches (a pod or node is
-read again only when its ``resourceVersion`` or node changed) and grows as the
-cycle commits groups, so a later group sees an earlier one's pods (their ports,
-their spread, their anti-affinity).
+The snapshot is kept from cycle to cycle: each cycle reads again only the pods
+the view says changed (a watch event, a binding settled), and everything when a
+node changed; answers that depend on the nodes alone are kept as long. It grows
+as the cycle commits groups, so a later group sees an earlier one's pods (their
+ports, their spread, their anti-affinity).
 """
 
 from __future__ import annotations
@@ -64,8 +65,16 @@ class FeasibleNodes:
         self._placed: dict[g.PodKey, str] = {}
         """Pods this scheduler placed whose binding the view does not show yet."""
         self._snapshot: Snapshot | None = None
+        """The snapshot of this cycle (None: the next question brings it up to date)."""
+        self._kept: Snapshot | None = None
+        """The snapshot kept from cycle to cycle, following the pods that changed."""
+        self._counted: dict[g.PodKey, PodFacts] = {}
+        """The pods ``_kept`` counts, each where it is (or is being) bound."""
+        self._node_changes = -1
+        """The view's ``node_changes`` when ``_kept`` read the nodes."""
         self._lasting: dict[str, Feasibility] = {}
-        """Answers that depend on the nodes alone, by pod signature, for this snapshot."""
+        """Answers that depend on the nodes alone, by pod signature, until the nodes change
+        or a pod with anti-affinity terms is counted."""
         self._read: dict[g.PodKey, PodFacts] = {}
         """The pods of the group being placed, as :meth:`constrain` read them."""
 
@@ -76,7 +85,6 @@ class FeasibleNodes:
     def snapshot(self) -> Snapshot:
         if self._snapshot is None:
             self._snapshot = self._build()
-            self._lasting = {}
             self._storage_read = False
         return self._snapshot
 
@@ -115,7 +123,7 @@ class FeasibleNodes:
             answer = answers.get(signature) or self._lasting.get(signature)
             if answer is None:
                 answer = answers[signature] = feasible(facts, snapshot, self.filters)
-                if answer.lasting:
+                if answer.lasting and not facts.claims:  # claims are read again each cycle
                     self._lasting[signature] = answer
             if not answer.nodes:
                 return answer.summary()
@@ -151,34 +159,61 @@ class FeasibleNodes:
                 continue
             self._placed[key] = node
             facts = self._read.get(key)
-            if self._snapshot is not None and facts is not None:
-                self._snapshot.add(dataclasses.replace(facts, node_name=node))
-                if facts.anti_affinity:
-                    self._lasting = {}  # every pod must now be asked about its terms
+            if self._snapshot is None or facts is None:
+                self.view.touch(key)  # counted when the next snapshot is brought up to date
+                continue
+            self._count(key, dataclasses.replace(facts, node_name=node))
 
     # -- the snapshot ----------------------------------------------------------------
 
     def _build(self) -> Snapshot:
-        nodes = [node_facts for name, obj in self.view.nodes.items()
-                 if (node_facts := self._node_facts(name, obj)) is not None]
+        """The kept snapshot brought up to date: only the pods the view says changed are
+        read again (every cycle read every pod before: O(pods) a cycle, with a cycle per
+        watch event under a backlog); all of it when the nodes changed."""
+        view = self.view
         in_flight = self._in_flight()
-        pods = []
-        for key, obj in self.view.pods.items():
-            if g.is_finished(obj):
-                continue
+        if self._kept is None or view.node_changes != self._node_changes:
+            self._node_changes = view.node_changes
+            nodes = [node_facts for name, obj in view.nodes.items()
+                     if (node_facts := self._node_facts(name, obj)) is not None]
+            self._kept, self._counted, self._lasting = Snapshot(nodes=nodes), {}, {}
+            view.pod_changes.update(view.pods)
+        changed, view.pod_changes = view.pod_changes, set()
+        for key in changed:
+            self._recount(key, view.pods.get(key), in_flight)
+        return self._kept
+
+    def _recount(self, key: g.PodKey, obj: KubeObject | None,
+                 in_flight: Collection[g.PodKey]) -> None:
+        """Count a changed pod where it is now: bound, or being bound by this scheduler."""
+        node = ""
+        if obj is not None and not g.is_finished(obj):
             node = (obj.get("spec") or {}).get("nodeName") or ""
             if not node and key in in_flight:
                 node = self._placed.get(key, "")
-            if not node:
-                continue
-            facts = self._pod_facts(key, obj, node)
-            if facts is not None:
-                pods.append(facts)
-        self._placed = {k: n for k, n in self._placed.items()
-                        if k in in_flight and not g.is_bound(self.view.pods.get(k) or {})}
-        live = self.view.pods.keys()
-        self._pods = {k: v for k, v in self._pods.items() if k in live}
-        return Snapshot(nodes=nodes, pods=pods)
+        if key not in in_flight or obj is None or g.is_bound(obj):
+            self._placed.pop(key, None)
+        if obj is None:
+            self._pods.pop(key, None)
+        facts = self._pod_facts(key, obj, node) if obj is not None and node else None
+        if facts is None:
+            old = self._counted.pop(key, None)
+            if old is not None and self._kept is not None:
+                self._kept.remove(old)
+            return
+        self._count(key, facts)
+
+    def _count(self, key: g.PodKey, facts: PodFacts) -> None:
+        """Count ``facts`` for ``key`` in the kept snapshot, in place of what was counted."""
+        old = self._counted.get(key)
+        if old is facts or self._kept is None:
+            return
+        if old is not None:
+            self._kept.remove(old)
+        self._counted[key] = facts
+        self._kept.add(facts)
+        if facts.anti_affinity:
+            self._lasting = {}  # every pod must now be asked about its terms
 
     def _pod_facts(self, key: g.PodKey, obj: KubeObject, node: str) -> PodFacts | None:
         version = _version(obj)

@@ -82,6 +82,11 @@ class ClusterView:
         self._placed_on: dict[g.PodKey, str] = {}
         self._pods_per_node: dict[str, int] = {}
         """Live pods bound (or being bound) to each node, for the kubelet's pod limit."""
+        self.pod_changes: set[g.PodKey] = set()
+        """Pods changed (or touched) since the feasibility snapshot last read them."""
+        self.node_changes = 0
+        """Moves whenever a node event is applied: the feasibility snapshot reads every
+        node again."""
 
     # -- graph and matcher --------------------------------------------------------------
 
@@ -132,10 +137,15 @@ class ClusterView:
         if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
             return
         self.unplaced.pop(key, None)
+        self.pod_changes.add(key)
         if key in self._placed_on:
             return
         self._assumed[key] = node
         self._count_on(key, node)
+
+    def touch(self, key: g.PodKey) -> None:
+        """The feasibility snapshot reads this pod again (its binding was settled)."""
+        self.pod_changes.add(key)
 
     def release_match(self, match: GroupMatch) -> None:
         """Give back every allocation of a match that will not be committed."""
@@ -227,7 +237,10 @@ class ClusterView:
             return
         cache.clear()
         cache.update(fresh)
+        if plural == "nodes":
+            self.node_changes += 1
         if plural == "pods":
+            self.pod_changes.update(fresh)
             self.unplaced = {k: p for k, p in fresh.items() if not g.is_bound(p)
                              and not g.is_finished(p) and not g.is_terminating(p)}
             self._placed_on, self._pods_per_node = {}, {}
@@ -264,6 +277,7 @@ class ClusterView:
     # -- nodes ---------------------------------------------------------------------------
 
     def _on_node(self, event: str, obj: KubeDict) -> None:
+        self.node_changes += 1
         name = obj["metadata"]["name"]
         old = self.nodes.get(name)
         if event == DELETED:
@@ -328,6 +342,7 @@ class ClusterView:
 
     def _on_pod(self, event: str, obj: KubeDict) -> None:
         key = g.pod_key(obj)
+        self.pod_changes.add(key)
         if event == DELETED:
             self.pods.pop(key, None)
         else:

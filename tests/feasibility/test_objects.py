@@ -6,7 +6,7 @@ import pytest
 
 from fluence_core.feasibility import NodeFacts, PodFacts
 from fluence_core.feasibility.objects import HostPort, Toleration
-from tests.feasibility.kube_objects import node, pod
+from tests.feasibility.kube_objects import facts, node, pod, snapshot
 
 
 def test_pod_facts_read_every_field_the_filters_use() -> None:
@@ -60,3 +60,22 @@ def test_node_facts_count_allocatable_in_base_units() -> None:
 def test_a_node_with_a_bad_quantity_is_named() -> None:
     with pytest.raises(ValueError, match="node n: allocatable: memory"):
         NodeFacts.from_kube(node("n", memory="lots"))
+
+
+def test_a_snapshot_forgets_a_removed_pod_everywhere_it_counted_it() -> None:
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "kubernetes.io/hostname"}
+    ]}}
+    first, second, third = (facts(pod(n, node_name="n0", labels={"app": "a"})) for n in "abc")
+    wary = facts(pod("d", node_name="n1", labels={"app": "a"}, affinity=anti))
+    taken = snapshot([node("n0"), node("n1")])
+    for counted in (first, second, third, wary):
+        taken.add(counted)
+    taken.remove(first)
+    taken.remove(wary)
+    taken.remove(wary)  # a second removal changes nothing
+    assert sorted(p.name for p in taken.pods) == ["b", "c"]
+    assert [p.name for p in taken.pods_on("n0")] == ["b", "c"] and taken.pods_on("n1") == []
+    assert taken.anti_affine == []
+    taken.add(first)
+    assert sorted(p.name for p in taken.pods) == ["a", "b", "c"]

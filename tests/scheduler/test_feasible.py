@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from fluence_core.cluster_api import EVENTS, NODES, PODS
+from fluence_core.feasibility.run import default_filters
+from fluence_core.models import Group, PodRequest
 from fluence_core.scheduler.core import Scheduler
+from fluence_core.scheduler.feasible import FeasibleNodes
 from fluence_core.settings import load_settings
 from tests.scheduler.conftest import Harness, node, pod, pod_group
+from tests.scheduler.parts import cluster_of, started_view
 
 Factory = Callable[..., Harness]
 GPU_TAINT = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
@@ -228,3 +232,44 @@ def test_a_missing_claim_is_named_in_the_reason(harness_factory: Factory) -> Non
                                                   "persistentVolumeClaim": {"claimName": "gone"}}]))
     h.cycle()
     assert _reason(h, "p") == '0/1 nodes are available: persistentvolumeclaim "gone" not found.'
+
+
+def _ported(name: str, node_name: str | None = None) -> dict[str, Any]:
+    body = pod(name, "1", node_name=node_name)
+    body["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    return body
+
+
+def test_the_kept_snapshot_reads_again_only_the_pods_that_changed() -> None:
+    view = started_view(cluster_of(node("n0", pods="110"), node("n1", pods="110"),
+                                   _ported("a", "n0"), pod("b", "1", node_name="n1")))
+    feasible_nodes = FeasibleNodes(view, default_filters(), set)
+    feasible_nodes.begin()
+    before = {p.name: p for p in feasible_nodes.snapshot().pods}
+    view.handle("pods", "DELETED", _ported("a", "n0"))
+    view.handle("pods", "ADDED", _ported("c", "n1"))
+    feasible_nodes.begin()
+    after = feasible_nodes.snapshot()
+    assert sorted(p.name for p in after.pods) == ["b", "c"]
+    assert next(p for p in after.pods if p.name == "b") is before["b"], "b was not read again"
+    assert [p.name for p in after.pods_on("n1")] == ["b", "c"] and after.pods_on("n0") == []
+    asked = feasible_nodes.constrain(Group("g", (PodRequest.from_kube(_ported("d")),)),
+                                     [_ported("d")])
+    assert not isinstance(asked, str) and asked.pods[0].allowed == frozenset({"n0"})
+
+
+def test_a_finished_pod_leaves_the_kept_snapshot_and_a_new_node_brings_all_back() -> None:
+    view = started_view(cluster_of(node("n0"), pod("a", "1", node_name="n0")))
+    feasible_nodes = FeasibleNodes(view, default_filters(), set)
+    feasible_nodes.begin()
+    assert [p.name for p in feasible_nodes.snapshot().pods] == ["a"]
+    done = pod("a", "1", node_name="n0")
+    done["status"] = {"phase": "Succeeded"}
+    view.handle("pods", "MODIFIED", done)
+    feasible_nodes.begin()
+    assert feasible_nodes.snapshot().pods == []
+    view.handle("pods", "ADDED", pod("b", "1", node_name="n0"))
+    view.handle("nodes", "ADDED", node("n1"))
+    feasible_nodes.begin()
+    fresh = feasible_nodes.snapshot()
+    assert [p.name for p in fresh.pods] == ["b"] and len(fresh.nodes) == 2
