@@ -273,3 +273,28 @@ def test_a_finished_pod_leaves_the_kept_snapshot_and_a_new_node_brings_all_back(
     feasible_nodes.begin()
     fresh = feasible_nodes.snapshot()
     assert [p.name for p in fresh.pods] == ["b"] and len(fresh.nodes) == 2
+
+
+def test_pods_differing_only_in_their_token_volume_share_one_answer() -> None:
+    def with_token(name: str) -> dict[str, Any]:
+        body = pod(name, "1")
+        body["spec"]["volumes"] = [{"name": f"kube-api-access-{name}", "projected": {}}]
+        return body
+
+    view = started_view(cluster_of(node("n0", pods="110"), with_token("a"), with_token("b")))
+    asked: list[str] = []
+
+    class Counting:
+        name, reads_pods = "Counting", False
+
+        def prepare(self, facts: Any, snapshot: Any) -> Callable[[Any], tuple[str, ...]]:
+            asked.append(facts.name)
+            return lambda node_facts: ()
+
+    feasible_nodes = FeasibleNodes(view, [Counting()], set)
+    feasible_nodes.begin()
+    for name in ("a", "b"):
+        one = view.pods[("default", name)]
+        assert not isinstance(feasible_nodes.constrain(
+            Group(name, (PodRequest.from_kube(one),)), [one]), str)
+    assert asked == ["a"]
