@@ -4,7 +4,8 @@
     python benchmarks/bench_scheduler.py            # in-memory cluster
     KUBEBUILDER_ASSETS=/path/to/bin python benchmarks/bench_scheduler.py   # plus a real API server
     KUBEBUILDER_ASSETS=/path/to/bin python benchmarks/bench_scheduler.py --peer [--nodes 100,1000]
-        # Fluence beside kube-scheduler on one API server (see benchmarks/peer.py)
+        # Fluence beside kube-scheduler on one API server (see benchmarks/peer.py);
+        # --baseline REF adds Fluence at REF, --audit prints each one's requests
 
 The pods are created first; the clock runs from the scheduler's start (list,
 graph, restore) until the last pod is bound, so the figure is the scheduler's
@@ -17,6 +18,7 @@ binding in the scheduling loop, and on 8 bind workers (``fluence up``'s default)
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 import threading
@@ -30,6 +32,8 @@ from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import ensure_namespace, find_assets, start_apiserver
 
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TIMEOUT = 180.0
 """A case not fully bound by then is reported with how many were."""
@@ -122,6 +126,7 @@ def main() -> None:
                         help="where --peer writes its rows")
     parser.add_argument("--audit", action="store_true",
                         help="--peer: print each scheduler's requests from the audit log")
+    parser.add_argument("--baseline", help="--peer: Fluence at this git ref takes its turn too")
     parser.add_argument("--limits", help="--peer: only these client limits (comma-separated)")
     parser.add_argument("--workloads", help="--peer: only these workloads (comma-separated)")
     args = parser.parse_args()
@@ -132,9 +137,22 @@ def main() -> None:
         assets, reason = find_assets()
         if assets is None:
             raise SystemExit(f"--peer needs a real API server: {reason}")
-        run_peer(assets, [int(n) for n in args.nodes.split(",")], args.json, audited=args.audit,
-                 limits_names=args.limits.split(",") if args.limits else None,
-                 workload_names=args.workloads.split(",") if args.workloads else None)
+        with tempfile.TemporaryDirectory() as tmp:
+            baseline = None
+            if args.baseline:  # Fluence at that commit takes its turn too, from a worktree
+                baseline = Path(tmp) / "baseline"
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach",
+                                str(baseline), args.baseline], check=True, capture_output=True)
+            try:
+                run_peer(assets, [int(n) for n in args.nodes.split(",")], args.json,
+                         audited=args.audit,
+                         limits_names=args.limits.split(",") if args.limits else None,
+                         workload_names=args.workloads.split(",") if args.workloads else None,
+                         baseline=baseline)
+            finally:
+                if baseline is not None:
+                    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                                    str(baseline)], check=False, capture_output=True)
         return
     import logging
 

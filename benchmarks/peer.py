@@ -68,6 +68,10 @@ class Row:
     ratio: float
     kube_scheduler_waiting_cores: float | None = None
     fluence_waiting_cores: float | None = None
+    before_pods_s: float | None = None
+    """Fluence at the baseline commit (``--baseline``), in the same run."""
+    before_ratio: float | None = None
+    before_waiting_cores: float | None = None
 
 
 def _node(i: int) -> dict[str, Any]:
@@ -289,10 +293,12 @@ class Run:
 
 def run_peer(assets: Path, node_counts: list[int], output: Path, *, audited: bool = False,
              limits_names: list[str] | None = None,
-             workload_names: list[str] | None = None) -> list[Row]:
+             workload_names: list[str] | None = None,
+             baseline: Path | None = None) -> list[Row]:
     """Every row (or those of the named limits and workloads), printed as it is measured and
     written to ``output`` after each; with ``audited``, each scenario's requests from the API
-    server's audit log as well."""
+    server's audit log as well; with ``baseline`` (a checkout), Fluence from there takes its
+    turn too."""
     for name in (limits_names or []) + (workload_names or []):
         if name not in LIMITS and name not in WORKLOADS:
             raise SystemExit(f"no limits or workload named {name!r}: "
@@ -313,11 +319,16 @@ def run_peer(assets: Path, node_counts: list[int], output: Path, *, audited: boo
                 run.profile_seconds = int(os.environ.get("PEER_PROFILE_SECONDS") or 0)
             kubeconfig = server.kubeconfig()
             peers = [kube_scheduler_peer(binary, kubeconfig), fluence_peer(kubeconfig)]
+            if baseline is not None:
+                peers.append(fluence_peer(kubeconfig, "before", baseline))
             for limits in limits_names or LIMITS:
                 for workload in workload_names or WORKLOADS:
                     results = {p.name: run.scenario(p, limits, workload) for p in peers}
                     (ks, ks_cpu), (fl, fl_cpu) = results["kube-scheduler"], results["fluence"]
                     row = Row(nodes, limits, workload, ks, fl, fl / ks, ks_cpu, fl_cpu)
+                    if "before" in results:
+                        row.before_pods_s, row.before_waiting_cores = results["before"]
+                        row.before_ratio = row.before_pods_s / ks
                     rows.append(row)
                     _print_row(row)
                     output.write_text(json.dumps([asdict(r) for r in rows], indent=2))
@@ -329,6 +340,11 @@ def _print_row(row: Row) -> None:
     if row.fluence_waiting_cores is not None:
         waiting = (f"  waiting gang: kube-scheduler {row.kube_scheduler_waiting_cores:.3f}, "
                    f"fluence {row.fluence_waiting_cores:.3f} cores")
+        if row.before_waiting_cores is not None:
+            waiting += f" (before {row.before_waiting_cores:.3f})"
+    before = ""
+    if row.before_pods_s is not None and row.before_ratio is not None:
+        before = f"  [before: {row.before_pods_s:7.1f} pods/s {row.before_ratio:6.3f}x]"
     print(f"{row.nodes:5d} nodes  {row.limits:9} {row.workload:17} "
           f"kube-scheduler {row.kube_scheduler_pods_s:7.1f}  fluence {row.fluence_pods_s:7.1f} "
-          f"pods/s  {row.ratio:5.2f}x{waiting}", flush=True)
+          f"pods/s  {row.ratio:6.3f}x{before}{waiting}", flush=True)
