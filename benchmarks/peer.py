@@ -240,7 +240,7 @@ class Run:
         if self.profile_dir is None or peer.scheduler_name != "fluence":
             yield
             return
-        output = self.profile_dir / f"{self.nodes}-{name.replace(' ', '_')}.txt"
+        output = self.profile_dir / f"{peer.name}-{self.nodes}-{name.replace(' ', '_')}.txt"
         argv = ["py-spy", "record", "--pid", str(process.pid), "--gil", "--threads",
                 "--rate", "250", "--format", "raw", "--output", str(output)]
         if self.profile_seconds:
