@@ -39,6 +39,9 @@ SCOUT_STATUS_NO_RESULT: Final = "no-result"
 SCOUT_STATUS_NOT_FOUND: Final = "not-found"
 SCOUT_STATUS_OBSERVED: Final = "observed"
 """Observe-only mode: the sidecar recorded the queue and released nobody (final report only)."""
+SCOUT_STATUS_LOST: Final = "scout-lost"
+"""Set by the webhook's orphan sweep, not the sidecar: the scout pod ended or went away
+before it reported a release, so its workers are let go without the scout's task."""
 SCOUT_QUEUE_POSITION_ANNOTATION: Final = f"{DOMAIN}/scout-queue-position"
 """On the scout: its task's queue position when the sidecar found it."""
 

@@ -137,7 +137,16 @@ def release(cluster: ClusterAPI, scout: Mapping[str, Any], gate: str,
             annotations: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """Stamp and ungate every worker of ``scout`` still behind ``gate``: (ungated now, still
     running)."""
-    workers = workers_of(cluster, scout)
+    return release_workers(cluster, workers_of(cluster, scout), gate, annotations)
+
+
+def release_workers(cluster: ClusterAPI, workers: list[KubeDict], gate: str,
+                    annotations: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """Stamp and ungate each of ``workers`` still behind ``gate``: (ungated now, still running).
+
+    The report endpoint passes a scout's workers; the orphan sweep
+    (:mod:`fluence_core.webhook.orphans`) the gated workers of a scout that is gone.
+    """
     done = [w["metadata"]["name"] for w in workers if ungate(cluster, w, gate, annotations)]
     return done, running(workers)
 

@@ -234,6 +234,13 @@ class Settings(BaseSettings):
         default=names.QUANTUM_GATE,
         description="Scheduling gate shared-coordination workers wait behind.",
     )
+    orphan_sweep: float = Field(
+        json_schema_extra=_reads(WEBHOOK),
+        default=30, ge=0,
+        description="Seconds between the webhook's sweeps for gated workers whose scout pod "
+        "ended or went away before reporting; they are released as "
+        f"{names.SCOUT_STATUS_LOST!r} once seen so on two sweeps in a row (0: off).",
+    )
     backend_refresh: float = Field(
         json_schema_extra=_reads(SCHEDULER),
         default=0, ge=0,

@@ -41,7 +41,8 @@ import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
 
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
@@ -164,8 +165,17 @@ class _Handler(BaseHTTPRequestHandler):
     do_DELETE = do_PATCH = do_PUT  # noqa: N815
 
 
+class Loop(Protocol):
+    """A periodic task of the webhook process (the orphan sweep), run while the server serves."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class WebhookServer(ThreadingHTTPServer):
-    """One thread per connection; TLS when ``ssl_context`` is given."""
+    """One thread per connection; TLS when ``ssl_context`` is given; ``loops`` start with
+    :meth:`serve_forever` and stop when it returns."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -177,8 +187,9 @@ class WebhookServer(ThreadingHTTPServer):
                  max_per_client: int = MAX_PER_CLIENT,
                  request_deadline: float = REQUEST_DEADLINE,
                  idle_timeout: float = IDLE_TIMEOUT,
-                 reports: ReportEndpoint | None = None) -> None:
+                 reports: ReportEndpoint | None = None, loops: Sequence[Loop] = ()) -> None:
         self.service = service
+        self.loops = tuple(loops)
         self.idle_timeout = idle_timeout
         self.reports = reports
         self.ssl_context = ssl_context
@@ -225,6 +236,15 @@ class WebhookServer(ThreadingHTTPServer):
                     socket.socket.shutdown(connection, socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        for loop in self.loops:
+            loop.start()
+        try:
+            super().serve_forever(poll_interval)
+        finally:
+            for loop in self.loops:
+                loop.stop()
 
     def server_close(self) -> None:
         self._closed.set()

@@ -1,0 +1,188 @@
+"""The orphan sweep: release gated workers whose scout ended or went away before reporting.
+
+The scout's sidecar fails open (it sends ``release`` until it gets through), but
+only while its pod lives. A scout that fails, is evicted or deleted before its
+report leaves its group's workers behind the gate with nobody to release them.
+Every ``orphan_sweep`` seconds the webhook lists the shared groups' pods (one
+list, scouts and workers together), and for each group with workers still behind
+Fluence's gate and no live scout (none there, or each one terminal: Succeeded,
+Failed, or being deleted) it releases them through
+:func:`fluence_core.release.release_workers`, the step the report endpoint takes.
+
+* Outcome: ``scout-lost`` (a warning log naming the group and a ``ScoutLost``
+  Event on each worker), unless an ended scout had reported a release already
+  (a worker the Job created after it): then that scout's status, task and session.
+* A group must look orphaned on **two sweeps in a row**: the Job controller
+  creates an Indexed Job's pods in parallel (a worker may be admitted before its
+  scout) and replaces a failed scout after a backoff; a scout seen live on the
+  second sweep takes the group back.
+* Idempotent: released workers no longer carry the gate, so a finished group is
+  never written to again. No API error or bad object stops the loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluence_core import names
+from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
+from fluence_core.kube_errors import ApiError
+from fluence_core.log import logger
+from fluence_core.release import RELEASE_STATUSES, TERMINAL_PHASES, release_workers, stamp
+from fluence_core.settings import Settings
+
+SELECTOR = (f"{names.ROLE_LABEL} in ({names.ROLE_SCOUT},{names.ROLE_WORKER}),"
+            f"{names.GROUP_LABEL}")
+"""The shared groups' pods: scouts and workers that carry a group label."""
+REASON = "ScoutLost"
+"""Reason of the Event on each worker released because its scout was lost."""
+
+GroupKey = tuple[str, str, str]
+"""Namespace, group label, uid of the controlling Job ('' without one)."""
+
+
+def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return pod.get("metadata") or {}
+
+
+def group_key(pod: Mapping[str, Any]) -> GroupKey:
+    """Which group a pod belongs to: a worker must share its scout's controller
+    (as :func:`fluence_core.release.workers_of` requires)."""
+    meta = _meta(pod)
+    controller = next((str(ref.get("uid")) for ref in meta.get("ownerReferences") or []
+                       if ref.get("controller")), "")
+    return (str(meta.get("namespace") or ""),
+            str((meta.get("labels") or {}).get(names.GROUP_LABEL) or ""), controller)
+
+
+def ended(pod: Mapping[str, Any]) -> bool:
+    """Terminal (Succeeded, Failed) or being deleted."""
+    return bool(_meta(pod).get("deletionTimestamp")) or (
+        (pod.get("status") or {}).get("phase") in TERMINAL_PHASES)
+
+
+def gated(pod: Mapping[str, Any], gate: str) -> bool:
+    return any(g.get("name") == gate for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+@dataclass
+class Orphaned:
+    """A group with gated workers and no live scout."""
+
+    workers: list[KubeDict] = field(default_factory=list)
+    scouts: list[KubeDict] = field(default_factory=list)
+    """Its ended scouts still listed (none when deleted)."""
+
+    def outcome(self) -> tuple[dict[str, str], bool]:
+        """The workers' stamp, and whether it says the scout was lost."""
+        for scout in self.scouts:
+            notes = _meta(scout).get("annotations") or {}
+            status = notes.get(names.SCOUT_STATUS_ANNOTATION)
+            if status in RELEASE_STATUSES:  # it reported a release: late workers get it too
+                return stamp(scout, status, notes.get(names.SCOUT_JOB_ID_ANNOTATION),
+                             notes.get(names.SCOUT_SESSION_ANNOTATION)), False
+        return stamp(self.scouts[0] if self.scouts else {}, names.SCOUT_STATUS_LOST), True
+
+
+def orphaned(pods: Iterable[KubeDict], gate: str) -> dict[GroupKey, Orphaned]:
+    """The groups among ``pods`` whose workers wait behind ``gate`` with no live scout."""
+    groups: dict[GroupKey, Orphaned] = {}
+    live: set[GroupKey] = set()
+    for pod in pods:
+        key = group_key(pod)
+        role = (_meta(pod).get("labels") or {}).get(names.ROLE_LABEL)
+        if role == names.ROLE_SCOUT:
+            if ended(pod):
+                groups.setdefault(key, Orphaned()).scouts.append(pod)
+            else:
+                live.add(key)
+        elif role == names.ROLE_WORKER and gated(pod, gate) and not ended(pod):
+            groups.setdefault(key, Orphaned()).workers.append(pod)
+    return {key: group for key, group in groups.items() if group.workers and key not in live}
+
+
+class OrphanSweep:
+    """The periodic sweep (module docstring); :meth:`start` / :meth:`stop` with the server."""
+
+    def __init__(self, cluster: ClusterAPI, settings: Settings) -> None:
+        self.cluster = cluster
+        self.gate = settings.quantum_gate
+        self.interval = settings.orphan_sweep
+        self._suspects: set[GroupKey] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sweep(self) -> list[str]:
+        """One sweep: the names of the workers it released."""
+        try:
+            listed = self.cluster.list(PODS, None, label_selector=SELECTOR).items
+        except ApiError as error:
+            logger.warning("orphan sweep: cannot list the shared groups' pods: %s", error)
+            return []
+        found = orphaned(listed, self.gate)
+        confirmed = [key for key in found if key in self._suspects]
+        self._suspects = set(found)
+        released: list[str] = []
+        for key in confirmed:
+            try:
+                released += self._release(key, found[key])
+            except ApiError as error:  # the next sweep tries again
+                logger.warning("orphan sweep: releasing group %s/%s failed: %s", key[0], key[1],
+                               error)
+        return released
+
+    def _release(self, key: GroupKey, group: Orphaned) -> list[str]:
+        annotations, lost = group.outcome()
+        done, _running = release_workers(self.cluster, group.workers, self.gate, annotations)
+        if not done:
+            return done
+        where = f"{key[0]}/{key[1]}"
+        if not lost:
+            logger.info("orphan sweep: group %s's scout had reported %s; released late %s",
+                        where, annotations[names.SCOUT_STATUS_ANNOTATION], ", ".join(done))
+            return done
+        scouts = ", ".join(f"{_meta(s).get('name')} ({(s.get('status') or {}).get('phase')})"
+                           for s in group.scouts) or "none left"
+        logger.warning("orphan sweep: group %s lost its scout before it reported (scouts: %s);"
+                       " released %s as %s", where, scouts, ", ".join(done),
+                       names.SCOUT_STATUS_LOST)
+        message = (f"fluence released this worker of group {key[1]}: its scout ended or went away"
+                   f" before reporting (scouts: {scouts})")
+        for worker in group.workers:
+            if worker["metadata"]["name"] in done:
+                self._event(worker, message)
+        return done
+
+    def _event(self, worker: KubeDict, message: str) -> None:
+        try:
+            self.cluster.post_event({"apiVersion": "v1", "kind": "Pod", **worker}, "Warning",
+                                    REASON, message)
+        except ApiError as error:
+            logger.debug("orphan sweep: cannot post %s on %s: %s", REASON,
+                         worker["metadata"].get("name"), error)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Sweep every ``interval`` seconds in a daemon thread (not at all when it is 0)."""
+        if self.interval <= 0 or self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="orphan-sweep")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.sweep()
+            except Exception:  # noqa: BLE001 - no bad object may stop the sweep
+                logger.exception("orphan sweep failed; trying again in %.0f s", self.interval)
