@@ -55,7 +55,7 @@ from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, tls
 from fluence_core.webhook.report import ReportEndpoint
 from fluence_core.webhook.review import AdmissionService
-from fluence_core.webhook.server import WebhookServer, server_context
+from fluence_core.webhook.server import Loop, WebhookServer, server_context
 
 ASSETS_ENV: Final = "KUBEBUILDER_ASSETS"
 FEATURE_GATES: Final = "GenericWorkload=true,GangScheduling=true,WorkloadWithJob=true"
@@ -422,7 +422,8 @@ def webhook_entry(resource: str, url: str, namespace: str, *,
 def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, namespace: str,
                    resources: Sequence[str] = ("pods",),
                    reinvocation: Literal["Never", "IfNeeded"] = "IfNeeded",
-                   service: AdmissionService | None = None) -> Iterator[WebhookServer]:
+                   service: AdmissionService | None = None,
+                   loops: Sequence[Loop] = ()) -> Iterator[WebhookServer]:
     """Fluence's webhook on 127.0.0.1, registered with the API server ``kube`` talks to.
 
     The four steps every webhook e2e test needs: a serving certificate from a
@@ -435,7 +436,8 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
     writer for PodGroups as ``fluence webhook`` has; the scouts' report endpoint
     (``/v1/scout-report``) is served too, and scouts are given this CA to trust. On
     exit the configuration is deleted first (no request then reaches a closed port),
-    then the server stops and the writer finishes.
+    then the server stops and the writer finishes. ``loops`` (the orphan sweep) run while
+    the server serves, as in ``fluence webhook``.
     """
     cert = tls.generate(["localhost"], workdir, ip_addresses=["127.0.0.1"])
     if settings.report_ca is None:  # as fluence webhook does: scouts trust its serving CA
@@ -445,7 +447,7 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
                                 writer=BackgroundWriter())
     server = WebhookServer(("127.0.0.1", 0), service,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
-                           reports=ReportEndpoint(kube, settings))
+                           reports=ReportEndpoint(kube, settings), loops=loops)
     threading.Thread(target=server.serve_forever, daemon=True, name="e2e-webhook").start()
     name = settings.webhook_config
     try:
