@@ -15,12 +15,15 @@ are created there, in a namespace without any webhook, in one without a
 webhook where the client itself makes each gang's PodGroup and points the pods
 at it (what the same gangs cost without Fluence), in one whose webhook is the
 same server answering "allowed" and nothing else (the floor: what calling any
-webhook served this way costs), and through Fluence's webhook making its
-PodGroups on the request path (as before the background writer), by 1 client
-and by 20 concurrent clients, the paths alternating in short repeats. Reported: create latency
-p50/p99 on each path, the latency each webhook adds (p50 and p99 of its path
-minus those without), the creates/s ratio against the path without, CPU per
-create, and the connections the API server opened to the webhook.
+webhook served this way costs), in one whose webhook is that server answering
+with the patch Fluence's gives a gang pod and making no PodGroup (what any
+mutation costs the API server), through Fluence's webhook, and through
+Fluence's webhook making its PodGroups on the request path (as before the
+background writer), by 1 client and by 20 concurrent clients, the paths
+alternating in short repeats. Reported: create latency p50/p99 on each path,
+the latency each webhook adds (p50 and p99 of its path minus those without), the
+creates/s ratio against the path without, CPU per create, and the connections
+the API server opened to the webhook.
 
 Everything printed is also written as JSON (``--json``), with the load averages
 before and after: the machine is shared, so only ratios measured in the same
@@ -59,6 +62,7 @@ HOOKED = "bench-hooked"
 INLINE = "bench-inline"
 NATIVE = "bench-native"
 NULL = "bench-null"
+PATCHED = "bench-patched"
 PLAIN = "bench-plain"
 
 
@@ -191,11 +195,25 @@ class NullService:
         return Outcome(200, allow(json.loads(body)["request"]["uid"]))
 
 
+class PatchingService(NullService):
+    """The null webhook answering with the patch Fluence's gives (a gang pod's one ``add`` of
+    ``spec.schedulingGroup``) and making no PodGroup: what any mutation costs the API server
+    (it encodes the pod, applies the patch, decodes and compares it, then runs the mutating
+    admission chain a second time), apart from what Fluence does."""
+
+    def review(self, body: bytes) -> Outcome:
+        request = json.loads(body)["request"]
+        group = (request["object"]["metadata"].get("labels") or {}).get(names.GROUP_LABEL)
+        patch = [{"op": "add", "path": "/spec/schedulingGroup",
+                  "value": {"podGroupName": group}}] if group else None
+        return Outcome(200, allow(request["uid"], patch))
+
+
 def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Connection,
                   path: str) -> None:
     """The webhook process: default settings, its own API client, as ``fluence webhook`` runs
     (``NULL``: the same server answering every review with "allowed", nothing else;
-    ``INLINE``: no background writer)."""
+    ``PATCHED``: the same, with Fluence's patch; ``INLINE``: no background writer)."""
     from fluence_core.kube import KubeCluster
     from fluence_core.log import configure
 
@@ -204,8 +222,9 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     cluster = KubeCluster.from_token(url, token, ca_file=ca_file, qps=settings.kube_qps,
                                      burst=settings.kube_burst)
     writer = None if path == INLINE else BackgroundWriter()
-    service: Any = NullService() if path == NULL else build_service(
-        settings, get_plugin_manager(settings), cluster, writer=writer)
+    service: Any = (NullService() if path == NULL else PatchingService() if path == PATCHED
+                    else build_service(settings, get_plugin_manager(settings), cluster,
+                                       writer=writer))
     cert = tls.generate(["localhost"], Path(workdir), ip_addresses=["127.0.0.1"])
     server = WebhookServer(("127.0.0.1", 0), service,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
@@ -417,12 +436,15 @@ class Webhook:
 
 
 PATHS = {PLAIN: "without", NATIVE: "without, client makes PodGroups", NULL: "null webhook",
-         HOOKED: "with", INLINE: "with, inline writes"}
+         PATCHED: "null webhook, Fluence's patch", HOOKED: "with",
+         INLINE: "with, inline writes"}
 """Each path's label: no webhook; no webhook, the client making each gang's PodGroup and
 pointing its pods at it (what the same gangs cost without Fluence); a webhook that allows
-everything unchanged; Fluence's; Fluence's making its PodGroups on the request path (as
-before issue 20's background writer)."""
-BY_NAME = {"plain": PLAIN, "native": NATIVE, "null": NULL, "hooked": HOOKED, "inline": INLINE}
+everything unchanged; the same answering with Fluence's patch (no PodGroup); Fluence's;
+Fluence's making its PodGroups on the request path (as before issue 20's background
+writer)."""
+BY_NAME = {"plain": PLAIN, "native": NATIVE, "null": NULL, "patched": PATCHED, "hooked": HOOKED,
+           "inline": INLINE}
 
 
 def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats: int,
@@ -575,10 +597,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10,
                         help="through the API server: alternations of the paths per client count"
                              " (short and many: the machine's load drifts)")
-    parser.add_argument("--paths", default="plain,native,null,hooked,inline",
+    parser.add_argument("--paths", default="plain,native,null,patched,hooked,inline",
                         help="through the API server, of: plain (no webhook), native (no"
                              " webhook, the client makes each gang's PodGroup), null (a webhook"
-                             " allowing everything), hooked (Fluence's), inline (Fluence's"
+                             " allowing everything), patched (the null webhook answering with"
+                             " Fluence's patch, no PodGroup), hooked (Fluence's), inline (Fluence's"
                              " with PodGroups made on the request path)")
     parser.add_argument("--json", type=Path, default=Path("bench-webhook.json"),
                         help="write every figure here (with the machine's load averages)")
