@@ -224,6 +224,13 @@ class Settings(BaseSettings):
         default="fluence-webhook",
         description="MutatingWebhookConfiguration whose caBundle self-managed TLS patches.",
     )
+    webhook_repair_interval: float = Field(
+        json_schema_extra=_reads(WEBHOOK),
+        default=60.0, ge=0,
+        description="Seconds between the webhook's looks for unscheduled grouped pods whose "
+        "PodGroup is missing (lost with a killed webhook's queue), which it re-creates; also "
+        "once at start. 0: never.",
+    )
     runtime_image: str = Field(
         json_schema_extra=_reads(WEBHOOK),
         default=names.IMAGE,

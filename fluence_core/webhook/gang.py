@@ -34,7 +34,8 @@ class GangHandler(Handler):
         current = pods.scheduling_group(pod)
         if current is not None and current != group:
             return []  # the job controller's group: kept as it is
-        pods.ensure_pod_group(ctx, group, pods.group_size(pod, ctx))
+        size = pods.group_size(pod, ctx)
+        pods.ensure_pod_group(ctx, group, pods.pod_group_min_count(group, group, size, None))
         if current == group:
             return []  # set by the job-group handler on the Job, or ours on a re-invocation
         return [

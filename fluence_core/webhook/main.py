@@ -13,8 +13,9 @@ from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, log_contract, tls
 from fluence_core.webhook.orphans import OrphanSweep
+from fluence_core.webhook.repair import repair_for
 from fluence_core.webhook.report import ReportEndpoint
-from fluence_core.webhook.server import WebhookServer, server_context
+from fluence_core.webhook.server import Loop, WebhookServer, server_context
 
 
 def connect(settings: Settings) -> ClusterAPI:
@@ -37,7 +38,10 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
     service = build_service(settings, manager, cluster, writer=BackgroundWriter())
     log_contract(service)
     reports = None if cluster is None else ReportEndpoint(cluster, settings)
-    loops = [] if cluster is None else [OrphanSweep(cluster, settings)]
+    loops: list[Loop] = [] if cluster is None else [OrphanSweep(cluster, settings)]
+    repair = repair_for(service)  # PodGroups a killed predecessor left queued
+    if repair is not None:
+        loops.append(repair)
     server = WebhookServer((host, settings.webhook_port if port is None else port), service,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
                            reports=reports, loops=loops)

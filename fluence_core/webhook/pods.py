@@ -235,6 +235,20 @@ def group_size(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
     return 1
 
 
+def pod_group_min_count(pod_group: str, group: str, size: int, pod_role: str | None) -> int:
+    """minCount of PodGroup ``pod_group`` made for a pod of ``group`` (``size`` pods in all).
+
+    A shared quantum group's scout has ``<group>-scout`` of one and its workers
+    ``<group>`` of the rest; a gang has ``<group>`` of all. The handlers and the
+    repair of lost PodGroups (:mod:`~fluence_core.webhook.repair`) both ask here.
+    """
+    if pod_group == group + names.SCOUT_GROUP_SUFFIX:
+        return 1
+    if pod_role == names.ROLE_WORKER:
+        return max(1, size - 1)
+    return size
+
+
 def pod_group_body(name: str, namespace: str, min_count: int) -> dict[str, Any]:
     return {
         "apiVersion": PODGROUPS.api_version,

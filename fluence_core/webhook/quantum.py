@@ -106,12 +106,14 @@ class QuantumSplitHandler(Handler):
             target = group + names.SCOUT_GROUP_SUFFIX
             ops.append(self._label(names.ROLE_SCOUT))
             ops += self._scout(pod, group, size, ctx, ctx.resource_config.attribute_keys)
-            pods.ensure_pod_group(ctx, target, 1)
+            pods.ensure_pod_group(
+                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_SCOUT))
         else:
             target = group
             ops.append(self._label(names.ROLE_WORKER))
             ops += self._worker(pod, ctx)
-            pods.ensure_pod_group(ctx, target, max(1, size - 1))
+            pods.ensure_pod_group(
+                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_WORKER))
         ops.append(
             {
                 "op": "add",

@@ -23,7 +23,8 @@ What stays true:
   the object and what waits for it;
 * stop: :meth:`close` writes what is queued first, so a graceful restart
   loses nothing. A killed process loses what was queued (milliseconds of
-  work); its pods then wait with the scheduler's "does not exist yet" reason.
+  work); its pods wait with the scheduler's "does not exist yet" reason until
+  the next webhook's repair (:mod:`.repair`, at start) makes those PodGroups.
 """
 
 from __future__ import annotations
@@ -119,6 +120,11 @@ class BackgroundWriter:
                 thread.start()
             self._changed.notify()
             return True
+
+    def holds(self, key: Hashable) -> bool:
+        """Whether a write of ``key`` is queued or being made now."""
+        with self._changed:
+            return key in self._keys
 
     def pending(self) -> int:
         """Steps queued or being written now."""

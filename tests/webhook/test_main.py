@@ -56,3 +56,21 @@ def test_a_report_ca_the_operator_set_wins(
             "OPERATOR CA", "https://fluence.example/r")
     finally:
         server.server_close()
+
+
+def test_the_podgroup_repair_runs_as_one_of_the_servers_loops_unless_its_interval_is_0(
+    tmp_path: Path,
+) -> None:
+    from fluence_core.webhook.repair import PodGroupRepair
+
+    server, _ = serve(tmp_path)
+    try:
+        (repair,) = [loop for loop in server.loops if isinstance(loop, PodGroupRepair)]
+        assert repair.writer is server.service.writer and repair.interval == 60
+    finally:
+        server.server_close()
+    server, _ = serve(tmp_path, webhook_repair_interval=0)
+    try:
+        assert not [loop for loop in server.loops if isinstance(loop, PodGroupRepair)]
+    finally:
+        server.server_close()

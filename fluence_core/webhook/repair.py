@@ -1,0 +1,161 @@
+"""PodGroups lost with a killed webhook's queue, found on the pods and made again.
+
+The webhook makes a group's PodGroup after it answers (:mod:`.writer`). A
+process killed with PodGroups still queued loses them, and the pods it
+admitted wait for good: the scheduler leaves a gang whose PodGroup is missing
+waiting ("PodGroup ... does not exist yet") until the PodGroup's watch event
+arrives. So at start, and every ``webhook_repair_interval`` seconds after, the
+webhook looks at the pods it stamped that are still unscheduled, and gives
+every PodGroup they point at but that does not exist to the same writer,
+built by the same step the admission path uses (:func:`pods.ensure_pod_group`,
+minCount from :func:`pods.group_size` and :func:`pods.pod_group_min_count`).
+
+What stays true:
+
+* cost: one pod list per interval (the group label, ``spec.nodeName=``); only
+  when it finds a grouped pod pointing at one of Fluence's PodGroups, one
+  PodGroup list too. No writes while nothing is missing;
+* idempotent: a PodGroup the admission path is writing now (the writer holds
+  its key) or made seconds ago is left to it, and the create's "already
+  exists" counts as made;
+* dry run: its pods are never stored, so no list finds them;
+* only Fluence's: a pod pointing at another PodGroup (the job controller's)
+  keeps it, as admission leaves it; terminating and finished pods are skipped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from fluence_core import names
+from fluence_core.cluster_api import PODGROUPS, PODS, ClusterAPI
+from fluence_core.errors import FluenceError
+from fluence_core.kube_errors import ApiError
+from fluence_core.log import logger
+from fluence_core.webhook import pods
+from fluence_core.webhook.base import AdmissionContext
+from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.writer import BackgroundWriter, Write
+
+UNSCHEDULED: str = "spec.nodeName="
+"""The field selector of pods no node holds yet."""
+
+
+def waiting_for(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """``(namespace, PodGroup, group)`` a stored pod waits for, if the webhook stamped it with
+    one of Fluence's PodGroups and it may still be scheduled; None otherwise."""
+    group = pods.group_of(pod)
+    target = pods.scheduling_group(pod)
+    meta = pods.metadata(pod)
+    namespace = meta.get("namespace")
+    if (group is None or target is None or not namespace or not pods.is_fluence_pod(pod)
+            or meta.get("deletionTimestamp")
+            or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
+        return None
+    if target not in (group, group + names.SCOUT_GROUP_SUFFIX):
+        return None  # the job controller's PodGroup: admission keeps it and makes none
+    return str(namespace), target, group
+
+
+class PodGroupRepair:
+    """Finds PodGroups that unscheduled stamped pods point at but that do not exist, and has
+    ``writer`` make them. :meth:`run_once` is one pass; :meth:`start` runs passes on a thread.
+    """
+
+    def __init__(self, service: AdmissionService, writer: BackgroundWriter,
+                 cluster: ClusterAPI, interval: float) -> None:
+        self.service = service
+        self.writer = writer
+        self.cluster = cluster
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.repaired = 0
+        """PodGroups handed to the writer by this repair, over its life."""
+
+    def run_once(self) -> list[tuple[str, str]]:
+        """One pass: ``(namespace, PodGroup)`` of every PodGroup given to the writer."""
+        listed = self.cluster.list(PODS, label_selector=names.GROUP_LABEL,
+                                   field_selector=UNSCHEDULED)
+        waiting: dict[tuple[str, str], tuple[str, list[Mapping[str, Any]]]] = {}
+        for pod in listed.items:
+            found = waiting_for(pod)
+            if found is not None:
+                namespace, target, group = found
+                waiting.setdefault((namespace, target), (group, []))[1].append(pod)
+        if not waiting:
+            return []
+        existing = {(str(g["metadata"].get("namespace")), str(g["metadata"].get("name")))
+                    for g in self.cluster.list(PODGROUPS).items}
+        made = []
+        for (namespace, target), (group, members) in sorted(waiting.items()):
+            if (namespace, target) in existing:
+                continue
+            if self._repair(namespace, target, group, members):
+                made.append((namespace, target))
+        self.repaired += len(made)
+        return made
+
+    def _repair(self, namespace: str, target: str, group: str,
+                members: list[Mapping[str, Any]]) -> bool:
+        key = (PODGROUPS.plural, namespace, target)
+        if self.writer.holds(key):
+            return False  # the admission path is writing it now
+        first = min(members, key=lambda p: str(pods.metadata(p).get("name")))
+        ctx = AdmissionContext(settings=self.service.settings, cluster=self.cluster,
+                               namespace=namespace, clock=self.service.clock,
+                               state=self.service.state, current_handler="repair")
+        try:
+            size = pods.group_size(first, ctx)
+        except (FluenceError, ApiError) as error:
+            logger.error("webhook: PodGroup %s/%s is missing, but pod %s cannot say its size:"
+                         " %s", namespace, target, pods.pod_label(first), error)
+            return False
+        role = pods.role(first) if pods.is_shared_quantum(first) else None
+        min_count = pods.pod_group_min_count(target, group, size, role)
+        pods.ensure_pod_group(ctx, target, min_count)
+        if not ctx.deferred:
+            return False  # made seconds ago, its list not yet current
+        logger.warning("webhook: PodGroup %s/%s of group %s in namespace %s is missing while %d"
+                       " unscheduled pod(s) wait for it (a queued write lost?); making it"
+                       " (minCount %d)", namespace, target, group, namespace, len(members),
+                       min_count)
+        for step in ctx.deferred:
+            if not self.writer.submit(Write(step.background or key, step.description,
+                                            step.action)):
+                return False  # full or closing: the next pass tries again
+        return True
+
+    def start(self) -> None:
+        """A pass now, then one every ``interval`` seconds, on a daemon thread, until
+        :meth:`stop`."""
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="webhook-repair")
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                self.run_once()
+            except Exception as error:  # noqa: BLE001 - a pass fails, the next one runs
+                logger.error("webhook: looking for missing PodGroups failed: %s", error,
+                             exc_info=not isinstance(error, ApiError))
+            if self._stop.wait(self.interval):
+                return
+
+
+def repair_for(service: AdmissionService) -> PodGroupRepair | None:
+    """The repair ``fluence webhook`` runs beside its server (one of its loops, started with
+    it); None when the service has no cluster or writer, or ``webhook_repair_interval`` is 0."""
+    interval = service.settings.webhook_repair_interval
+    if service.cluster is None or service.writer is None or interval <= 0:
+        return None
+    return PodGroupRepair(service, service.writer, service.cluster, interval)

@@ -1,0 +1,92 @@
+"""A gang stamped by a webhook that was killed before making its PodGroup gets it from the next
+webhook's repair, on a real kube-apiserver, and binds.
+
+The pods are created as the webhook would have left them (group label and size, pointed at
+PodGroup ``r``) with no PodGroup, which is what a killed webhook's lost queue leaves. The
+repair ``fluence webhook`` starts beside its server finds them and makes the PodGroup; the
+scheduler, waiting on the missing PodGroup, then binds the gang. Skipped without
+KUBEBUILDER_ASSETS.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from fluence_core import names
+from fluence_core.kube import KubeCluster
+from fluence_core.plugins import get_plugin_manager
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.settings import load_settings
+from fluence_core.webhook import BackgroundWriter, build_service
+from fluence_core.webhook.repair import repair_for
+
+pytestmark = pytest.mark.e2e
+
+
+def wait(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_gang_whose_podgroup_was_lost_gets_it_from_the_repair_and_binds(
+        kube: KubeCluster, kube_namespace: str) -> None:
+    ns = kube_namespace
+    settings = load_settings(webhook_repair_interval=1)
+    node = f"{ns}-n0"
+    kube.create("nodes", {"metadata": {"name": node, "labels": {"e2e-ns": ns}}, "status": {
+        "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+        "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    members = [f"r-{i}" for i in range(3)]
+    for name in members:  # as the killed webhook stamped them
+        kube.create("pods", {
+            "metadata": {"name": name, "labels": {names.GROUP_LABEL: "r"},
+                         "annotations": {names.GROUP_SIZE_ANNOTATION: "3"}},
+            "spec": {"schedulerName": names.SCHEDULER_NAME, "nodeSelector": {"e2e-ns": ns},
+                     "schedulingGroup": {"podGroupName": "r"},
+                     "containers": [{"name": "c", "image": "busybox", "resources": {
+                         "requests": {"cpu": "1"}}}]}}, ns)
+    scheduler = Scheduler(kube, settings)
+    scheduler.start()
+    stop = threading.Event()
+    thread = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": 0.5},
+                              daemon=True)
+    thread.start()
+    writer = BackgroundWriter()
+    repair = None
+    try:
+        time.sleep(1.5)  # the scheduler sees the gang and waits for its PodGroup
+        assert kube.get("podgroups", "r", ns) is None
+        assert not any(kube.get("pods", m, ns)["spec"].get("nodeName") for m in members)
+        service = build_service(settings, get_plugin_manager(settings), kube, writer=writer)
+        repair = repair_for(service)
+        assert repair is not None
+        repair.start()
+        group = wait(lambda: kube.get("podgroups", "r", ns), "the PodGroup, made by the repair")
+        assert group["spec"]["schedulingPolicy"]["gang"] == {"minCount": 3}
+        assert group["metadata"]["labels"][names.MANAGED_BY_LABEL] == names.SCHEDULER_NAME
+        placed = wait(lambda: all(kube.get("pods", m, ns)["spec"].get("nodeName")
+                                  for m in members), "the whole gang bound")
+        assert placed
+        assert repair.repaired == 1
+        time.sleep(1.5)  # another pass or two: nothing left to make
+        assert repair.repaired == 1
+    finally:
+        if repair is not None:
+            repair.stop()
+        writer.close()
+        stop.set()
+        thread.join(timeout=90)
+        for name in members:
+            kube.delete("pods", name, ns, grace_period_seconds=0)
+        kube.delete("podgroups", "r", ns)
+        kube.delete("nodes", node)
