@@ -34,7 +34,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +91,23 @@ def find_assets(environ: Mapping[str, str] = os.environ,
     if missing:
         return None, f"{ASSETS_ENV}={raw} lacks executable {', '.join(missing)}"
     return folder, ""
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 60,
+             every: float = 0.1) -> Any:
+    """Poll ``check`` until it returns something truthy, and return that.
+
+    An e2e test waits on controllers and watches it does not drive; a bound
+    instead of a sleep keeps the test fast when the cluster is quick and names
+    ``what`` it waited for when it is not.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def find_kubectl(environ: Mapping[str, str] = os.environ) -> Path | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +25,7 @@ from fluence_core.testing_apiserver import (
     ensure_namespace,
     find_assets,
     start_apiserver,
+    wait_for,
     webhook_beside,
 )
 
@@ -32,15 +33,6 @@ pytestmark = pytest.mark.e2e
 
 ABSURD = {"e5000": "1e5000", "e18": "1e18", "e10000000": "1e10000000"}
 QPU = names.extended_resource("qpu")
-
-
-def wait(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Scheduling:
@@ -117,10 +109,10 @@ def test_absurd_pods_stay_pending_with_a_reason_and_every_other_pod_is_placed(
     s.pod("foreign-e18", "1e18", schedulerName="default-scheduler", nodeName=f"{s.ns}-n0")
     s.pod("before", "1")
     s.start()
-    wait(lambda: s.node_of("before") is not None, "the ordinary pod placed beside absurd ones")
+    wait_for(lambda: s.node_of("before") is not None, "the ordinary pod placed beside absurd ones")
     for suffix in ABSURD:
         name = f"absurd-{suffix}"
-        wait(lambda n=name: bool(s.reasons(n)), f"a FailedScheduling event on {name}")
+        wait_for(lambda n=name: bool(s.reasons(n)), f"a FailedScheduling event on {name}")
         # The API server keeps its canonical form ("1e5000" is stored as "100e4998").
         assert any(f"pod {name}, container c, cpu: quantity" in r and "is too large" in r
                    for r in s.reasons(name)), s.reasons(name)
@@ -130,12 +122,12 @@ def test_absurd_pods_stay_pending_with_a_reason_and_every_other_pod_is_placed(
                         if c["type"] == "PodScheduled"]
         assert condition["status"] == "False" and "too large" in condition["message"]
     s.pod("between", "1")
-    wait(lambda: s.node_of("between") is not None, "a pod placed in the next cycle")
+    wait_for(lambda: s.node_of("between") is not None, "a pod placed in the next cycle")
     assert s.alive, "the scheduling loop survives every cycle"
     # A restart re-lists the absurd pods and does not crash-loop.
     s.start()
     s.pod("after", "2")
-    wait(lambda: s.node_of("after") is not None, "a pod placed after the restart")
+    wait_for(lambda: s.node_of("after") is not None, "a pod placed after the restart")
     assert s.alive
     assert all(s.node_of(f"absurd-{suffix}") is None for suffix in ABSURD)
 

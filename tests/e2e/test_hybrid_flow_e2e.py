@@ -24,7 +24,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from fluence_core.runtime.report import HttpsReporter, ReportError
 from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from fluence_core.testing_apiserver import ApiServer, find_kubectl, webhook_beside
+from fluence_core.testing_apiserver import ApiServer, find_kubectl, wait_for, webhook_beside
 from fluence_core.webhook.server import WebhookServer
 from tests.test_hybrid_flow import assert_released_worker
 
@@ -65,16 +65,6 @@ resources:
     with:
       - type: qpu
 """
-
-
-def wait(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Flow:
@@ -172,7 +162,8 @@ def submit_job(flow: Flow) -> str:
         flow.ns)
     job = flow.kube.create("jobs", job, flow.ns)
     if flow.server.controller_manager:
-        wait(lambda: len(flow.kube.list("pods", flow.ns).items) == 4, "the job controller's 4 pods")
+        wait_for(lambda: len(flow.kube.list("pods", flow.ns).items) == 4,
+                 "the job controller's 4 pods")
         made = "job controller"
     else:
         template = job["spec"]["template"]
@@ -306,7 +297,7 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
 
     # -- the scheduler: the scout goes with its backend, the workers wait holding nothing ------
     flow.start_scheduler()
-    scout = wait(
+    scout = wait_for(
         lambda: (p := flow.pod(scout_name))["spec"].get("nodeName") and p, "the scout bound"
     )
     annotations = scout["metadata"]["annotations"]
@@ -371,7 +362,7 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
             )
             return
         if not finished:
-            bound = wait(lambda: all(flow.pod(n)["spec"].get("nodeName") for n in worker_names),
+            bound = wait_for(lambda: all(flow.pod(n)["spec"].get("nodeName") for n in worker_names),
                          "the three workers bound", timeout=30)
             placed = {n: flow.pod(n)["spec"]["nodeName"] for n in worker_names}
             flow.note(f"t={now:g}s (virtual) scheduler bound the 3 workers together: "
@@ -424,7 +415,7 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
                   f"{annotations[names.BACKEND_ANNOTATION]!r})")
     assert result.workers_finished and (runtime / names.RELEASE_MARKER_FILE).exists()
     # The workers finished: the scheduler gives their allocation back and clears the record.
-    wait(
+    wait_for(
         lambda: (
             names.JOBIDS_ANNOTATION
             not in (kube.get("podgroups", "vqe", ns)["metadata"].get("annotations") or {})

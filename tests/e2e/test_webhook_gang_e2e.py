@@ -9,10 +9,7 @@ Skipped without KUBEBUILDER_ASSETS.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,19 +17,9 @@ from fluence_core import names
 from fluence_core.kube import KubeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from fluence_core.testing_apiserver import webhook_beside
+from fluence_core.testing_apiserver import wait_for, webhook_beside
 
 pytestmark = pytest.mark.e2e
-
-
-def wait(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_gang_created_through_the_webhook_gets_its_podgroup_and_binds(
@@ -62,11 +49,11 @@ def test_a_gang_created_through_the_webhook_gets_its_podgroup_and_binds(
                              "containers": [{"name": "c", "image": "busybox", "resources": {
                                  "requests": {"cpu": "1500m"}}}]}}, ns)
                 assert stored["spec"]["schedulingGroup"] == {"podGroupName": "g"}
-            group = wait(lambda: kube.get("podgroups", "g", ns), "the PodGroup, made after the"
+            group = wait_for(lambda: kube.get("podgroups", "g", ns), "the PodGroup, made after the"
                          " answers")
             assert group["spec"]["schedulingPolicy"]["gang"] == {"minCount": 4}
             assert group["metadata"]["labels"][names.MANAGED_BY_LABEL] == names.SCHEDULER_NAME
-            placed = wait(lambda: all(kube.get("pods", m, ns)["spec"].get("nodeName")
+            placed = wait_for(lambda: all(kube.get("pods", m, ns)["spec"].get("nodeName")
                                       for m in members) and
                           {m: kube.get("pods", m, ns)["spec"]["nodeName"] for m in members},
                           "the whole gang bound")

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -23,19 +21,10 @@ from fluence_core.plugins import get_plugin_manager
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.webhook import BackgroundWriter, build_service
+from fluence_core.testing_apiserver import wait_for
 from fluence_core.webhook.repair import repair_for
 
 pytestmark = pytest.mark.e2e
-
-
-def wait(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_gang_whose_podgroup_was_lost_gets_it_from_the_repair_and_binds(
@@ -71,10 +60,10 @@ def test_a_gang_whose_podgroup_was_lost_gets_it_from_the_repair_and_binds(
         repair = repair_for(service)
         assert repair is not None
         repair.start()
-        group = wait(lambda: kube.get("podgroups", "r", ns), "the PodGroup, made by the repair")
+        group = wait_for(lambda: kube.get("podgroups", "r", ns), "the PodGroup, made by the repair")
         assert group["spec"]["schedulingPolicy"]["gang"] == {"minCount": 3}
         assert group["metadata"]["labels"][names.MANAGED_BY_LABEL] == names.SCHEDULER_NAME
-        placed = wait(lambda: all(kube.get("pods", m, ns)["spec"].get("nodeName")
+        placed = wait_for(lambda: all(kube.get("pods", m, ns)["spec"].get("nodeName")
                                   for m in members), "the whole gang bound")
         assert placed
         assert repair.repaired == 1
