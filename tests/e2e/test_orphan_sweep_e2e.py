@@ -21,9 +21,9 @@ from fluence_core.kube import KubeCluster
 from fluence_core.kube_errors import Conflict
 from fluence_core.kubeyaml import read_objects
 from fluence_core.settings import Settings, load_settings
-from fluence_core.testing_apiserver import ApiServer, webhook_beside
+from fluence_core.testing_apiserver import ApiServer, wait_for, webhook_beside
 from fluence_core.webhook.orphans import REASON, OrphanSweep
-from tests.e2e.test_hybrid_flow_e2e import RESOURCES, wait
+from tests.e2e.test_hybrid_flow_e2e import RESOURCES
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def submit(kube: KubeCluster, ns: str, made_by_controller: bool) -> None:
     job["spec"]["template"]["spec"]["nodeSelector"] = {"e2e-ns": ns}
     job = kube.create("jobs", job, ns)
     if made_by_controller:
-        wait(lambda: len(kube.list("pods", ns).items) == 4, "the job controller's 4 pods")
+        wait_for(lambda: len(kube.list("pods", ns).items) == 4, "the job controller's 4 pods")
         return
     template = job["spec"]["template"]
     for index in range(4):
@@ -104,10 +104,10 @@ def released_as_scout_lost(apiserver: ApiServer, kube: KubeCluster, ns: str, set
             now = [kube.get("pods", name, ns) for name in workers]
             return now if all(p is not None and not gates(p) for p in now) else None
 
-        for pod in wait(released, "the workers released by the orphan sweep", timeout=30):
+        for pod in wait_for(released, "the workers released by the orphan sweep", timeout=30):
             notes = pod["metadata"]["annotations"]
             assert notes[names.SCOUT_STATUS_ANNOTATION] == names.SCOUT_STATUS_LOST
-        events = wait(lambda: len(found := [
+        events = wait_for(lambda: len(found := [
             e for e in kube.list("events", ns).items if e.get("reason") == REASON]) == 3
             and found, "a ScoutLost Event per worker")
         assert sorted(e["involvedObject"]["name"] for e in events) == sorted(workers)
