@@ -23,7 +23,8 @@ What is here, by the hook that needs it:
 * ``fluence_settings``: :class:`PluginSettings` subclasses (and :class:`Switch`);
 * ``fluence_webhook_handlers`` and ``fluence_admit``: :class:`Handler`,
   :class:`AdmissionContext`, :class:`AdmissionDenied`, the JSON patch helpers
-  (:data:`JsonPatch`, :func:`pointer`, :func:`apply_patch`), pod accessors and
+  (:data:`JsonPatch`, :func:`pointer`, :func:`apply_patch`,
+  :func:`add_all_to_list`), pod accessors and
   the :class:`ServiceState` a service keeps across requests;
 * ``fluence_providers``: :class:`Provider`, :class:`Backend`,
   :class:`BackendInfo`, :func:`parse_queue_position`;
@@ -83,6 +84,7 @@ from fluence_core.runtime.provider import (
 from fluence_core.settings import MatchPolicy, PluginSettings, Settings, Switch, load_settings
 from fluence_core.webhook._patch import JsonPatch, apply_patch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler, ServiceState
+from fluence_core.webhook.env import add_all_to_list
 from fluence_core.webhook.pods import (
     annotations_of,
     group_of,
@@ -146,6 +148,7 @@ __all__ = [
     "Snapshot",
     "Switch",
     "VirtualShare",
+    "add_all_to_list",
     "annotations_of",
     "apply_patch",
     "configure_logging",

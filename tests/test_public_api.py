@@ -82,3 +82,12 @@ def test_the_patch_helpers_are_public() -> None:
                            "value": "1"}]
     assert ops[0]["path"] == "/metadata/annotations/a~1b"
     assert api.apply_patch(pod, ops) == {"metadata": {"annotations": {"a/b": "1"}}}
+
+
+def test_add_all_to_list_adds_only_the_missing_items_and_creates_an_absent_list_once() -> None:
+    items = [{"name": "a"}, {"name": "b"}]
+    assert api.add_all_to_list({}, "/spec", "volumes", items) == [
+        {"op": "add", "path": "/spec/volumes", "value": items}]
+    assert api.add_all_to_list({"volumes": [{"name": "a"}]}, "/spec", "volumes", items) == [
+        {"op": "add", "path": "/spec/volumes/-", "value": {"name": "b"}}]
+    assert api.add_all_to_list({"volumes": items}, "/spec", "volumes", items) == []

@@ -38,6 +38,7 @@ from fluence_core.api import (
     Handler,
     JsonPatch,
     Resource,
+    add_all_to_list,
     logger,
     names,
     pointer,
@@ -56,18 +57,6 @@ SHM_PATH = "/dev/shm"
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 DEFAULT_SCHEDULER = "default-scheduler"
 """What the API server writes into a pod template without ``schedulerName``."""
-
-def extend_list(owner: Mapping[str, Any], base: str, key: str, items: list[dict[str, Any]],
-                *, identity: str = "name") -> JsonPatch:
-    """Ops adding each of ``items`` missing from list ``key`` (one op creates the list)."""
-    current = owner.get(key)
-    present = {entry.get(identity) for entry in current or []}
-    missing = [item for item in items if item.get(identity) not in present]
-    if not missing:
-        return []
-    if current is None:
-        return [{"op": "add", "path": base + pointer(key), "value": missing}]
-    return [{"op": "add", "path": base + pointer(key, "-"), "value": item} for item in missing]
 
 
 def node_affinity_terms(setting: str) -> list[dict[str, Any]]:
@@ -143,7 +132,7 @@ class FluxHandler(Handler):
                 ops.append({"op": "add", "path": "/spec/network/enableDNSHostnames", "value": True})
         ops += self._job_shape(work)
         ops += self._gang(work, spec, base, ctx)
-        ops += extend_list(spec, base, "initContainers", [self._init_container()])
+        ops += add_all_to_list(spec, base, "initContainers", [self._init_container()])
         mounts_shm = any(m.get("mountPath") == SHM_PATH for c in spec.get("containers") or []
                          for m in c.get("volumeMounts") or [])
         volumes: list[dict[str, Any]] = [
@@ -158,7 +147,7 @@ class FluxHandler(Handler):
         if not mounts_shm:
             volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
                                                             "sizeLimit": self.settings.shm_size}})
-        ops += extend_list(spec, base, "volumes", volumes)
+        ops += add_all_to_list(spec, base, "volumes", volumes)
         ops += self._container(work, base, mounts_shm)
         ops += self._affinity(work, spec, base, ctx)
         self._defer_objects(work, ctx)
@@ -234,7 +223,7 @@ class FluxHandler(Handler):
                   {"name": SCRIPTS_VOLUME, "mountPath": scripts.SCRIPTS_DIR, "readOnly": True}]
         if not mounts_shm:
             mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
-        return ops + extend_list(container, at, "volumeMounts", mounts)
+        return ops + add_all_to_list(container, at, "volumeMounts", mounts)
 
     def _affinity(self, work: wl.FluxWorkload, spec: Mapping[str, Any], base: str,
                   ctx: AdmissionContext) -> JsonPatch:
