@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -133,42 +134,38 @@ def run_select(manifest: Path | None, resource_type: str, policy: str, resources
         typer.echo(text, nl=False)
 
 
-def select_command(
-    manifest: Manifest = None,
-    resource_type: ResourceType = "qpu",
-    policy: PolicyText = "min-cost",
-    resources: Resources = None,
-    prices: Prices = None,
-    configmap: ConfigMap = None,
-    providers: AskProviders = False,
-    require: Requires = None,
-    shots: Shots = 1000,
-    output: Output = None,
-) -> None:
-    """Rank the backends of a type by policy and pin the best on a manifest (require-backend),
-    keeping every require-* pin it already has. Figures: the providers, or --prices /
-    --configmap."""
-    run_select(manifest, resource_type, policy, resources, prices, configmap, providers,
-               list(require or ()), shots, output)
+def select_command_with(default_configmap: str | None, figures: str) -> Callable[..., None]:
+    """The ``select`` command, reading figures from ``default_configmap`` unless told otherwise.
+
+    ``fluence select`` and ``kubectl fluence select`` differ only in that default
+    (and the help's ``figures`` sentence saying where figures come from), so both
+    are made here: Typer reads the options from this one signature.
+    """
+
+    def command(
+        manifest: Manifest = None,
+        resource_type: ResourceType = "qpu",
+        policy: PolicyText = "min-cost",
+        resources: Resources = None,
+        prices: Prices = None,
+        configmap: ConfigMap = default_configmap,
+        providers: AskProviders = False,
+        require: Requires = None,
+        shots: Shots = 1000,
+        output: Output = None,
+    ) -> None:
+        run_select(manifest, resource_type, policy, resources, prices, configmap, providers,
+                   list(require or ()), shots, output)
+
+    command.__doc__ = ("Rank the backends of a type by policy and pin the best on a manifest "
+                       "(require-backend), keeping every require-* pin it already has. "
+                       f"Figures: {figures}.")
+    return command
 
 
-def kubectl_select_command(
-    manifest: Manifest = None,
-    resource_type: ResourceType = "qpu",
-    policy: PolicyText = "min-cost",
-    resources: Resources = None,
-    prices: Prices = None,
-    configmap: ConfigMap = DEFAULT_CONFIGMAP,
-    providers: AskProviders = False,
-    require: Requires = None,
-    shots: Shots = 1000,
-    output: Output = None,
-) -> None:
-    """Rank the backends of a type by policy and pin the best on a manifest (require-backend),
-    keeping every require-* pin it already has. Figures: Fluence's ConfigMap, or --prices /
-    --providers."""
-    run_select(manifest, resource_type, policy, resources, prices, configmap, providers,
-               list(require or ()), shots, output)
+select_command = select_command_with(None, "the providers, or --prices / --configmap")
+kubectl_select_command = select_command_with(
+    DEFAULT_CONFIGMAP, "Fluence's ConfigMap, or --prices / --providers")
 
 
 @hookimpl
