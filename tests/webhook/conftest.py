@@ -14,6 +14,7 @@ from fluence_core.webhook.fluxion_env import FluxionEnvHandler
 from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.quantum import QuantumSplitHandler
 from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.writer import BackgroundWriter
 
 RESOURCES = """
 resources:
@@ -52,3 +53,17 @@ def service(settings, cluster, config) -> AdmissionService:
         FluxionEnvHandler(config.attribute_keys),
     ]
     return AdmissionService(settings, handlers, cluster=cluster, resource_config=config)
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    """The back-off waits the ``writer`` fixture's writer asked for (it never really sleeps)."""
+    return []
+
+
+@pytest.fixture
+def writer(sleeps):
+    """A background PodGroup writer whose back-off records into ``sleeps``; closed after."""
+    made = BackgroundWriter(sleep=sleeps.append)
+    yield made
+    made.close(timeout=10)

@@ -17,7 +17,7 @@ from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.quantum import QuantumSplitHandler
 from fluence_core.webhook.repair import PodGroupRepair, repair_for
 from fluence_core.webhook.review import AdmissionService
-from fluence_core.webhook.writer import BackgroundWriter, Write
+from fluence_core.webhook.writer import Write
 
 
 class Counting:
@@ -42,18 +42,6 @@ class Counting:
             if self.failures:
                 raise self.failures.pop(0)
         return self.inner.create(resource, body, namespace)
-
-
-@pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-@pytest.fixture
-def writer(sleeps):
-    made = BackgroundWriter(sleep=sleeps.append)
-    yield made
-    made.close(timeout=10)
 
 
 def handlers(settings) -> list[Any]:

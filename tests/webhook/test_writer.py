@@ -43,18 +43,6 @@ def unavailable() -> ApiError:
     return ApiError(503, "etcd leader changed", "ServiceUnavailable")
 
 
-@pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-@pytest.fixture
-def writer(sleeps):
-    made = BackgroundWriter(sleep=sleeps.append)
-    yield made
-    made.close(timeout=10)
-
-
 def gang_service(settings, cluster, writer) -> AdmissionService:
     return AdmissionService(settings, [GangHandler()], cluster=cluster, writer=writer)
 
