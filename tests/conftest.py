@@ -85,3 +85,27 @@ def make_node() -> Callable[..., dict[str, Any]]:
 @pytest.fixture
 def make_node_list() -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
     return node_list
+
+
+QRMI_PINNED_POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: bell
+  annotations: {fluence.flux-framework.org/require-provider: qrmi}
+spec:
+  schedulerName: fluence
+  containers:
+    - name: app
+      image: python:3.11
+      resources:
+        requests: {cpu: "1", fluxion.flux-framework.org/qpu: "1"}
+        limits: {fluxion.flux-framework.org/qpu: "1"}
+"""
+
+
+@pytest.fixture
+def qrmi_pinned_pod() -> str:
+    """A one-qpu pod ``bell`` whose manifest pins ``require-provider: qrmi``: what the
+    ``select`` tests (CLI, kubectl plugin, e2e) pin a backend onto, keeping that pin."""
+    return QRMI_PINNED_POD

@@ -30,15 +30,6 @@ FIGURES = {
     "fake_manila": {"price_per_shot": 0.0, "price_per_task": 0.01, "queue": 0,
                     "status": "online", "source": "qiskit-ibm-runtime local", "updated": "T"},
 }
-POD = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: bell
-  annotations: {fluence.flux-framework.org/require-provider: qrmi}
-spec:
-  containers: [{name: app, image: python:3.11}]
-"""
 
 
 @pytest.fixture
@@ -61,10 +52,10 @@ def invoke(*args: str) -> Any:
 
 
 def test_select_reads_both_configmaps_and_keeps_the_manifests_pin(
-    cluster: FakeCluster, tmp_path: Path
+    cluster: FakeCluster, tmp_path: Path, qrmi_pinned_pod: str
 ) -> None:
     manifest = tmp_path / "pod.yaml"
-    manifest.write_text(POD)
+    manifest.write_text(qrmi_pinned_pod)
     result = invoke("select", str(manifest))
     assert result.exit_code == 0, result.output
     annotations = yaml.safe_load(result.stdout)["metadata"]["annotations"]

@@ -35,21 +35,6 @@ pytest.importorskip("fluence_qrmi", reason="the QRMI provider reports fake_manil
 ROOT = Path(__file__).resolve().parents[2]
 RESOURCES = (ROOT / "config" / "resources-local.yaml").read_text()
 """braket_local (local-simulator) and fake_manila (fake-backend): figures with no account."""
-POD = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: bell
-  annotations: {fluence.flux-framework.org/require-provider: qrmi}
-spec:
-  schedulerName: fluence
-  containers:
-    - name: app
-      image: ghcr.io/flux-framework/fluence-example-qrmi-workload:0.1.0
-      resources:
-        requests: {cpu: "1", fluxion.flux-framework.org/qpu: "1"}
-        limits: {fluxion.flux-framework.org/qpu: "1"}
-"""
 
 
 def _kubectl() -> str:
@@ -159,7 +144,7 @@ def _wait_for_figures(kube: KubeCluster, namespace: str, log: Path,
 
 def test_kubectl_fluence_select_reads_the_configmap_and_keeps_a_provider_pin(
     apiserver: ApiServer, kube: KubeCluster, kube_namespace: str,
-    fluence_up: subprocess.Popen[bytes], tmp_path: Path,
+    fluence_up: subprocess.Popen[bytes], tmp_path: Path, qrmi_pinned_pod: str,
 ) -> None:
     figures = _wait_for_figures(kube, kube_namespace, tmp_path / "fluence-up.log")
     print("ConfigMap written by fluence up:", json.dumps(figures, indent=2))
@@ -182,7 +167,7 @@ def test_kubectl_fluence_select_reads_the_configmap_and_keeps_a_provider_pin(
     assert str(Path(sys.executable).parent / names.KUBECTL_PLUGIN) in plugins.stdout
 
     manifest = tmp_path / "bell.yaml"
-    manifest.write_text(POD)
+    manifest.write_text(qrmi_pinned_pod)
     configmap = f"--configmap={kube_namespace}/{names.BACKENDS_CONFIGMAP}"
     pinned = subprocess.run([kubectl, "fluence", "select", str(manifest), configmap],
                             env=environ, capture_output=True, text=True, timeout=300)

@@ -146,21 +146,6 @@ braket_sv1: {price_per_task: 0.0, price_per_shot: 0.0, queue: 0, status: online}
 ibm_torino: {price_per_task: 0.0, price_per_shot: 0.00016, queue: 9, status: online}
 ibm_fez: {price_per_task: 0.0, price_per_shot: 0.0002, queue: 2, status: online}
 """
-PINNED_POD = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: bell
-  annotations: {fluence.flux-framework.org/require-provider: qrmi}
-spec:
-  schedulerName: fluence
-  containers:
-    - name: app
-      image: python:3.11
-      resources:
-        requests: {cpu: "1", fluxion.flux-framework.org/qpu: "1"}
-        limits: {fluxion.flux-framework.org/qpu: "1"}
-"""
 
 
 def _mixed(tmp_path: Path) -> tuple[Path, Path]:
@@ -223,14 +208,14 @@ def test_bad_require_terms_are_named() -> None:
 
 
 def test_cli_select_keeps_the_manifests_provider_pin_and_plan_places_the_output(
-    tmp_path: Path,
+    tmp_path: Path, qrmi_pinned_pod: str
 ) -> None:
     """The issue's case: require-provider: qrmi used to get a Braket backend pinned beside it,
     and `fluence plan` then said the qpu jobspec could never fit."""
     load_plugin_commands()
     resources, prices = _mixed(tmp_path)
     manifest, pinned = tmp_path / "pod.yaml", tmp_path / "pinned.yaml"
-    manifest.write_text(PINNED_POD)
+    manifest.write_text(qrmi_pinned_pod)
     result = CliRunner().invoke(app, ["select", str(manifest), "--resources", str(resources),
                                       "--prices", str(prices), "-o", str(pinned)])
     assert result.exit_code == 0, result.output
@@ -244,11 +229,13 @@ def test_cli_select_keeps_the_manifests_provider_pin_and_plan_places_the_output(
     assert "ibm_torino" in planned.stdout and "never" not in planned.stdout
 
 
-def test_cli_select_names_the_document_whose_pins_nothing_passes(tmp_path: Path) -> None:
+def test_cli_select_names_the_document_whose_pins_nothing_passes(
+    tmp_path: Path, qrmi_pinned_pod: str
+) -> None:
     load_plugin_commands()
     resources, prices = _mixed(tmp_path)
     manifest = tmp_path / "pod.yaml"
-    manifest.write_text(PINNED_POD.replace("require-provider: qrmi", "require-provider: iqm"))
+    manifest.write_text(qrmi_pinned_pod.replace("require-provider: qrmi", "require-provider: iqm"))
     result = CliRunner().invoke(app, ["select", str(manifest), "--resources", str(resources),
                                       "--prices", str(prices)])
     assert result.exit_code == 2
@@ -256,7 +243,9 @@ def test_cli_select_names_the_document_whose_pins_nothing_passes(tmp_path: Path)
         "require-provider=iqm" in result.stderr
 
 
-def test_cli_require_adds_pins_and_refuses_to_contradict_the_manifest(tmp_path: Path) -> None:
+def test_cli_require_adds_pins_and_refuses_to_contradict_the_manifest(
+    tmp_path: Path, qrmi_pinned_pod: str
+) -> None:
     load_plugin_commands()
     resources, prices = _mixed(tmp_path)
     base = ["select", "--resources", str(resources), "--prices", str(prices)]
@@ -264,7 +253,7 @@ def test_cli_require_adds_pins_and_refuses_to_contradict_the_manifest(tmp_path: 
     assert alone.exit_code == 0, alone.output
     assert alone.stdout.strip() == "ibm_fez"
     manifest = tmp_path / "pod.yaml"
-    manifest.write_text(PINNED_POD)
+    manifest.write_text(qrmi_pinned_pod)
     clash = CliRunner().invoke(app, [*base, str(manifest), "--require", "provider=braket"])
     assert clash.exit_code == 2
     assert "--require provider=braket contradicts the manifest's require-provider: qrmi" \
