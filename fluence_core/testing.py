@@ -8,10 +8,12 @@ in-memory cluster, the admission service, a real API server, the sidecar).
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable
 
 import pytest
 
+from fluence_core import names
 from fluence_core.fake_cluster import FakeCluster
 from fluence_core.graph import ResourceGraph
 from fluence_core.jobspec import compute_jobspec, virtual_jobspec
@@ -33,8 +35,9 @@ __all__ = [
     "FakeTask", "FluencePluginManager", "Sidecar", "SidecarConfig", "SidecarOutcome", "TaskState",
     "VendorDouble", "VirtualClock", "WebhookServer", "braket_config", "build_service",
     "compute_jobspec", "fake_cluster", "fake_vendor_queue", "find_assets", "get_plugin_manager",
-    "make_nodes", "make_pod_dict", "parse_resource_config", "pod_group", "provider_conformance",
-    "server_context", "small_graph", "start_apiserver", "tls", "vendor_clock", "virtual_jobspec",
+    "indexed_job_pods", "make_nodes", "make_pod_dict", "parse_resource_config", "pod_group",
+    "provider_conformance", "server_context", "small_graph", "start_apiserver", "tls",
+    "vendor_clock", "virtual_jobspec",
 ]
 
 BRAKET_EXAMPLE = """
@@ -77,6 +80,32 @@ def make_pod_dict(
             ],
         },
     }
+
+
+def indexed_job_pods(job: dict[str, Any], **spec: Any) -> list[dict[str, Any]]:
+    """The pods the job controller makes for an Indexed Job, one per completion index.
+
+    Each is named ``<job>-<index>`` (the controller adds a random suffix; tests name
+    pods they can find), carries the index label and annotation, is controlled by
+    the Job (its uid) and has a copy of the template's spec, with ``spec``'s keys
+    set over it (``schedulingGroup=...``, say). For tests without a controller manager.
+    """
+    template, meta = job["spec"]["template"], job["metadata"]
+    made = []
+    for index in range(job["spec"]["completions"]):
+        pod_meta = {
+            "name": f"{meta['name']}-{index}",
+            "namespace": meta.get("namespace", "default"),
+            "labels": {**template["metadata"].get("labels", {}),
+                       names.JOB_COMPLETION_INDEX: str(index)},
+            "annotations": {**template["metadata"].get("annotations", {}),
+                            names.JOB_COMPLETION_INDEX: str(index)},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
+                                 "uid": meta["uid"], "controller": True}],
+        }
+        made.append({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
+                     "spec": {**copy.deepcopy(template["spec"]), **spec}})
+    return made
 
 
 @pytest.fixture

@@ -40,6 +40,7 @@ from fluence_core.runtime.report import LocalReporter
 from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
+from fluence_core.testing import indexed_job_pods
 from fluence_core.webhook import build_service
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -63,34 +64,6 @@ SCRIPT = [
     (95.0, None, RUNNING),
 ]
 """The scout's task in the vendor queue: (from virtual second, position, state)."""
-
-
-def job_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """The Indexed Job's 4 pods as the job controller makes them (index label and annotation)."""
-    template = job["spec"]["template"]
-    made = []
-    for index in range(job["spec"]["completions"]):
-        meta = {
-            "name": f"vqe-{index}",
-            "namespace": NAMESPACE,
-            "labels": {**template["metadata"]["labels"], names.JOB_COMPLETION_INDEX: str(index)},
-            "annotations": {
-                **template["metadata"]["annotations"],
-                names.JOB_COMPLETION_INDEX: str(index),
-            },
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": job["metadata"]["name"],
-                    "uid": job["metadata"]["uid"],
-                    "controller": True,
-                }
-            ],
-        }
-        made.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-                     "spec": copy.deepcopy(template["spec"])})
-    return made
 
 
 def admit(service: Any, pod: dict[str, Any]) -> dict[str, Any]:
@@ -153,7 +126,7 @@ def test_webhook_scheduler_and_sidecar_release_the_workers_together(
 
     # -- 1. admission: the split --------------------------------------------------------------
     service = build_service(settings, get_plugin_manager(settings), cluster)
-    for pod in job_pods(job):
+    for pod in indexed_job_pods(job):
         cluster.create(PODS, admit(service, pod), NAMESPACE)
     scout = cluster.get(PODS, "vqe-0", NAMESPACE)
     workers = [cluster.get(PODS, f"vqe-{i}", NAMESPACE) for i in (1, 2, 3)]
@@ -318,7 +291,7 @@ def test_the_injected_sidecar_env_resolves_an_installed_provider(
     resources.write_text(RESOURCES.replace("provider: fake", f"provider: {provider}"))
     settings, cluster, job = world["settings"], world["cluster"], world["job"]
     service = build_service(settings, get_plugin_manager(settings), cluster)
-    for pod in job_pods(job)[:1]:
+    for pod in indexed_job_pods(job)[:1]:
         cluster.create(PODS, admit(service, pod), NAMESPACE)
     scheduler = Scheduler(cluster, settings)
     scheduler.start()

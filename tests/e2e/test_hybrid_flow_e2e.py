@@ -43,6 +43,7 @@ from fluence_core.runtime.report import HttpsReporter, ReportError
 from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
+from fluence_core.testing import indexed_job_pods
 from fluence_core.testing_apiserver import ApiServer, find_kubectl, wait_for, webhook_beside
 from fluence_core.webhook.server import WebhookServer
 from tests.test_hybrid_flow import assert_released_worker
@@ -166,30 +167,8 @@ def submit_job(flow: Flow) -> str:
                  "the job controller's 4 pods")
         made = "job controller"
     else:
-        template = job["spec"]["template"]
-        for index in range(4):
-            meta = {
-                "name": f"vqe-{index}",
-                "labels": {
-                    **template["metadata"]["labels"],
-                    names.JOB_COMPLETION_INDEX: str(index),
-                },
-                "annotations": {
-                    **template["metadata"]["annotations"],
-                    names.JOB_COMPLETION_INDEX: str(index),
-                },
-                "ownerReferences": [
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": "vqe",
-                        "uid": job["metadata"]["uid"],
-                        "controller": True,
-                    }
-                ],
-            }
-            flow.kube.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-                                      "spec": template["spec"]}, flow.ns)
+        for pod in indexed_job_pods(job):
+            flow.kube.create("pods", pod, flow.ns)
         made = "test (as the job controller would)"
     flow.note(f"Indexed Job vqe submitted; 4 pods made by the {made}")
     return made

@@ -17,6 +17,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube_errors import ApiError
 from fluence_core.settings import load_settings
+from fluence_core.testing import indexed_job_pods
 from fluence_core.testing_apiserver import (
     ensure_namespace,
     find_assets,
@@ -97,29 +98,8 @@ def test_the_shared_job_is_split_into_scout_and_gated_workers(env):
                                   {"apiVersion": "batch/v1", "kind": "Job", "name": "vqe",
                                    "uid": job["metadata"]["uid"], "controller": True}]},
                               "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}, NAMESPACE)
-    template = job["spec"]["template"]
-    for index in range(4):
-        meta = {
-            "name": f"vqe-{index}",
-            "labels": {**template["metadata"]["labels"], names.JOB_COMPLETION_INDEX: str(index)},
-            "annotations": {
-                **template["metadata"]["annotations"],
-                names.JOB_COMPLETION_INDEX: str(index),
-            },
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": "vqe",
-                    "uid": job["metadata"]["uid"],
-                    "controller": True,
-                }
-            ],
-        }
-        spec = {**template["spec"], "schedulingGroup": {"podGroupName": "vqe-jc"}}
-        kube.create(
-            "pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}, NAMESPACE
-        )
+    for pod in indexed_job_pods(job, schedulingGroup={"podGroupName": "vqe-jc"}):
+        kube.create("pods", pod, NAMESPACE)
     scout = kube.get("pods", "vqe-0", NAMESPACE)
     assert scout["spec"]["schedulingGroup"]["podGroupName"] == "vqe-scout"
     assert [c["name"] for c in scout["spec"]["containers"]] == ["app", names.SIDECAR_CONTAINER]
