@@ -20,6 +20,9 @@ What is here, by the hook that needs it:
 * ``fluence_feasibility_filters``: :class:`FeasibilityFilter` (asked once per
   pod, with its :class:`PodFacts` and a :class:`Snapshot`, for a :class:`NodeCheck`
   over :class:`NodeFacts`, a :class:`Refusal`, or nothing);
+* ``fluence_score_plugins``: :class:`ScorePlugin` (asked about a pod's feasible
+  nodes for :data:`NodeScores`, 0 to :data:`MAX_NODE_SCORE`, or nothing), with
+  kube-scheduler's :func:`default_normalize`;
 * ``fluence_settings``: :class:`PluginSettings` subclasses (and :class:`Switch`);
 * ``fluence_webhook_handlers`` and ``fluence_admit``: :class:`Handler`,
   :class:`AdmissionContext`, :class:`AdmissionDenied`, the JSON patch helpers
@@ -56,6 +59,12 @@ from fluence_core.feasibility import (
     PodFacts,
     Refusal,
     Snapshot,
+)
+from fluence_core.feasibility.scoring import (
+    MAX_NODE_SCORE,
+    NodeScores,
+    ScorePlugin,
+    default_normalize,
 )
 from fluence_core.graph import ResourceGraph
 from fluence_core.scheduler.context import SchedulingContext
@@ -102,6 +111,7 @@ __all__ = [
     "CONFIGMAPS",
     "JOBS",
     "JOBSETS",
+    "MAX_NODE_SCORE",
     "NODES",
     "PODS",
     "PRIORITY_CLASSES",
@@ -130,6 +140,7 @@ __all__ = [
     "NodeCheck",
     "NodeFacts",
     "NodeInfo",
+    "NodeScores",
     "NodeShare",
     "NotFound",
     "PodPlacement",
@@ -142,6 +153,7 @@ __all__ = [
     "ResourceConfig",
     "ResourceGraph",
     "SchedulingContext",
+    "ScorePlugin",
     "ServiceState",
     "Settings",
     "SettingsError",
@@ -152,6 +164,7 @@ __all__ = [
     "annotations_of",
     "apply_patch",
     "configure_logging",
+    "default_normalize",
     "group_of",
     "group_size",
     "hookimpl",

@@ -6,7 +6,8 @@ Hooks marked *firstresult* stop at the first non-``None`` answer; the others
 collect every plugin's answer into a list.
 
 Scheduler hooks run in the order of one scheduling cycle for a group:
-``fluence_prefilter`` -> the ``fluence_feasibility_filters`` per pod -> match -> ``fluence_filter``
+``fluence_prefilter`` -> the ``fluence_feasibility_filters`` per pod -> the
+``fluence_score_plugins`` per pod -> match (best preference tier first) -> ``fluence_filter``
 per pod -> (on failure)
 ``fluence_postfilter`` -> ``fluence_reserve`` -> ``fluence_prebind`` -> bind,
 with ``fluence_unreserve`` undoing a reservation whenever a later step fails.
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     import typer
 
     from fluence_core.feasibility import FeasibilityFilter
+    from fluence_core.feasibility.scoring import ScorePlugin
     from fluence_core.graph import ResourceGraph
     from fluence_core.matcher.base import Matcher
     from fluence_core.models import Group, PodRequest
@@ -61,6 +63,21 @@ def fluence_feasibility_filters(settings: "Settings") -> "Sequence[FeasibilityFi
     their own, so ``FLUENCE_DISABLE_PLUGINS`` can leave any out. Filters run in
     kube-scheduler's order, then any others in plugin order. The nodes a pod
     passes every filter on are the only nodes the matcher may give it.
+    """
+
+
+@hookspec
+def fluence_score_plugins(settings: "Settings") -> "Sequence[ScorePlugin] | None":
+    """Contribute Kubernetes-style node scores: the soft preferences of a pod or a node.
+
+    Called once when the scheduler starts. Every implementation runs and the
+    lists are joined; Fluence's own (kube-scheduler's NodeAffinity,
+    TaintToleration, PodTopologySpread and InterPodAffinity scores, with
+    kube-scheduler's weights) are each a plugin of their own (``score-*``), so
+    ``FLUENCE_DISABLE_PLUGINS`` can leave any out. Each is asked about a pod's
+    feasible nodes; the weighted sums make preference tiers, hostlists the group
+    is matched against best first (``FLUENCE_PREFERENCE_TIERS`` of them), the
+    whole feasible set last.
     """
 
 

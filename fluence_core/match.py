@@ -19,6 +19,7 @@ nodes differently from that traversal can still be missed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from itertools import islice, permutations
@@ -56,10 +57,42 @@ class GroupMiss:
     kind: str
     outcome: MatchOutcome
     jobspecs: list[GroupJobspec] = field(default_factory=list)
+    detail: str | None = None
+    """Why, when more is known than which jobspec missed (a member placed one by one)."""
 
     @property
     def reason(self) -> str:
+        if self.detail:
+            return self.detail
         return f"group {self.group.name}: the {self.kind} jobspec {self.outcome.value}"
+
+
+def match_preferring(
+    group: Group,
+    graph: ResourceGraph,
+    matcher: Matcher,
+    *,
+    exclude_nodes: Sequence[str] | None = None,
+) -> GroupMatch | GroupMiss:
+    """:func:`match_group` on the pods' preference tiers, best first, then on their whole
+    feasible sets: the first that holds the whole group wins.
+
+    At attempt ``k`` each pod with preferences is held to its ``k``-th tier (its whole
+    ``allowed`` once it has no more tiers), so a gang widens all at once and never
+    holds part of a tier. A group without preferences is matched once, as before.
+    """
+    depth = max((len(pod.preferred) for pod in group.pods), default=0)
+    for level in range(depth):
+        narrowed = dataclasses.replace(group, pods=tuple(
+            dataclasses.replace(pod, allowed=pod.preferred[level], preferred=())
+            if level < len(pod.preferred) else pod
+            for pod in group.pods
+        ))
+        outcome = _match(narrowed, graph, matcher, exclude_nodes)
+        if isinstance(outcome, GroupMatch):
+            logger.debug("group %s placed on its preference tier %d", group.name, level + 1)
+            return GroupMatch(group, outcome.allocations, outcome.placements)
+    return match_group(group, graph, matcher, exclude_nodes=exclude_nodes)
 
 
 def match_group(
@@ -70,6 +103,17 @@ def match_group(
     exclude_nodes: Sequence[str] | None = None,
 ) -> GroupMatch | GroupMiss:
     """Hold every jobspec of ``group`` or none of them."""
+    outcome = _match(group, graph, matcher, exclude_nodes)
+    if isinstance(outcome, GroupMiss):
+        logger.info(
+            "group %s does not fit: %s jobspec %s", group.name, outcome.kind, outcome.outcome.value
+        )
+    return outcome
+
+
+def _match(
+    group: Group, graph: ResourceGraph, matcher: Matcher, exclude_nodes: Sequence[str] | None
+) -> GroupMatch | GroupMiss:
     specs = group_jobspecs(group, graph, exclude_nodes=list(exclude_nodes or []))
     if logger.isEnabledFor(logging.DEBUG):  # a jobspec's JSON costs more than its match
         for spec in specs:
@@ -79,9 +123,6 @@ def match_group(
     else:
         outcome = _match_in_orders(group, specs, graph, matcher)
     if isinstance(outcome, GroupMiss):
-        logger.info(
-            "group %s does not fit: %s jobspec %s", group.name, outcome.kind, outcome.outcome.value
-        )
         return outcome
     placements = read_placements(group, outcome)
     if logger.isEnabledFor(logging.DEBUG):  # the binder logs each bound group at INFO

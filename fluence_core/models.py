@@ -146,6 +146,9 @@ class PodRequest:
     allowed: frozenset[str] | None = None
     """The nodes Kubernetes' filters let this pod use (:mod:`fluence_core.feasibility`);
     ``None`` when nobody asked them, and then only ``node_selector`` and cordons narrow it."""
+    preferred: tuple[frozenset[str], ...] = ()
+    """Preference tiers within ``allowed``, best first, each holding the one before
+    (:mod:`fluence_core.feasibility.scoring`): the nodes the match tries first."""
 
     @property
     def key(self) -> str:

@@ -104,6 +104,12 @@ class Settings(BaseSettings):
         json_schema_extra=_reads(SCHEDULER, WEBHOOK, SIDECAR, CLI),
         default_factory=list, description="Comma-separated plugin names never to load."
     )
+    preference_tiers: int = Field(
+        json_schema_extra=_reads(SCHEDULER),
+        default=3, ge=0, le=16,
+        description="Preference tiers a group is matched against before its whole feasible set "
+        "(kube-scheduler's soft preferences, best first); 0 ignores preferences.",
+    )
     memory_chunks_per_core: int = Field(
         json_schema_extra=_reads(SCHEDULER, CLI),
         default=1, ge=1, description="Memory vertices per core in the graph."

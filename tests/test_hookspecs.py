@@ -400,6 +400,31 @@ def test_fluence_feasibility_filters_collects_every_plugins_filters_in_kube_orde
     assert any(isinstance(f, NodePorts) for f in filters_of(lists))
 
 
+def test_fluence_score_plugins_collects_every_plugins_scores_and_each_can_be_disabled() -> None:
+    class Mine:
+        name = "Mine"
+        weight = 1
+
+        def score(self, pod: Any, snapshot: Any, nodes: Any) -> None:
+            return None
+
+    class Contribute:
+        @hookimpl
+        def fluence_score_plugins(self, settings: Settings) -> list[Any]:
+            return [Mine()]
+
+    manager = manager_with(Contribute(), keep=["score-node-affinity", "score-taint-toleration"])
+    lists = manager.hook.fluence_score_plugins(settings=Settings())
+    assert sorted(s.name for found in lists for s in found) == [
+        "Mine", "NodeAffinity", "TaintToleration"]
+    every = manager_with(keep=[ep.name for ep in entry_points(group="fluence")
+                               if ep.name.startswith("score-")])
+    found = every.hook.fluence_score_plugins(settings=Settings())
+    assert sorted((s.name, s.weight) for scores in found for s in scores) == [
+        ("InterPodAffinity", 2), ("NodeAffinity", 2), ("PodTopologySpread", 2),
+        ("TaintToleration", 3)]
+
+
 def test_fluence_providers_collects_every_plugins_providers() -> None:
     def contribute(name: str) -> object:
         class Contribute:

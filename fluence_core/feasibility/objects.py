@@ -15,11 +15,14 @@ from typing import Any
 
 from fluence_core.models import volume_claims
 from fluence_core.feasibility.resources import PODS, pod_requests, read_amounts
-from fluence_core.feasibility.selectors import LabelSelector, NodeSelector, SelectorError
+from fluence_core.feasibility.selectors import (
+    LabelSelector, NodeSelector, NodeSelectorTerm, SelectorError, parse_term,
+)
 
 KubeObject = Mapping[str, Any]
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
 WILDCARD_IP = "0.0.0.0"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
@@ -55,6 +58,22 @@ class AffinityTerm:
     topology_key: str
     namespaces: frozenset[str]
     namespace_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedTerm:
+    """A preferred pod (anti-)affinity term and its weight (1-100), for scoring."""
+
+    weight: int
+    term: AffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedNodeTerm:
+    """A preferred node affinity term and its weight (1-100), for scoring."""
+
+    weight: int
+    term: NodeSelectorTerm
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +113,16 @@ class PodFacts:
     host_ports: tuple[HostPort, ...] = ()
     claims: tuple[str, ...] = ()
     """Names of the PersistentVolumeClaims its volumes use (ephemeral ones included)."""
+    preferred_node_affinity: tuple[WeightedNodeTerm, ...] = ()
+    preferred_affinity: tuple[WeightedTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedTerm, ...] = ()
+
+    @property
+    def has_affinity_terms(self) -> bool:
+        """Whether another pod's InterPodAffinity score can depend on this pod's terms
+        (kube-scheduler's ``PodsWithAffinity``)."""
+        return bool(self.affinity or self.anti_affinity or self.preferred_affinity
+                    or self.preferred_anti_affinity)
 
     @property
     def key(self) -> str:
@@ -115,8 +144,8 @@ class PodFacts:
     def _read(cls, metadata: KubeObject, spec: KubeObject, pod: KubeObject, namespace: str,
               name: str, where: str) -> PodFacts:
         affinity = spec.get("affinity") or {}
-        required = (affinity.get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution")
+        node_affinity = affinity.get("nodeAffinity") or {}
+        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
         return cls(
             namespace=namespace,
@@ -140,6 +169,13 @@ class PodFacts:
             ),
             host_ports=_host_ports(spec, where),
             claims=volume_claims(spec, name),
+            preferred_node_affinity=_preferred_node_terms(
+                node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"),
+                f"{where}: nodeAffinity.preferred"),
+            preferred_affinity=_weighted_terms(
+                affinity.get("podAffinity"), namespace, f"{where}: podAffinity"),
+            preferred_anti_affinity=_weighted_terms(
+                affinity.get("podAntiAffinity"), namespace, f"{where}: podAntiAffinity"),
         )
 
 
@@ -155,25 +191,60 @@ def _toleration(raw: KubeObject) -> Toleration:
 def _terms(raw: KubeObject | None, namespace: str, where: str) -> tuple[AffinityTerm, ...]:
     if not raw:
         return ()
-    found = []
     required = raw.get("requiredDuringSchedulingIgnoredDuringExecution") or ()
-    for i, term in enumerate(required):
-        here = f"{where}.required[{i}]"
-        key = term.get("topologyKey")
-        if not key:
-            raise ValueError(f"{here}: topologyKey is required")
-        listed = frozenset(str(n) for n in term.get("namespaces") or ())
-        ns_selector = LabelSelector.parse(
-            term.get("namespaceSelector"), f"{here}.namespaceSelector"
-        )
-        if not listed and ns_selector is None:
-            listed = frozenset({namespace})
-        found.append(AffinityTerm(
-            selector=LabelSelector.parse(term.get("labelSelector"), f"{here}.labelSelector"),
-            topology_key=str(key),
-            namespaces=listed,
-            namespace_selector=ns_selector,
-        ))
+    return tuple(_term(term, namespace, f"{where}.required[{i}]")
+                 for i, term in enumerate(required))
+
+
+def _term(term: Any, namespace: str, here: str) -> AffinityTerm:
+    if not isinstance(term, Mapping):
+        raise ValueError(f"{here}: expected a pod affinity term, got {term!r}")
+    key = term.get("topologyKey")
+    if not key:
+        raise ValueError(f"{here}: topologyKey is required")
+    listed = frozenset(str(n) for n in term.get("namespaces") or ())
+    ns_selector = LabelSelector.parse(
+        term.get("namespaceSelector"), f"{here}.namespaceSelector"
+    )
+    if not listed and ns_selector is None:
+        listed = frozenset({namespace})
+    return AffinityTerm(
+        selector=LabelSelector.parse(term.get("labelSelector"), f"{here}.labelSelector"),
+        topology_key=str(key),
+        namespaces=listed,
+        namespace_selector=ns_selector,
+    )
+
+
+def _weight(raw: KubeObject, here: str) -> int:
+    """A preferred term's weight; the API server keeps it within 1-100."""
+    weight = raw.get("weight")
+    if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
+        raise ValueError(f"{here}.weight: must be an integer in 1-100, got {weight!r}")
+    return weight
+
+
+def _weighted_terms(raw: KubeObject | None, namespace: str,
+                    where: str) -> tuple[WeightedTerm, ...]:
+    preferred = (raw or {}).get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+    found = []
+    for i, item in enumerate(preferred):
+        here = f"{where}.preferred[{i}]"
+        if not isinstance(item, Mapping):
+            raise ValueError(f"{here}: expected a weighted pod affinity term, got {item!r}")
+        found.append(WeightedTerm(_weight(item, here), _term(
+            item.get("podAffinityTerm"), namespace, f"{here}.podAffinityTerm")))
+    return tuple(found)
+
+
+def _preferred_node_terms(raw: Any, where: str) -> tuple[WeightedNodeTerm, ...]:
+    found = []
+    for i, item in enumerate(raw or ()):
+        here = f"{where}[{i}]"
+        if not isinstance(item, Mapping):
+            raise ValueError(f"{here}: expected a preferred scheduling term, got {item!r}")
+        found.append(WeightedNodeTerm(_weight(item, here),
+                                      parse_term(item.get("preference"), f"{here}.preference")))
     return tuple(found)
 
 
@@ -275,6 +346,11 @@ class Snapshot:
         self._node = {n.name: n for n in self.nodes}
         self.anti_affine: list[PodFacts] = []
         """The bound pods with required anti-affinity terms (every pod is asked about these)."""
+        self.affine: list[PodFacts] = []
+        """The bound pods with any pod affinity term (InterPodAffinity's score reads these)."""
+        self.soft_tainted = any(t.effect == PREFER_NO_SCHEDULE for n in self.nodes
+                                for t in n.taints)
+        """Whether a node has a PreferNoSchedule taint (TaintToleration's score reads them)."""
         self._at: dict[int, int] = {}
         """Where each counted pod (by identity) is in ``pods``, so that removing one is cheap."""
         pods, self.pods = self.pods, []
@@ -292,6 +368,8 @@ class Snapshot:
         self.pods.append(pod)
         if pod.anti_affinity:
             self.anti_affine.append(pod)
+        if pod.has_affinity_terms:
+            self.affine.append(pod)
 
     def remove(self, pod: PodFacts) -> None:
         """Stop counting a pod :meth:`add` counted (that very object): a snapshot kept from
@@ -308,6 +386,8 @@ class Snapshot:
         placed[:] = [p for p in placed if p is not pod]
         if pod.anti_affinity:
             self.anti_affine = [p for p in self.anti_affine if p is not pod]
+        if pod.has_affinity_terms:
+            self.affine = [p for p in self.affine if p is not pod]
 
     def pods_on(self, node: str) -> list[PodFacts]:
         return self._by_node.get(node, [])

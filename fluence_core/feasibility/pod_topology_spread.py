@@ -28,7 +28,8 @@ MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing r
 HARD = "DoNotSchedule"
 
 
-def _includes(constraint: SpreadConstraint, pod: PodFacts, node: NodeFacts) -> bool:
+def includes(constraint: SpreadConstraint, pod: PodFacts, node: NodeFacts) -> bool:
+    """Whether the constraint's inclusion policies count ``node``'s pods for ``pod``."""
     if constraint.node_affinity_policy == "Honor" and not required_match(pod, node):
         return False
     if constraint.node_taints_policy == "Honor" and first_untolerated(
@@ -37,7 +38,10 @@ def _includes(constraint: SpreadConstraint, pod: PodFacts, node: NodeFacts) -> b
     return True
 
 
-def _count(snapshot: Snapshot, node: str, constraint: SpreadConstraint, namespace: str) -> int:
+def count_matching(snapshot: Snapshot, node: str, constraint: SpreadConstraint,
+                   namespace: str) -> int:
+    """The pods on ``node`` the constraint counts: its namespace, its selector, not terminating
+    (an empty selector counts none, as kube-scheduler's ``countPodsMatchSelector``)."""
     selector = constraint.selector
     if selector is None or selector.empty:
         return 0
@@ -61,9 +65,9 @@ class PodTopologySpread:
             if not keys <= node.labels.keys():
                 continue
             for c in hard:
-                if _includes(c, pod, node):
+                if includes(c, pod, node):
                     domain = (c.topology_key, node.labels[c.topology_key])
-                    counts[domain] += _count(snapshot, node.name, c, pod.namespace)
+                    counts[domain] += count_matching(snapshot, node.name, c, pod.namespace)
         domains: Counter[str] = Counter(key for key, _ in counts)
         lowest: dict[str, int] = {}
         for (key, _), value in counts.items():

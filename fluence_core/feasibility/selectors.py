@@ -154,6 +154,11 @@ class NodeSelector:
         return cls(tuple(_term(t, f"{where}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms)))
 
 
+def parse_term(raw: Any, where: str) -> NodeSelectorTerm:
+    """One ``v1.NodeSelectorTerm`` (a preferred node affinity term's ``preference``)."""
+    return _term(raw, where)
+
+
 def _term(raw: Any, where: str) -> NodeSelectorTerm:
     if not isinstance(raw, Mapping):
         raise SelectorError(f"{where}: expected a term, got {raw!r}")

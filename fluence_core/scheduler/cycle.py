@@ -21,7 +21,7 @@ from fluence_core.cluster_api import (
 )
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
-from fluence_core.match import GroupMatch, GroupMiss, match_group
+from fluence_core.match import GroupMatch, GroupMiss, match_preferring
 from fluence_core.matcher.base import MatchOutcome
 from fluence_core.models import Group
 from fluence_core.plugins import FluencePluginManager
@@ -53,8 +53,11 @@ class Cycle:
         self.preemptor = preemptor
         self.metrics = metrics
         contributed = manager.hook.fluence_feasibility_filters(settings=settings)
+        scores = [s for found in manager.hook.fluence_score_plugins(settings=settings)
+                  for s in found or ()]
         self.feasible = FeasibleNodes(view, filters_of(contributed), lambda: binder.in_flight,
-                                      lambda: _storage(binder.cluster))
+                                      lambda: _storage(binder.cluster), scores,
+                                      settings.preference_tiers)
         """Kubernetes' filters: the nodes each pod may use, handed to the matcher."""
 
     def schedule_once(self) -> list[CycleResult]:
@@ -125,7 +128,7 @@ class Cycle:
                     outcome = GroupMiss(group, "compute", MatchOutcome.BUSY, [])
                 vetoed.update(again)
             if isinstance(outcome, GroupMiss):
-                outcome = self.preemptor.make_room(pending, group) or outcome
+                outcome = self.preemptor.make_room(pending, group, self.match) or outcome
             if isinstance(outcome, GroupMiss):
                 why = (_veto_reason(vetoed) or self.feasible.explain(pending.pods)
                        or outcome.reason)
@@ -134,7 +137,7 @@ class Cycle:
 
     def match(self, group: Group, exclude: list[str] | None = None) -> GroupMatch | GroupMiss:
         """Match ``group`` on the graph, all-or-nothing, never on the ``exclude`` nodes."""
-        return match_group(group, self.view.graph, self.view.matcher, exclude_nodes=exclude)
+        return match_preferring(group, self.view.graph, self.view.matcher, exclude_nodes=exclude)
 
     def _fail(self, pending: g.PendingGroup, reason: str, result: str) -> CycleResult:
         return self.reporter.fail(pending, reason, result, self.view.generation)

@@ -28,6 +28,7 @@ from fluence_core.feasibility import Snapshot, feasible
 from fluence_core.feasibility.node_resources_fit import NodeResourcesFit
 from fluence_core.feasibility.resources import PODS
 from fluence_core.feasibility.run import in_kube_order
+from fluence_core.feasibility.scoring import ScorePlugin, preference_tiers
 from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.models import Group, KubeObject
@@ -52,8 +53,13 @@ class FeasibleNodes:
 
     def __init__(self, view: ClusterView, filters: Sequence[FeasibilityFilter],
                  in_flight: Callable[[], Collection[g.PodKey]],
-                 storage: Callable[[], Storage] | None = None) -> None:
+                 storage: Callable[[], Storage] | None = None,
+                 scores: Sequence[ScorePlugin] = (), tiers: int = 0) -> None:
         self.view = view
+        self.scores = list(scores)
+        """kube-scheduler's preference scores, which make each pod's tiers."""
+        self.tiers = tiers
+        """How many preference tiers a pod gets at most (0: preferences are not read)."""
         self._storage = storage
         """Reads claims, volumes and StorageClasses, once a cycle meets a pod with claims."""
         self._storage_read = False
@@ -107,6 +113,7 @@ class FeasibleNodes:
         """The group with every pod's allowed nodes, or why one of its pods fits no node."""
         snapshot = self.snapshot()
         answers: dict[str, Feasibility] = {}
+        tiers: dict[str, tuple[frozenset[str], ...]] = {}
         constrained = []
         self._read = {}
         for request, pod in zip(group.pods, pods, strict=True):
@@ -126,8 +133,20 @@ class FeasibleNodes:
                     self._lasting[signature] = answer
             if not answer.nodes:
                 return answer.summary()
-            constrained.append(dataclasses.replace(request, allowed=frozenset(answer.nodes)))
+            preferred = tiers.get(signature)
+            if preferred is None:
+                preferred = tiers[signature] = self.preferred(facts, answer.nodes)
+            constrained.append(dataclasses.replace(
+                request, allowed=frozenset(answer.nodes), preferred=preferred))
         return dataclasses.replace(group, pods=tuple(constrained))
+
+    def preferred(self, facts: PodFacts, nodes: Sequence[str]) -> tuple[frozenset[str], ...]:
+        """The pod's preference tiers among its feasible ``nodes`` (best first)."""
+        if not self.tiers or not self.scores or len(nodes) < 2:
+            return ()
+        snapshot = self.snapshot()
+        found = [node for name in nodes if (node := snapshot.node(name)) is not None]
+        return preference_tiers(facts, snapshot, found, self.scores, self.tiers)
 
     def explain(self, pods: Sequence[KubeObject]) -> str | None:
         """kube-scheduler's summary for the first pod no node has room for, counting what the

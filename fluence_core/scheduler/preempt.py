@@ -9,10 +9,12 @@ allocation is restored and nothing is evicted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fluence_core import names
 from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
 from fluence_core.log import logger
-from fluence_core.match import GroupMatch, match_group
+from fluence_core.match import GroupMatch, GroupMiss, match_group
 from fluence_core.models import Group
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.events import EventRecorder
@@ -32,9 +34,13 @@ class Preemptor:
         self.view = view
         self.records = records
 
-    def make_room(self, pending: g.PendingGroup, group: Group) -> GroupMatch | None:
-        """Cancel lower-priority, unprotected placements until ``group`` fits; evict them if
-        it does and return its match, else restore them and return None."""
+    def make_room(
+        self, pending: g.PendingGroup, group: Group,
+        match: Callable[[Group], GroupMatch | GroupMiss] | None = None,
+    ) -> GroupMatch | None:
+        """Cancel lower-priority, unprotected placements until ``group`` fits (by ``match``,
+        the cycle's own way of matching it); evict them if it does and return its match,
+        else restore them and return None."""
         victims = self._victims(pending.priority)
         if not victims:
             return None
@@ -45,7 +51,8 @@ class Preemptor:
             for allocation in record.allocations.values():
                 matcher.cancel(allocation.jobid)
             taken.append((owner, record, live))
-            outcome = match_group(group, self.view.graph, matcher)
+            outcome = (match(group) if match is not None
+                       else match_group(group, self.view.graph, matcher))
             if isinstance(outcome, GroupMatch):
                 for victim_owner, victim, pods in taken:
                     self._evict(pending, victim_owner, victim, pods)
