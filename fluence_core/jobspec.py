@@ -140,14 +140,7 @@ def group_jobspecs(
     A request for a virtual type the graph lacks raises
     :class:`UnknownResourceTypeError` naming the pod and the type.
     """
-    known = graph.virtual_types
-    for pod in group.pods:
-        for vtype in pod.virtual:
-            if vtype not in known:
-                raise UnknownResourceTypeError(
-                    f"pod {pod.key} requests {names.extended_resource(vtype)}, but the resource "
-                    f"graph has no virtual type {vtype!r} (known: {sorted(known) or 'none'})"
-                )
+    virtual = virtual_jobspecs(group, graph)
     exclusion = {"not": [{"hostlist": sorted(exclude_nodes)}]} if exclude_nodes else None
     specs = []
     for kind, members in compute_parts(list(group.pods)):
@@ -156,6 +149,21 @@ def group_jobspecs(
         if chosen is not None:
             constraint = {"and": [chosen, exclusion]} if exclusion else chosen
         specs.append(GroupJobspec(kind, compute_jobspec(members, constraint)))
+    return specs + virtual
+
+
+def virtual_jobspecs(group: Group, graph: ResourceGraph) -> list[GroupJobspec]:
+    """One jobspec per virtual type the group asks for (raises
+    :class:`UnknownResourceTypeError` naming the pod for a type the graph lacks)."""
+    known = graph.virtual_types
+    for pod in group.pods:
+        for vtype in pod.virtual:
+            if vtype not in known:
+                raise UnknownResourceTypeError(
+                    f"pod {pod.key} requests {names.extended_resource(vtype)}, but the resource "
+                    f"graph has no virtual type {vtype!r} (known: {sorted(known) or 'none'})"
+                )
+    specs = []
     for vtype in group.virtual_types:
         members = [p for p in group.pods if vtype in p.virtual]
         count = sum(p.virtual[vtype] for p in members)

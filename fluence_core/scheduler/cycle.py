@@ -29,6 +29,7 @@ from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, Commit, CycleResult, Reporter
 from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.scheduler.feasible import FeasibleNodes, Storage, filters_of
+from fluence_core.scheduler.members import MemberPlacer, entangled
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
@@ -59,6 +60,8 @@ class Cycle:
                                       lambda: _storage(binder.cluster), scores,
                                       settings.preference_tiers)
         """Kubernetes' filters: the nodes each pod may use, handed to the matcher."""
+        self.members = MemberPlacer(self.feasible)
+        """Places a gang whose members constrain each other one member after another."""
 
     def schedule_once(self) -> list[CycleResult]:
         """One pass over the pending groups, in order; returns what each attempt came to."""
@@ -130,13 +133,21 @@ class Cycle:
             if isinstance(outcome, GroupMiss):
                 outcome = self.preemptor.make_room(pending, group, self.match) or outcome
             if isinstance(outcome, GroupMiss):
-                why = (_veto_reason(vetoed) or self.feasible.explain(pending.pods)
-                       or outcome.reason)
+                why = (_veto_reason(vetoed) or outcome.detail
+                       or self.feasible.explain(pending.pods) or outcome.reason)
                 return self._fail(pending, why, "unschedulable")
         return self._commit(pending, group, outcome, ctx)
 
     def match(self, group: Group, exclude: list[str] | None = None) -> GroupMatch | GroupMiss:
-        """Match ``group`` on the graph, all-or-nothing, never on the ``exclude`` nodes."""
+        """Match ``group`` on the graph, all-or-nothing, never on the ``exclude`` nodes: its
+        best preference tier first, or member by member when its members constrain each
+        other (:mod:`fluence_core.scheduler.members`)."""
+        if len(group.pods) > 1:
+            facts = [self.feasible.facts_of(pod) for pod in group.pods]
+            why = entangled(facts, self.feasible.snapshot().namespace_labels)
+            if why is not None:
+                logger.debug("group %s is placed member by member: %s", group.name, why)
+                return self.members.place(group, exclude)
         return match_preferring(group, self.view.graph, self.view.matcher, exclude_nodes=exclude)
 
     def _fail(self, pending: g.PendingGroup, reason: str, result: str) -> CycleResult:

@@ -31,7 +31,7 @@ from fluence_core.feasibility.run import in_kube_order
 from fluence_core.feasibility.scoring import ScorePlugin, preference_tiers
 from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
-from fluence_core.models import Group, KubeObject
+from fluence_core.models import Group, KubeObject, PodRequest
 from fluence_core.placement import PodPlacement
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.view import ClusterView
@@ -152,8 +152,6 @@ class FeasibleNodes:
         """kube-scheduler's summary for the first pod no node has room for, counting what the
         graph counts too (CPU, memory, GPUs): why a group the matcher could not place waits.
         ``None`` when each pod alone would fit somewhere (the group as a whole does not)."""
-        snapshot = self.snapshot()
-        filters = [_counting_all(f) for f in self.filters]
         seen: set[str] = set()
         for pod in pods:
             try:
@@ -164,10 +162,23 @@ class FeasibleNodes:
             if signature in seen:
                 continue
             seen.add(signature)
-            answer = feasible(facts, snapshot, filters)
-            if not answer.nodes:
-                return answer.summary()
+            summary = self.explain_facts(facts)
+            if summary is not None:
+                return summary
         return None
+
+    def explain_facts(self, facts: PodFacts) -> str | None:
+        """kube-scheduler's summary when no node has room for this pod, counting what the
+        graph counts too; ``None`` when some node would take it."""
+        answer = feasible(facts, self.snapshot(), [_counting_all(f) for f in self.filters])
+        return None if answer.nodes else answer.summary()
+
+    def facts_of(self, request: PodRequest) -> PodFacts:
+        """The pod of the group being placed, as :meth:`constrain` read it."""
+        facts = self._read.get((request.namespace, request.name))
+        if facts is None:
+            raise KeyError(f"pod {request.key} was not read by constrain() this attempt")
+        return facts
 
     def placed(self, pods: Sequence[KubeObject], placements: Mapping[str, PodPlacement]) -> None:
         """A group was committed: its pods count where they go from now on."""
