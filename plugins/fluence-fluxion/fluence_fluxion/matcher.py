@@ -71,6 +71,10 @@ class FluxionMatcher:
         self.graph = graph
         self.policy = MatchPolicy(policy)
         self.lib = library
+        self._destroy = library.api.reapi_cli_destroy
+        """Looked up now: cffi makes a library's functions on first use under its own lock,
+        and ``__del__`` can run inside that lock (a collection during a ``dlopen``), where
+        the lookup would wait for itself."""
         self._jobs: dict[int, Allocation] = {}
         self._holder: dict[str, int] = {}
         self._next_jobid = 1
@@ -113,8 +117,9 @@ class FluxionMatcher:
 
     def __del__(self) -> None:
         ctx = getattr(self, "_ctx", ffi.NULL)
-        if ctx != ffi.NULL:
-            self.lib.api.reapi_cli_destroy(ctx)
+        destroy = getattr(self, "_destroy", None)
+        if ctx != ffi.NULL and destroy is not None:
+            destroy(ctx)
             self._ctx = ffi.NULL
 
     def _error(self) -> str:
