@@ -58,6 +58,8 @@ class Feasibility:
     lasting: bool = False
     """No filter that reads the placed pods had anything to ask: the answer holds for as
     long as the nodes do not change."""
+    feasible_nodes: list[NodeFacts] = field(default_factory=list)
+    """The nodes of ``nodes``, as read (what the preference scores are asked about)."""
 
     def summary(self) -> str:
         """kube-scheduler's FailedScheduling message (meaningful when no node is left)."""
@@ -97,4 +99,5 @@ def feasible(
                 break
         else:
             result.nodes.append(node.name)
+            result.feasible_nodes.append(node)
     return result

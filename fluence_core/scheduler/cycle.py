@@ -142,12 +142,12 @@ class Cycle:
         """Match ``group`` on the graph, all-or-nothing, never on the ``exclude`` nodes: its
         best preference tier first, or member by member when its members constrain each
         other (:mod:`fluence_core.scheduler.members`)."""
-        if len(group.pods) > 1:
-            facts = [self.feasible.facts_of(pod) for pod in group.pods]
+        facts = self.feasible.facts_of(group) if len(group.pods) > 1 else None
+        if facts is not None:
             why = entangled(facts, self.feasible.snapshot().namespace_labels)
             if why is not None:
                 logger.debug("group %s is placed member by member: %s", group.name, why)
-                return self.members.place(group, exclude)
+                return self.members.place(group, facts, exclude)
         return match_preferring(group, self.view.graph, self.view.matcher, exclude_nodes=exclude)
 
     def _fail(self, pending: g.PendingGroup, reason: str, result: str) -> CycleResult:

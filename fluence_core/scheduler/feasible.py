@@ -31,7 +31,7 @@ from fluence_core.feasibility.run import in_kube_order
 from fluence_core.feasibility.scoring import ScorePlugin, preference_tiers
 from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
-from fluence_core.models import Group, KubeObject, PodRequest
+from fluence_core.models import Group, KubeObject
 from fluence_core.placement import PodPlacement
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.view import ClusterView
@@ -135,18 +135,17 @@ class FeasibleNodes:
                 return answer.summary()
             preferred = tiers.get(signature)
             if preferred is None:
-                preferred = tiers[signature] = self.preferred(facts, answer.nodes)
+                preferred = tiers[signature] = self.preferred(facts, answer.feasible_nodes)
             constrained.append(dataclasses.replace(
                 request, allowed=frozenset(answer.nodes), preferred=preferred))
         return dataclasses.replace(group, pods=tuple(constrained))
 
-    def preferred(self, facts: PodFacts, nodes: Sequence[str]) -> tuple[frozenset[str], ...]:
+    def preferred(self, facts: PodFacts,
+                  nodes: Sequence[NodeFacts]) -> tuple[frozenset[str], ...]:
         """The pod's preference tiers among its feasible ``nodes`` (best first)."""
         if not self.tiers or not self.scores or len(nodes) < 2:
             return ()
-        snapshot = self.snapshot()
-        found = [node for name in nodes if (node := snapshot.node(name)) is not None]
-        return preference_tiers(facts, snapshot, found, self.scores, self.tiers)
+        return preference_tiers(facts, self.snapshot(), nodes, self.scores, self.tiers)
 
     def explain(self, pods: Sequence[KubeObject]) -> str | None:
         """kube-scheduler's summary for the first pod no node has room for, counting what the
@@ -173,12 +172,10 @@ class FeasibleNodes:
         answer = feasible(facts, self.snapshot(), [_counting_all(f) for f in self.filters])
         return None if answer.nodes else answer.summary()
 
-    def facts_of(self, request: PodRequest) -> PodFacts:
-        """The pod of the group being placed, as :meth:`constrain` read it."""
-        facts = self._read.get((request.namespace, request.name))
-        if facts is None:
-            raise KeyError(f"pod {request.key} was not read by constrain() this attempt")
-        return facts
+    def facts_of(self, group: Group) -> list[PodFacts] | None:
+        """The group's pods as :meth:`constrain` read them (``None`` when it has not)."""
+        found = [self._read.get((pod.namespace, pod.name)) for pod in group.pods]
+        return None if None in found else [f for f in found if f is not None]
 
     def placed(self, pods: Sequence[KubeObject], placements: Mapping[str, PodPlacement]) -> None:
         """A group was committed: its pods count where they go from now on."""

@@ -112,8 +112,9 @@ class MemberPlacer:
     def __init__(self, feasible_nodes: FeasibleNodes) -> None:
         self.feasible = feasible_nodes
 
-    def place(self, group: Group, exclude: Sequence[str] | None = None) -> GroupMatch | GroupMiss:
-        facts = [self.feasible.facts_of(pod) for pod in group.pods]
+    def place(self, group: Group, facts: Sequence[PodFacts],
+              exclude: Sequence[str] | None = None) -> GroupMatch | GroupMiss:
+        """Place ``group`` (its pods read as ``facts``) member by member, never on ``exclude``."""
         snapshot = self.feasible.snapshot()
         keys = _affine_keys(facts, snapshot.namespace_labels)
         kept_out: set[str] = set(exclude or ())
@@ -146,7 +147,8 @@ class MemberPlacer:
             for index, (request, pod) in enumerate(zip(group.pods, facts, strict=True)):
                 answer = feasible(pod, snapshot, self.feasible.filters)
                 out = exclude | first_excluded if index == 0 else exclude
-                allowed = [n for n in answer.nodes if n not in out]
+                fit = [n for n in answer.feasible_nodes if n.name not in out]
+                allowed = [n.name for n in fit]
                 if not allowed:
                     detail = (f"member {request.key} (after {index} of its gang placed): "
                               f"{answer.summary()}")
@@ -154,7 +156,7 @@ class MemberPlacer:
                     return self._give_back(held, miss, first_node)
                 alone = dataclasses.replace(
                     request, allowed=frozenset(allowed), virtual={}, requires={},
-                    preferred=self.feasible.preferred(pod, allowed))
+                    preferred=self.feasible.preferred(pod, fit))
                 matched = match_preferring(Group(group.name, (alone,), group.namespace),
                                            view.graph, view.matcher)
                 if isinstance(matched, GroupMiss):
