@@ -136,3 +136,14 @@ def test_a_gang_its_preferred_nodes_cannot_hold_is_placed_whole_elsewhere(
     h.cycle()
     placed = [h.node_of(f"m{i}") for i in range(3)]
     assert None not in placed
+
+
+def test_a_tier_that_misses_holds_nothing(harness_factory: Factory) -> None:
+    """The narrow attempts that miss give back what they took: one allocation remains."""
+    nodes = [_node("n0", "a"), _node("n1", "a"), _node("n2", "b", cpu=1)]
+    members = [_pod(f"m{i}", "2", group="g", affinity=_prefer_nodes((10, ZONE, "b")))
+               for i in range(2)]
+    h = harness_factory(*nodes, pod_group("g", 2), *members)
+    h.cycle()
+    assert None not in (h.node_of("m0"), h.node_of("m1"))
+    assert len(h.scheduler.view.matcher.allocations()) == 1
