@@ -52,10 +52,10 @@ class InterPodAffinityScore:
 
     def score(self, pod: PodFacts, snapshot: Snapshot,
               nodes: Sequence[NodeFacts]) -> NodeScores | None:
+        if not (pod.preferred_affinity or pod.preferred_anti_affinity or snapshot.affine):
+            return None  # the common pod, checked before anything is built
         own = [*_weighted(pod.preferred_affinity, 1), *_weighted(pod.preferred_anti_affinity, -1)]
         others = snapshot.pods if own else snapshot.affine
-        if not others:
-            return None
         own_labels = snapshot.namespace_labels(pod.namespace)
         scores: _Scores = {}
         for other in others:

@@ -37,6 +37,8 @@ class PodTopologySpreadScore:
 
     def score(self, pod: PodFacts, snapshot: Snapshot,
               nodes: Sequence[NodeFacts]) -> NodeScores | None:
+        if not pod.spread:
+            return None
         soft = [c for c in pod.spread if c.when_unsatisfiable == SOFT]
         if not soft:
             return None
