@@ -15,7 +15,10 @@ Kinds (``Case.kind``):
 * ``taint``: ``PreferNoSchedule`` taints on every node but some;
 * ``spread``: ``ScheduleAnyway`` over hostnames, matching pods on every node but some;
 * ``pod-affinity``: a preferred term toward a pod on one node;
-* ``pod-anti-affinity``: a preferred term away from pods on every node but some.
+* ``pod-anti-affinity``: a preferred term away from pods on every node but some;
+* ``weights``: preferred node affinity (weight 2 in the profile) toward nodes that
+  also carry a ``PreferNoSchedule`` taint (weight 3): kube-scheduler's weights make
+  the untainted nodes win, 300 to 200.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 KINDS = ("node-affinity", "node-affinity-tiers", "taint", "spread", "pod-affinity",
-         "pod-anti-affinity")
+         "pod-anti-affinity", "weights")
 SOFT = {"key": "soft", "value": "x", "effect": "PreferNoSchedule"}
 
 
@@ -116,6 +119,11 @@ def generate(count: int, seed: int = 7) -> list[Case]:
             existing.append(_pod(f"p{index}-db", "10m", {"app": "db"}, target))
             spec["affinity"] = {"podAffinity": {
                 "preferredDuringSchedulingIgnoredDuringExecution": _weighted(100, "db")}}
+        elif kind == "weights":
+            for n in others:
+                labels[n]["gold"] = "yes"
+                taints[n] = [SOFT]
+            spec["affinity"] = _prefer((100, "gold"))
         else:
             for j, n in enumerate(others):
                 existing.append(_pod(f"p{index}-db{j}", "10m", {"app": "db"}, n))

@@ -2,13 +2,14 @@
 
 Each generated case (:mod:`preference_cases`) is built so that kube-scheduler's
 choice is fixed by one preference (preferred node affinity, a PreferNoSchedule
-taint, ScheduleAnyway spread, preferred pod affinity or anti-affinity) up to ties
+taint, ScheduleAnyway spread, preferred pod affinity or anti-affinity, or two of
+them weighed against each other by kube-scheduler's weights) up to ties
 between equally preferred nodes: the case names that class. The pod is placed
 once by kube-scheduler and once by Fluence on the same API server; both must bind
 to a node of the class. Fluence's choice within the class is its matcher's
 policy. The table is printed (``-s`` shows it).
 
-``FLUENCE_PREF_CASES`` sets the number of cases (default 30, five of each kind).
+``FLUENCE_PREF_CASES`` sets the number of cases (default 35, five of each kind).
 Skipped without ``KUBEBUILDER_ASSETS`` or without kube-scheduler.
 """
 
@@ -28,7 +29,7 @@ from tests.e2e.test_fidelity_differential_e2e import (
 
 pytestmark = pytest.mark.e2e
 
-CASES = int(os.environ.get("FLUENCE_PREF_CASES", "30"))
+CASES = int(os.environ.get("FLUENCE_PREF_CASES", "35"))
 
 __all__ = ["control_plane"]  # the module-scoped API server with kube-scheduler beside it
 
