@@ -70,8 +70,10 @@ def entangled(members: Sequence[PodFacts], namespace_labels: NamespaceLabels) ->
     a term or spread constraint of one names another, host ports, or a resource only the
     filters count. Members are compared by kind (equal but for the name), so a gang of
     alike members costs one comparison."""
-    if len(members) < 2:
-        return None
+    if len(members) < 2 or not any(
+            p.has_affinity_terms or p.spread or p.host_ports or _counted_by_filters(p)
+            for p in members):
+        return None  # the common gang: nothing one member could say about another
     kinds: Counter[str] = Counter()
     first: dict[str, PodFacts] = {}
     for member in members:
