@@ -196,3 +196,17 @@ def test_a_gang_whose_members_ignore_each_other_is_still_matched_jointly(
     h = harness_factory(*(_node(f"n{i}") for i in range(3)), pod_group("g", 3), *members)
     h.cycle()
     assert None not in _gang(h, 3) and len(h.scheduler.view.matcher.allocations()) == 1
+
+
+def test_a_gang_placed_member_by_member_is_restored_after_a_restart(
+        harness_factory: Factory) -> None:
+    """Its record holds one allocation per member; a restarted scheduler holds them all
+    again and places nothing twice."""
+    members = [_member(f"m{i}", affinity=ONE_PER_NODE) for i in range(3)]
+    h = harness_factory(*(_node(f"n{i}") for i in range(3)), pod_group("g", 3), *members)
+    h.cycle()
+    before = _gang(h, 3)
+    assert sorted(str(n) for n in before) == ["n0", "n1", "n2"]
+    h.restart()
+    h.cycle()
+    assert _gang(h, 3) == before and _held(h) == 3
