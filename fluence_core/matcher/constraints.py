@@ -79,6 +79,9 @@ def expand_idset(text: str) -> Iterable[int]:
 
 def expand_hostlist(text: str) -> list[str]:
     """``"node[1-3,7],login"`` -> node1, node2, node3, node7, login (zero padding kept)."""
+    if "[" not in text and "," not in text:  # one plain name: a feasible set's hostlist
+        name = text.strip()
+        return [name] if name else []
     hosts: list[str] = []
     for item in _split_top_level(text):
         match = _BRACKET.match(item)

@@ -41,3 +41,8 @@ def test_hostlist_and_idset_expand_ranges_with_padding() -> None:
 def test_malformed_constraints_are_refused_with_a_reason(bad: dict[str, object]) -> None:
     with pytest.raises(MatcherError):
         compile_constraint(bad)
+
+
+def test_a_plain_host_name_expands_to_itself() -> None:
+    assert expand_hostlist("n1") == ["n1"] and expand_hostlist(" n1 ") == ["n1"]
+    assert expand_hostlist("") == [] and expand_hostlist("a,b") == ["a", "b"]
