@@ -21,6 +21,7 @@ from fluence_core.kube import KubeCluster
 from fluence_core.kube_errors import Conflict
 from fluence_core.kubeyaml import read_objects
 from fluence_core.settings import Settings, load_settings
+from fluence_core.testing import indexed_job_pods
 from fluence_core.testing_apiserver import ApiServer, wait_for, webhook_beside
 from fluence_core.webhook.orphans import REASON, OrphanSweep
 from tests.e2e.test_hybrid_flow_e2e import RESOURCES
@@ -40,17 +41,8 @@ def submit(kube: KubeCluster, ns: str, made_by_controller: bool) -> None:
     if made_by_controller:
         wait_for(lambda: len(kube.list("pods", ns).items) == 4, "the job controller's 4 pods")
         return
-    template = job["spec"]["template"]
-    for index in range(4):
-        meta = {"name": f"vqe-{index}",
-                "labels": {**template["metadata"]["labels"],
-                           names.JOB_COMPLETION_INDEX: str(index)},
-                "annotations": {**template["metadata"]["annotations"],
-                                names.JOB_COMPLETION_INDEX: str(index)},
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "vqe",
-                                     "uid": job["metadata"]["uid"], "controller": True}]}
-        kube.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-                             "spec": template["spec"]}, ns)
+    for pod in indexed_job_pods(job):
+        kube.create("pods", pod, ns)
 
 
 def gates(pod: dict[str, Any]) -> list[str]:
