@@ -119,11 +119,13 @@ def ungate(cluster: ClusterAPI, pod: KubeDict, gate: str,
         try:
             cluster.patch(PODS, name, ops, namespace, patch_type="json")
         except NotFound:
+            logger.info("ungating %s/%s: the pod is gone", namespace, name)
             return False
         except ApiError as error:  # the gate list moved under us: read again
             logger.info("ungating %s raced (%s); retrying", name, error)
             fresh = cluster.get(PODS, name, namespace)
             if fresh is None:
+                logger.info("ungating %s/%s: the pod is gone", namespace, name)
                 return False
             pod = fresh
             continue

@@ -96,6 +96,8 @@ class ReportEndpoint:
             token = _bearer(authorization)
             try:
                 report = parse_report(json.loads(body))
+            except RecursionError:  # "[[[[..." within MAX_REPORT: json gives up, not ValueError
+                raise Refused(400, "bad report: the JSON nests too deeply") from None
             except (ValueError, UnicodeDecodeError) as error:
                 raise Refused(400, f"bad report: {error}") from None
             caller = self.authenticate(token)
@@ -109,6 +111,10 @@ class ReportEndpoint:
             logger.warning("scout report from %s failed: %s", caller or "?", error)
             message = f"the API server failed: {error}; send it again"
             return Reply(503, {"error": message, "code": 503})
+        except Exception as error:  # the last line: a JSON answer, never a dropped connection
+            logger.exception("scout report from %s: unexpected failure", caller or "?")
+            message = f"fluence failed on this report ({type(error).__name__}); send it again"
+            return Reply(500, {"error": message, "code": 500})
 
     def authenticate(self, token: str) -> Caller:
         """The pod the token is bound to, through a TokenReview for Fluence's audience."""

@@ -180,6 +180,10 @@ def test_no_bearer_token_is_401(cluster, authorization) -> None:
 @pytest.mark.parametrize("body, words", [
     (b"[", "bad report"),
     (b"[]", "JSON object"),
+    (b"[" * 10_000, "nests too deeply"),
+    (b'{"a": ' * 5_000, "nests too deeply"),
+    (b"\xff\xfe", "bad report"),
+    (b'{"event": "found", "position": 1' + b"0" * 5_000 + b"}", "bad report"),
     (b'{"event": "launch"}', "'event'"),
     (b'{"event": "release"}', "'status'"),
     (b'{"event": "release", "status": "observed"}', "'status'"),
@@ -192,6 +196,22 @@ def test_a_bad_report_is_400_naming_the_field(cluster, body, words) -> None:
     token = cluster.issue_token(pod(cluster, "qj-0"), "fluence")
     reply = ReportEndpoint(cluster, Settings()).handle(f"Bearer {token}", body)
     assert reply.status == 400 and words in reply.body["error"], reply.body
+
+
+def test_an_unexpected_failure_is_a_500_in_json_and_logged(cluster, caplog) -> None:
+    token = cluster.issue_token(pod(cluster, "qj-0"), "fluence")
+
+    class Broken:
+        def __getattr__(self, verb: str) -> Any:
+            return getattr(cluster, verb)
+
+        def get(self, *args: Any, **kwargs: Any) -> Any:
+            raise TypeError("a bug")
+
+    reply = ReportEndpoint(Broken(), Settings()).handle(f"Bearer {token}", b'{"event": "found"}')
+    assert reply.status == 500 and reply.body == {
+        "error": "fluence failed on this report (TypeError); send it again", "code": 500}
+    assert "unexpected failure" in caplog.text and "a bug" in caplog.text
 
 
 def test_admission_reviews_still_go_to_the_webhook_beside_reports(served) -> None:
