@@ -98,6 +98,12 @@ class Run:
             time.sleep(0.2)
         raise AssertionError(f"timed out waiting for {what}")
 
+    def group_condition(self, group: str, kind: str = "PodGroupScheduled") -> str | None:
+        """The status of the PodGroup's condition ``kind``, None while it has none."""
+        found = self.kube.get("podgroups", group, self.ns) or {}
+        conditions = (found.get("status") or {}).get("conditions") or []
+        return next((c["status"] for c in conditions if c["type"] == kind), None)
+
     def finish(self, pod: str) -> None:
         self.kube.patch_status("pods", pod, {"status": {"phase": "Succeeded"}}, self.ns)
 
@@ -129,10 +135,11 @@ def test_a_gang_is_placed_whole(run: Run) -> None:
     run.start_scheduler()
     run.gang("g", 4, "2")
     run.wait(lambda: all(run.node_of(f"g-{i}") for i in range(4)), "the whole gang bound")
+    # The record is written before the first bind; the condition after the last, so the pods
+    # can show their nodes before the PodGroup shows it (it read as a KeyError under load).
     group = run.kube.get("podgroups", "g", run.ns)
     assert names.JOBIDS_ANNOTATION in group["metadata"]["annotations"]
-    conditions = {c["type"]: c["status"] for c in group["status"]["conditions"]}
-    assert conditions["PodGroupScheduled"] == "True"
+    run.wait(lambda: run.group_condition("g") == "True", "PodGroupScheduled=True on g")
 
 
 def test_contending_gangs_one_whole_one_waiting_then_freed(run: Run) -> None:
