@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import typer
@@ -13,7 +14,29 @@ import typer
 from fluence_core.api import Settings
 from fluence_core.api import names
 from fluence_core.testing import get_plugin_manager
-from fluence_deviceplugin.testing import WAIT, FakeKubelet
+from fluence_deviceplugin.testing import WAIT, FakeKubelet, Registration
+
+
+STARTUP = 120.0
+"""Seconds a fresh interpreter may take to load the CLI and every plugin before it registers.
+
+Not what these tests measure: on a loaded machine it once took longer than :data:`WAIT`.
+"""
+
+
+def registrations(kubelet: FakeKubelet, process: subprocess.Popen[str],
+                  count: int) -> list[Registration]:
+    """The command's first ``count`` registrations: the first once the process has started
+    (waiting while it lives, up to :data:`STARTUP`), each later one within :data:`WAIT`."""
+    deadline = time.monotonic() + STARTUP
+    while kubelet.registrations.empty():
+        if process.poll() is not None:
+            output, _ = process.communicate()
+            raise AssertionError(f"the command exited ({process.returncode}) before it "
+                                 f"registered:\n{output}")
+        assert time.monotonic() < deadline, f"no registration in {STARTUP} s"
+        time.sleep(0.05)
+    return kubelet.take(count)
 
 
 def test_the_plugin_loads_through_the_fluence_entry_point() -> None:
@@ -49,7 +72,7 @@ def test_the_command_registers_every_type_and_cleans_up_on_sigterm(
     process = subprocess.Popen([sys.executable, "-m", "fluence_core.cli", "deviceplugin"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        registered = sorted(r.request.resource_name for r in kubelet.take(3))
+        registered = sorted(r.request.resource_name for r in registrations(kubelet, process, 3))
         assert registered == sorted(names.extended_resource(t) for t in ("qdevice", "qpu", "qubit"))
         watch = kubelet.watches[names.extended_resource("qubit")]
         assert watch.first.wait(WAIT)
