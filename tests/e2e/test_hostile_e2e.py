@@ -33,6 +33,10 @@ pytestmark = pytest.mark.e2e
 
 ABSURD = {"e5000": "1e5000", "e18": "1e18", "e10000000": "1e10000000"}
 QPU = names.extended_resource("qpu")
+SAMPLES = 40
+"""Admissions timed per round."""
+ROUNDS = 3
+"""Rounds of admissions timed with the absurd pods present, until one is within bounds."""
 
 
 class Scheduling:
@@ -81,6 +85,11 @@ class Scheduling:
         found = self.kube.get("pods", pod, self.ns)
         return None if found is None else found["spec"].get("nodeName")
 
+    def scheduled_condition(self, pod: str) -> dict[str, Any] | None:
+        found = self.kube.get("pods", pod, self.ns) or {}
+        return next((c for c in (found.get("status") or {}).get("conditions") or []
+                     if c["type"] == "PodScheduled"), None)
+
     def reasons(self, pod: str) -> list[str]:
         items = self.kube.list("events", self.ns, field_selector=f"involvedObject.name={pod}").items
         return [e.get("message", "") for e in items if e.get("reason") == "FailedScheduling"]
@@ -116,10 +125,10 @@ def test_absurd_pods_stay_pending_with_a_reason_and_every_other_pod_is_placed(
         # The API server keeps its canonical form ("1e5000" is stored as "100e4998").
         assert any(f"pod {name}, container c, cpu: quantity" in r and "is too large" in r
                    for r in s.reasons(name)), s.reasons(name)
-        stored = s.kube.get("pods", name, s.ns)
-        assert stored["spec"].get("nodeName") is None
-        (condition,) = [c for c in stored["status"].get("conditions") or []
-                        if c["type"] == "PodScheduled"]
+        # The event may be posted (from the events thread) before the condition is written.
+        condition = wait_for(lambda n=name: s.scheduled_condition(n),
+                             f"the PodScheduled condition on {name}")
+        assert s.node_of(name) is None
         assert condition["status"] == "False" and "too large" in condition["message"]
     s.pod("between", "1")
     wait_for(lambda: s.node_of("between") is not None, "a pod placed in the next cycle")
@@ -163,7 +172,8 @@ def _quantum(name: str, cpu: str) -> dict[str, Any]:
                 "resources": {"requests": {"cpu": cpu, QPU: "1"}, "limits": {QPU: "1"}}}]}}
 
 
-def _p99_of_admissions(kube: KubeCluster, namespace: str, prefix: str, count: int = 40) -> float:
+def _p99_of_admissions(kube: KubeCluster, namespace: str, prefix: str,
+                       count: int = SAMPLES) -> float:
     """Seconds, 99th percentile, to create a quantum pod (webhook + admission control)."""
     took = []
     for i in range(count):
@@ -185,6 +195,16 @@ def test_absurd_pods_in_the_cluster_leave_the_webhooks_p99_unaffected(
                             "resources": {"requests": {"cpu": cpu}}}]}}, namespace)
     with pytest.raises(ApiError, match="too large"):  # judged itself: refused, saying why
         kube.create("pods", _quantum("absurd-quantum", "1e10000000"), namespace)
-    after = _p99_of_admissions(kube, namespace, "after")
     # Once 9-19 s per admission; a generous bound on a shared machine, far below that.
-    assert after < max(3 * before, before + 0.5), (before, after)
+    bound = max(3 * before, before + 0.5)
+    # What absurd pods cost, they cost every admission, so it shows in every round; a load
+    # spike of a shared machine (of 40 samples the p99 is the slowest) hits one round.
+    afters: list[float] = []
+    while len(afters) < ROUNDS:
+        prefix = f"after{len(afters)}"
+        afters.append(_p99_of_admissions(kube, namespace, prefix))
+        if afters[-1] < bound:
+            break
+        for i in range(SAMPLES):  # the next round reads as many pods as this one did
+            kube.delete("pods", f"{prefix}-{i}", namespace, grace_period_seconds=0)
+    assert afters[-1] < bound, (before, afters)
