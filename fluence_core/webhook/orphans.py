@@ -22,7 +22,6 @@ Failed, or being deleted) it releases them through
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +32,7 @@ from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.release import RELEASE_STATUSES, TERMINAL_PHASES, release_workers, stamp
 from fluence_core.settings import Settings
+from fluence_core.webhook.periodic import Periodic
 
 SELECTOR = (f"{names.ROLE_LABEL} in ({names.ROLE_SCOUT},{names.ROLE_WORKER}),"
             f"{names.GROUP_LABEL}")
@@ -104,16 +104,18 @@ def orphaned(pods: Iterable[KubeDict], gate: str) -> dict[GroupKey, Orphaned]:
     return {key: group for key, group in groups.items() if group.workers and key not in live}
 
 
-class OrphanSweep:
-    """The periodic sweep (module docstring); :meth:`start` / :meth:`stop` with the server."""
+class OrphanSweep(Periodic):
+    """The periodic sweep (module docstring); :meth:`start` / :meth:`stop` with the server,
+    the first sweep one ``interval`` after the start."""
+
+    thread_name = "orphan-sweep"
+    failure = "orphan sweep failed"
 
     def __init__(self, cluster: ClusterAPI, settings: Settings) -> None:
+        super().__init__(settings.orphan_sweep)
         self.cluster = cluster
         self.gate = settings.quantum_gate
-        self.interval = settings.orphan_sweep
         self._suspects: set[GroupKey] = set()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def sweep(self) -> list[str]:
         """One sweep: the names of the workers it released."""
@@ -164,25 +166,5 @@ class OrphanSweep:
             logger.debug("orphan sweep: cannot post %s on %s: %s", REASON,
                          worker["metadata"].get("name"), error)
 
-    # -- the loop --------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Sweep every ``interval`` seconds in a daemon thread (not at all when it is 0)."""
-        if self.interval <= 0 or self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="orphan-sweep")
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.sweep()
-            except Exception:  # noqa: BLE001 - no bad object may stop the sweep
-                logger.exception("orphan sweep failed; trying again in %.0f s", self.interval)
+    def tick(self) -> object:
+        return self.sweep()

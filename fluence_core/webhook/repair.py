@@ -25,7 +25,6 @@ What stays true:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +35,7 @@ from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.webhook import pods
 from fluence_core.webhook.base import AdmissionContext
+from fluence_core.webhook.periodic import Periodic
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.writer import BackgroundWriter, Write
 
@@ -59,19 +59,21 @@ def waiting_for(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return str(namespace), target, group
 
 
-class PodGroupRepair:
+class PodGroupRepair(Periodic):
     """Finds PodGroups that unscheduled stamped pods point at but that do not exist, and has
-    ``writer`` make them. :meth:`run_once` is one pass; :meth:`start` runs passes on a thread.
+    ``writer`` make them. :meth:`run_once` is one pass; :meth:`start` runs one at once, then
+    one every ``interval`` seconds, on a thread, until :meth:`stop`.
     """
+
+    thread_name = "webhook-repair"
+    failure = "webhook: looking for missing PodGroups failed"
 
     def __init__(self, service: AdmissionService, writer: BackgroundWriter,
                  cluster: ClusterAPI, interval: float) -> None:
+        super().__init__(interval, at_start=True)
         self.service = service
         self.writer = writer
         self.cluster = cluster
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.repaired = 0
         """PodGroups handed to the writer by this repair, over its life."""
 
@@ -128,28 +130,8 @@ class PodGroupRepair:
                 return False  # full or closing: the next pass tries again
         return True
 
-    def start(self) -> None:
-        """A pass now, then one every ``interval`` seconds, on a daemon thread, until
-        :meth:`stop`."""
-        if self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="webhook-repair")
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _loop(self) -> None:
-        while True:
-            try:
-                self.run_once()
-            except Exception as error:  # noqa: BLE001 - a pass fails, the next one runs
-                logger.error("webhook: looking for missing PodGroups failed: %s", error,
-                             exc_info=not isinstance(error, ApiError))
-            if self._stop.wait(self.interval):
-                return
+    def tick(self) -> object:
+        return self.run_once()
 
 
 def repair_for(service: AdmissionService) -> PodGroupRepair | None:
