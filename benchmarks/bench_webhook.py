@@ -22,8 +22,12 @@ Fluence's webhook making its PodGroups on the request path (as before the
 background writer), by 1 client and by 20 concurrent clients, the paths
 alternating in short repeats. Reported: create latency p50/p99 on each path,
 the latency each webhook adds (p50 and p99 of its path minus those without), the
-creates/s ratio against the path without, CPU per create, and the connections
-the API server opened to the webhook.
+creates/s ratio against the path without, CPU per create, the connections the
+API server opened to the webhook, and each webhook call as the API server timed
+it (its ``apiserver_admission_webhook_admission_duration_seconds``, read from
+``/metrics`` before and after; each path's webhook has a name of its own) beside
+the review's own time inside the webhook: their difference is the transport, both
+ends. ``--profile DIR`` has py-spy sample each webhook process.
 
 Everything printed is also written as JSON (``--json``), with the load averages
 before and after: the machine is shared, so only ratios measured in the same
@@ -40,8 +44,10 @@ import http.client
 import json
 import multiprocessing
 import os
+import signal
 import ssl
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -390,11 +396,45 @@ def register_webhook(kube: Any, name: str, namespace: str, port: int, ca_pem: by
 
     scheduler_is_fluence = {"name": "scheduler-is-fluence",  # as deploy/webhook.yaml
                             "expression": "object.spec.schedulerName == 'fluence'"}
+    entry = webhook_entry("pods", f"https://127.0.0.1:{port}/mutate", namespace,
+                          ca_pem=ca_pem, match_conditions=[scheduler_is_fluence])
+    entry["name"] = webhook_name(namespace)  # the API server's metrics are per webhook name
     kube.create("mutatingwebhookconfigurations", {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": [webhook_entry("pods", f"https://127.0.0.1:{port}/mutate", namespace,
-                                   ca_pem=ca_pem, match_conditions=[scheduler_is_fluence])]})
+        "metadata": {"name": name}, "webhooks": [entry]})
+
+
+def webhook_name(namespace: str) -> str:
+    """The name of the webhook registered for ``namespace`` (one per path)."""
+    return f"{namespace}.{names.DOMAIN}"
+
+
+WEBHOOK_SECONDS = "apiserver_admission_webhook_admission_duration_seconds"
+"""The API server's histogram of each webhook call, from its side: building the
+AdmissionReview, the HTTPS round trip, decoding the answer (and applying a patch). Its
+buckets start at 5 ms, so only the sum and count (the mean) say anything below that."""
+
+
+def webhook_seconds(api: ApiClient) -> dict[str, tuple[float, int]]:
+    """Per webhook name, the seconds the API server spent calling it and how many calls, so far
+    (summed over the histogram's other labels)."""
+    api.conn.request("GET", "/metrics", headers=api.headers)
+    response = api.conn.getresponse()
+    text = response.read().decode()
+    if response.status != 200:
+        raise SystemExit(f"the API server's /metrics answered {response.status}: {text[:200]}")
+    totals: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        if not line.startswith(WEBHOOK_SECONDS + "_"):
+            continue
+        metric, _, value = line.rpartition(" ")
+        kind = metric[len(WEBHOOK_SECONDS) + 1:].split("{", 1)[0]
+        if kind not in ("sum", "count") or 'name="' not in metric:
+            continue
+        name = metric.split('name="', 1)[1].split('"', 1)[0]
+        total = totals.setdefault(name, [0.0, 0.0])
+        total[0 if kind == "sum" else 1] += float(value)
+    return {name: (seconds, int(calls)) for name, (seconds, calls) in totals.items()}
 
 
 class Webhook:
@@ -447,10 +487,37 @@ BY_NAME = {"plain": PLAIN, "native": NATIVE, "null": NULL, "patched": PATCHED, "
            "inline": INLINE}
 
 
+class Profiles:
+    """py-spy sampling each webhook process while it is measured (``--profile DIR``): one file
+    of collapsed stacks per path (``<path>.txt``, py-spy's raw format, one stack and its
+    sample count a line), written when sampling stops."""
+
+    def __init__(self, directory: Path | None, hooks: dict[str, Webhook]) -> None:
+        import shutil
+        import subprocess
+
+        self.samplers: list[subprocess.Popen[bytes]] = []
+        if directory is None:
+            return
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        directory.mkdir(parents=True, exist_ok=True)
+        for namespace, hook in hooks.items():
+            self.samplers.append(subprocess.Popen(
+                [py_spy, "record", "--pid", str(hook.process.pid), "--rate", "250",
+                 "--gil", "--format", "raw", "--output", str(directory / f"{namespace}.txt")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    def stop(self) -> None:
+        for sampler in self.samplers:
+            sampler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        for sampler in self.samplers:
+            sampler.wait(30)
+
+
 def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats: int,
-                      paths: list[str]) -> list[dict[str, Any]]:
+                      paths: list[str], profile: Path | None = None) -> list[dict[str, Any]]:
     """Each client count's creates on every one of ``paths``, alternated ``repeats`` times;
-    the table printed, the figures returned."""
+    the table printed, the figures returned. ``profile``: py-spy samples every webhook."""
     from fluence_core.testing_apiserver import ensure_namespace, start_apiserver
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-webhook-"))
@@ -465,6 +532,7 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
             context = ssl.create_default_context(cafile=str(apiserver.ca_file))
             for hook in hooks.values():
                 hook.wait_called(ApiClient(apiserver.url, apiserver.token, context))
+            profiles = Profiles(profile, hooks)
             print(f"through kube-apiserver ({assets}), {shape} pods, each webhook in its own"
                   " process")
             print("| clients | path | creates | creates/s | p50 | p99 | errors |")
@@ -476,6 +544,8 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
             for clients, count in counts.items():
                 phases = {namespace: Phase() for namespace in paths}
                 hook_before = {ns: hook.figures() for ns, hook in hooks.items()}
+                scraper = ApiClient(apiserver.url, apiserver.token, context)
+                calls_before = webhook_seconds(scraper)  # outside the CPU windows below
                 run_phase(apiserver.url, apiserver.token, context, PLAIN, clients,
                           min(count, 50), f"warm{clients}", shape, Phase())
                 control_plane = {namespace: 0.0 for namespace in phases}
@@ -487,13 +557,17 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
                         control_plane[namespace] += (sum(map(process_cpu, pids)) - before
                                                      - idle * (time.perf_counter() - started))
                 hook_after = {ns: hook.figures() for ns, hook in hooks.items()}
-                result = phase_result(clients, phases, control_plane, hook_before, hook_after)
+                calls = calls_made(calls_before, webhook_seconds(scraper))
+                scraper.conn.close()
+                result = phase_result(clients, phases, control_plane, hook_before, hook_after,
+                                      calls)
                 for namespace in paths:
                     label = PATHS[namespace]
                     row = result["paths"][label]
                     print(f"| {clients} | {label} | {row['creates']} | {row['creates_per_s']:.0f}"
                           f" | {row['p50_ms']:.1f}ms | {row['p99_ms']:.1f}ms | {row['errors']} |")
                 results.append(result)
+            profiles.stop()
             for result in results:
                 print(summary_line(result))
         finally:
@@ -503,9 +577,17 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
     return results
 
 
+def calls_made(before: dict[str, tuple[float, int]],
+               after: dict[str, tuple[float, int]]) -> dict[str, tuple[float, int]]:
+    """Per webhook name, the API server's seconds and calls between two scrapes."""
+    return {name: (seconds - before.get(name, (0.0, 0))[0], calls - before.get(name, (0.0, 0))[1])
+            for name, (seconds, calls) in after.items()}
+
+
 def phase_result(clients: int, phases: dict[str, Phase], control_plane: dict[str, float],
                  hook_before: dict[str, tuple[float, list[float], int]],
-                 hook_after: dict[str, tuple[float, list[float], int]]) -> dict[str, Any]:
+                 hook_after: dict[str, tuple[float, list[float], int]],
+                 calls: dict[str, tuple[float, int]]) -> dict[str, Any]:
     """One client count's figures: per path, and what each webhook adds to the plain path."""
     paths: dict[str, Any] = {}
     for namespace, phase in phases.items():
@@ -525,8 +607,13 @@ def phase_result(clients: int, phases: dict[str, Phase], control_plane: dict[str
             row.update({
                 "webhook_cpu_ms_per_create": (cpu_after - cpu_before) / made * 1000,
                 "review_p50_ms": inside["p50"] * 1000, "review_p99_ms": inside["p99"] * 1000,
+                "review_mean_ms": statistics.fmean(reviews) * 1000 if reviews else 0.0,
                 "webhook_connections": connections_after - connections_before,
             })
+            seconds, made_calls = calls.get(webhook_name(namespace), (0.0, 0))
+            row.update({"apiserver_webhook_calls": made_calls,
+                        "apiserver_webhook_mean_ms": seconds / made_calls * 1000
+                        if made_calls else 0.0})
         paths[label] = row
     plain = paths[PATHS[PLAIN]]
     added = {}
@@ -568,8 +655,11 @@ def summary_line(result: dict[str, Any]) -> str:
                f"{row['control_plane_cpu_ms_per_create']:.1f}ms here")
         if "webhook_cpu_ms_per_create" in row:
             cpu += (f", webhook {row['webhook_cpu_ms_per_create']:.1f}ms; a review inside the"
-                    f" webhook p50 {row['review_p50_ms']:.1f}ms p99 {row['review_p99_ms']:.1f}ms;"
-                    f" connections the API server opened to it: {row['webhook_connections']}")
+                    f" webhook p50 {row['review_p50_ms']:.1f}ms p99 {row['review_p99_ms']:.1f}ms"
+                    f" mean {row['review_mean_ms']:.2f}ms; the API server's call to it (its"
+                    f" metric) mean {row['apiserver_webhook_mean_ms']:.2f}ms over"
+                    f" {row['apiserver_webhook_calls']} calls; connections the API server"
+                    f" opened to it: {row['webhook_connections']}")
         lines.append(cpu)
     for label, row in result["paths"].items():
         if row["errors"]:
@@ -603,6 +693,9 @@ def main() -> None:
                              " allowing everything), patched (the null webhook answering with"
                              " Fluence's patch, no PodGroup), hooked (Fluence's), inline (Fluence's"
                              " with PodGroups made on the request path)")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="through the API server: py-spy (on PATH or beside this Python)"
+                             " samples each webhook process; collapsed stacks in DIR/<path>.txt")
     parser.add_argument("--json", type=Path, default=Path("bench-webhook.json"),
                         help="write every figure here (with the machine's load averages)")
     args = parser.parse_args()
@@ -621,7 +714,7 @@ def main() -> None:
                 parser.error("--paths must include plain, the baseline")
             report["apiserver"] = through_apiserver(
                 assets, args.pods, {1: args.creates, 20: args.creates * 5}, args.repeats,
-                chosen)
+                chosen, args.profile)
     report["load_after"] = load_average()
     print(f"load averages (1, 5, 15 min): before {report['load_before']}, "
           f"after {report['load_after']} on {report['cpus']} CPUs")
