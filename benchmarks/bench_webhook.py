@@ -27,7 +27,9 @@ API server opened to the webhook, and each webhook call as the API server timed
 it (its ``apiserver_admission_webhook_admission_duration_seconds``, read from
 ``/metrics`` before and after; each path's webhook has a name of its own) beside
 the review's own time inside the webhook: their difference is the transport, both
-ends. ``--profile DIR`` has py-spy sample each webhook process.
+ends. ``--profile DIR`` has py-spy sample each webhook process. ``--baseline
+REF`` adds paths served by ``fluence_core/webhook/server.py`` as it was at git
+``REF`` (``null-base``, ``hooked-base``): two transports, one run.
 
 Everything printed is also written as JSON (``--json``), with the load averages
 before and after: the machine is shared, so only ratios measured in the same
@@ -35,6 +37,8 @@ run mean anything.
 
     python benchmarks/bench_webhook.py --clients 50 --requests 10000
     python benchmarks/bench_webhook.py --mode apiserver --pods gang --json out.json
+    python benchmarks/bench_webhook.py --mode apiserver --baseline main~3 \
+        --paths plain,null,null-base,hooked,hooked-base
 """
 
 from __future__ import annotations
@@ -70,6 +74,11 @@ NATIVE = "bench-native"
 NULL = "bench-null"
 PATCHED = "bench-patched"
 PLAIN = "bench-plain"
+NULL_BASE = "bench-null-base"
+HOOKED_BASE = "bench-hooked-base"
+BASELINE = {NULL_BASE: NULL, HOOKED_BASE: HOOKED}
+"""Paths served by the baseline's server module (``--baseline REF``): the null webhook and
+Fluence's, with today's everything else, so the transports compare in one run."""
 
 
 def _ms(seconds: float) -> str:
@@ -215,11 +224,26 @@ class PatchingService(NullService):
         return Outcome(200, allow(request["uid"], patch))
 
 
+def baseline_server(source: str, workdir: Path) -> Any:
+    """The server module whose text is ``source`` (``server.py`` at the baseline commit),
+    loaded under a name of its own beside the rest of today's package."""
+    import importlib.util
+
+    file = workdir / "baseline_server.py"
+    file.write_text(source)
+    spec = importlib.util.spec_from_file_location("fluence_baseline_server", file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Connection,
-                  path: str) -> None:
+                  path: str, server_source: str | None = None) -> None:
     """The webhook process: default settings, its own API client, as ``fluence webhook`` runs
     (``NULL``: the same server answering every review with "allowed", nothing else;
-    ``PATCHED``: the same, with Fluence's patch; ``INLINE``: no background writer)."""
+    ``PATCHED``: the same, with Fluence's patch; ``INLINE``: no background writer; a path of
+    ``BASELINE``: its service served by ``server_source``, the baseline's transport)."""
     from fluence_core.kube import KubeCluster
     from fluence_core.log import configure
 
@@ -227,16 +251,22 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     settings = load_settings()
     cluster = KubeCluster.from_token(url, token, ca_file=ca_file, qps=settings.kube_qps,
                                      burst=settings.kube_burst)
+    path = BASELINE.get(path, path)
     writer = None if path == INLINE else BackgroundWriter()
     service: Any = (NullService() if path == NULL else PatchingService() if path == PATCHED
                     else build_service(settings, get_plugin_manager(settings), cluster,
                                        writer=writer))
     cert = tls.generate(["localhost"], Path(workdir), ip_addresses=["127.0.0.1"])
-    server = WebhookServer(("127.0.0.1", 0), service,
-                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+    make: Any = WebhookServer
+    context_of: Any = server_context
+    if server_source is not None:
+        module = baseline_server(server_source, Path(workdir))
+        make, context_of = module.WebhookServer, module.server_context
+    server = make(("127.0.0.1", 0), service,
+                  ssl_context=context_of(str(cert.cert_file), str(cert.key_file)))
     reviews: list[float] = []  # seconds each review took inside the webhook
     connections = [0]  # accepted: the API server's keep-alive reuse shows here
-    review, accept = service.review, server.process_request
+    review = service.review
 
     def timed(body: bytes) -> Any:
         started = time.perf_counter()
@@ -245,19 +275,23 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
         finally:
             reviews.append(time.perf_counter() - started)
 
-    def counted(request: Any, client_address: Any) -> None:
-        connections[0] += 1
-        accept(request, client_address)
-
     service.review = timed
-    server.process_request = counted  # type: ignore[method-assign]
+    if not hasattr(server, "accepted"):  # a socketserver (the baseline's, before issue 20's)
+        accept = server.process_request
+
+        def counted(request: Any, client_address: Any) -> None:
+            connections[0] += 1
+            accept(request, client_address)
+
+        server.process_request = counted
     reply.send((server.port, cert.ca_pem))
 
     def report() -> None:  # the parent asks for CPU used, reviews' times and connections
         while reply.recv() is not None:
             taken = reviews[:]
             del reviews[:len(taken)]
-            reply.send((time.process_time(), taken, connections[0]))
+            reply.send((time.process_time(), taken,
+                        getattr(server, "accepted", connections[0])))
 
     threading.Thread(target=report, daemon=True).start()
     server.serve_forever()
@@ -440,14 +474,16 @@ def webhook_seconds(api: ApiClient) -> dict[str, tuple[float, int]]:
 class Webhook:
     """A webhook in a process of its own, registered for one namespace, and its figures."""
 
-    def __init__(self, apiserver: Any, kube: Any, namespace: str, workdir: Path) -> None:
+    def __init__(self, apiserver: Any, kube: Any, namespace: str, workdir: Path,
+                 server_source: str | None = None) -> None:
         context = multiprocessing.get_context("spawn")
         self.namespace = namespace
         self.pipe, child = context.Pipe()
+        workdir.mkdir(parents=True, exist_ok=True)
         self.process = context.Process(
             target=serve_webhook, daemon=True,
             args=(apiserver.url, apiserver.token, str(apiserver.ca_file), str(workdir), child,
-                  namespace))
+                  namespace, server_source))
         self.process.start()
         if not self.pipe.poll(60):
             raise SystemExit(f"the webhook process for {namespace} never came up")
@@ -477,14 +513,15 @@ class Webhook:
 
 PATHS = {PLAIN: "without", NATIVE: "without, client makes PodGroups", NULL: "null webhook",
          PATCHED: "null webhook, Fluence's patch", HOOKED: "with",
-         INLINE: "with, inline writes"}
+         INLINE: "with, inline writes", NULL_BASE: "null webhook, baseline's server",
+         HOOKED_BASE: "with, baseline's server"}
 """Each path's label: no webhook; no webhook, the client making each gang's PodGroup and
 pointing its pods at it (what the same gangs cost without Fluence); a webhook that allows
 everything unchanged; the same answering with Fluence's patch (no PodGroup); Fluence's;
 Fluence's making its PodGroups on the request path (as before issue 20's background
 writer)."""
 BY_NAME = {"plain": PLAIN, "native": NATIVE, "null": NULL, "patched": PATCHED, "hooked": HOOKED,
-           "inline": INLINE}
+           "inline": INLINE, "null-base": NULL_BASE, "hooked-base": HOOKED_BASE}
 
 
 class Profiles:
@@ -515,9 +552,11 @@ class Profiles:
 
 
 def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats: int,
-                      paths: list[str], profile: Path | None = None) -> list[dict[str, Any]]:
+                      paths: list[str], profile: Path | None = None,
+                      baseline: str | None = None) -> list[dict[str, Any]]:
     """Each client count's creates on every one of ``paths``, alternated ``repeats`` times;
-    the table printed, the figures returned. ``profile``: py-spy samples every webhook."""
+    the table printed, the figures returned. ``profile``: py-spy samples every webhook;
+    ``baseline``: the text of the server module the ``BASELINE`` paths run."""
     from fluence_core.testing_apiserver import ensure_namespace, start_apiserver
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-webhook-"))
@@ -526,7 +565,8 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
         kube = apiserver.cluster(qps=1000, burst=1000)
         for namespace in paths:
             ensure_namespace(kube, namespace)
-        hooks = {namespace: Webhook(apiserver, kube, namespace, workdir / namespace)
+        hooks = {namespace: Webhook(apiserver, kube, namespace, workdir / namespace,
+                                    baseline if namespace in BASELINE else None)
                  for namespace in paths if namespace not in (PLAIN, NATIVE)}
         try:
             context = ssl.create_default_context(cafile=str(apiserver.ca_file))
@@ -672,6 +712,28 @@ def load_average() -> list[float]:
     return list(os.getloadavg())
 
 
+def baseline_source(ref: str | None, chosen: list[str],
+                    parser: argparse.ArgumentParser) -> str | None:
+    """The server module's text at git ``ref`` (None without one); an error if paths need it
+    and it is missing, or it is given and no path uses it."""
+    import subprocess
+
+    wanted = [path for path in chosen if path in BASELINE]
+    if ref is None:
+        if wanted:
+            parser.error(f"paths {wanted} need --baseline REF")
+        return None
+    if not wanted:
+        parser.error("--baseline REF is used by the paths null-base or hooked-base only")
+    root = Path(__file__).resolve().parents[1]
+    shown = subprocess.run(["git", "-C", str(root), "show",
+                            f"{ref}:fluence_core/webhook/server.py"],
+                           capture_output=True, text=True)
+    if shown.returncode != 0:
+        parser.error(f"--baseline {ref}: {shown.stderr.strip()}")
+    return shown.stdout
+
+
 def main() -> None:
     from fluence_core.testing_apiserver import find_assets
 
@@ -692,7 +754,11 @@ def main() -> None:
                              " webhook, the client makes each gang's PodGroup), null (a webhook"
                              " allowing everything), patched (the null webhook answering with"
                              " Fluence's patch, no PodGroup), hooked (Fluence's), inline (Fluence's"
-                             " with PodGroups made on the request path)")
+                             " with PodGroups made on the request path), null-base and"
+                             " hooked-base (null and hooked on --baseline's server)")
+    parser.add_argument("--baseline", metavar="REF", default=None,
+                        help="through the API server: the paths null-base and hooked-base are"
+                             " served by fluence_core/webhook/server.py as it was at git REF")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="through the API server: py-spy (on PATH or beside this Python)"
                              " samples each webhook process; collapsed stacks in DIR/<path>.txt")
@@ -714,7 +780,7 @@ def main() -> None:
                 parser.error("--paths must include plain, the baseline")
             report["apiserver"] = through_apiserver(
                 assets, args.pods, {1: args.creates, 20: args.creates * 5}, args.repeats,
-                chosen, args.profile)
+                chosen, args.profile, baseline_source(args.baseline, chosen, parser))
     report["load_after"] = load_average()
     print(f"load averages (1, 5, 15 min): before {report['load_before']}, "
           f"after {report['load_after']} on {report['cpus']} CPUs")
