@@ -1,52 +1,75 @@
-"""The HTTPS server: stdlib ``ThreadingHTTPServer`` + ``ssl``, hardened for the API server.
+"""The HTTPS server: a thread per connection, blocking TLS sockets, a strict little HTTP/1.1.
 
-Why the standard library: the webhook answers small JSON requests from one
-client (the API server) and its work is Python anyway; a thread per connection
-with keep-alive is plenty (see ``benchmarks/bench_webhook.py``) and adds no
-dependency. Hardening:
+What it is: an accept loop (:meth:`WebhookServer.serve_forever`) hands each
+connection to a thread of its own, which does the TLS handshake, then reads
+requests straight from the TLS socket into one buffer, parses them with
+:mod:`~fluence_core.webhook.http1` and writes each answer in one call.
 
-* the TLS handshake runs in the connection's thread with a timeout, so a client
-  that connects and never speaks cannot stall the accept loop;
+Why this shape (issue 20, measured with ``benchmarks/bench_webhook.py`` and
+py-spy through a real API server): a webhook's cost is paid on every pod create,
+and a webhook that does nothing already costs the API server a round trip. With
+one client (the API server waiting on each create) the fewest wake-ups win: the
+thread blocked in the socket's read is the one that answers, with no event loop
+or pool to hand over to. What the standard ``ThreadingHTTPServer`` added on top
+(``email`` header parsing, a date formatted per answer, buffered file objects,
+a per-request log call, a lock and a dictionary entry per request for its
+deadline, a reaper thread) was most of the server's own time; it is gone. The
+API server reuses its connections (keep-alive), so a thread lives as long as
+its connection, and threads are cheap next to a TLS handshake. HTTP/2 would put
+every request on one connection but costs framing in Python; the server selects
+no ALPN protocol, so the API server speaks HTTP/1.1.
+
+Hardening, all kept from the first server:
+
+* the TLS handshake runs in the connection's thread with a timeout (CPython's TLS
+  calls count it for the whole handshake), so a client that connects and never
+  speaks cannot stall the accept loop;
 * every read has a timeout, and a whole request (TLS handshake, or waiting for it,
-  request line, headers and body) has a deadline: a client trickling one byte at a
-  time (slowloris) is cut off when the deadline passes, however steady its bytes;
-  a reaper thread shuts such sockets down, which wakes their blocked reads;
+  request line, headers and body) has a deadline: each read may wait only until
+  the deadline, so a client trickling one byte at a time (slowloris) is cut off
+  when the deadline passes, however steady its bytes;
 * a keep-alive connection that was served may then sit idle for ``idle_timeout``
   (longer than the 90 s after which the API server's Go transport drops an idle
   connection): the deadline starts at the next request's first byte. Cut at the
   request deadline, idle connections were closed while the API server was
   reusing them, and the pod create failed ("broken pipe", issue 20's benchmark);
 * a body must declare its length (no chunked uploads) and may not exceed
-  ``max_body`` bytes;
+  ``max_body`` bytes; a request head may not exceed ``http1.MAX_HEAD`` bytes;
 * at most ``max_connections`` connections are served at once, and at most
   ``max_per_client`` from one address, so one client cannot take every slot; more
   are closed at accept;
-* every POST gets an AdmissionReview back, whatever the body held, but for the
-  scout's reports (``POST /v1/scout-report``, :mod:`~fluence_core.webhook.report`),
-  which get JSON, bounded at ``MAX_REPORT`` bytes.
+* every POST gets an AdmissionReview back, whatever the body held (and so does any
+  request the parser refuses), but for the scout's reports (``POST
+  /v1/scout-report``, :mod:`~fluence_core.webhook.report`), which get JSON,
+  bounded at ``MAX_REPORT`` bytes;
+* :meth:`~WebhookServer.shutdown` is graceful: it stops accepting, closes idle
+  keep-alive connections, and lets requests being served finish (for up to
+  ``request_deadline``), telling their clients the connection closes; ``loops``
+  (the orphan sweep, the PodGroup repair) start with :meth:`serve_forever` and
+  stop when it returns.
 
 Latency: a response leaves in one write on a socket with ``TCP_NODELAY``. The
-standard handler writes the status line and headers, then the body, straight
-to the socket; the second small write then waits for the ACK of the first
-(Nagle), which the API server delays by up to 40 ms (delayed ACK), on every
-keep-alive request (issue 20: 45 ms added to each pod create).
+standard handler wrote the status line and headers, then the body, straight to
+the socket; the second small write then waited for the ACK of the first (Nagle),
+which the API server delays by up to 40 ms (delayed ACK), on every keep-alive
+request (issue 20: 45 ms added to each pod create).
 """
 
 from __future__ import annotations
 
-import io
 import json
+import selectors
 import socket
 import ssl
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
+from fluence_core import names
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
-from fluence_core import names
+from fluence_core.webhook import http1
 from fluence_core.webhook.report import MAX_REPORT, ReportEndpoint
 from fluence_core.webhook.review import AdmissionService, deny
 
@@ -60,109 +83,13 @@ MAX_PER_CLIENT = 128
 """Connections one address may hold at once (the API server keeps a pool of them)."""
 IDLE_TIMEOUT = 120.0
 """Seconds a served keep-alive connection may wait for its next request."""
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: the API server reuses connections
-    wbufsize = 64 * 1024  # headers and body leave together, at the flush after each request
-    disable_nagle_algorithm = True  # TCP_NODELAY: an answer is never held back for an ACK
-    server: "WebhookServer"
-    server_version = "fluence-webhook"
-    sys_version = ""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("webhook http: " + format, *args)
-
-    def _send(self, status: int, payload: dict[str, Any] | str, *, close: bool = False) -> None:
-        if isinstance(payload, str):
-            data, kind = payload.encode(), "text/plain; charset=utf-8"
-        else:
-            data, kind = json.dumps(payload, separators=(",", ":")).encode(), "application/json"
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        if close:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _refuse(self, status: int, message: str) -> None:
-        """An error as an AdmissionReview (a report's as JSON); the connection closes (the body
-        may be unread)."""
-        if self._is_report():
-            self._send(status, {"error": message, "code": status}, close=True)
-            return
-        self._send(status, deny("", f"fluence webhook: {message}", code=status), close=True)
-
-    def _is_report(self) -> bool:
-        return self.path.split("?", 1)[0] == names.REPORT_PATH
-
-    served = False  # a request was answered on this connection
-
-    def handle_one_request(self) -> None:
-        if self.served and not self._next_request_begins():
-            self.close_connection = True
-            return
-        self.server.watch(self.connection)
-        try:
-            super().handle_one_request()
-        finally:
-            self.server.unwatch(self.connection)
-            self.served = True
-
-    def _next_request_begins(self) -> bool:
-        """Whether a byte of another request arrives within the idle timeout (False: the
-        client closed the connection, or kept it silent for that long)."""
-        self.server.watch(self.connection, self.server.idle_timeout)
-        self.connection.settimeout(self.server.idle_timeout)
-        try:
-            reader = cast(io.BufferedReader, self.rfile)  # rbufsize -1: always buffered
-            return bool(reader.peek(1))
-        except (OSError, ValueError):  # timed out, shut down by the reaper, or reset
-            return False
-        finally:
-            self.connection.settimeout(self.server.read_timeout)
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server naming)
-        if self.path in ("/healthz", "/readyz", "/livez"):
-            self._send(200, "ok")
-        else:
-            self._send(404, "not found")
-
-    def do_POST(self) -> None:  # noqa: N802
-        if self.headers.get("Transfer-Encoding"):
-            return self._refuse(411, "send the body with a Content-Length, not chunked")
-        raw_length = self.headers.get("Content-Length")
-        if raw_length is None:
-            return self._refuse(411, "Content-Length is required")
-        try:
-            length = int(raw_length)
-            if length < 0:
-                raise ValueError
-        except ValueError:
-            return self._refuse(400, f"bad Content-Length {raw_length!r}")
-        reports = self.server.reports if self._is_report() else None
-        if self._is_report() and reports is None:
-            return self._refuse(404, "this server takes no scout reports (no cluster connection)")
-        limit = MAX_REPORT if reports is not None else self.server.max_body
-        if length > limit:
-            return self._refuse(413, f"body of {length} bytes exceeds {limit}")
-        body = self.rfile.read(length)
-        self.server.unwatch(self.connection)  # read in time: the review's own time is ours
-        if len(body) != length:
-            self.close_connection = True
-            return  # the client went away mid-body: nobody to answer
-        if reports is not None:
-            reply = reports.handle(self.headers.get("Authorization"), body)
-            return self._send(reply.status, reply.body)
-        outcome = self.server.service.review(body)
-        self._send(outcome.status, outcome.body)
-
-    def do_PUT(self) -> None:  # noqa: N802
-        self._refuse(405, "only POST carries an AdmissionReview")
-
-    do_DELETE = do_PATCH = do_PUT  # noqa: N815
+BACKLOG = 128
+"""Connections the kernel queues before the accept loop takes them."""
+LINGER = 1.0
+"""Seconds a refused request's connection reads (and drops) what the client still sends."""
+MAX_LINGER = 1024 * 1024
+"""Bytes a refused request's connection reads and drops at most."""
+_RECV = 64 * 1024
 
 
 class Loop(Protocol):
@@ -173,13 +100,157 @@ class Loop(Protocol):
     def stop(self) -> None: ...
 
 
-class WebhookServer(ThreadingHTTPServer):
-    """One thread per connection; TLS when ``ssl_context`` is given; ``loops`` start with
-    :meth:`serve_forever` and stop when it returns."""
+class _Gone(Exception):
+    """The client closed the connection, went silent past a timeout or deadline, or reset it:
+    nobody is left to answer."""
 
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
+
+def _encode(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+class _Connection:
+    """One client connection, served by its own thread: requests in, answers out."""
+
+    def __init__(self, server: WebhookServer, sock: Any) -> None:
+        self.server = server
+        self.sock = sock
+        self.buffer = bytearray()
+        self.busy = False  # reading or answering a request (shutdown waits for it)
+
+    def recv(self, deadline: float, *, idle: bool = False) -> None:
+        """More bytes into the buffer, waiting no later than ``deadline`` (monotonic), nor
+        longer than the read timeout but while ``idle`` (a served connection's wait)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Gone("deadline passed")
+        self.sock.settimeout(left if idle else min(left, self.server.read_timeout))
+        try:
+            data = self.sock.recv(_RECV)
+        except (OSError, ValueError) as error:  # timed out, reset, TLS alert, shut down
+            raise _Gone(str(error) or type(error).__name__) from None
+        if not data:
+            raise _Gone("closed by the client")
+        self.buffer += data
+
+    def send(self, data: bytes) -> None:
+        self.sock.settimeout(self.server.read_timeout)
+        try:
+            self.sock.sendall(data)
+        except (OSError, ValueError) as error:
+            raise _Gone(str(error) or type(error).__name__) from None
+
+    def serve(self, deadline: float) -> None:
+        """Requests until the client closes, goes idle too long, or one says ``close``;
+        ``deadline`` bounds the first request, waiting for it included."""
+        server = self.server
+        served = False
+        while True:
+            if not self.buffer:
+                self.busy = False
+                if server.stopping:
+                    return
+                if served:  # the next request's deadline starts at its first byte
+                    self.recv(time.monotonic() + server.idle_timeout, idle=True)
+                    deadline = time.monotonic() + server.request_deadline
+                else:
+                    self.recv(deadline)
+            elif served:  # pipelined: already begun
+                deadline = time.monotonic() + server.request_deadline
+            self.busy = True
+            if not self.answer(deadline) or server.stopping:
+                return
+            served = True
+
+    def answer(self, deadline: float) -> bool:
+        """Reads one request and sends its answer; whether the connection may serve another."""
+        server = self.server
+        searched = 0
+        while (end := self.buffer.find(b"\r\n\r\n", searched)) < 0:
+            if len(self.buffer) > http1.MAX_HEAD:
+                return self.refuse(431, f"request head over {http1.MAX_HEAD} bytes", "")
+            searched = max(0, len(self.buffer) - 3)
+            self.recv(deadline)
+        if end > http1.MAX_HEAD:
+            return self.refuse(431, f"request head over {http1.MAX_HEAD} bytes", "")
+        try:
+            head = http1.parse_head(bytes(self.buffer[:end]))
+        except http1.BadRequest as bad:
+            return self.refuse(bad.status, bad.message, "")
+        del self.buffer[:end + 4]
+        if head.method == "GET":
+            healthy = head.path in ("/healthz", "/readyz", "/livez")
+            return self.reply(200 if healthy else 404, b"ok" if healthy else b"not found",
+                              http1.TEXT, head)
+        if head.method != "POST":
+            return self.refuse(405, "only POST carries an AdmissionReview", head.path)
+        try:
+            length = head.content_length()
+        except http1.BadRequest as bad:
+            return self.refuse(bad.status, bad.message, head.path)
+        if length is None:
+            return self.refuse(411, "Content-Length is required", head.path)
+        report = head.path == names.REPORT_PATH
+        if report and server.reports is None:
+            return self.refuse(404, "this server takes no scout reports (no cluster connection)",
+                               head.path)
+        limit = MAX_REPORT if report else server.max_body
+        if length > limit:
+            return self.refuse(413, f"body of {length} bytes exceeds {limit}", head.path)
+        if head.headers.get("expect", "").lower() == "100-continue":
+            self.send(http1.CONTINUE)
+        while len(self.buffer) < length:
+            self.recv(deadline)
+        body = bytes(self.buffer[:length])
+        del self.buffer[:length]
+        # Read in time: from here the time is the review's, not the client's.
+        if report and server.reports is not None:
+            try:
+                reply = server.reports.handle(head.headers.get("authorization"), body)
+            except Exception as error:  # its own errors are answers; this is a bug
+                logger.exception("webhook: a scout report failed")
+                return self.refuse(500, f"internal error: {error}", head.path)
+            return self.reply(reply.status, _encode(reply.body), http1.JSON, head)
+        outcome = server.service.review(body)
+        return self.reply(outcome.status, _encode(outcome.body), http1.JSON, head)
+
+    def reply(self, status: int, body: bytes, kind: bytes, head: http1.Head) -> bool:
+        keep = head.keep_alive and not self.server.stopping
+        self.send(http1.response(status, body, kind, close=not keep))
+        return keep
+
+    def refuse(self, status: int, message: str, path: str) -> bool:
+        """An error as an AdmissionReview (a report's as JSON), and the connection closes (the
+        rest of the request is unread)."""
+        if path == names.REPORT_PATH:
+            body = _encode({"error": message, "code": status})
+        else:
+            body = _encode(deny("", f"fluence webhook: {message}", code=status))
+        self.send(http1.response(status, body, http1.JSON, close=True))
+        self.linger()
+        return False
+
+    def linger(self) -> None:
+        """After an answer sent before the request was read whole: stop sending, and read
+        what the client still sends (for up to ``LINGER`` seconds and ``MAX_LINGER`` bytes)
+        before the connection closes; closed with unread bytes, the socket would reset and
+        could take the answer with it."""
+        _wake(self.sock, socket.SHUT_WR)
+        until = time.monotonic() + LINGER
+        discarded = 0
+        try:
+            while discarded < MAX_LINGER:
+                self.buffer.clear()
+                self.recv(until)
+                discarded += len(self.buffer)
+        except _Gone:
+            pass
+
+
+class WebhookServer:
+    """Serves AdmissionReviews (and scouts' reports) over HTTPS when ``ssl_context`` is given,
+    plain HTTP otherwise; a thread per connection; ``loops`` start with :meth:`serve_forever`
+    and stop when it returns. See the module docstring for the why and the hardening."""
 
     def __init__(self, address: tuple[str, int], service: AdmissionService, *,
                  ssl_context: ssl.SSLContext | None = None, max_body: int = MAX_BODY,
@@ -195,126 +266,177 @@ class WebhookServer(ThreadingHTTPServer):
         self.ssl_context = ssl_context
         self.max_body = max_body
         self.read_timeout = timeout
+        self.max_connections = max_connections
         self.max_per_client = max_per_client
         self.request_deadline = request_deadline
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self._guard = threading.Lock()
+        self.accepted = 0
+        """Connections accepted and served so far (the API server's reuse shows here)."""
+        self._guard = threading.Condition()
         self._per_client: dict[str, int] = {}
-        self._deadlines: dict[socket.socket, float] = {}
-        self._closed = threading.Event()
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, _Handler)
-        threading.Thread(target=self._reap, daemon=True, name="webhook-deadlines").start()
-
-    # -- deadlines -----------------------------------------------------------
-
-    def watch(self, connection: socket.socket, seconds: float | None = None) -> None:
-        """From now, ``connection`` has ``seconds`` (``request_deadline``) to deliver a
-        request."""
-        with self._guard:
-            self._deadlines[connection] = time.monotonic() + (
-                self.request_deadline if seconds is None else seconds)
-
-    def unwatch(self, connection: socket.socket) -> None:
-        with self._guard:
-            self._deadlines.pop(connection, None)
-
-    def _reap(self) -> None:
-        """Shut down every connection past its deadline; its blocked read then returns."""
-        tick = max(0.05, min(0.5, self.request_deadline / 4, self.idle_timeout / 4))
-        while not self._closed.wait(tick):
-            now = time.monotonic()
-            with self._guard:
-                late = [c for c, deadline in self._deadlines.items() if deadline <= now]
-                for connection in late:
-                    del self._deadlines[connection]
-            for connection in late:
-                logger.debug("webhook: a request missed its %.0f s deadline; closing it",
-                             self.request_deadline)
-                try:  # the plain socket's shutdown, not SSLSocket's (another thread reads it)
-                    socket.socket.shutdown(connection, socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def serve_forever(self, poll_interval: float = 0.5) -> None:
-        for loop in self.loops:
-            loop.start()
+        self._live: dict[int, _Connection] = {}  # by the serving thread's id
+        self._stop = threading.Event()
+        self._idle = threading.Event()  # serve_forever is not running
+        self._idle.set()
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.socket = socket.socket(family, socket.SOCK_STREAM)
         try:
-            super().serve_forever(poll_interval)
-        finally:
-            for loop in self.loops:
-                loop.stop()
-
-    def server_close(self) -> None:
-        self._closed.set()
-        super().server_close()
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.socket.bind(address)
+            self.socket.listen(BACKLOG)
+        except OSError:
+            self.socket.close()
+            raise
+        self.server_address: tuple[Any, ...] = self.socket.getsockname()
+        self._wake_read, self._wake_write = socket.socketpair()
 
     @property
     def port(self) -> int:
         return int(self.server_address[1])
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        client = str(client_address[0]) if isinstance(client_address, tuple) else ""
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`shutdown` was called: answers say the connection closes."""
+        return self._stop.is_set()
+
+    # -- accepting -----------------------------------------------------------
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """Accept connections until :meth:`shutdown`; the ``loops`` run meanwhile."""
+        self._idle.clear()
+        for loop in self.loops:
+            loop.start()
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self.socket, selectors.EVENT_READ)
+                selector.register(self._wake_read, selectors.EVENT_READ)
+                while not self._stop.is_set():
+                    for key, _ in selector.select(poll_interval):
+                        if key.fileobj is self.socket:
+                            self._accept()
+                        else:
+                            self._wake_read.recv(64)
+            self._drain()
+        finally:
+            for loop in self.loops:
+                loop.stop()
+            self._stop.clear()
+            self._idle.set()
+
+    def shutdown(self) -> None:
+        """Stop :meth:`serve_forever` (from another thread) and wait until it returned: idle
+        connections are closed, requests being served are answered first."""
+        self._stop.set()
+        try:
+            self._wake_write.send(b"x")
+        except OSError:
+            pass
+        self._idle.wait()
+
+    def server_close(self) -> None:
+        """Close the listening socket, and every connection still open."""
+        self.socket.close()
+        self._wake_read.close()
+        self._wake_write.close()
+        with self._guard:
+            left = list(self._live.values())
+        for connection in left:
+            _wake(connection.sock)
+
+    def _accept(self) -> None:
+        try:
+            sock, address = self.socket.accept()
+        except OSError:  # the client gave up meanwhile, or no descriptors left
+            return
+        client = str(address[0]) if isinstance(address, tuple) else ""
         with self._guard:
             crowded = self._per_client.get(client, 0) >= self.max_per_client
-            if not crowded:
+            full = not crowded and sum(self._per_client.values()) >= self.max_connections
+            if not crowded and not full:
                 self._per_client[client] = self._per_client.get(client, 0) + 1
-        if crowded:
-            logger.warning("webhook: %s holds %d connections already; closing a new one",
-                           client, self.max_per_client)
-            self.shutdown_request(request)
+        if crowded or full:
+            if crowded:
+                logger.warning("webhook: %s holds %d connections already; closing a new one",
+                               client, self.max_per_client)
+            else:
+                logger.warning("webhook: too many connections; closing one from %s", address)
+            _cut(sock)
             return
-        if not self._slots.acquire(blocking=False):
-            self._leave(client)
-            logger.warning("webhook: too many connections; closing one from %s", client_address)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except Exception:
-            self._slots.release()
-            self._leave(client)
-            raise
+        self.accepted += 1
+        threading.Thread(target=self._run, args=(sock, address, client), daemon=True,
+                         name=f"webhook-{client}").start()
 
     def held_by(self, client: str) -> int:
         """Connections the address ``client`` holds now."""
         with self._guard:
             return self._per_client.get(client, 0)
 
-    def _leave(self, client: str) -> None:
-        with self._guard:
-            left = self._per_client.get(client, 1) - 1
-            if left > 0:
-                self._per_client[client] = left
-            else:
-                self._per_client.pop(client, None)
+    # -- a connection ----------------------------------------------------------
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        client = str(client_address[0]) if isinstance(client_address, tuple) else ""
+    def _run(self, sock: socket.socket, address: Any, client: str) -> None:
         try:
-            request.settimeout(self.read_timeout)
-            if self.ssl_context is not None:
-                try:
-                    request = self.ssl_context.wrap_socket(request, server_side=True,
-                                                           do_handshake_on_connect=False)
-                    self.watch(request)
-                    request.do_handshake()
-                    self.unwatch(request)
-                except (OSError, ssl.SSLError, ValueError) as error:
-                    self.unwatch(request)
-                    logger.debug("webhook: TLS handshake with %s failed: %s", client_address, error)
-                    self.shutdown_request(request)
-                    return
-            super().process_request_thread(request, client_address)
+            self.handle_connection(sock, address)
         finally:
-            self._slots.release()
-            self._leave(client)
+            with self._guard:
+                left = self._per_client.get(client, 1) - 1
+                if left > 0:
+                    self._per_client[client] = left
+                else:
+                    self._per_client.pop(client, None)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        logger.debug(
-            "webhook: connection from %s ended with an error", client_address, exc_info=True
-        )
+    def handle_connection(self, sock: Any, address: Any) -> None:
+        """Serve one accepted connection until it ends, then close it (TLS first when the
+        server has a context)."""
+        started = time.monotonic()
+        connection: _Connection | None = None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.ssl_context is not None:
+                # CPython's TLS calls hold a socket's timeout for the whole call.
+                sock.settimeout(min(self.read_timeout, self.request_deadline))
+                sock = self.ssl_context.wrap_socket(sock, server_side=True)
+            connection = _Connection(self, sock)
+            with self._guard:
+                self._live[threading.get_ident()] = connection
+            connection.serve(started + self.request_deadline)
+        except (_Gone, OSError, ValueError) as error:  # ssl.SSLError is an OSError
+            logger.debug("webhook: connection from %s ended: %s", address, error)
+        except Exception:
+            logger.exception("webhook: serving the connection from %s failed", address)
+        finally:
+            with self._guard:
+                self._live.pop(threading.get_ident(), None)
+                self._guard.notify_all()
+            _cut(sock)
+
+    def _drain(self) -> None:
+        """Close idle connections; wait (up to ``request_deadline``) for busy ones to answer."""
+        deadline = time.monotonic() + self.request_deadline
+        with self._guard:
+            while self._live and time.monotonic() < deadline:
+                for connection in self._live.values():
+                    if not connection.busy:
+                        _wake(connection.sock)
+                self._guard.wait(0.05)
+
+
+def _wake(sock: Any, how: int = socket.SHUT_RDWR) -> None:
+    """Shut a socket down (both ways: a thread blocked reading it wakes up and closes it).
+
+    The plain socket's shutdown, not SSLSocket's (which drops its TLS state under the
+    reading thread); never a close from another thread (the descriptor could be reused)."""
+    try:
+        socket.socket.shutdown(sock, how)
+    except (OSError, TypeError):
+        pass
+
+
+def _cut(sock: Any) -> None:
+    """Shut a socket down and close it (its own thread, or one never served)."""
+    _wake(sock)
+    try:
+        sock.close()
+    except OSError:
+        pass
 
 
 def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:

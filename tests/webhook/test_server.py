@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import io
 import json
 import random
 import socket
@@ -159,37 +158,27 @@ def test_a_body_without_a_length_is_refused(served):
     assert response.status == 411 and json.loads(response.read())["response"]["allowed"] is False
 
 
-class _RecordingRaw(io.RawIOBase):
-    """The socket's write side: every write that would reach the network."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data) -> int:
-        self.writes.append(bytes(data))
-        return len(data)
-
-
 class _Connection:
-    """Just enough of a socket for the handler: one request in, every write recorded."""
+    """Just enough of a plain socket for the server: one request in, every write recorded."""
 
     def __init__(self, request: bytes) -> None:
-        self.request = request
-        self.raw = _RecordingRaw()
+        self.unread = [request]
+        self.writes: list[bytes] = []
         self.options: dict[tuple[int, int], int] = {}
 
-    def makefile(self, mode: str, buffering: int):
-        if "r" in mode:
-            return io.BufferedReader(io.BytesIO(self.request))
-        return io.BufferedWriter(self.raw, buffering) if buffering > 0 else self.raw
+    def recv(self, size: int) -> bytes:
+        return self.unread.pop(0) if self.unread else b""
+
+    def sendall(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
 
     def setsockopt(self, level: int, option: int, value: int) -> None:
         self.options[(level, option)] = value
 
     def settimeout(self, value) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
 
@@ -202,12 +191,12 @@ def test_an_answer_leaves_in_one_write_on_a_socket_without_nagle(settings, clust
                                                               cluster=cluster))
     try:
         connection = _Connection(request)
-        server.RequestHandlerClass(connection, ("127.0.0.1", 1), server)
+        server.handle_connection(connection, ("127.0.0.1", 1))
     finally:
         server.server_close()
     assert connection.options[(socket.IPPROTO_TCP, socket.TCP_NODELAY)] == 1
-    assert len(connection.raw.writes) == 1
-    head, _, answer = connection.raw.writes[0].partition(b"\r\n\r\n")
+    assert len(connection.writes) == 1
+    head, _, answer = connection.writes[0].partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and json.loads(answer)["response"]["allowed"]
 
 
@@ -253,3 +242,114 @@ def test_a_served_connection_idle_past_the_idle_timeout_is_closed(keep_alive):
     assert conn.sock.recv(1) == b"", "the server closed it"
     assert 3.5 < time.monotonic() - started < 8.0
     conn.close()
+
+
+def _raw(server, ctx) -> ssl.SSLSocket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    return ctx.wrap_socket(sock, server_hostname="localhost")
+
+
+def _read_answer(sock: ssl.SSLSocket) -> tuple[bytes, dict]:
+    """One response from a raw socket: its head and its JSON body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0])
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return head, json.loads(rest[:length])
+
+
+@pytest.mark.parametrize("request_head, status", [
+    (b"POST /mutate HTTP/1.1\r\nthis is no header\r\n\r\n", 400),
+    (b"POST /mutate HTTP/1.1\r\nX: " + b"y" * 70_000 + b"\r\n\r\n", 431),
+    (b"BREW /mutate HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", 405),
+    (b"POST /mutate HTTP/3\r\nContent-Length: 2\r\n\r\n{}", 505),
+])
+def test_a_request_the_parser_refuses_gets_an_admission_review_and_a_close(
+        served, request_head, status):
+    server, ctx = served
+    sock = _raw(server, ctx)
+    sock.sendall(request_head)
+    head, answer = _read_answer(sock)
+    assert head.startswith(b"HTTP/1.1 %d" % status) and b"Connection: close" in head
+    assert answer["kind"] == "AdmissionReview" and answer["response"]["allowed"] is False
+    assert sock.recv(1) == b"", "the server closed it"
+    sock.close()
+
+
+def test_pipelined_requests_are_answered_in_order_on_one_connection(served):
+    server, ctx = served
+    bodies = [json.dumps(review(pod(f"p-{i}"), uid=f"u{i}")).encode() for i in range(3)]
+    sock = _raw(server, ctx)
+    sock.sendall(b"".join(b"POST /mutate HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s"
+                          % (len(body), body) for body in bodies))
+    uids = [_read_answer(sock)[1]["response"]["uid"] for _ in bodies]
+    assert uids == ["u0", "u1", "u2"]
+    sock.close()
+
+
+def test_expect_100_continue_is_answered_before_the_body_is_sent(served):
+    server, ctx = served
+    body = json.dumps(review(pod("p"))).encode()
+    sock = _raw(server, ctx)
+    sock.sendall(b"POST /mutate HTTP/1.1\r\nExpect: 100-continue\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body))
+    assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    sock.sendall(body)
+    head, answer = _read_answer(sock)
+    assert head.startswith(b"HTTP/1.1 200") and answer["response"]["allowed"] is True
+    sock.close()
+
+
+class _Held:
+    """A service whose reviews wait until released: a request in flight at shutdown."""
+
+    writer = None
+
+    def __init__(self, inner: AdmissionService) -> None:
+        self.inner = inner
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def review(self, body: bytes):
+        self.entered.set()
+        self.release.wait(10)
+        return self.inner.review(body)
+
+
+def test_shutdown_closes_idle_connections_and_answers_the_request_in_flight(
+        tmp_path, settings, cluster):
+    cert = tls.generate(["localhost"], tmp_path, ip_addresses=["127.0.0.1"])
+    service = _Held(AdmissionService(settings, [GangHandler()], cluster=cluster))
+    server = WebhookServer(("127.0.0.1", 0), service,  # type: ignore[arg-type]
+                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+    serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    serving.start()
+    ctx = ssl.create_default_context(cadata=cert.ca_pem.decode())
+    body = json.dumps(review(pod("p"))).encode()
+    request = b"POST /mutate HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    idle = _raw(server, ctx)
+    service.release.set()
+    idle.sendall(request)
+    assert _read_answer(idle)[1]["response"]["allowed"]  # served, now idle on keep-alive
+    service.release.clear()
+    service.entered.clear()
+    busy = _raw(server, ctx)
+    busy.sendall(request)
+    assert service.entered.wait(5)
+    stopping = threading.Thread(target=server.shutdown)
+    stopping.start()
+    assert idle.recv(1) == b"", "the idle keep-alive connection is closed at shutdown"
+    assert stopping.is_alive(), "shutdown waits for the request in flight"
+    service.release.set()
+    head, answer = _read_answer(busy)
+    assert head.startswith(b"HTTP/1.1 200") and b"Connection: close" in head
+    assert answer["response"]["allowed"]
+    stopping.join(5)
+    serving.join(5)
+    assert not stopping.is_alive() and not serving.is_alive()
+    server.server_close()
+    idle.close()
+    busy.close()
