@@ -27,9 +27,14 @@ API server opened to the webhook, and each webhook call as the API server timed
 it (its ``apiserver_admission_webhook_admission_duration_seconds``, read from
 ``/metrics`` before and after; each path's webhook has a name of its own) beside
 the review's own time inside the webhook: their difference is the transport, both
-ends. ``--profile DIR`` has py-spy sample each webhook process. ``--baseline
-REF`` adds paths served by ``fluence_core/webhook/server.py`` as it was at git
-``REF`` (``null-base``, ``hooked-base``): two transports, one run.
+ends; and how long the API server's, etcd's and the webhook's threads waited for a
+CPU per create (Linux schedstat): the share of the latency the machine decides.
+``--profile DIR`` has py-spy sample each webhook process. ``--baseline REF`` adds
+paths served by ``fluence_core/webhook/server.py`` as it was at git ``REF``
+(``null-base``, ``hooked-base``): two transports, one run.
+
+**Review CPU** (``--mode review``): CPU per review of the in-process bodies, no
+HTTP, with today's ``review.py`` and (``--baseline REF``) that commit's.
 
 Everything printed is also written as JSON (``--json``), with the load averages
 before and after: the machine is shared, so only ratios measured in the same
@@ -224,18 +229,73 @@ class PatchingService(NullService):
         return Outcome(200, allow(request["uid"], patch))
 
 
-def baseline_server(source: str, workdir: Path) -> Any:
-    """The server module whose text is ``source`` (``server.py`` at the baseline commit),
-    loaded under a name of its own beside the rest of today's package."""
+def baseline_module(source: str, name: str, workdir: Path) -> Any:
+    """The module whose text is ``source`` (a module at the baseline commit), loaded as
+    ``fluence_baseline_<name>`` beside the rest of today's package."""
     import importlib.util
 
-    file = workdir / "baseline_server.py"
+    file = workdir / f"baseline_{name}.py"
     file.write_text(source)
-    spec = importlib.util.spec_from_file_location("fluence_baseline_server", file)
+    spec = importlib.util.spec_from_file_location(f"fluence_baseline_{name}", file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def git_show(ref: str, path: str) -> str:
+    """The text of ``path`` at git ``ref`` in this repository (SystemExit if there is none)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    shown = subprocess.run(["git", "-C", str(root), "show", f"{ref}:{path}"],
+                           capture_output=True, text=True)
+    if shown.returncode != 0:
+        raise SystemExit(f"--baseline {ref}: {shown.stderr.strip()}")
+    return shown.stdout
+
+
+def review_cpu(baseline: str | None, reviews: int = 600, repeats: int = 6) -> dict[str, Any]:
+    """CPU per ``AdmissionService.review`` in this process (no HTTP): the in-process bench's
+    grouped quantum pods through every built-in handler, with today's ``review.py`` and, with
+    ``baseline``, that commit's, the rest of the package today's; repeats alternate."""
+    import fluence_core.webhook.review as today
+
+    modules = {"today": today}
+    if baseline is not None:
+        modules[baseline] = baseline_module(git_show(baseline, "fluence_core/webhook/review.py"),
+                                            "review", Path(tempfile.mkdtemp()))
+    before = os.environ.get("FLUENCE_ADMISSION_CONTROL")
+    os.environ["FLUENCE_ADMISSION_CONTROL"] = "off"  # as in process: every handler mutates
+    try:
+        settings = load_settings()
+        built = build_service(settings, get_plugin_manager(settings), FakeCluster())
+        bodies = [review_body(i) for i in range(reviews * repeats)]
+        cpu: dict[str, list[float]] = {name: [] for name in modules}
+        for repeat in range(repeats):
+            for name, module in modules.items():
+                service = module.AdmissionService(
+                    settings, built.handlers, cluster=FakeCluster(), admit=built.admit,
+                    resource_config=built.resource_config)
+                started = time.process_time()
+                for body in bodies[repeat * reviews:(repeat + 1) * reviews]:
+                    outcome = service.review(body)
+                    if outcome.status != 200 or not outcome.response["allowed"]:
+                        raise SystemExit(f"review refused a bench pod: {outcome.body}")
+                cpu[name].append((time.process_time() - started) / reviews * 1000)
+    finally:
+        if before is None:
+            del os.environ["FLUENCE_ADMISSION_CONTROL"]
+        else:
+            os.environ["FLUENCE_ADMISSION_CONTROL"] = before
+    result: dict[str, Any] = {name: statistics.median(values) for name, values in cpu.items()}
+    line = ", ".join(f"{name} {ms:.3f} ms" for name, ms in result.items())
+    if baseline is not None:
+        result["ratio"] = result["today"] / result[baseline]
+        line += f"; today/{baseline} {result['ratio']:.2f}x"
+    print(f"CPU per review in process (median of {repeats} x {reviews}): {line}")
+    return result
 
 
 def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Connection,
@@ -260,7 +320,7 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     make: Any = WebhookServer
     context_of: Any = server_context
     if server_source is not None:
-        module = baseline_server(server_source, Path(workdir))
+        module = baseline_module(server_source, "server", Path(workdir))
         make, context_of = module.WebhookServer, module.server_context
     server = make(("127.0.0.1", 0), service,
                   ssl_context=context_of(str(cert.cert_file), str(cert.key_file)))
@@ -291,7 +351,7 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
             taken = reviews[:]
             del reviews[:len(taken)]
             reply.send((time.process_time(), taken,
-                        getattr(server, "accepted", connections[0])))
+                        getattr(server, "accepted", connections[0]), run_queue_wait("self")))
 
     threading.Thread(target=report, daemon=True).start()
     server.serve_forever()
@@ -423,6 +483,19 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def run_queue_wait(pid: int | str) -> float:
+    """Seconds the threads of process ``pid`` (those alive now) have waited for a CPU while
+    ready to run (Linux ``/proc/<pid>/task/*/schedstat``; 0 elsewhere): on a shared machine,
+    the latency no code of ours can remove."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):  # the thread ended meanwhile
+            continue
+    return total / 1e9
+
+
 def register_webhook(kube: Any, name: str, namespace: str, port: int, ca_pem: bytes) -> None:
     """Pods created in ``namespace`` go to the webhook on ``port``, with the deployed
     matchCondition."""
@@ -490,11 +563,12 @@ class Webhook:
         port, ca_pem = self.pipe.recv()
         register_webhook(kube, f"bench-{namespace}", namespace, port, ca_pem)
 
-    def figures(self) -> tuple[float, list[float], int]:
-        """CPU seconds so far, the reviews' seconds since the last call, connections so far."""
+    def figures(self) -> tuple[float, list[float], int, float]:
+        """CPU seconds so far, the reviews' seconds since the last call, connections so far,
+        seconds its threads waited for a CPU so far."""
         self.pipe.send("figures")
-        cpu, reviews, connections = self.pipe.recv()
-        return cpu, reviews, connections
+        cpu, reviews, connections, waited = self.pipe.recv()
+        return cpu, reviews, connections, waited
 
     def wait_called(self, api: ApiClient) -> None:
         """Until the API server calls it (a dry-run create shows up as a review)."""
@@ -589,18 +663,21 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
                 run_phase(apiserver.url, apiserver.token, context, PLAIN, clients,
                           min(count, 50), f"warm{clients}", shape, Phase())
                 control_plane = {namespace: 0.0 for namespace in phases}
+                control_wait = {namespace: 0.0 for namespace in phases}
                 for repeat in range(repeats):
                     for namespace, phase in phases.items():
+                        waited = sum(map(run_queue_wait, pids))
                         before, started = sum(map(process_cpu, pids)), time.perf_counter()
                         run_phase(apiserver.url, apiserver.token, context, namespace, clients,
                                   count, f"c{clients}r{repeat}", shape, phase)
                         control_plane[namespace] += (sum(map(process_cpu, pids)) - before
                                                      - idle * (time.perf_counter() - started))
+                        control_wait[namespace] += sum(map(run_queue_wait, pids)) - waited
                 hook_after = {ns: hook.figures() for ns, hook in hooks.items()}
                 calls = calls_made(calls_before, webhook_seconds(scraper))
                 scraper.conn.close()
                 result = phase_result(clients, phases, control_plane, hook_before, hook_after,
-                                      calls)
+                                      calls, control_wait)
                 for namespace in paths:
                     label = PATHS[namespace]
                     row = result["paths"][label]
@@ -625,9 +702,10 @@ def calls_made(before: dict[str, tuple[float, int]],
 
 
 def phase_result(clients: int, phases: dict[str, Phase], control_plane: dict[str, float],
-                 hook_before: dict[str, tuple[float, list[float], int]],
-                 hook_after: dict[str, tuple[float, list[float], int]],
-                 calls: dict[str, tuple[float, int]]) -> dict[str, Any]:
+                 hook_before: dict[str, tuple[float, list[float], int, float]],
+                 hook_after: dict[str, tuple[float, list[float], int, float]],
+                 calls: dict[str, tuple[float, int]],
+                 control_wait: dict[str, float]) -> dict[str, Any]:
     """One client count's figures: per path, and what each webhook adds to the plain path."""
     paths: dict[str, Any] = {}
     for namespace, phase in phases.items():
@@ -639,13 +717,15 @@ def phase_result(clients: int, phases: dict[str, Phase], control_plane: dict[str
             "first_errors": phase.errors[:3], "creates_per_s": phase.rate,
             **{f"{k}_ms": v * 1000 for k, v in cut.items()},
             "control_plane_cpu_ms_per_create": control_plane[namespace] / made * 1000,
+            "control_plane_cpu_wait_ms_per_create": control_wait[namespace] / made * 1000,
         }
         if namespace in hook_after:
-            cpu_before, _, connections_before = hook_before[namespace]
-            cpu_after, reviews, connections_after = hook_after[namespace]
+            cpu_before, _, connections_before, wait_before = hook_before[namespace]
+            cpu_after, reviews, connections_after, wait_after = hook_after[namespace]
             inside = latency_summary(reviews)
             row.update({
                 "webhook_cpu_ms_per_create": (cpu_after - cpu_before) / made * 1000,
+                "webhook_cpu_wait_ms_per_create": (wait_after - wait_before) / made * 1000,
                 "review_p50_ms": inside["p50"] * 1000, "review_p99_ms": inside["p99"] * 1000,
                 "review_mean_ms": statistics.fmean(reviews) * 1000 if reviews else 0.0,
                 "webhook_connections": connections_after - connections_before,
@@ -694,7 +774,11 @@ def summary_line(result: dict[str, Any]) -> str:
                f"{plain['control_plane_cpu_ms_per_create']:.1f}ms without, "
                f"{row['control_plane_cpu_ms_per_create']:.1f}ms here")
         if "webhook_cpu_ms_per_create" in row:
-            cpu += (f", webhook {row['webhook_cpu_ms_per_create']:.1f}ms; a review inside the"
+            cpu += (f", webhook {row['webhook_cpu_ms_per_create']:.2f}ms; waiting for a CPU per"
+                    f" create: kube-apiserver+etcd "
+                    f"{plain['control_plane_cpu_wait_ms_per_create']:.1f}ms without, "
+                    f"{row['control_plane_cpu_wait_ms_per_create']:.1f}ms here, webhook"
+                    f" {row['webhook_cpu_wait_ms_per_create']:.2f}ms; a review inside the"
                     f" webhook p50 {row['review_p50_ms']:.1f}ms p99 {row['review_p99_ms']:.1f}ms"
                     f" mean {row['review_mean_ms']:.2f}ms; the API server's call to it (its"
                     f" metric) mean {row['apiserver_webhook_mean_ms']:.2f}ms over"
@@ -714,31 +798,20 @@ def load_average() -> list[float]:
 
 def baseline_source(ref: str | None, chosen: list[str],
                     parser: argparse.ArgumentParser) -> str | None:
-    """The server module's text at git ``ref`` (None without one); an error if paths need it
-    and it is missing, or it is given and no path uses it."""
-    import subprocess
-
+    """The server module's text at git ``ref`` if a path runs it (None otherwise); an error if
+    paths need it and it is missing."""
     wanted = [path for path in chosen if path in BASELINE]
-    if ref is None:
-        if wanted:
-            parser.error(f"paths {wanted} need --baseline REF")
-        return None
-    if not wanted:
-        parser.error("--baseline REF is used by the paths null-base or hooked-base only")
-    root = Path(__file__).resolve().parents[1]
-    shown = subprocess.run(["git", "-C", str(root), "show",
-                            f"{ref}:fluence_core/webhook/server.py"],
-                           capture_output=True, text=True)
-    if shown.returncode != 0:
-        parser.error(f"--baseline {ref}: {shown.stderr.strip()}")
-    return shown.stdout
+    if ref is None and wanted:
+        parser.error(f"paths {wanted} need --baseline REF")
+    return git_show(ref, "fluence_core/webhook/server.py") if ref and wanted else None
 
 
 def main() -> None:
     from fluence_core.testing_apiserver import find_assets
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=("both", "inprocess", "apiserver"), default="both")
+    parser.add_argument("--mode", choices=("both", "inprocess", "apiserver", "review"),
+                        default="both", help="review: CPU per review in process, no HTTP")
     parser.add_argument("--clients", type=int, default=50, help="in process")
     parser.add_argument("--requests", type=int, default=10_000, help="in process")
     parser.add_argument("--pods", choices=("gang", "single"), default="gang",
@@ -758,7 +831,8 @@ def main() -> None:
                              " hooked-base (null and hooked on --baseline's server)")
     parser.add_argument("--baseline", metavar="REF", default=None,
                         help="through the API server: the paths null-base and hooked-base are"
-                             " served by fluence_core/webhook/server.py as it was at git REF")
+                             " served by fluence_core/webhook/server.py as it was at git REF;"
+                             " --mode review: review.py at REF too")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="through the API server: py-spy (on PATH or beside this Python)"
                              " samples each webhook process; collapsed stacks in DIR/<path>.txt")
@@ -767,6 +841,8 @@ def main() -> None:
     args = parser.parse_args()
     report: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": load_average(),
                               "shape": args.pods}
+    if args.mode == "review":
+        report["review_cpu_ms"] = review_cpu(args.baseline)
     if args.mode in ("both", "inprocess"):
         report["in_process"] = in_process(args.clients, args.requests)
     if args.mode in ("both", "apiserver"):
