@@ -57,7 +57,6 @@ request (issue 20: 45 ms added to each pod create).
 
 from __future__ import annotations
 
-import json
 import selectors
 import socket
 import ssl
@@ -65,6 +64,8 @@ import threading
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
+
+import orjson
 
 from fluence_core import names
 from fluence_core.errors import FluenceError
@@ -106,7 +107,7 @@ class _Gone(Exception):
 
 
 def _encode(payload: dict[str, Any]) -> bytes:
-    return json.dumps(payload, separators=(",", ":")).encode()
+    return orjson.dumps(payload)
 
 
 class _Connection:
