@@ -447,8 +447,10 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
     fresh CA (in ``workdir``), the HTTPS server in a thread, a
     MutatingWebhookConfiguration named ``settings.webhook_config`` with one
     webhook per entry of ``resources`` (``pods``, ``jobs``) for CREATE in
-    ``namespace``, and the CA patched in by :func:`tls.patch_ca_bundle`, the
-    path the deployed webhook takes. ``service`` defaults to the built-in
+    ``namespace``, created with the CA already in it (created without, a create
+    racing the CA patch fails "x509: certificate signed by unknown authority")
+    and then patched by :func:`tls.patch_ca_bundle`, the path the deployed
+    webhook takes. ``service`` defaults to the built-in
     handlers and plugins for ``settings`` over ``kube``, with a background
     writer for PodGroups as ``fluence webhook`` has; the scouts' report endpoint
     (``/v1/scout-report``) is served too, and scouts are given this CA to trust. On
@@ -472,7 +474,8 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
         kube.create(MUTATING_WEBHOOKS, {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration", "metadata": {"name": name},
-            "webhooks": [webhook_entry(r, url, namespace, reinvocation=reinvocation)
+            "webhooks": [webhook_entry(r, url, namespace, reinvocation=reinvocation,
+                                       ca_pem=cert.ca_pem)
                          for r in resources]})
         try:
             tls.patch_ca_bundle(kube, name, cert.ca_pem)
