@@ -133,6 +133,9 @@ class AdmissionContext:
     """The host's clock in seconds: monotonic in the webhook, virtual in ``fluence sim``."""
     state: ServiceState = field(default_factory=ServiceState)
     """What plugins keep across this service's requests."""
+    writing: Callable[[Hashable], bool] = field(default=lambda key: False)
+    """Whether the service's background writer holds a write of ``key`` (queued or being
+    made): what such a write makes needs no second one, nor what it takes to build it."""
 
     def defer(self, description: str, action: Callable[[], None], *,
               background: Hashable | None = None) -> None:

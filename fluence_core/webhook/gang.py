@@ -6,8 +6,9 @@ A pod labelled ``fluence.flux-framework.org/group: <name>`` gets
 else 1, labelled as Fluence's. A pod that already has a scheduling group (the
 job controller's, under ``WorkloadWithJob``) keeps it; one already pointing at
 the group's own name (the ``job-group`` handler set it on the Job) gets the
-PodGroup created. Shared-coordination
-quantum groups belong to the ``quantum`` handler.
+PodGroup created, unless it exists or is being made (the ``job-group`` handler
+made it with the Job): then the pod costs no API call at all, not even a read
+of its Job. Shared-coordination quantum groups belong to the ``quantum`` handler.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ class GangHandler(Handler):
         current = pods.scheduling_group(pod)
         if current is not None and current != group:
             return []  # the job controller's group: kept as it is
-        size = pods.group_size(pod, ctx)
-        pods.ensure_pod_group(ctx, group, pods.pod_group_min_count(group, group, size, None))
+        size = pods.group_size_later(pod, ctx)  # a Job read only if the PodGroup is unknown
+        pods.ensure_pod_group(
+            ctx, group, lambda: pods.pod_group_min_count(group, group, size(), None))
         if current == group:
             return []  # set by the job-group handler on the Job, or ours on a re-invocation
         return [

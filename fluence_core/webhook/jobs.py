@@ -5,11 +5,24 @@ Workload and a PodGroup of N for an Indexed Job with parallelism = completions
 > 1, unless the Job's pod template already names a scheduling group. A Job whose
 template carries the group label ``fluence.flux-framework.org/group`` gets
 ``spec.template.spec.schedulingGroup.podGroupName: <group>`` here, so the
-controller creates nothing, and the pod handlers (``gang``, ``quantum``) create
-and point at Fluence's own PodGroups; a shared quantum group's scout is then
-re-pointed at ``<group>-scout``. Without this handler (a Job admitted before
-the webhook ran), the quantum split still deletes the controller's PodGroup,
-but the controller makes it again.
+controller creates nothing, and the pod handlers (``gang``, ``quantum``) point
+at Fluence's own PodGroups; a shared quantum group's scout is then re-pointed
+at ``<group>-scout``. Without this handler (a Job admitted before the webhook
+ran), the quantum split still deletes the controller's PodGroup, but the
+controller makes it again.
+
+The PodGroups the Job's pods will point at are made here too, after the answer
+(the background writer, as for pods; never on a dry run), with the minCount the
+pods would give them: the template's ``group-size``, else the Job's parallelism,
+else its completions. A Job has one admission, its gang has N pods: made here,
+the PodGroup costs the pods nothing (issue 20). Each pod created within the few
+seconds its PodGroup is remembered (:mod:`.recent`) or while its write is queued
+asks the API server nothing, neither the create nor a read of its Job. A pod
+created later makes the same create again ("already exists" counts as made), and
+a PodGroup lost afterwards is made again by the repair (:mod:`.repair`). A Job
+whose template the pods' handlers would refuse (a bad ``group-size``, a Job over
+Fluence's group limit, a shared quantum Job that is not Indexed) gets no
+PodGroup here: its pods are refused with the reason, as before.
 """
 
 from __future__ import annotations
@@ -18,8 +31,9 @@ from typing import Any, Mapping
 
 from fluence_core import hookimpl, names
 from fluence_core.settings import Settings
+from fluence_core.webhook import pods
 from fluence_core.webhook._patch import JsonPatch, pointer
-from fluence_core.webhook.base import AdmissionContext, Handler
+from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 
 JOBS = "batch/jobs"
 
@@ -41,17 +55,44 @@ class JobGroupHandler(Handler):
 
     def applies(self, job: Mapping[str, Any]) -> bool:
         spec = _template(job).get("spec") or {}
+        group = _group(job)
         return (
-            _group(job) is not None
+            group is not None
             and spec.get("schedulerName") == names.SCHEDULER_NAME
-            and not (spec.get("schedulingGroup") or {}).get("podGroupName")
+            and (spec.get("schedulingGroup") or {}).get("podGroupName") in (None, "", group)
         )
 
     def mutate(self, job: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
         group = _group(job)
         assert group is not None
+        _ensure_pod_groups(job, group, ctx)
+        if (_template(job).get("spec") or {}).get("schedulingGroup"):
+            return []  # named already: by the user, or by us on a re-invocation
         return [{"op": "add", "path": pointer("spec", "template", "spec", "schedulingGroup"),
                  "value": {"podGroupName": group}}]
+
+
+def _ensure_pod_groups(job: Mapping[str, Any], group: str, ctx: AdmissionContext) -> None:
+    """Defer making the PodGroups the Job's pods will point at, as their handlers would."""
+    if ctx.cluster is None:
+        return  # nothing to make them with: the pods' handlers say so
+    template = _template(job)
+    pod = {"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}}
+    if pods.shape_problem(pod) is not None:
+        return  # each pod is refused, naming the problem
+    try:
+        size = (pods.positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
+                or pods.job_size(job) or 1)
+    except AdmissionDenied:
+        return  # likewise
+    if not pods.is_shared_quantum(pod):
+        pods.ensure_pod_group(ctx, group, pods.pod_group_min_count(group, group, size, None))
+        return
+    if (job.get("spec") or {}).get("completionMode") != "Indexed":
+        return  # the split needs completion indexes: the quantum handler refuses the pods
+    for target, role in ((group + names.SCOUT_GROUP_SUFFIX, names.ROLE_SCOUT),
+                         (group, names.ROLE_WORKER)):
+        pods.ensure_pod_group(ctx, target, pods.pod_group_min_count(target, group, size, role))
 
 
 @hookimpl

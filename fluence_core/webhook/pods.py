@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from fluence_core import names
 from fluence_core.cluster_api import JOBS, PODGROUPS
@@ -219,20 +219,38 @@ def _shown(raw: Any) -> str:
 def group_size(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
     """The gang's minCount: annotation ``group-size``, else the Job's parallelism/completions, else
     1."""
+    return group_size_later(pod, ctx)()
+
+
+def group_size_later(pod: Mapping[str, Any], ctx: AdmissionContext) -> Callable[[], int]:
+    """:func:`group_size`, with the owning Job read only when the result is asked for.
+
+    The annotation is checked now (a bad one is refused on every pod); the Job,
+    a read costing the API server about as much as a small write, is read only
+    by the caller that needs the number: a PodGroup already known to exist
+    needs none (:func:`ensure_pod_group`).
+    """
     size = positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
     if size is not None:
-        return size
-    job = owning_job(pod, ctx)
-    if job is not None:
-        job_spec = job.get("spec") or {}
-        for key in ("parallelism", "completions"):
-            value = job_spec.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-                if value > MAX_GROUP_SIZE:
-                    raise AdmissionDenied(f"Job {key}={value} is more than Fluence's limit of"
-                                          f" {MAX_GROUP_SIZE} pods in a group")
-                return value
-    return 1
+        return lambda: size
+
+    def from_job() -> int:
+        job = owning_job(pod, ctx)
+        return (job_size(job) if job is not None else None) or 1
+    return from_job
+
+
+def job_size(job: Mapping[str, Any]) -> int | None:
+    """A Job's parallelism, else its completions; None when it says neither."""
+    job_spec = job.get("spec") or {}
+    for key in ("parallelism", "completions"):
+        value = job_spec.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            if value > MAX_GROUP_SIZE:
+                raise AdmissionDenied(f"Job {key}={value} is more than Fluence's limit of"
+                                      f" {MAX_GROUP_SIZE} pods in a group")
+            return value
+    return None
 
 
 def pod_group_min_count(pod_group: str, group: str, size: int, pod_role: str | None) -> int:
@@ -262,19 +280,23 @@ def pod_group_body(name: str, namespace: str, min_count: int) -> dict[str, Any]:
     }
 
 
-def ensure_pod_group(ctx: AdmissionContext, name: str, min_count: int) -> None:
+def ensure_pod_group(ctx: AdmissionContext, name: str,
+                     min_count: int | Callable[[], int]) -> None:
     """Defer creating PodGroup ``name`` (gang of ``min_count``) unless it exists.
 
     One call: the create itself, whose "already exists" answer is as good as a
-    read. A group seen or made in the last few seconds (its sibling pods, a
-    re-invocation) costs no call at all. The answer does not wait for it (a
-    background write): the scheduler leaves a gang waiting until its PodGroup
-    exists.
+    read (and costs the API server as much as a create). A group seen or made
+    in the last few seconds, or being made now (by its sibling pods, its Job's
+    admission, a re-invocation), costs no call at all, and ``min_count``, when a
+    function, is not even asked (it may read the owning Job). The answer does not wait for
+    the create (a background write): the scheduler leaves a gang waiting until
+    its PodGroup exists.
     """
     namespace = ctx.namespace
     key = (PODGROUPS.plural, namespace, name)
-    if ctx.recent.lookup(key)[0]:
+    if ctx.recent.lookup(key)[0] or ctx.writing(key):
         return
+    count = min_count() if callable(min_count) else min_count
 
     def create() -> None:
         cluster = ctx.require_cluster()
@@ -282,9 +304,9 @@ def ensure_pod_group(ctx: AdmissionContext, name: str, min_count: int) -> None:
             if ctx.recent.lookup(key)[0]:
                 return
             try:
-                cluster.create(PODGROUPS, pod_group_body(name, namespace, min_count), namespace)
+                cluster.create(PODGROUPS, pod_group_body(name, namespace, count), namespace)
                 logger.info("webhook: created PodGroup %s/%s (minCount %d)", namespace, name,
-                            min_count)
+                            count)
             except Conflict:
                 pass  # there already: made by a sibling pod's admission, or before
             ctx.recent.remember(key)

@@ -146,6 +146,7 @@ class AdmissionService:
             settings=self.settings, cluster=self.cluster, namespace=namespace,
             dry_run=request.get("dryRun") is True, resource_config=self.resource_config, uid=uid,
             clock=self.clock, state=self.state,
+            writing=self.writer.holds if self.writer is not None else lambda key: False,
         )
 
     def review(self, body: bytes) -> Outcome:

@@ -1,18 +1,25 @@
-"""The ``job-group`` handler: a grouped Job names its group on the pod template."""
+"""The ``job-group`` handler: a grouped Job names its group on the pod template and gets the
+PodGroups its pods will point at made, so the pods cost no API call (issue 20)."""
 
 from __future__ import annotations
 
 import copy
 import json
+import threading
+from typing import Any
 
 import jsonpatch
 
 from fluence_core import names
 from fluence_core.cluster_api import PODGROUPS
+from fluence_core.limits import MAX_GROUP_SIZE
+from fluence_core.webhook import BackgroundWriter
 from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.jobs import JobGroupHandler
+from fluence_core.webhook.quantum import QuantumSplitHandler
 from fluence_core.webhook.review import AdmissionService
-from tests.webhook.webhook_helpers import admit, decode_patch, pod, review
+from fluence_core.webhook.writer import Write
+from tests.webhook.webhook_helpers import admit, decode_patch, pod, review, shared
 
 
 def job(
@@ -35,16 +42,18 @@ def job(
     }
 
 
-def _review_job(service: AdmissionService, obj: dict) -> tuple[dict, dict]:
-    body = review(obj)
+def _review_job(service: AdmissionService, obj: dict, **kw: Any) -> tuple[dict, dict]:
+    body = review(obj, **kw)
     body["request"]["resource"] = {"group": "batch", "version": "v1", "resource": "jobs"}
     response = service.review(json.dumps(body).encode()).response
     patched = jsonpatch.apply_patch(copy.deepcopy(obj), decode_patch(response))
     return response, patched
 
 
-def test_a_grouped_job_names_its_group_so_the_job_controller_makes_no_pod_group(settings) -> None:
-    response, patched = _review_job(AdmissionService(settings, [JobGroupHandler()]), job())
+def test_a_grouped_job_names_its_group_so_the_job_controller_makes_no_pod_group(
+        settings, cluster) -> None:
+    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster)
+    response, patched = _review_job(service, job())
     assert response["allowed"] is True
     assert patched["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "train"}
 
@@ -73,3 +82,125 @@ def test_a_pod_in_the_job_controllers_group_keeps_it_and_creates_nothing(setting
     response, out = admit(service, member)
     assert response["allowed"] is True and out == member
     assert cluster.get(PODGROUPS, "train", "default") is None
+
+
+class Counting:
+    """The cluster boundary, recording every call that would reach the API server."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, verb: str) -> Any:
+        method = getattr(self.inner, verb)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(f"{verb} {getattr(args[0], 'plural', args[0])}")
+            return method(*args, **kwargs)
+        return counted
+
+
+def _min_count(cluster: Any, name: str) -> int | None:
+    made = cluster.get(PODGROUPS, name, "default")
+    return None if made is None else made["spec"]["schedulingPolicy"]["gang"]["minCount"]
+
+
+def test_a_grouped_job_gets_its_pod_group_of_parallelism_made(settings, cluster) -> None:
+    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster)
+    grouped = job()
+    grouped["spec"]["parallelism"] = 3
+    response, _ = _review_job(service, grouped)
+    assert response["allowed"] is True
+    assert _min_count(cluster, "train") == 3
+
+
+def test_the_templates_group_size_wins_over_the_jobs_parallelism(settings, cluster) -> None:
+    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster)
+    sized = job()
+    sized["spec"]["template"]["metadata"]["annotations"] = {names.GROUP_SIZE_ANNOTATION: "2"}
+    _review_job(service, sized)
+    assert _min_count(cluster, "train") == 2
+
+
+def test_a_dry_run_job_makes_no_pod_group(settings, cluster) -> None:
+    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster)
+    response, patched = _review_job(service, job(), dry_run=True)
+    assert response["allowed"] is True
+    assert patched["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "train"}
+    assert cluster.get(PODGROUPS, "train", "default") is None
+
+
+def test_a_job_naming_its_own_group_already_gets_the_pod_group_and_no_patch(
+        settings, cluster) -> None:
+    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster)
+    named = job(schedulingGroup={"podGroupName": "train"})
+    response, patched = _review_job(service, named)
+    assert response["allowed"] is True and patched == named
+    assert _min_count(cluster, "train") == 4
+
+
+def test_the_pods_of_an_admitted_job_ask_the_api_server_nothing(settings, cluster) -> None:
+    counting = Counting(cluster)
+    writer = BackgroundWriter()
+    service = AdmissionService(settings, [JobGroupHandler(), GangHandler()], cluster=counting,
+                               writer=writer)
+    _, stored = _review_job(service, job())
+    writer.flush(10)
+    assert counting.calls == ["create podgroups"]
+    template = stored["spec"]["template"]
+    for index in range(4):  # as the job controller makes them, no group-size annotation
+        member = pod(f"train-{index}", group="train", job="train", index=index,
+                     schedulingGroup=template["spec"]["schedulingGroup"])
+        response, out = admit(service, member)
+        assert response["allowed"] is True and out == member
+    writer.flush(10)
+    writer.close()
+    assert counting.calls == ["create podgroups"]  # no second create, no read of the Job
+
+
+def test_a_pod_of_a_job_whose_pod_group_is_being_written_waits_for_that_write(
+        settings, cluster) -> None:
+    counting = Counting(cluster)
+    writer = BackgroundWriter()
+    service = AdmissionService(settings, [GangHandler()], cluster=counting, writer=writer)
+    gate = threading.Event()
+    writer.submit(Write(("podgroups", "default", "train"), "held", lambda: gate.wait(10) and None))
+    member = pod("train-0", group="train", job="train", schedulingGroup={"podGroupName": "train"})
+    response, _ = admit(service, member)
+    gate.set()
+    writer.close()
+    assert response["allowed"] is True
+    assert counting.calls == []  # neither a read of the Job nor a second create
+
+
+def test_a_job_over_the_group_limit_is_admitted_and_its_pods_refused(settings, cluster) -> None:
+    service = AdmissionService(settings, [JobGroupHandler(), GangHandler()], cluster=cluster)
+    huge = job()
+    huge["spec"]["parallelism"] = MAX_GROUP_SIZE + 1
+    response, _ = _review_job(service, huge)
+    assert response["allowed"] is True
+    assert cluster.get(PODGROUPS, "train", "default") is None
+    cluster.create("jobs", huge, "default")
+    response, _ = admit(service, pod("train-0", group="train", job="train"))
+    assert response["allowed"] is False
+    assert "more than Fluence's limit" in response["status"]["message"]
+
+
+def test_a_shared_quantum_job_gets_the_scout_and_worker_pod_groups(settings, cluster) -> None:
+    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster)
+    quantum = job(group="qj")
+    template = shared("qj-0", 0)
+    quantum["spec"]["template"] = {
+        "metadata": {"labels": {names.GROUP_LABEL: "qj"},
+                     "annotations": template["metadata"]["annotations"]},
+        "spec": template["spec"]}
+    _review_job(service, quantum)
+    assert _min_count(cluster, "qj" + names.SCOUT_GROUP_SUFFIX) == 1
+    assert _min_count(cluster, "qj") == 3
+    service = AdmissionService(settings, [QuantumSplitHandler(settings), GangHandler()],
+                               cluster=cluster)
+    for index in range(2):  # the split points the pods at exactly these
+        response, out = admit(service, shared(f"qj-{index}", index))
+        assert response["allowed"] is True
+        expected = "qj" + (names.SCOUT_GROUP_SUFFIX if index == 0 else "")
+        assert out["spec"]["schedulingGroup"] == {"podGroupName": expected}
