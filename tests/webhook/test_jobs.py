@@ -19,7 +19,7 @@ from fluence_core.webhook.jobs import JobGroupHandler
 from fluence_core.webhook.quantum import QuantumSplitHandler
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.writer import Write
-from tests.webhook.webhook_helpers import admit, decode_patch, pod, review, shared
+from tests.webhook.webhook_helpers import Counting, admit, decode_patch, pod, review, shared
 
 
 def job(
@@ -82,22 +82,6 @@ def test_a_pod_in_the_job_controllers_group_keeps_it_and_creates_nothing(setting
     response, out = admit(service, member)
     assert response["allowed"] is True and out == member
     assert cluster.get(PODGROUPS, "train", "default") is None
-
-
-class Counting:
-    """The cluster boundary, recording every call that would reach the API server."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.calls: list[str] = []
-
-    def __getattr__(self, verb: str) -> Any:
-        method = getattr(self.inner, verb)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append(f"{verb} {getattr(args[0], 'plural', args[0])}")
-            return method(*args, **kwargs)
-        return counted
 
 
 def _min_count(cluster: Any, name: str) -> int | None:

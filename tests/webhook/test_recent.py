@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from webhook_helpers import admit, pod
+from webhook_helpers import Counting, admit, pod
 
 from fluence_core import names
 from fluence_core.webhook.gang import GangHandler
@@ -21,22 +21,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-class Counting:
-    """The cluster boundary, counting every call that would reach the API server."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.calls: list[str] = []
-
-    def __getattr__(self, verb: str) -> Any:
-        method = getattr(self.inner, verb)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append(f"{verb} {getattr(args[0], 'plural', args[0])}")
-            return method(*args, **kwargs)
-        return counted
 
 
 @pytest.fixture

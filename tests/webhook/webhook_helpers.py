@@ -101,3 +101,19 @@ def env_of(container: dict[str, Any]) -> dict[str, Any]:
 
 def container(obj: dict[str, Any], name: str, section: str = "containers") -> dict[str, Any]:
     return next(c for c in obj["spec"].get(section) or [] if c["name"] == name)
+
+
+class Counting:
+    """The cluster boundary, recording every call that would reach the API server."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, verb: str) -> Any:
+        method = getattr(self.inner, verb)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(f"{verb} {getattr(args[0], 'plural', args[0])}")
+            return method(*args, **kwargs)
+        return counted
