@@ -51,6 +51,7 @@ from fluence_core.kube import KubeCluster
 from fluence_core.kube_errors import Conflict
 from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
+from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, tls
 from fluence_core.webhook.report import ReportEndpoint
@@ -487,3 +488,46 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
         server.server_close()
         if service.writer is not None:
             service.writer.close()
+
+
+# -- the scheduler beside the API server -----------------------------------------------------
+
+
+@dataclass
+class SchedulerThread:
+    """A :class:`Scheduler` running ``fluence up``'s loop in a thread (:func:`scheduler_beside`)."""
+
+    scheduler: Scheduler
+    thread: threading.Thread
+
+    @property
+    def alive(self) -> bool:
+        """Whether the loop still runs: no cycle, event or bad object may end it."""
+        return self.thread.is_alive()
+
+
+@contextmanager
+def scheduler_beside(kube: ClusterAPI, settings: Settings, *, idle: float = 0.5,
+                     join_timeout: float = 90.0) -> Iterator[SchedulerThread]:
+    """Fluence's scheduler over ``kube``, looping in a daemon thread until the block exits.
+
+    The steps every scheduler e2e test took, written out five times before: make the
+    scheduler, :meth:`~Scheduler.start` it here (list, graph, restore: a failure there
+    fails the test at once, not silently in the thread), then :meth:`~Scheduler.run` on
+    a thread with ``idle`` seconds between quiet cycles (``fluence up`` waits 5; a test
+    wants the next cycle soon). On exit the loop is told to stop and joined; a loop still
+    running ``join_timeout`` seconds later fails a block that otherwise passed.
+    """
+    scheduler = Scheduler(kube, settings)
+    scheduler.start()
+    stop = threading.Event()
+    thread = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": idle},
+                              daemon=True, name="e2e-scheduler")
+    thread.start()
+    try:
+        yield SchedulerThread(scheduler, thread)
+    finally:
+        stop.set()
+        thread.join(join_timeout)
+    if thread.is_alive():
+        raise AssertionError(f"the scheduler's loop still ran {join_timeout:g} s after stop")

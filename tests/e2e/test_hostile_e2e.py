@@ -9,9 +9,9 @@ as before they existed.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -19,11 +19,12 @@ import pytest
 from fluence_core import names
 from fluence_core.kube import KubeCluster
 from fluence_core.kube_errors import ApiError
-from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import (
+    SchedulerThread,
     ensure_namespace,
     find_assets,
+    scheduler_beside,
     start_apiserver,
     wait_for,
     webhook_beside,
@@ -45,27 +46,19 @@ class Scheduling:
     def __init__(self, kube: KubeCluster, namespace: str) -> None:
         self.kube, self.ns = kube, namespace
         self.nodes: list[str] = []
-        self.stop: threading.Event | None = None
-        self.thread: threading.Thread | None = None
+        self.running: SchedulerThread | None = None
+        self._stack = ExitStack()
 
     def start(self) -> None:
         self.halt()
-        scheduler = Scheduler(self.kube, load_settings())
-        scheduler.start()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=scheduler.run, args=(self.stop,),
-                                       kwargs={"idle": 0.5}, daemon=True)
-        self.thread.start()
+        self.running = self._stack.enter_context(scheduler_beside(self.kube, load_settings()))
 
     def halt(self) -> None:
-        if self.stop is not None and self.thread is not None:
-            self.stop.set()
-            self.thread.join(timeout=90)
-            assert not self.thread.is_alive()
+        self._stack.close()  # fails if the loop outlives its stop
 
     @property
     def alive(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
+        return self.running is not None and self.running.alive
 
     def node(self, suffix: str, cpu: int = 4) -> None:
         name = f"{self.ns}-{suffix}"

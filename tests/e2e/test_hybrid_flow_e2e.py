@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -44,7 +43,13 @@ from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing import indexed_job_pods
-from fluence_core.testing_apiserver import ApiServer, find_kubectl, wait_for, webhook_beside
+from fluence_core.testing_apiserver import (
+    ApiServer,
+    find_kubectl,
+    scheduler_beside,
+    wait_for,
+    webhook_beside,
+)
 from fluence_core.webhook.server import WebhookServer
 from tests.test_hybrid_flow import assert_released_worker
 
@@ -82,8 +87,7 @@ class Flow:
                                       webhook_config=f"fluence-flow-{namespace}")
         self.webhook = ExitStack()
         self.httpd: WebhookServer | None = None
-        self.stop = threading.Event()
-        self.thread: threading.Thread | None = None
+        self.scheduling = ExitStack()
         self.scheduler: Scheduler | None = None
 
     def note(self, what: str) -> None:
@@ -113,11 +117,8 @@ class Flow:
         self.nodes.append(name)
 
     def start_scheduler(self) -> None:
-        self.scheduler = Scheduler(self.kube, self.settings)
-        self.scheduler.start()
-        self.thread = threading.Thread(target=self.scheduler.run, args=(self.stop,),
-                                       kwargs={"idle": 0.5}, daemon=True)
-        self.thread.start()
+        running = self.scheduling.enter_context(scheduler_beside(self.kube, self.settings))
+        self.scheduler = running.scheduler
 
     def pod(self, name: str) -> dict[str, Any]:
         found = self.kube.get("pods", name, self.ns)
@@ -125,9 +126,7 @@ class Flow:
         return found
 
     def close(self) -> None:
-        self.stop.set()
-        if self.thread is not None:
-            self.thread.join(timeout=90)
+        self.scheduling.close()
         self.webhook.close()
         for node in self.nodes:
             self.kube.delete("nodes", node)

@@ -8,9 +8,9 @@ never see each other's nodes. Pods are finished by writing their phase.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from fluence_core import names
 from fluence_core.kube import KubeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
+from fluence_core.testing_apiserver import scheduler_beside
 
 pytestmark = pytest.mark.e2e
 
@@ -30,26 +31,17 @@ class Run:
         self.kube = kube
         self.ns = namespace
         self.nodes: list[str] = []
-        self._stop: threading.Event | None = None
-        self._thread: threading.Thread | None = None
+        self._running = ExitStack()
         self.scheduler: Scheduler | None = None
 
     def start_scheduler(self) -> Scheduler:
         self.stop_scheduler()
-        scheduler = Scheduler(self.kube, load_settings())
-        scheduler.start()
-        stop = threading.Event()
-        thread = threading.Thread(
-            target=scheduler.run, args=(stop,), kwargs={"idle": 0.5}, daemon=True
-        )
-        thread.start()
-        self.scheduler, self._stop, self._thread = scheduler, stop, thread
-        return scheduler
+        running = self._running.enter_context(scheduler_beside(self.kube, load_settings()))
+        self.scheduler = running.scheduler
+        return running.scheduler
 
     def stop_scheduler(self) -> None:
-        if self._stop is not None and self._thread is not None:
-            self._stop.set()
-            self._thread.join(timeout=90)
+        self._running.close()
 
     def node(self, suffix: str, cpu: int = 4) -> str:
         name = f"{self.ns}-{suffix}"

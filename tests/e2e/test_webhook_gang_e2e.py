@@ -8,16 +8,14 @@ Skipped without KUBEBUILDER_ASSETS.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
 
 from fluence_core import names
 from fluence_core.kube import KubeCluster
-from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from fluence_core.testing_apiserver import wait_for, webhook_beside
+from fluence_core.testing_apiserver import scheduler_beside, wait_for, webhook_beside
 
 pytestmark = pytest.mark.e2e
 
@@ -31,15 +29,10 @@ def test_a_gang_created_through_the_webhook_gets_its_podgroup_and_binds(
         kube.create("nodes", {"metadata": {"name": node, "labels": {"e2e-ns": ns}}, "status": {
             "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
             "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
-    scheduler = Scheduler(kube, settings)
-    scheduler.start()
-    stop = threading.Event()
-    thread = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": 0.5},
-                              daemon=True)
-    thread.start()
     members = [f"g-{i}" for i in range(4)]
     try:
-        with webhook_beside(kube, settings, tmp_path / "tls", namespace=ns):
+        with (scheduler_beside(kube, settings),
+              webhook_beside(kube, settings, tmp_path / "tls", namespace=ns)):
             for name in members:  # 1.5 cores each: the gang needs both nodes
                 stored = kube.create("pods", {
                     "metadata": {"name": name, "labels": {names.GROUP_LABEL: "g"},
@@ -59,8 +52,6 @@ def test_a_gang_created_through_the_webhook_gets_its_podgroup_and_binds(
                           "the whole gang bound")
             assert set(placed.values()) <= set(nodes)
     finally:
-        stop.set()
-        thread.join(timeout=90)
         for name in members:
             kube.delete("pods", name, ns, grace_period_seconds=0)
         for node in nodes:

@@ -10,7 +10,6 @@ KUBEBUILDER_ASSETS.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -18,10 +17,9 @@ import pytest
 from fluence_core import names
 from fluence_core.kube import KubeCluster
 from fluence_core.plugins import get_plugin_manager
-from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.webhook import BackgroundWriter, build_service
-from fluence_core.testing_apiserver import wait_for
+from fluence_core.testing_apiserver import scheduler_beside, wait_for
 from fluence_core.webhook.repair import repair_for
 
 pytestmark = pytest.mark.e2e
@@ -44,37 +42,31 @@ def test_a_gang_whose_podgroup_was_lost_gets_it_from_the_repair_and_binds(
                      "schedulingGroup": {"podGroupName": "r"},
                      "containers": [{"name": "c", "image": "busybox", "resources": {
                          "requests": {"cpu": "1"}}}]}}, ns)
-    scheduler = Scheduler(kube, settings)
-    scheduler.start()
-    stop = threading.Event()
-    thread = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": 0.5},
-                              daemon=True)
-    thread.start()
     writer = BackgroundWriter()
     repair = None
     try:
-        time.sleep(1.5)  # the scheduler sees the gang and waits for its PodGroup
-        assert kube.get("podgroups", "r", ns) is None
-        assert not any(kube.get("pods", m, ns)["spec"].get("nodeName") for m in members)
-        service = build_service(settings, get_plugin_manager(settings), kube, writer=writer)
-        repair = repair_for(service)
-        assert repair is not None
-        repair.start()
-        group = wait_for(lambda: kube.get("podgroups", "r", ns), "the PodGroup, made by the repair")
-        assert group["spec"]["schedulingPolicy"]["gang"] == {"minCount": 3}
-        assert group["metadata"]["labels"][names.MANAGED_BY_LABEL] == names.SCHEDULER_NAME
-        placed = wait_for(lambda: all(kube.get("pods", m, ns)["spec"].get("nodeName")
-                                  for m in members), "the whole gang bound")
-        assert placed
-        assert repair.repaired == 1
-        time.sleep(1.5)  # another pass or two: nothing left to make
-        assert repair.repaired == 1
+        with scheduler_beside(kube, settings):
+            time.sleep(1.5)  # the scheduler sees the gang and waits for its PodGroup
+            assert kube.get("podgroups", "r", ns) is None
+            assert not any(kube.get("pods", m, ns)["spec"].get("nodeName") for m in members)
+            service = build_service(settings, get_plugin_manager(settings), kube, writer=writer)
+            repair = repair_for(service)
+            assert repair is not None
+            repair.start()
+            group = wait_for(lambda: kube.get("podgroups", "r", ns),
+                             "the PodGroup, made by the repair")
+            assert group["spec"]["schedulingPolicy"]["gang"] == {"minCount": 3}
+            assert group["metadata"]["labels"][names.MANAGED_BY_LABEL] == names.SCHEDULER_NAME
+            placed = wait_for(lambda: all(kube.get("pods", m, ns)["spec"].get("nodeName")
+                                      for m in members), "the whole gang bound")
+            assert placed
+            assert repair.repaired == 1
+            time.sleep(1.5)  # another pass or two: nothing left to make
+            assert repair.repaired == 1
     finally:
         if repair is not None:
             repair.stop()
         writer.close()
-        stop.set()
-        thread.join(timeout=90)
         for name in members:
             kube.delete("pods", name, ns, grace_period_seconds=0)
         kube.delete("podgroups", "r", ns)
