@@ -7,7 +7,7 @@ import signal
 import socket
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fluence_core import hookimpl, log, names
 from fluence_core.cli.base import settings as current_settings
@@ -15,6 +15,8 @@ from fluence_core.errors import FluenceError
 from fluence_core.resource_config import load_resource_config
 from fluence_core.settings import Settings
 
+if TYPE_CHECKING:
+    from fluence_core.runtime.refresh import FiguresRefresh
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 """The namespace a pod runs in, as its mounted service account states it."""
@@ -74,18 +76,18 @@ def apply_resources(path: Path, scheduler: Any) -> bool:
     return True
 
 
-def start_refresh(cluster: Any, scheduler: Any, settings: Settings,
-                  stop: threading.Event) -> None:
-    """Keep the backend figures ConfigMap fresh while leading (runtime/refresh.py)."""
+def start_refresh(cluster: Any, scheduler: Any, settings: Settings) -> FiguresRefresh:
+    """Keep the backend figures ConfigMap fresh while leading (runtime/refresh.py); the
+    caller stops it when leadership ends."""
     from fluence_core.runtime.figures import ConfigMapRef
     from fluence_core.runtime.provider import collect_providers
-    from fluence_core.runtime.refresh import refresh_forever
+    from fluence_core.runtime.refresh import FiguresRefresh
 
     ref = ConfigMapRef(lease_namespace(settings), names.BACKENDS_CONFIGMAP)
-    providers = collect_providers(scheduler.manager)
-    threading.Thread(target=refresh_forever, daemon=True, name="backend-figures",
-                     args=(cluster, lambda: scheduler.config, providers, ref,
-                           settings.backend_refresh, stop)).start()
+    refresh = FiguresRefresh(cluster, lambda: scheduler.config,
+                             collect_providers(scheduler.manager), ref, settings.backend_refresh)
+    refresh.start()
+    return refresh
 
 
 def up() -> None:
@@ -107,13 +109,17 @@ def up() -> None:
 
     def lead(stop_leading: threading.Event) -> None:
         scheduler.start()
-        if settings.backend_refresh > 0:
-            start_refresh(cluster, scheduler, settings, stop_leading)
+        refresh = (start_refresh(cluster, scheduler, settings)
+                   if settings.backend_refresh > 0 else None)
         if settings.resources is not None:
             threading.Thread(target=watch_resources,
                              args=(settings.resources, scheduler, stop_leading),
                              daemon=True, name="resources-watch").start()
-        scheduler.run(stop_leading)
+        try:
+            scheduler.run(stop_leading)
+        finally:  # a follower writes no figures; a round in flight may finish
+            if refresh is not None:
+                refresh.stop()
 
     if not settings.leader_elect:
         lead(stop)

@@ -1,6 +1,6 @@
 """Keep the backend figures ConfigMap fresh: ask every provider, on an interval.
 
-``fluence up`` runs :func:`refresh_forever` beside the scheduling loop (while it
+``fluence up`` runs a :class:`FiguresRefresh` beside the scheduling loop (while it
 leads) when ``FLUENCE_BACKEND_REFRESH`` is above 0. Each round asks, for every
 top-level backend of the resources config, the first provider that serves it
 (``fluence_providers`` hook, :meth:`Provider.backend_info`) and writes what they
@@ -14,7 +14,6 @@ speaks for, or that left the config, is dropped.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 from fluence_core.cluster_api import CONFIGMAPS, ClusterAPI
 from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
+from fluence_core.periodic import Periodic
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.runtime import figures
 from fluence_core.runtime.provider import BackendInfo, Provider
@@ -77,17 +77,30 @@ def refresh_once(cluster: ClusterAPI, config: ResourceConfig, providers: Sequenc
     return entries
 
 
-def refresh_forever(cluster: ClusterAPI, config: Callable[[], ResourceConfig],
-                    providers: Sequence[Provider], ref: figures.ConfigMapRef, interval: float,
-                    stop: threading.Event) -> None:
-    """:func:`refresh_once` every ``interval`` seconds until ``stop``; never dies."""
-    while not stop.is_set():
+class FiguresRefresh(Periodic):
+    """:func:`refresh_once` at start and every ``interval`` seconds after, until :meth:`stop`.
+
+    On :class:`~fluence_core.periodic.Periodic`, the loop the webhook's tasks run on, so a
+    round that fails is logged and the next one runs as planned. An API error is a
+    warning: the ConfigMap is written again next round, and a reader sees the figures'
+    age meanwhile. ``config`` is asked each round: a reloaded resources file counts.
+    """
+
+    thread_name = "backend-figures"
+
+    def __init__(self, cluster: ClusterAPI, config: Callable[[], ResourceConfig],
+                 providers: Sequence[Provider], ref: figures.ConfigMapRef,
+                 interval: float) -> None:
+        super().__init__(interval, at_start=True)
+        self.cluster, self.config, self.providers, self.ref = cluster, config, providers, ref
+        self.failure = f"backend figures: the round failed (trying again in {interval:g}s)"
+
+    def tick(self) -> dict[str, dict[str, Any]] | None:
         try:
-            written = refresh_once(cluster, config(), providers, ref)
-            logger.info("backend figures: %d backend(s) written to %s", len(written), ref)
+            written = refresh_once(self.cluster, self.config(), self.providers, self.ref)
         except ApiError as error:
             logger.warning("backend figures: cannot write %s (%s); trying again in %gs",
-                           ref, error, interval)
-        except Exception:
-            logger.exception("backend figures: the round failed; trying again in %gs", interval)
-        stop.wait(interval)
+                           self.ref, error, self.interval)
+            return None
+        logger.info("backend figures: %d backend(s) written to %s", len(written), self.ref)
+        return written

@@ -32,7 +32,7 @@ from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.release import RELEASE_STATUSES, TERMINAL_PHASES, release_workers, stamp
 from fluence_core.settings import Settings
-from fluence_core.webhook.periodic import Periodic
+from fluence_core.periodic import Periodic
 
 SELECTOR = (f"{names.ROLE_LABEL} in ({names.ROLE_SCOUT},{names.ROLE_WORKER}),"
             f"{names.GROUP_LABEL}")

@@ -35,7 +35,7 @@ from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.webhook import pods
 from fluence_core.webhook.base import AdmissionContext
-from fluence_core.webhook.periodic import Periodic
+from fluence_core.periodic import Periodic
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.writer import BackgroundWriter, Write
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,11 +16,12 @@ from fluence_core import names
 from fluence_core.cluster_api import CONFIGMAPS
 from fluence_core.errors import FluenceError
 from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube_errors import ApiError
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.runtime import figures
 from fluence_core.runtime.figures import ConfigMapRef
 from fluence_core.runtime.provider import Backend, BackendInfo, Provider
-from fluence_core.runtime.refresh import refresh_once
+from fluence_core.runtime.refresh import FiguresRefresh, refresh_once
 
 CONFIG = parse_resource_config("""
 resources:
@@ -167,3 +170,58 @@ def test_a_hand_broken_configmap_is_written_afresh(cluster: FakeCluster) -> None
     provider = ScriptedProvider({"garnet": BackendInfo("garnet", queue=1)})
     refresh_once(cluster, CONFIG, [provider], REF, now=lambda: "T")
     assert figures.entries_of(stored(cluster), REF)["garnet"]["queue"] == 1
+
+
+class Flaky(FakeCluster):
+    """Raises the scripted errors from its first reads, then reads as the fake does, and
+    says when a round has written the ConfigMap."""
+
+    def __init__(self, errors: list[Exception]) -> None:
+        self.errors: list[Exception] = []
+        self.written = threading.Event()
+        super().__init__()
+        self.create("namespaces", {"metadata": {"name": names.FLUENCE_NAMESPACE}})
+        self.written.clear()
+        self.errors = errors
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        if self.errors:
+            raise self.errors.pop(0)
+        return super().get(*args, **kwargs)
+
+    def create(self, *args: Any, **kwargs: Any) -> Any:
+        created = super().create(*args, **kwargs)
+        self.written.set()
+        return created
+
+
+def test_the_refresh_writes_at_start_and_not_again_until_its_interval() -> None:
+    cluster = Flaky([])
+    provider = ScriptedProvider({"garnet": BackendInfo("garnet", queue=3)})
+    refresh = FiguresRefresh(cluster, lambda: CONFIG, [provider], REF, interval=60)
+    refresh.start()
+    try:
+        assert cluster.written.wait(5), "the first round runs as the refresh starts"
+        assert refresh.running and provider.asked == ["garnet", "torino"]
+    finally:
+        refresh.stop()
+    assert not refresh.running and provider.asked == ["garnet", "torino"]
+
+
+def test_a_failed_round_is_logged_and_the_next_one_writes(caplog: pytest.LogCaptureFixture,
+                                                          ) -> None:
+    cluster = Flaky([ApiError(403, "configmaps is forbidden"), KeyError("data")])
+    provider = ScriptedProvider({"garnet": BackendInfo("garnet", queue=3)})
+    refresh = FiguresRefresh(cluster, lambda: CONFIG, [provider], REF, interval=0.01)
+    refresh.start()
+    try:
+        assert cluster.written.wait(5), "a round after the failures writes"
+    finally:
+        refresh.stop()
+    assert figures.entries_of(stored(cluster), REF)["garnet"]["queue"] == 3
+    forbidden = [r for r in caplog.records if "forbidden" in r.getMessage()]
+    assert forbidden[0].levelno == logging.WARNING and not forbidden[0].exc_info
+    assert "trying again in 0.01s" in forbidden[0].getMessage()
+    broken = [r for r in caplog.records if "'data'" in r.getMessage()]
+    assert broken[0].levelno == logging.ERROR and broken[0].exc_info  # a bug: its stack
+    assert broken[0].getMessage().startswith("backend figures: the round failed")

@@ -1,12 +1,14 @@
-"""A task the webhook process repeats beside its server (one of :class:`WebhookServer`'s
-``loops``): the orphan sweep and the repair of lost PodGroups are two.
+"""A task a Fluence process repeats on a thread of its own: the webhook's orphan sweep and
+PodGroup repair (beside its server, :class:`~fluence_core.webhook.server.WebhookServer`'s
+``loops``) and the scheduler's backend figures refresh (while it leads).
 
-Why one class: both must outlive any single failure (an API error, an odd object) and
-start and stop with the server; written out twice, they had drifted (one logged a
-traceback for an API error, one could not be started again).
+Why one class: each must outlive any single failure (an API error, an odd object) and
+start and stop with what it serves; written out separately, the copies had drifted (one
+logged a traceback for an API error, one could not be started again). It lives below
+both the webhook and the runtime, which must not import each other.
 
-Each keeps its own list. The repair wants the unscheduled grouped pods (the API server
-selects them: ``spec.nodeName=``), the sweep the shared groups' scouts and workers,
+Each task keeps its own list. The repair wants the unscheduled grouped pods (the API
+server selects them: ``spec.nodeName=``), the sweep the shared groups' scouts and workers,
 running scouts included. One list for both would be every grouped pod in the cluster,
 each running gang's included, at the shorter of two independent intervals.
 """

@@ -1,4 +1,4 @@
-"""The webhook's periodic tasks (orphan sweep, PodGroup repair) share one loop."""
+"""The periodic tasks (orphan sweep, PodGroup repair, backend figures) share one loop."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from fluence_core.kube_errors import ApiError
-from fluence_core.webhook.periodic import Periodic
+from fluence_core.periodic import Periodic
 
 
 class Ticking(Periodic):
