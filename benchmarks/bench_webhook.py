@@ -20,7 +20,10 @@ with the patch Fluence's gives a gang pod and making no PodGroup (what any
 mutation costs the API server), through Fluence's webhook, and through
 Fluence's webhook making its PodGroups on the request path (as before the
 background writer), by 1 client and by 20 concurrent clients, the paths
-alternating in short repeats. Reported: create latency p50/p99 on each path,
+alternating in short repeats. ``--pods job``: each gang is an Indexed Job of 4,
+created first (in the creates/s, not in the pods' latency; Fluence's webhook is
+registered for Jobs too, as deployed), then its pods as the job controller makes
+them from the stored Job. Reported: create latency p50/p99 on each path,
 the latency each webhook adds (p50 and p99 of its path minus those without), the
 creates/s ratio against the path without, CPU per create, the connections the
 API server opened to the webhook, and each webhook call as the API server timed
@@ -379,6 +382,51 @@ def pod_body(name: str, i: int, shape: str, *, pointing: bool = False) -> bytes:
                        "spec": spec}).encode()
 
 
+def job_body(name: str, *, pointing: bool = False) -> bytes:
+    """An Indexed Job of a gang of 4 for Fluence, its group named after it; no ``group-size``
+    on its template (the pods' minCount is the Job's parallelism); ``pointing``: its template
+    already naming its PodGroup, as Fluence's job-group handler makes it."""
+    spec: dict[str, Any] = {
+        "schedulerName": names.SCHEDULER_NAME, "restartPolicy": "Never",
+        "containers": [{"name": "app", "image": "busybox",
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
+    if pointing:
+        spec["schedulingGroup"] = {"podGroupName": name}
+    return json.dumps({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+                       "spec": {"completionMode": "Indexed", "completions": 4, "parallelism": 4,
+                                "template": {"metadata": {"labels": {names.GROUP_LABEL: name}},
+                                             "spec": spec}}}).encode()
+
+
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def job_pods(job: dict[str, Any]) -> list[bytes]:
+    """The pods the job controller of kube-controller-manager 1.36 makes of a stored Indexed Job
+    (read from its API server's audit log): the stored template with the Job's labels, the
+    index as label, annotation and env, the controller's owner reference and finalizer."""
+    meta, template = job["metadata"], job["spec"]["template"]
+    name, uid = meta["name"], meta["uid"]
+    bodies = []
+    for index in range(job["spec"]["completions"]):
+        labels = {**(template["metadata"].get("labels") or {}),
+                  "batch.kubernetes.io/controller-uid": uid, INDEX: str(index),
+                  "batch.kubernetes.io/job-name": name, "controller-uid": uid, "job-name": name}
+        spec = json.loads(json.dumps(template["spec"]))
+        spec["hostname"] = f"{name}-{index}"
+        for container in spec["containers"]:
+            container.setdefault("env", []).append({
+                "name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                    "apiVersion": "v1", "fieldPath": f"metadata.labels['{INDEX}']"}}})
+        bodies.append(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "generateName": f"{name}-{index}-", "labels": labels,
+            "annotations": {INDEX: str(index)},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                 "uid": uid, "controller": True, "blockOwnerDeletion": True}],
+            "finalizers": ["batch.kubernetes.io/job-tracking"]}, "spec": spec}).encode())
+    return bodies
+
+
 def pod_group_body(name: str) -> bytes:
     return json.dumps({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
                        "metadata": {"name": name},
@@ -412,6 +460,7 @@ class ApiClient:
     def create(self, namespace: str, body: bytes, *, dry_run: bool = False,
                plural: str = "pods") -> tuple[int, Any]:
         path = (f"/api/v1/namespaces/{namespace}/pods" if plural == "pods" else
+                f"/apis/batch/v1/namespaces/{namespace}/jobs" if plural == "jobs" else
                 f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/{plural}")
         path += "?dryRun=All" if dry_run else ""
         self.conn.request("POST", path, body=body, headers=self.headers)
@@ -421,10 +470,11 @@ class ApiClient:
 
 def run_phase(url: str, token: str, context: ssl.SSLContext, namespace: str, clients: int,
               count: int, prefix: str, shape: str, into: Phase) -> None:
-    native = namespace == NATIVE and shape == "gang"  # the client makes each PodGroup
+    native = namespace == NATIVE and shape != "single"  # the client makes each PodGroup
+    jobs = shape == "job"  # a client takes a gang: its Job, then its 4 pods
     bodies = [pod_body(f"{prefix}-{i}", i, shape, pointing=native) for i in range(count)]
     lock = threading.Lock()
-    counter = iter(range(count))
+    counter = iter(range(0, count, 4 if jobs else 1))
     connections = [ApiClient(url, token, context) for _ in range(clients)]
     for api in connections:  # the handshake is not a create's cost
         api.conn.connect()
@@ -436,28 +486,38 @@ def run_phase(url: str, token: str, context: ssl.SSLContext, namespace: str, cli
                 i = next(counter, None)
             if i is None:
                 break
-            try:
-                if native and i % 4 == 0:  # in the creates/s, not in the pod's latency
-                    status, answer = api.create(namespace, pod_group_body(
-                        group_name(f"{prefix}-{i}", i)), plural="podgroups")
+            mine_now = [bodies[i]]
+            try:  # a gang's PodGroup and Job: in the creates/s, not in the pods' latency
+                group = group_name(f"{prefix}-{i}", i)
+                if native and i % 4 == 0:
+                    status, answer = api.create(namespace, pod_group_body(group),
+                                                plural="podgroups")
                     if status != 201:
                         with lock:
                             into.errors.append(f"PodGroup {status}: {answer.get('message')}")
+                if jobs:
+                    status, answer = api.create(namespace, job_body(group, pointing=native),
+                                                plural="jobs")
+                    mine_now = job_pods(answer) if status == 201 else []
+                    if status != 201:
+                        with lock:
+                            into.errors.append(f"Job {status}: {answer.get('message')}")
             except Exception as error:  # noqa: BLE001 - counted, reported
                 with lock:
                     into.errors.append(repr(error))
                 api.conn.close()
-            started = time.perf_counter()
-            try:
-                status, answer = api.create(namespace, bodies[i])
-                if status != 201:
+            for body in mine_now:
+                started = time.perf_counter()
+                try:
+                    status, answer = api.create(namespace, body)
+                    if status != 201:
+                        with lock:
+                            into.errors.append(f"{status}: {answer.get('message')}")
+                except Exception as error:  # noqa: BLE001 - counted, reported
                     with lock:
-                        into.errors.append(f"{status}: {answer.get('message')}")
-            except Exception as error:  # noqa: BLE001 - counted, reported
-                with lock:
-                    into.errors.append(repr(error))
-                api.conn.close()
-            mine.append(time.perf_counter() - started)
+                        into.errors.append(repr(error))
+                    api.conn.close()
+                mine.append(time.perf_counter() - started)
         with lock:
             into.latencies.extend(mine)
 
@@ -496,19 +556,34 @@ def run_queue_wait(pid: int | str) -> float:
     return total / 1e9
 
 
-def register_webhook(kube: Any, name: str, namespace: str, port: int, ca_pem: bytes) -> None:
-    """Pods created in ``namespace`` go to the webhook on ``port``, with the deployed
-    matchCondition."""
+GROUPED_FOR_FLUENCE = (  # as deploy/webhook.yaml
+    "has(object.spec.template.spec.schedulerName) &&"
+    " object.spec.template.spec.schedulerName == 'fluence' &&"
+    " has(object.spec.template.metadata) && has(object.spec.template.metadata.labels) &&"
+    " object.spec.template.metadata.labels[?'fluence.flux-framework.org/group'].orValue('')"
+    " != ''")
+
+
+def register_webhook(kube: Any, name: str, namespace: str, port: int, ca_pem: bytes, *,
+                     jobs: bool = False) -> None:
+    """Pods (and with ``jobs``, Jobs) created in ``namespace`` go to the webhook on ``port``,
+    with the deployed matchConditions."""
     from fluence_core.testing_apiserver import webhook_entry
 
+    url = f"https://127.0.0.1:{port}/mutate"
     scheduler_is_fluence = {"name": "scheduler-is-fluence",  # as deploy/webhook.yaml
                             "expression": "object.spec.schedulerName == 'fluence'"}
-    entry = webhook_entry("pods", f"https://127.0.0.1:{port}/mutate", namespace,
-                          ca_pem=ca_pem, match_conditions=[scheduler_is_fluence])
-    entry["name"] = webhook_name(namespace)  # the API server's metrics are per webhook name
+    webhooks = [webhook_entry("pods", url, namespace, ca_pem=ca_pem,
+                              match_conditions=[scheduler_is_fluence])]
+    webhooks[0]["name"] = webhook_name(namespace)  # the API server's metrics are per name
+    if jobs:
+        entry = webhook_entry("jobs", url, namespace, ca_pem=ca_pem, match_conditions=[
+            {"name": "grouped-for-fluence", "expression": GROUPED_FOR_FLUENCE}])
+        webhooks.append({**entry, "name": f"jobs-{webhook_name(namespace)}",
+                         "failurePolicy": "Ignore", "sideEffects": "NoneOnDryRun"})
     kube.create("mutatingwebhookconfigurations", {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": name}, "webhooks": [entry]})
+        "metadata": {"name": name}, "webhooks": webhooks})
 
 
 def webhook_name(namespace: str) -> str:
@@ -548,7 +623,7 @@ class Webhook:
     """A webhook in a process of its own, registered for one namespace, and its figures."""
 
     def __init__(self, apiserver: Any, kube: Any, namespace: str, workdir: Path,
-                 server_source: str | None = None) -> None:
+                 server_source: str | None = None, *, jobs: bool = False) -> None:
         context = multiprocessing.get_context("spawn")
         self.namespace = namespace
         self.pipe, child = context.Pipe()
@@ -561,7 +636,7 @@ class Webhook:
         if not self.pipe.poll(60):
             raise SystemExit(f"the webhook process for {namespace} never came up")
         port, ca_pem = self.pipe.recv()
-        register_webhook(kube, f"bench-{namespace}", namespace, port, ca_pem)
+        register_webhook(kube, f"bench-{namespace}", namespace, port, ca_pem, jobs=jobs)
 
     def figures(self) -> tuple[float, list[float], int, float]:
         """CPU seconds so far, the reviews' seconds since the last call, connections so far,
@@ -640,7 +715,9 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
         for namespace in paths:
             ensure_namespace(kube, namespace)
         hooks = {namespace: Webhook(apiserver, kube, namespace, workdir / namespace,
-                                    baseline if namespace in BASELINE else None)
+                                    baseline if namespace in BASELINE else None,
+                                    jobs=shape == "job" and BASELINE.get(namespace, namespace)
+                                    in (HOOKED, INLINE))
                  for namespace in paths if namespace not in (PLAIN, NATIVE)}
         try:
             context = ssl.create_default_context(cafile=str(apiserver.ca_file))
@@ -814,8 +891,10 @@ def main() -> None:
                         default="both", help="review: CPU per review in process, no HTTP")
     parser.add_argument("--clients", type=int, default=50, help="in process")
     parser.add_argument("--requests", type=int, default=10_000, help="in process")
-    parser.add_argument("--pods", choices=("gang", "single"), default="gang",
-                        help="through the API server: members of gangs of 4, or lone pods")
+    parser.add_argument("--pods", choices=("gang", "single", "job"), default="gang",
+                        help="through the API server: members of gangs of 4, lone pods, or"
+                             " the pods of Indexed Jobs of 4 as the job controller makes them"
+                             " (each Job created first; Fluence's webhook also sees the Jobs)")
     parser.add_argument("--creates", type=int, default=60,
                         help="through the API server: creates per repeat and path with one"
                              " client (x5 with 20 clients)")
