@@ -27,8 +27,10 @@ What is here, by the hook that needs it:
 * ``fluence_webhook_handlers`` and ``fluence_admit``: :class:`Handler`,
   :class:`AdmissionContext`, :class:`AdmissionDenied`, the JSON patch helpers
   (:data:`JsonPatch`, :func:`pointer`, :func:`apply_patch`,
-  :func:`add_all_to_list`), pod accessors and
-  the :class:`ServiceState` a service keeps across requests;
+  :func:`add_all_to_list`), pod accessors,
+  the :class:`ServiceState` a service keeps across requests, and the CEL pieces of
+  :mod:`conditions` with :func:`judges`, to say which pods a handler or an admission
+  check needs (the API server sends no other);
 * ``fluence_providers``: :class:`Provider`, :class:`Backend`,
   :class:`BackendInfo`, :func:`parse_queue_position`;
 * talking to Kubernetes: :class:`ClusterAPI`, :class:`Resource`, the resource
@@ -91,8 +93,10 @@ from fluence_core.runtime.provider import (
     parse_queue_position,
 )
 from fluence_core.settings import MatchPolicy, PluginSettings, Settings, Switch, load_settings
+from fluence_core.webhook import conditions
 from fluence_core.webhook._patch import JsonPatch, apply_patch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler, ServiceState
+from fluence_core.webhook.conditions import judges
 from fluence_core.webhook.env import add_all_to_list
 from fluence_core.webhook.pods import (
     annotations_of,
@@ -161,6 +165,7 @@ __all__ = [
     "Switch",
     "VirtualShare",
     "add_all_to_list",
+    "conditions",
     "annotations_of",
     "apply_patch",
     "configure_logging",
@@ -170,6 +175,7 @@ __all__ = [
     "hookimpl",
     "is_fluence_pod",
     "is_quantum",
+    "judges",
     "labels",
     "load_resource_config",
     "load_settings",

@@ -24,6 +24,7 @@ from fluence_core.webhook.base import (
     Handler,
     env_contract_of,
 )
+from fluence_core.webhook.conditions import Need, judged_by
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.writer import BackgroundWriter
 
@@ -76,17 +77,26 @@ def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None, 
         result: str | None = manager.hook.fluence_admit(pod=pod, ctx=ctx)
         return result
 
+    admit_needs = [Need(f"fluence_admit of {impl.plugin_name}", judged_by(impl.function))
+                   for impl in manager.hook.fluence_admit.get_hookimpls()]
     return AdmissionService(
         settings, handlers, cluster=cluster, admit=admit, resource_config=config, clock=clock,
-        writer=writer,
+        writer=writer, admit_needs=admit_needs,
     )
 
 
 def log_contract(service: AdmissionService) -> None:
-    """Say at start which handlers run and which env variables they inject from where."""
+    """Say at start which handlers run, which env variables they inject from where, and
+    which pods the API server need not send (what every pod makes it send, if something)."""
     logger.info(
         "webhook handlers, in order: %s", ", ".join(h.name for h in service.handlers) or "none"
     )
+    every = [need.owner for need in service.needs() if need.condition is None]
+    if every:
+        logger.info("webhook: every Fluence pod is sent, %s declares no match_condition",
+                    " and ".join(every))
+    else:
+        logger.info("webhook: only the Fluence pods some handler or check needs are sent")
     for handler, variable, source in env_contract_of(service.handlers):
         logger.info("webhook env contract: %s <- %s [%s]", variable, source, handler)
 

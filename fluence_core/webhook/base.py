@@ -59,7 +59,7 @@ class Handler(Protocol):
 
     A handler subclasses this protocol: it must give ``name``, ``applies`` and
     ``mutate``, and inherits the optional members' defaults (``order``,
-    ``resources``, ``env_contract``) unless it sets its own. The webhook reads
+    ``resources``, ``match_condition``, ``env_contract``) unless it sets its own. The webhook reads
     every member directly, so an object that is not a Handler is refused when
     the webhook starts, naming what it lacks.
     """
@@ -70,6 +70,11 @@ class Handler(Protocol):
     """Default position: lower runs first, ties by name."""
     resources: tuple[str, ...] = (POD_RESOURCE,)
     """The kinds it is sent: ``"pods"``, or ``"group/plural"`` (``"batch/jobs"``)."""
+    match_condition: str | None = None
+    """A pod handler's CEL expression over ``object``, true for every pod it may change,
+    refuse or act on; the API server sends only pods some handler's is true for
+    (:mod:`~fluence_core.webhook.conditions`). None: it must see every pod, and then the
+    webhook is called for every Fluence pod."""
 
     def applies(self, pod: Mapping[str, Any]) -> bool:
         """Whether this handler has anything to say about ``pod``."""
@@ -84,7 +89,8 @@ class Handler(Protocol):
         return ()
 
 
-HANDLER_MEMBERS = ("name", "order", "resources", "applies", "mutate", "env_contract")
+HANDLER_MEMBERS = ("name", "order", "resources", "match_condition", "applies", "mutate",
+                   "env_contract")
 
 
 T = TypeVar("T")

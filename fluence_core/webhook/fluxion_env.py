@@ -16,6 +16,7 @@ from fluence_core.errors import FluenceError
 from fluence_core.log import logger
 from fluence_core.resource_config import load_resource_config
 from fluence_core.settings import Settings
+from fluence_core.webhook import conditions as cel
 from fluence_core.webhook import pods
 from fluence_core.webhook._patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, Handler
@@ -25,6 +26,7 @@ from fluence_core.webhook.env import add_env, annotation_env
 class FluxionEnvHandler(Handler):
     name = "fluxion-env"
     order = 40
+    match_condition = cel.asks_for_virtual()
 
     def __init__(self, attribute_keys: Sequence[str] = ()) -> None:
         self.attribute_keys = tuple(attribute_keys)

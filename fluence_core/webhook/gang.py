@@ -9,22 +9,42 @@ the group's own name (the ``job-group`` handler set it on the Job) gets the
 PodGroup created, unless it exists or is being made (the ``job-group`` handler
 made it with the Job): then the pod costs no API call at all, not even a read
 of its Job. Shared-coordination quantum groups belong to the ``quantum`` handler.
+
+The pods it must see (:attr:`GangHandler.match_condition`): grouped pods naming
+no scheduling group, and those naming their own group unless their Job controls
+them with a valid ``group-size`` (or none): the ``job-group`` handler made their
+PodGroup with the Job, named the group only on a Job whose pods it would not
+refuse, and the repair (:mod:`.repair`) makes a PodGroup that was lost. A pod
+naming another group is left as it is, so it needs nothing either.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from fluence_core import hookimpl
+from fluence_core import hookimpl, names
+from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.settings import Settings
+from fluence_core.webhook import conditions as cel
 from fluence_core.webhook import pods
 from fluence_core.webhook._patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, Handler
 
 
+def _match_condition() -> str:
+    group, current = cel.label(names.GROUP_LABEL), cel.scheduling_group()
+    size = cel.annotation(names.GROUP_SIZE_ANNOTATION)
+    bad_size = cel.all_of(cel.has_annotation(names.GROUP_SIZE_ANNOTATION),
+                          f"!{cel.positive_int(size, MAX_GROUP_SIZE)}")
+    made_with_its_job = cel.all_of(cel.controlled_by("Job"), f"!{bad_size}")
+    return cel.all_of(f"{group} != ''", cel.any_of(
+        f"{current} == ''", cel.all_of(f"{current} == {group}", f"!{made_with_its_job}")))
+
+
 class GangHandler(Handler):
     name = "gang"
     order = 20
+    match_condition = _match_condition()
 
     def applies(self, pod: Mapping[str, Any]) -> bool:
         return pods.group_of(pod) is not None and not pods.is_shared_quantum(pod)

@@ -15,14 +15,15 @@ The PodGroups the Job's pods will point at are made here too, after the answer
 (the background writer, as for pods; never on a dry run), with the minCount the
 pods would give them: the template's ``group-size``, else the Job's parallelism,
 else its completions. A Job has one admission, its gang has N pods: made here,
-the PodGroup costs the pods nothing (issue 20). Each pod created within the few
-seconds its PodGroup is remembered (:mod:`.recent`) or while its write is queued
-asks the API server nothing, neither the create nor a read of its Job. A pod
-created later makes the same create again ("already exists" counts as made), and
-a PodGroup lost afterwards is made again by the repair (:mod:`.repair`). A Job
-whose template the pods' handlers would refuse (a bad ``group-size``, a Job over
-Fluence's group limit, a shared quantum Job that is not Indexed) gets no
-PodGroup here: its pods are refused with the reason, as before.
+the PodGroup costs the pods nothing (issue 20): a pod its Job controls that
+points at its own group is not even sent to the webhook
+(:attr:`~fluence_core.webhook.gang.GangHandler.match_condition`), and a PodGroup
+lost afterwards is made again by the repair (:mod:`.repair`). A Job whose
+template the pods' handlers would refuse (a bad group label or ``group-size``, a
+Job over Fluence's group limit) gets no PodGroup here, nor its group named on
+the template: its pods reach the webhook and are refused with the reason, as
+before. A shared quantum Job that is not Indexed gets no PodGroup either (the
+quantum split refuses its pods).
 """
 
 from __future__ import annotations
@@ -65,27 +66,45 @@ class JobGroupHandler(Handler):
     def mutate(self, job: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
         group = _group(job)
         assert group is not None
-        _ensure_pod_groups(job, group, ctx)
+        size = _pods_size(job)
+        if size is None:
+            return []  # left unnamed: its pods reach the gang handler, which refuses them
+        _ensure_pod_groups(job, group, size, ctx)
         if (_template(job).get("spec") or {}).get("schedulingGroup"):
             return []  # named already: by the user, or by us on a re-invocation
         return [{"op": "add", "path": pointer("spec", "template", "spec", "schedulingGroup"),
                  "value": {"podGroupName": group}}]
 
 
-def _ensure_pod_groups(job: Mapping[str, Any], group: str, ctx: AdmissionContext) -> None:
+def _pod(job: Mapping[str, Any]) -> dict[str, Any]:
+    template = _template(job)
+    return {"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}}
+
+
+def _pods_size(job: Mapping[str, Any]) -> int | None:
+    """The gang size the Job's pods will give, None when their handlers would refuse them
+    (a bad group label or ``group-size``, a Job over Fluence's group limit).
+
+    Such a Job keeps its template as written: a pod pointing at its own group is
+    not sent to the webhook (:attr:`GangHandler.match_condition`), so only an
+    unnamed one reaches the handler that refuses it with the reason.
+    """
+    pod = _pod(job)
+    if pods.shape_problem(pod) is not None:
+        return None
+    try:
+        return (pods.positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
+                or pods.job_size(job) or 1)
+    except AdmissionDenied:
+        return None
+
+
+def _ensure_pod_groups(job: Mapping[str, Any], group: str, size: int,
+                       ctx: AdmissionContext) -> None:
     """Defer making the PodGroups the Job's pods will point at, as their handlers would."""
     if ctx.cluster is None:
         return  # nothing to make them with: the pods' handlers say so
-    template = _template(job)
-    pod = {"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}}
-    if pods.shape_problem(pod) is not None:
-        return  # each pod is refused, naming the problem
-    try:
-        size = (pods.positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
-                or pods.job_size(job) or 1)
-    except AdmissionDenied:
-        return  # likewise
-    if not pods.is_shared_quantum(pod):
+    if not pods.is_shared_quantum(_pod(job)):
         pods.ensure_pod_group(ctx, group, pods.pod_group_min_count(group, group, size, None))
         return
     if (job.get("spec") or {}).get("completionMode") != "Indexed":

@@ -10,6 +10,7 @@ from fluence_core.cluster_api import JOBS, PODGROUPS
 from fluence_core.kube_errors import Conflict
 from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.log import logger
+from fluence_core.webhook import conditions as cel
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -63,6 +64,24 @@ def shape_problem(pod: Mapping[str, Any]) -> str | None:
         return (f"{names.COORDINATION_ANNOTATION}={str(coordination)[:40]!r} must be"
                 f" {' or '.join(repr(c) for c in _COORDINATIONS)}")
     return None
+
+
+def shape_condition() -> str:
+    """CEL true for every pod :func:`shape_problem` may refuse, as the API server sends it.
+
+    The API server decodes a Pod before any webhook sees it, so the structural
+    checks (objects, lists) cannot fail on what it sends; a bad group label or
+    coordination annotation can, and a pod carrying one must reach the webhook.
+    """
+    group = cel.label(names.GROUP_LABEL)
+    dns = cel.quoted(f"^{_DNS_SUBDOMAIN.pattern}$")
+    bad_group = cel.all_of(f"{group} != ''", f"!({group}.size() <= {MAX_GROUP_NAME} && "
+                                              f"{group}.matches({dns}))")
+    allowed = ", ".join(cel.quoted(c) for c in _COORDINATIONS)
+    bad_coordination = cel.all_of(
+        cel.has_annotation(names.COORDINATION_ANNOTATION),
+        f"!({cel.annotation(names.COORDINATION_ANNOTATION)} in [{allowed}])")
+    return cel.any_of(bad_group, bad_coordination)
 
 
 def metadata(pod: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -39,6 +39,7 @@ from fluence_core.cluster_api import PODGROUPS, PRIORITY_CLASSES
 from fluence_core.kube_errors import NotFound
 from fluence_core.log import logger
 from fluence_core.settings import SCOUT, SIDECAR, Settings, pod_env
+from fluence_core.webhook import conditions as cel
 from fluence_core.webhook import pods
 from fluence_core.webhook.credentials import copy_credentials
 from fluence_core.webhook._patch import JsonPatch, pointer
@@ -67,6 +68,13 @@ def backend_env(attribute_keys: tuple[str, ...]) -> list[dict[str, Any]]:
 class QuantumSplitHandler(Handler):
     name = "quantum"
     order = 10
+    match_condition = cel.all_of(
+        f"{cel.label(names.GROUP_LABEL)} != ''",
+        f"{cel.annotation(names.COORDINATION_ANNOTATION)} == "
+        f"{cel.quoted(names.COORDINATION_SHARED)}",
+        cel.asks_for_virtual(), f"{cel.label(names.ROLE_LABEL)} == ''")
+    """A shared group's pod asking for a virtual resource, not split yet (a role says it is:
+    a split worker no longer asks, and a pod with a role gets nothing here)."""
 
     def __init__(self, settings: Settings) -> None:
         self.image = settings.runtime_image

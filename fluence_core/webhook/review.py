@@ -25,6 +25,7 @@ from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings
 from fluence_core.webhook import pods
 from fluence_core.webhook._patch import JsonPatch, apply_patch
+from fluence_core.webhook.conditions import Need, pod_match_conditions
 from fluence_core.webhook.base import (
     POD_RESOURCE,
     AdmissionContext,
@@ -125,21 +126,41 @@ class AdmissionService:
     ``writer``, side effects deferred with a ``background`` key are made after the
     answer (``fluence webhook``); without one, on the request path (``fluence
     sim``, whose virtual time has no room for threads, and unit tests).
+    ``admit_needs`` are the pods ``admit`` may refuse or act on (one per
+    ``fluence_admit`` implementation); without them, every pod.
     """
 
     def __init__(self, settings: Settings, handlers: Sequence[Handler], *,
                  cluster: ClusterAPI | None = None, admit: AdmitHook | None = None,
                  resource_config: ResourceConfig | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 writer: BackgroundWriter | None = None) -> None:
+                 writer: BackgroundWriter | None = None,
+                 admit_needs: Sequence[Need] | None = None) -> None:
         self.settings = settings
         self.writer = writer
         self.handlers = list(handlers)
         self.cluster = cluster
         self.admit = admit
+        if admit is None:
+            admit_needs = ()
+        self.admit_needs = (list(admit_needs) if admit_needs is not None
+                            else [Need("fluence_admit", None)])
         self.resource_config = resource_config or ResourceConfig()
         self.clock = clock
         self.state = ServiceState()
+
+    def needs(self) -> list[Need]:
+        """Which pods each part of a pod review may change, refuse or act on: the review's
+        own checks, admission control, then each pod handler in order."""
+        return [Need("the webhook's pod checks", pods.shape_condition()), *self.admit_needs,
+                *(Need(f"handler {h.name}", getattr(h, "match_condition", None))
+                  for h in self.handlers if POD_RESOURCE in resources_of(h))]
+
+    @property
+    def match_conditions(self) -> list[dict[str, str]]:
+        """The pod webhook's ``matchConditions``: Fluence pods that something here needs
+        (:func:`~fluence_core.webhook.conditions.pod_match_conditions`)."""
+        return pod_match_conditions(self.needs())
 
     def _context(self, namespace: str, request: Mapping[str, Any], uid: str) -> AdmissionContext:
         return AdmissionContext(

@@ -194,6 +194,6 @@ def test_an_object_that_is_not_a_handler_is_refused_naming_what_it_lacks():
     with pytest.raises(
         FluenceError,
         match=r"loose.*is not a Handler: it has no \['order', 'resources', "
-        r"'env_contract'\]",
+        r"'match_condition', 'env_contract'\]",
     ):
         select_handlers([Loose()])

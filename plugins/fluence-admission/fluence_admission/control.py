@@ -25,6 +25,7 @@ from fluence_core.api import (
     PodRequest,
     Switch,
     annotations_of,
+    conditions,
     group_of,
     group_size,
     is_fluence_pod,
@@ -240,6 +241,11 @@ class MarkHandler(Handler):
 
     name = "admission-mark"
     order = 5  # before the quantum split removes the workers' virtual requests
+    match_condition = conditions.any_of(
+        conditions.is_quantum(), conditions.has_annotation(names.PROTECTED_ANNOTATION),
+        conditions.has_annotation(names.PROMISED_CORES_ANNOTATION))
+    """Quantum pods, and any pod carrying either mark: a forged one is stripped, so a pod
+    with one never skips the webhook."""
 
     def applies(self, pod: Mapping[str, Any]) -> bool:
         return is_quantum(pod) or any(

@@ -19,7 +19,9 @@ from fluence_core.api import (
     Settings,
     SettingsError,
     Switch,
+    conditions,
     hookimpl,
+    judges,
     logger,
 )
 
@@ -41,6 +43,7 @@ def fluence_webhook_handlers(settings: Settings) -> list[Handler]:
 
 
 @hookimpl
+@judges(conditions.is_quantum())  # AdmissionControl.admit judges quantum pods only
 def fluence_admit(pod: Mapping[str, Any], ctx: AdmissionContext) -> str | None:
     cluster = ctx.cluster
     if cluster is None:
