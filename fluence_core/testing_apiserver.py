@@ -54,6 +54,8 @@ from fluence_core.plugins import get_plugin_manager
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, tls
+from fluence_core.webhook.conditions import scheduler_condition
+from fluence_core.webhook.publish import publish_match_conditions
 from fluence_core.webhook.report import ReportEndpoint
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.server import Loop, WebhookServer, server_context
@@ -441,7 +443,8 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
                    resources: Sequence[str] = ("pods",),
                    reinvocation: Literal["Never", "IfNeeded"] = "IfNeeded",
                    service: AdmissionService | None = None,
-                   loops: Sequence[Loop] = ()) -> Iterator[WebhookServer]:
+                   loops: Sequence[Loop] = (),
+                   match_conditions: bool = False) -> Iterator[WebhookServer]:
     """Fluence's webhook on 127.0.0.1, registered with the API server ``kube`` talks to.
 
     The four steps every webhook e2e test needs: a serving certificate from a
@@ -457,7 +460,10 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
     (``/v1/scout-report``) is served too, and scouts are given this CA to trust. On
     exit the configuration is deleted first (no request then reaches a closed port),
     then the server stops and the writer finishes. ``loops`` (the orphan sweep) run while
-    the server serves, as in ``fluence webhook``.
+    the server serves, as in ``fluence webhook``. With ``match_conditions`` the pod webhook
+    is registered as deploy/webhook.yaml has it (Fluence pods only) and then given the
+    conditions the service's handlers declare by :func:`publish_match_conditions`, as
+    ``fluence webhook`` does at start; without, every pod of ``namespace`` is sent.
     """
     cert = tls.generate(["localhost"], workdir, ip_addresses=["127.0.0.1"])
     if settings.report_ca is None:  # as fluence webhook does: scouts trust its serving CA
@@ -475,11 +481,14 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
         kube.create(MUTATING_WEBHOOKS, {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration", "metadata": {"name": name},
-            "webhooks": [webhook_entry(r, url, namespace, reinvocation=reinvocation,
-                                       ca_pem=cert.ca_pem)
-                         for r in resources]})
+            "webhooks": [webhook_entry(
+                r, url, namespace, reinvocation=reinvocation, ca_pem=cert.ca_pem,
+                match_conditions=[scheduler_condition()] if match_conditions and r == "pods"
+                else ()) for r in resources]})
         try:
             tls.patch_ca_bundle(kube, name, cert.ca_pem)
+            if match_conditions:
+                publish_match_conditions(kube, name, service.match_conditions)
             yield server
         finally:
             kube.delete(MUTATING_WEBHOOKS, name)  # False if a test deleted it already

@@ -13,6 +13,7 @@ from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, log_contract, tls
 from fluence_core.webhook.orphans import OrphanSweep
+from fluence_core.webhook.publish import publish_match_conditions
 from fluence_core.webhook.repair import repair_for
 from fluence_core.webhook.report import ReportEndpoint
 from fluence_core.webhook.server import Loop, WebhookServer, server_context
@@ -26,7 +27,9 @@ def connect(settings: Settings) -> ClusterAPI:
 
 def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "0.0.0.0",
                 port: int | None = None, manager: Any = None) -> WebhookServer:
-    """Everything but the serving loop (tests call this with a fake cluster and port 0).
+    """Everything but the serving loop (tests call this with a fake cluster and port 0):
+    the certificate and caBundle, the service, and the pod webhook's matchConditions
+    built from its handlers.
 
     The scout's sidecar trusts the CA the webhook serves with, unless FLUENCE_REPORT_CA
     names another: the certificate comes first, so the handlers inject it.
@@ -37,6 +40,8 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
     manager = manager or get_plugin_manager(settings)
     service = build_service(settings, manager, cluster, writer=BackgroundWriter())
     log_contract(service)
+    if cluster is not None:  # only the pods the handlers need are sent from now on
+        publish_match_conditions(cluster, settings.webhook_config, service.match_conditions)
     reports = None if cluster is None else ReportEndpoint(cluster, settings)
     loops: list[Loop] = [] if cluster is None else [OrphanSweep(cluster, settings)]
     repair = repair_for(service)  # PodGroups a killed predecessor left queued

@@ -74,3 +74,40 @@ def test_the_podgroup_repair_runs_as_one_of_the_servers_loops_unless_its_interva
         assert not [loop for loop in server.loops if isinstance(loop, PodGroupRepair)]
     finally:
         server.server_close()
+
+
+def _deployed_configuration() -> dict:  # type: ignore[type-arg]
+    import yaml
+
+    path = Path(__file__).resolve().parents[2] / "deploy" / "webhook.yaml"
+    (config,) = [doc for doc in yaml.safe_load_all(path.read_text())
+                 if doc and doc["kind"] == "MutatingWebhookConfiguration"]
+    return config  # type: ignore[no-any-return]
+
+
+def test_at_start_the_pod_webhook_gets_the_conditions_its_handlers_declare(
+    tmp_path: Path,
+) -> None:
+    from fluence_core.cluster_api import MUTATING_WEBHOOKS
+    from fluence_core.webhook.conditions import NEEDS_CONDITION
+    from fluence_core.webhook.publish import publish_match_conditions
+
+    tls.generate(["localhost"], tmp_path / "tls", ip_addresses=["127.0.0.1"])
+    settings = load_settings(webhook_cert_dir=tmp_path / "tls")
+    cluster = FakeCluster()
+    deployed = _deployed_configuration()
+    cluster.create(MUTATING_WEBHOOKS, deployed)
+    server = make_server(settings, cluster, host="127.0.0.1", port=0)
+    try:
+        stored = cluster.get(MUTATING_WEBHOOKS, settings.webhook_config)
+        by_name = {w["name"]: w for w in stored["webhooks"]}
+        pods_webhook = by_name[f"pods.{names.DOMAIN}"]
+        assert pods_webhook["matchConditions"] == server.service.match_conditions
+        assert [c["name"] for c in pods_webhook["matchConditions"]][-1] == NEEDS_CONDITION
+        for other in deployed["webhooks"][1:]:  # the Job and workload webhooks keep theirs
+            assert by_name[other["name"]]["matchConditions"] == other["matchConditions"]
+        # published already: a second start changes nothing
+        assert publish_match_conditions(cluster, settings.webhook_config,
+                                        server.service.match_conditions) == 0
+    finally:
+        server.server_close()
