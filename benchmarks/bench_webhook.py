@@ -36,6 +36,10 @@ CPU per create (Linux schedstat): the share of the latency the machine decides.
 paths served by ``fluence_core/webhook/server.py`` as it was at git ``REF``
 (``null-base``, ``hooked-base``): two transports, one run.
 
+Path ``skipping`` is Fluence's webhook registered with the matchConditions its
+handlers declare, as ``fluence webhook`` publishes them at start: the pods no
+handler needs are not sent (``hooked`` has the manifest's scheduler name only).
+
 **Review CPU** (``--mode review``): CPU per review of the in-process bodies, no
 HTTP, with today's ``review.py`` and (``--baseline REF``) that commit's.
 
@@ -84,6 +88,9 @@ PATCHED = "bench-patched"
 PLAIN = "bench-plain"
 NULL_BASE = "bench-null-base"
 HOOKED_BASE = "bench-hooked-base"
+SKIPPING = "bench-skipping"
+"""Fluence's webhook registered with the matchConditions its handlers declare, as ``fluence
+webhook`` publishes them at start (the others are registered as deploy/webhook.yaml is)."""
 BASELINE = {NULL_BASE: NULL, HOOKED_BASE: HOOKED}
 """Paths served by the baseline's server module (``--baseline REF``): the null webhook and
 Fluence's, with today's everything else, so the transports compare in one run."""
@@ -314,7 +321,8 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     settings = load_settings()
     cluster = KubeCluster.from_token(url, token, ca_file=ca_file, qps=settings.kube_qps,
                                      burst=settings.kube_burst)
-    path = BASELINE.get(path, path)
+    publish = path == SKIPPING
+    path = BASELINE.get(path, HOOKED if publish else path)
     writer = None if path == INLINE else BackgroundWriter()
     service: Any = (NullService() if path == NULL else PatchingService() if path == PATCHED
                     else build_service(settings, get_plugin_manager(settings), cluster,
@@ -347,7 +355,7 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
             accept(request, client_address)
 
         server.process_request = counted
-    reply.send((server.port, cert.ca_pem))
+    reply.send((server.port, cert.ca_pem, service.match_conditions if publish else None))
 
     def report() -> None:  # the parent asks for CPU used, reviews' times and connections
         while reply.recv() is not None:
@@ -565,16 +573,16 @@ GROUPED_FOR_FLUENCE = (  # as deploy/webhook.yaml
 
 
 def register_webhook(kube: Any, name: str, namespace: str, port: int, ca_pem: bytes, *,
-                     jobs: bool = False) -> None:
+                     jobs: bool = False, conditions: list[dict[str, str]] | None = None) -> None:
     """Pods (and with ``jobs``, Jobs) created in ``namespace`` go to the webhook on ``port``,
-    with the deployed matchConditions."""
+    with the deployed matchConditions, or for pods ``conditions`` (the ones Fluence's
+    handlers declare)."""
     from fluence_core.testing_apiserver import webhook_entry
+    from fluence_core.webhook.conditions import scheduler_condition
 
     url = f"https://127.0.0.1:{port}/mutate"
-    scheduler_is_fluence = {"name": "scheduler-is-fluence",  # as deploy/webhook.yaml
-                            "expression": "object.spec.schedulerName == 'fluence'"}
     webhooks = [webhook_entry("pods", url, namespace, ca_pem=ca_pem,
-                              match_conditions=[scheduler_is_fluence])]
+                              match_conditions=conditions or [scheduler_condition()])]
     webhooks[0]["name"] = webhook_name(namespace)  # the API server's metrics are per name
     if jobs:
         entry = webhook_entry("jobs", url, namespace, ca_pem=ca_pem, match_conditions=[
@@ -635,8 +643,9 @@ class Webhook:
         self.process.start()
         if not self.pipe.poll(60):
             raise SystemExit(f"the webhook process for {namespace} never came up")
-        port, ca_pem = self.pipe.recv()
-        register_webhook(kube, f"bench-{namespace}", namespace, port, ca_pem, jobs=jobs)
+        port, ca_pem, conditions = self.pipe.recv()
+        register_webhook(kube, f"bench-{namespace}", namespace, port, ca_pem, jobs=jobs,
+                         conditions=conditions)
 
     def figures(self) -> tuple[float, list[float], int, float]:
         """CPU seconds so far, the reviews' seconds since the last call, connections so far,
@@ -663,14 +672,15 @@ class Webhook:
 PATHS = {PLAIN: "without", NATIVE: "without, client makes PodGroups", NULL: "null webhook",
          PATCHED: "null webhook, Fluence's patch", HOOKED: "with",
          INLINE: "with, inline writes", NULL_BASE: "null webhook, baseline's server",
-         HOOKED_BASE: "with, baseline's server"}
+         HOOKED_BASE: "with, baseline's server", SKIPPING: "with, generated matchConditions"}
 """Each path's label: no webhook; no webhook, the client making each gang's PodGroup and
 pointing its pods at it (what the same gangs cost without Fluence); a webhook that allows
 everything unchanged; the same answering with Fluence's patch (no PodGroup); Fluence's;
 Fluence's making its PodGroups on the request path (as before issue 20's background
 writer)."""
 BY_NAME = {"plain": PLAIN, "native": NATIVE, "null": NULL, "patched": PATCHED, "hooked": HOOKED,
-           "inline": INLINE, "null-base": NULL_BASE, "hooked-base": HOOKED_BASE}
+           "inline": INLINE, "null-base": NULL_BASE, "hooked-base": HOOKED_BASE,
+           "skipping": SKIPPING}
 
 
 class Profiles:
@@ -717,7 +727,7 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
         hooks = {namespace: Webhook(apiserver, kube, namespace, workdir / namespace,
                                     baseline if namespace in BASELINE else None,
                                     jobs=shape == "job" and BASELINE.get(namespace, namespace)
-                                    in (HOOKED, INLINE))
+                                    in (HOOKED, INLINE, SKIPPING))
                  for namespace in paths if namespace not in (PLAIN, NATIVE)}
         try:
             context = ssl.create_default_context(cafile=str(apiserver.ca_file))
@@ -906,7 +916,9 @@ def main() -> None:
                              " webhook, the client makes each gang's PodGroup), null (a webhook"
                              " allowing everything), patched (the null webhook answering with"
                              " Fluence's patch, no PodGroup), hooked (Fluence's), inline (Fluence's"
-                             " with PodGroups made on the request path), null-base and"
+                             " with PodGroups made on the request path), skipping (Fluence's,"
+                             " registered with the matchConditions its handlers declare),"
+                             " null-base and"
                              " hooked-base (null and hooked on --baseline's server)")
     parser.add_argument("--baseline", metavar="REF", default=None,
                         help="through the API server: the paths null-base and hooked-base are"
