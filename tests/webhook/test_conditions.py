@@ -308,3 +308,21 @@ def test_each_handler_leaves_alone_every_pod_its_condition_excludes(world, candi
         group = made_with_its_job(candidate)
         allowed = [] if group is None else [f"PodGroup default/{group}"]
         assert [step.description for step in ctx.deferred] in ([], allowed), handler.name
+
+
+@hyp_settings(max_examples=200, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(candidate=pods())
+def test_an_admitted_pod_sent_again_gets_an_answer_without_a_patch_field(world,
+                                                                       candidate) -> None:
+    """Every installed handler patches nothing once nothing needs changing (the API server's
+    reinvocation): the answer then has no patch at all, so it costs no second pass."""
+    service, _, _ = world
+    response, once = admit(service, copy.deepcopy(candidate))
+    event("allowed" if response["allowed"] else "refused")
+    if not response["allowed"]:
+        return
+    again, twice = admit(service, once)
+    assert again["allowed"] is True
+    assert "patch" not in again and "patchType" not in again, again
+    assert twice == once
