@@ -333,3 +333,15 @@ def test_settings_says_which_component_reads_each_variable() -> None:
     assert "sidecar" in line
     line = next(x for x in result.output.splitlines() if "FLUENCE_SESSION_HOLD_TIMEOUT" in x)
     assert "scout" in line
+
+
+def test_webhook_match_conditions_prints_what_the_webhook_publishes() -> None:
+    from fluence_core.plugins import get_plugin_manager
+    from fluence_core.settings import load_settings
+    from fluence_core.webhook import build_service
+
+    printed = yaml.safe_load(ok(fluence("webhook", "--match-conditions")))
+    settings = load_settings()
+    expected = build_service(settings, get_plugin_manager(settings), None).match_conditions
+    assert printed == {"matchConditions": expected}
+    assert [c["name"] for c in expected] == ["scheduler-is-fluence", "needs-fluence"]
