@@ -38,7 +38,9 @@ paths served by ``fluence_core/webhook/server.py`` as it was at git ``REF``
 
 Path ``skipping`` is Fluence's webhook registered with the matchConditions its
 handlers declare, as ``fluence webhook`` publishes them at start: the pods no
-handler needs are not sent (``hooked`` has the manifest's scheduler name only).
+handler needs are not sent (``hooked`` has the manifest's scheduler name only). Path
+``never`` is the null webhook with a condition never true: what deciding not to call
+costs the API server.
 
 **Review CPU** (``--mode review``): CPU per review of the in-process bodies, no
 HTTP, with today's ``review.py`` and (``--baseline REF``) that commit's.
@@ -91,6 +93,9 @@ HOOKED_BASE = "bench-hooked-base"
 SKIPPING = "bench-skipping"
 """Fluence's webhook registered with the matchConditions its handlers declare, as ``fluence
 webhook`` publishes them at start (the others are registered as deploy/webhook.yaml is)."""
+NEVER = "bench-never"
+"""The null webhook registered with a condition that is never true: what deciding not to
+call a webhook costs the API server (its CEL and the object it evaluates it on)."""
 BASELINE = {NULL_BASE: NULL, HOOKED_BASE: HOOKED}
 """Paths served by the baseline's server module (``--baseline REF``): the null webhook and
 Fluence's, with today's everything else, so the transports compare in one run."""
@@ -324,7 +329,7 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     publish = path == SKIPPING
     path = BASELINE.get(path, HOOKED if publish else path)
     writer = None if path == INLINE else BackgroundWriter()
-    service: Any = (NullService() if path == NULL else PatchingService() if path == PATCHED
+    service: Any = (NullService() if path in (NULL, NEVER) else PatchingService() if path == PATCHED
                     else build_service(settings, get_plugin_manager(settings), cluster,
                                        writer=writer))
     cert = tls.generate(["localhost"], Path(workdir), ip_addresses=["127.0.0.1"])
@@ -355,7 +360,9 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
             accept(request, client_address)
 
         server.process_request = counted
-    reply.send((server.port, cert.ca_pem, service.match_conditions if publish else None))
+    conditions = (service.match_conditions if publish else
+                  [{"name": "never", "expression": "false"}] if path == NEVER else None)
+    reply.send((server.port, cert.ca_pem, conditions))
 
     def report() -> None:  # the parent asks for CPU used, reviews' times and connections
         while reply.recv() is not None:
@@ -655,7 +662,11 @@ class Webhook:
         return cpu, reviews, connections, waited
 
     def wait_called(self, api: ApiClient) -> None:
-        """Until the API server calls it (a dry-run create shows up as a review)."""
+        """Until the API server calls it (a dry-run create shows up as a review); one that is
+        never called (``NEVER``) is given the time the others take to show up."""
+        if self.namespace == NEVER:
+            time.sleep(2)
+            return
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             api.create(self.namespace, pod_body("probe-x", 0, "gang"), dry_run=True)
@@ -672,7 +683,8 @@ class Webhook:
 PATHS = {PLAIN: "without", NATIVE: "without, client makes PodGroups", NULL: "null webhook",
          PATCHED: "null webhook, Fluence's patch", HOOKED: "with",
          INLINE: "with, inline writes", NULL_BASE: "null webhook, baseline's server",
-         HOOKED_BASE: "with, baseline's server", SKIPPING: "with, generated matchConditions"}
+         HOOKED_BASE: "with, baseline's server", SKIPPING: "with, generated matchConditions",
+         NEVER: "null webhook, condition false"}
 """Each path's label: no webhook; no webhook, the client making each gang's PodGroup and
 pointing its pods at it (what the same gangs cost without Fluence); a webhook that allows
 everything unchanged; the same answering with Fluence's patch (no PodGroup); Fluence's;
@@ -680,7 +692,7 @@ Fluence's making its PodGroups on the request path (as before issue 20's backgro
 writer)."""
 BY_NAME = {"plain": PLAIN, "native": NATIVE, "null": NULL, "patched": PATCHED, "hooked": HOOKED,
            "inline": INLINE, "null-base": NULL_BASE, "hooked-base": HOOKED_BASE,
-           "skipping": SKIPPING}
+           "skipping": SKIPPING, "never": NEVER}
 
 
 class Profiles:
@@ -917,7 +929,8 @@ def main() -> None:
                              " allowing everything), patched (the null webhook answering with"
                              " Fluence's patch, no PodGroup), hooked (Fluence's), inline (Fluence's"
                              " with PodGroups made on the request path), skipping (Fluence's,"
-                             " registered with the matchConditions its handlers declare),"
+                             " registered with the matchConditions its handlers declare), never"
+                             " (the null webhook, its condition never true),"
                              " null-base and"
                              " hooked-base (null and hooked on --baseline's server)")
     parser.add_argument("--baseline", metavar="REF", default=None,
