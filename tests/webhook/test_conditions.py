@@ -20,8 +20,10 @@ from webhook_helpers import QPU, Counting, admit, pod
 
 from fluence_core import names
 from fluence_core.errors import FluenceError
+from fluence_core.fake_cluster import FakeCluster
 from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.plugins import get_plugin_manager
+from fluence_core.settings import load_settings
 from fluence_core.webhook import build_service
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 from fluence_core.webhook.conditions import (
@@ -121,7 +123,7 @@ def test_every_installed_pod_handler_and_admit_hook_declares_a_condition(setting
 
 @pytest.fixture(scope="module")
 def full() -> list[dict[str, str]]:
-    settings = __import__("fluence_core.settings", fromlist=["load_settings"]).load_settings()
+    settings = load_settings()
     return build_service(settings, get_plugin_manager(settings), None).match_conditions
 
 
@@ -253,9 +255,6 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
 def world() -> tuple[AdmissionService, Counting, list[dict[str, str]]]:
     """Every installed handler and admission check, over a cluster that records its calls
     (with the Job the pods name, and nodes for admission control's budget)."""
-    from fluence_core.fake_cluster import FakeCluster
-    from fluence_core.settings import load_settings
-
     settings = load_settings(runtime_image="example.org/fluence:test")
     fake = FakeCluster()
     fake.create("jobs", {"apiVersion": "batch/v1", "kind": "Job",
