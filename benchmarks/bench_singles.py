@@ -1,11 +1,12 @@
 """Single pods: Fluence's own CPU per pod, as a ratio to a baseline commit measured in the same run.
 
-    python benchmarks/bench_singles.py --baseline REF [--pods 1000] [--repeat 5]
+    python benchmarks/bench_singles.py --baseline REF[,REF...] [--pods 1000] [--repeat 5]
 
-REF is checked out into a temporary git worktree. Each measurement runs in a
-fresh Python process, alternating between the working tree and REF, so both
+Each REF is checked out into a temporary git worktree. Each measurement runs in a
+fresh Python process, taking turns between the working tree and each REF, so all
 meet the same (noisy, shared) machine at nearly the same time; the table shows
-the median of each and the ratio. Both run the same installed dependencies and
+the median of each, its minimum (the run the machine disturbed least) and the
+ratios of both to this tree's. Both run the same installed dependencies and
 plugins; only ``fluence_core`` differs (``PYTHONPATH`` puts the chosen tree first).
 
 Measured per case, on the in-memory cluster with 100 nodes of 64 cores:
@@ -102,11 +103,14 @@ def run_child(tree: Path, case: str, pods: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--baseline", help="git ref to compare with (a temporary worktree)")
+    parser.add_argument("--baseline",
+                        help="git refs to compare with, comma-separated (temporary worktrees)")
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--apiserver", action="store_true",
-                        help="also compare the two on a real API server")
+                        help="also compare the first REF and this tree on a real API server")
+    parser.add_argument("--cases", default="cycle,cycle+log",
+                        help="which of cycle, cycle+log to run (comma-separated)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -114,32 +118,42 @@ def main() -> None:
         return
     if not args.baseline:
         parser.error("--baseline REF is required")
+    refs = args.baseline.split(",")
     with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base),
-                        args.baseline], check=True, capture_output=True)
+        bases = {ref: Path(tmp) / f"baseline-{i}" for i, ref in enumerate(refs)}
         try:
-            compare(base, args.baseline, args.pods, args.repeat)
+            for ref, base in bases.items():
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach",
+                                str(base), ref], check=True, capture_output=True)
+            compare(bases, args.pods, args.repeat, args.cases.split(","))
             if args.apiserver:
-                compare_on_apiserver(base, args.baseline, args.repeat)
+                compare_on_apiserver(bases[refs[0]], refs[0], args.repeat)
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
-                           check=False, capture_output=True)
+            for base in bases.values():
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                                str(base)], check=False, capture_output=True)
 
 
-def compare(base: Path, ref: str, pods: int, repeat: int) -> None:
-    print(f"{pods} single pods, 100 nodes x 64 cores, median of {repeat}; baseline {ref}")
-    print(f"{'case':12} {'measure':20} {'baseline':>10} {'this tree':>10} {'ratio':>7}")
-    for case in ("cycle", "cycle+log"):
-        samples: dict[str, list[dict[str, float]]] = {"base": [], "head": []}
+def compare(bases: dict[str, Path], pods: int, repeat: int, cases: list[str]) -> None:
+    print(f"{pods} single pods, 100 nodes x 64 cores, median and min of {repeat}; "
+          f"ratio = REF / this tree")
+    print(f"{'case':10} {'measure':17} {'tree':14} {'median':>8} {'min':>8} "
+          f"{'ratio':>6} {'min ratio':>9}")
+    trees = {**bases, "this tree": ROOT}
+    for case in cases:
+        samples: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
         for _ in range(repeat):
-            samples["base"].append(run_child(base, case, pods))
-            samples["head"].append(run_child(ROOT, case, pods))
+            for name, tree in trees.items():
+                samples[name].append(run_child(tree, case, pods))
         for measure in ("us_per_pod", "requests_per_pod"):
-            old = statistics.median(s[measure] for s in samples["base"])
-            new = statistics.median(s[measure] for s in samples["head"])
-            ratio = old / new if new else float("inf")
-            print(f"{case:12} {measure:20} {old:10.1f} {new:10.1f} {ratio:6.2f}x")
+            here = [s[measure] for s in samples["this tree"]]
+            for name in trees:
+                values = [s[measure] for s in samples[name]]
+                median, least = statistics.median(values), min(values)
+                ratio = median / statistics.median(here) if statistics.median(here) else 0.0
+                least_ratio = least / min(here) if min(here) else 0.0
+                print(f"{case:10} {measure:17} {name[:14]:14} {median:8.1f} {least:8.1f} "
+                      f"{ratio:5.2f}x {least_ratio:8.2f}x", flush=True)
 
 
 def compare_on_apiserver(base: Path, ref: str, repeat: int) -> None:
