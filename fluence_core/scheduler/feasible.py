@@ -125,7 +125,7 @@ class FeasibleNodes:
                 unreadable = self._read_storage(snapshot)
                 if unreadable:
                     return unreadable
-            signature = _signature(facts)
+            signature = facts.signature()
             answer = answers.get(signature) or self._lasting.get(signature)
             if answer is None:
                 answer = answers[signature] = feasible(facts, snapshot, self.filters)
@@ -157,7 +157,7 @@ class FeasibleNodes:
                 facts = PodFacts.from_kube(pod)
             except ValueError:
                 continue
-            signature = _signature(facts)
+            signature = facts.signature()
             if signature in seen:
                 continue
             seen.add(signature)
@@ -189,7 +189,7 @@ class FeasibleNodes:
             if self._snapshot is None or facts is None:
                 self.view.touch(key)  # counted when the next snapshot is brought up to date
                 continue
-            self._count(key, dataclasses.replace(facts, node_name=node))
+            self._count(key, facts.on(node))
 
     # -- the snapshot ----------------------------------------------------------------
 
@@ -253,7 +253,7 @@ class FeasibleNodes:
             logger.warning("pod %s/%s on %s is left out of the filters: %s", *key, node, error)
             facts = None
         if facts is not None and facts.node_name != node:
-            facts = dataclasses.replace(facts, node_name=node)
+            facts = facts.on(node)
         self._pods[key] = (version, node, facts)
         return facts
 
@@ -283,10 +283,3 @@ def _version(obj: KubeObject) -> Any:
     """What tells a changed object from the one read before: its resourceVersion, or (an
     object that has none, as in some tests) the dict itself, read again each time."""
     return (obj.get("metadata") or {}).get("resourceVersion") or object()
-
-
-def _signature(facts: PodFacts) -> str:
-    """Pods with equal signatures get equal answers: what the filters read of a pod, its name
-    left out. (Its spec would not do: every pod on a real cluster has a volume of its own for
-    its service account token, so no two specs were equal and nothing was shared.)"""
-    return repr(dataclasses.replace(facts, name=""))

@@ -77,7 +77,7 @@ def entangled(members: Sequence[PodFacts], namespace_labels: NamespaceLabels) ->
     kinds: Counter[str] = Counter()
     first: dict[str, PodFacts] = {}
     for member in members:
-        kind = repr(dataclasses.replace(member, name=""))
+        kind = member.signature()
         kinds[kind] += 1
         first.setdefault(kind, member)
     for kind, pod in first.items():
@@ -171,7 +171,7 @@ class MemberPlacer:
                 assert node is not None
                 nodes[request.key] = node
                 first_node = first_node or node
-                there = dataclasses.replace(pod, node_name=node)
+                there = pod.on(node)
                 snapshot.add(there)
                 added.append(there)
             virtual: dict[str, Allocation] = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from fluence_core.feasibility import NodeFacts, PodFacts
@@ -28,6 +30,38 @@ def test_affinity_terms_default_to_the_pods_namespace() -> None:
     raw = pod("p", namespace="ns", affinity={"podAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}})
     assert PodFacts.from_kube(raw).affinity[0].namespaces == frozenset({"ns"})
+
+
+PREFERRING = {"affinity": {
+    "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 5, "preference": {"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["a"]}]}}]},
+    "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 7, "podAffinityTerm": {"topologyKey": "zone"}}]}}}
+
+
+def test_a_pod_without_affinity_has_every_affinity_field_empty() -> None:
+    plain = PodFacts.from_kube(pod("p", cpu="1"))
+    assert plain.required_node_affinity is None
+    assert not (plain.affinity or plain.anti_affinity or plain.preferred_node_affinity
+                or plain.preferred_affinity or plain.preferred_anti_affinity)
+    preferring = PodFacts.from_kube(pod("q", cpu="1", **PREFERRING))
+    assert [t.weight for t in preferring.preferred_node_affinity] == [5]
+    assert [t.weight for t in preferring.preferred_anti_affinity] == [7]
+
+
+def test_pods_alike_but_for_their_names_share_a_signature_and_nothing_else_does() -> None:
+    first, second = (PodFacts.from_kube(pod(n, cpu="1")) for n in ("a", "b"))
+    assert first.signature() == second.signature()
+    for other in (pod("a", cpu="2"), pod("a", cpu="1", namespace="ns"),
+                  pod("a", cpu="1", labels={"app": "x"}), pod("a", cpu="1", **PREFERRING)):
+        assert PodFacts.from_kube(other).signature() != first.signature()
+    assert first.on("n1").signature() != first.signature()
+
+
+def test_a_pod_on_a_node_is_the_pod_with_that_node_and_nothing_else_changed() -> None:
+    facts = PodFacts.from_kube(pod("p", cpu="1", labels={"app": "x"}, **PREFERRING))
+    assert facts.on("n1") == dataclasses.replace(facts, node_name="n1")
 
 
 @pytest.mark.parametrize(("spec", "message"), [
