@@ -204,6 +204,10 @@ def build_event(involved: Mapping[str, Any], type: str, reason: str, message: st
     return event
 
 
+Propagation = Literal["Background", "Foreground", "Orphan"]
+"""A delete's ``propagationPolicy``."""
+
+
 @runtime_checkable
 class ClusterAPI(Protocol):
     """What Fluence needs of a Kubernetes API server.
@@ -263,8 +267,11 @@ class ClusterAPI(Protocol):
         ...
 
     def delete(self, resource: ResourceRef, name: str, namespace: str | None = None, *,
-               grace_period_seconds: int | None = None) -> bool:
-        """Delete; False when it was already gone."""
+               grace_period_seconds: int | None = None,
+               propagation: Propagation | None = None) -> bool:
+        """Delete; False when it was already gone. ``propagation``: what the garbage collector
+        does with the object's dependents (the API server's default otherwise: Jobs orphan
+        theirs)."""
         ...
 
     def bind(self, namespace: str, pod: str, node: str, *, uid: str | None = None) -> None:

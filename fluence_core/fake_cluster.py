@@ -68,6 +68,7 @@ from fluence_core.cluster_api import (
     ObjectList,
     Patch,
     PatchType,
+    Propagation,
     Resource,
     ResourceRef,
     WatchEvent,
@@ -345,8 +346,10 @@ class FakeCluster:
         return self._patch(res, name, patch, namespace, patch_type, True)
 
     def delete(self, resource: ResourceRef, name: str, namespace: str | None = None, *,
-               grace_period_seconds: int | None = None) -> bool:
-        """Remove at once, whatever the grace period; a bound pod is marked terminating first."""
+               grace_period_seconds: int | None = None,
+               propagation: Propagation | None = None) -> bool:
+        """Remove at once, whatever the grace period; a bound pod is marked terminating first.
+        No garbage collector runs here: ``propagation`` changes nothing."""
         res = resolve(resource)
         with self._cond:
             key = self._key(res, name, namespace)

@@ -43,6 +43,7 @@ from fluence_core.cluster_api import (
     ObjectList,
     Patch,
     PatchType,
+    Propagation,
     Resource,
     ResourceRef,
     WatchEvent,
@@ -367,9 +368,10 @@ class KubeCluster:
         return result
 
     def delete(self, resource: ResourceRef, name: str, namespace: str | None = None, *,
-               grace_period_seconds: int | None = None) -> bool:
+               grace_period_seconds: int | None = None,
+               propagation: Propagation | None = None) -> bool:
         """DELETE; False on 404. ``grace_period_seconds=0`` removes a bound pod at once."""
-        query = {"gracePeriodSeconds": grace_period_seconds}
+        query = {"gracePeriodSeconds": grace_period_seconds, "propagationPolicy": propagation}
         try:
             self._call("DELETE", self._path(resolve(resource), namespace, name), query=query)
         except ApiError as error:
