@@ -13,7 +13,7 @@ from fluence_core import names
 from fluence_core.kube_errors import ApiError
 from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.review import AdmissionService
-from fluence_core.webhook.writer import BackgroundWriter, Write, transient
+from fluence_core.webhook.writer import BackgroundWriter, NotYet, Write, transient
 
 
 class Flaky:
@@ -188,3 +188,46 @@ def test_without_a_writer_a_refused_create_still_refuses_the_pod(settings, clust
                                      annotations={names.GROUP_SIZE_ANNOTATION: "2"}))
     assert not response["allowed"]
     assert "PodGroup default/g" in response["status"]["message"]
+
+
+def test_a_step_saying_not_yet_is_tried_again_later_holding_no_thread(sleeps):
+    writer = BackgroundWriter(workers=1, sleep=sleeps.append)
+    ready = threading.Event()
+    made: list[str] = []
+
+    def when_ready() -> None:
+        if not ready.is_set():
+            raise NotYet("the Job is not stored yet")
+        made.append("owned")
+    assert writer.submit(Write("owned", "owned", when_ready, patience=10))
+    assert writer.submit(Write("other", "other", lambda: made.append("other")))
+    assert writer.flush(timeout=0.5) is False  # 'owned' waits ...
+    assert made == ["other"]  # ... and the one thread made the other meanwhile
+    assert writer.holds("owned") and writer.pending() == 1
+    ready.set()
+    assert writer.flush(timeout=10)
+    assert made == ["other", "owned"] and writer.written == 2 and writer.failed == 0
+    assert sleeps == []  # no back-off sleep: it waited off the thread
+    writer.close()
+
+
+def test_a_step_not_ready_within_its_patience_is_dropped_and_logged(caplog):
+    writer = BackgroundWriter()
+
+    def never() -> None:
+        raise NotYet("the Job is not stored yet")
+    assert writer.submit(Write("k", "PodGroup default/g of Job g", never, patience=0.3))
+    assert writer.flush(timeout=10)
+    assert writer.failed == 1 and not writer.holds("k")
+    assert "PodGroup default/g of Job g not made" in caplog.text
+    writer.close()
+
+
+def test_a_step_saying_not_yet_without_patience_fails_at_once(caplog):
+    writer = BackgroundWriter()
+
+    def never() -> None:
+        raise NotYet("the Job is not stored yet")
+    assert writer.submit(Write("k", "PodGroup default/g", never))
+    assert writer.flush(timeout=10) and writer.failed == 1
+    writer.close()
