@@ -120,6 +120,12 @@ class Deferred:
     action: Callable[[], None]
     background: Hashable | None = None
     """Set: the key of what ``action`` makes, which may be made after the answer."""
+    patience: float = 0.0
+    """Set (seconds): ``action`` needs the admitted object stored (it raises
+    :class:`~fluence_core.webhook.writer.NotYet` until then), so it is made only after the
+    answer, tried again for this long; with no background writer to take it, ``fallback``
+    runs on the request path instead (nothing when None)."""
+    fallback: Callable[[], None] | None = None
 
 
 @dataclass
@@ -144,16 +150,20 @@ class AdmissionContext:
     made): what such a write makes needs no second one, nor what it takes to build it."""
 
     def defer(self, description: str, action: Callable[[], None], *,
-              background: Hashable | None = None) -> None:
+              background: Hashable | None = None, patience: float = 0.0,
+              fallback: Callable[[], None] | None = None) -> None:
         """Run ``action`` after every handler succeeded, unless the request is a dry run.
 
         ``background``, a key naming what ``action`` makes, says the answer need not
         wait for it: the service's background writer makes it (once per key at a
         time, retried; :mod:`fluence_core.webhook.writer`) and a failure is logged
         instead of refusing the request. Only for an idempotent action whose object
-        nothing needs before the admitted object is stored.
+        nothing needs before the admitted object is stored. ``patience`` (with
+        ``background``): the action needs the admitted object stored, see
+        :attr:`Deferred.patience`.
         """
-        self.deferred.append(Deferred(self.current_handler, description, action, background))
+        self.deferred.append(Deferred(self.current_handler, description, action, background,
+                                      patience, fallback))
 
     def warn(self, message: str) -> None:
         """A warning the API server shows the user (kubectl prints it)."""
@@ -162,7 +172,7 @@ class AdmissionContext:
     @property
     def recent(self) -> Recent:
         """What this service's requests read or made in the last few seconds."""
-        return self.state.get("webhook:recent", lambda: Recent(clock=self.clock))
+        return recent_of(self.state, self.clock)
 
     def cached(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """A cluster read, shared with this service's requests for a few seconds
@@ -173,6 +183,11 @@ class AdmissionContext:
         if self.cluster is None:
             raise AdmissionDenied("this webhook has no cluster connection")
         return self.cluster
+
+
+def recent_of(state: ServiceState, clock: Callable[[], float]) -> Recent:
+    """The :class:`Recent` memo a service's requests (and its loops) share."""
+    return state.get("webhook:recent", lambda: Recent(clock=clock))
 
 
 def resource_key(group: str, plural: str) -> str:

@@ -8,7 +8,10 @@ job controller's, under ``WorkloadWithJob``) keeps it; one already pointing at
 the group's own name (the ``job-group`` handler set it on the Job) gets the
 PodGroup created, unless it exists or is being made (the ``job-group`` handler
 made it with the Job): then the pod costs no API call at all, not even a read
-of its Job. Shared-coordination quantum groups belong to the ``quantum`` handler.
+of its Job. A pod a Job controls gives the PodGroup it makes that Job as owner
+(the garbage collector deletes it with the Job); a pod whose ``group-size`` disagrees
+with the minCount this webhook knows its PodGroup has is refused, naming both.
+Shared-coordination quantum groups belong to the ``quantum`` handler.
 
 The pods it must see (:attr:`GangHandler.match_condition`): grouped pods naming
 no scheduling group, and those naming their own group unless their Job controls
@@ -20,7 +23,7 @@ naming another group is left as it is, so it needs nothing either.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from fluence_core import hookimpl, names
 from fluence_core.limits import MAX_GROUP_SIZE
@@ -55,9 +58,14 @@ class GangHandler(Handler):
         current = pods.scheduling_group(pod)
         if current is not None and current != group:
             return []  # the job controller's group: kept as it is
-        size = pods.group_size_later(pod, ctx)  # a Job read only if the PodGroup is unknown
-        pods.ensure_pod_group(
-            ctx, group, lambda: pods.pod_group_min_count(group, group, size(), None))
+        known = pods.known_group_size(pod)
+        if known is not None:  # checked against the size this webhook knows the PodGroup has
+            min_count: int | Callable[[], int] = pods.pod_group_min_count(group, group, known,
+                                                                          None)
+        else:  # a Job read only if the PodGroup is unknown
+            size = pods.group_size_later(pod, ctx)
+            min_count = lambda: pods.pod_group_min_count(group, group, size(), None)  # noqa: E731
+        pods.ensure_pod_group(ctx, group, min_count, pods.job_owner(pod))
         if current == group:
             return []  # set by the job-group handler on the Job, or ours on a re-invocation
         return [

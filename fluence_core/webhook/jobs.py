@@ -24,6 +24,24 @@ Job over Fluence's group limit) gets no PodGroup here, nor its group named on
 the template: its pods reach the webhook and are refused with the reason, as
 before. A shared quantum Job that is not Indexed gets no PodGroup either (the
 quantum split refuses its pods).
+
+**Owned by the Job.** The PodGroup's owner reference names the Job and its uid,
+so Kubernetes' garbage collector deletes it with the Job. The uid exists only
+once the API server stored the Job, after every webhook answered, so the write
+waits for it: it reads the Job (by name) a moment after the answer, again with
+a growing delay while it is not there, holding no writer thread meanwhile
+(:class:`~.writer.NotYet`), for up to :data:`JOB_PATIENCE` seconds, and then
+creates the PodGroup with its owner in one call. A Job refused after this
+webhook answered (a later webhook, validation, a quota) is never stored: no
+PodGroup is made for it. A Job named by ``generateName`` only (not found again
+by name), or admitted with no background writer to wait (``fluence sim``, a full
+queue), gets its PodGroup unowned, made at once as before: the cleanup
+(:mod:`.cleanup`) deletes it once its pods ended.
+
+**One gang per group name.** A PodGroup of the group's name that exists already
+is read on the Job's admission (one read per Job, none per pod): one with another
+minCount refuses the Job naming both sizes; one being deleted (its earlier gang
+ending) refuses it too, until it is gone; one of the same size is the Job's.
 """
 
 from __future__ import annotations
@@ -31,12 +49,20 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from fluence_core import hookimpl, names
+from fluence_core.cluster_api import JOBS as JOB_RESOURCE
+from fluence_core.cluster_api import PODGROUPS
+from fluence_core.kube_errors import Conflict
+from fluence_core.log import logger
 from fluence_core.settings import Settings
 from fluence_core.webhook import pods
 from fluence_core.webhook._patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
+from fluence_core.webhook.writer import NotYet
 
 JOBS = "batch/jobs"
+JOB_PATIENCE = 30.0
+"""Seconds the PodGroup's write waits for its Job to be stored: the API server gives the
+whole admission of one object at most 30 s of webhook time."""
 
 
 def _template(job: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -105,13 +131,82 @@ def _ensure_pod_groups(job: Mapping[str, Any], group: str, size: int,
     if ctx.cluster is None:
         return  # nothing to make them with: the pods' handlers say so
     if not pods.is_shared_quantum(_pod(job)):
-        pods.ensure_pod_group(ctx, group, pods.pod_group_min_count(group, group, size, None))
-        return
-    if (job.get("spec") or {}).get("completionMode") != "Indexed":
+        wanted = [(group, pods.pod_group_min_count(group, group, size, None))]
+    elif (job.get("spec") or {}).get("completionMode") != "Indexed":
         return  # the split needs completion indexes: the quantum handler refuses the pods
-    for target, role in ((group + names.SCOUT_GROUP_SUFFIX, names.ROLE_SCOUT),
-                         (group, names.ROLE_WORKER)):
-        pods.ensure_pod_group(ctx, target, pods.pod_group_min_count(target, group, size, role))
+    else:
+        wanted = [(target, pods.pod_group_min_count(target, group, size, role))
+                  for target, role in ((group + names.SCOUT_GROUP_SUFFIX, names.ROLE_SCOUT),
+                                       (group, names.ROLE_WORKER))]
+    missing = [(target, count) for target, count in wanted if not _exists(ctx, target, count)]
+    name = (job.get("metadata") or {}).get("name")
+    for target, count in missing:
+        if name:
+            _make_owned(ctx, str(name), group, target, count)
+        else:  # generateName: not found again by name; unowned, the cleanup's once it ends
+            pods.ensure_pod_group(ctx, target, count)
+
+
+def _exists(ctx: AdmissionContext, target: str, count: int) -> bool:
+    """Whether PodGroup ``target`` exists already with minCount ``count``; refuses the Job when
+    it exists with another, or is being deleted. One read, unless this webhook made or read
+    it seconds ago (then none)."""
+    pods.check_known_size(ctx, target, count)
+    key = (PODGROUPS.plural, ctx.namespace, target)
+    if ctx.recent.lookup(key)[0] or ctx.writing(key):
+        return True
+    cluster = ctx.require_cluster()
+    existing = cluster.get(PODGROUPS, target, ctx.namespace)
+    if existing is None:
+        return False
+    has = pods.min_count_of(existing)
+    if (existing.get("metadata") or {}).get("deletionTimestamp"):
+        raise AdmissionDenied(
+            f"PodGroup {ctx.namespace}/{target} (minCount {has}) is being deleted: its earlier"
+            f" gang is ending. Create this Job again once it is gone, or choose another group"
+            f" name")
+    if has is not None and has != count:
+        raise AdmissionDenied(pods.size_conflict(ctx.namespace, target, has, count))
+    if not ctx.dry_run:
+        ctx.recent.remember(pods.size_key(ctx.namespace, target), count)
+    return True
+
+
+def _make_owned(ctx: AdmissionContext, job: str, group: str, target: str, count: int) -> None:
+    """Defer making PodGroup ``target`` owned by Job ``job``, once the Job is stored."""
+    namespace = ctx.namespace
+    key = (PODGROUPS.plural, namespace, target)
+    if not ctx.dry_run:
+        ctx.recent.remember(pods.size_key(namespace, target), count)
+
+    def create() -> None:
+        cluster = ctx.require_cluster()
+        stored = cluster.get(JOB_RESOURCE, job, namespace)
+        meta = (stored or {}).get("metadata") or {}
+        if stored is None or not meta.get("uid") or meta.get("deletionTimestamp") \
+                or _group(stored) != group:
+            raise NotYet(f"Job {namespace}/{job} is not stored yet")
+        owner = {"apiVersion": JOB_RESOURCE.api_version, "kind": JOB_RESOURCE.kind,
+                 "name": job, "uid": str(meta["uid"])}
+        try:
+            cluster.create(PODGROUPS, pods.pod_group_body(target, namespace, count, owner),
+                           namespace)
+            logger.info("webhook: created PodGroup %s/%s (minCount %d) owned by Job %s",
+                        namespace, target, count, job)
+        except Conflict:
+            pass  # made meanwhile by the Job's pods (with the same owner) or an earlier gang
+        ctx.recent.remember(key)
+
+    def unowned() -> None:  # no background writer to wait for the Job: as for bare pods
+        try:
+            ctx.require_cluster().create(
+                PODGROUPS, pods.pod_group_body(target, namespace, count), namespace)
+        except Conflict:
+            pass
+        ctx.recent.remember(key)
+
+    ctx.defer(f"PodGroup {namespace}/{target} of Job {job}", create, background=key,
+              patience=JOB_PATIENCE, fallback=unowned)
 
 
 @hookimpl

@@ -259,6 +259,18 @@ def group_size_later(pod: Mapping[str, Any], ctx: AdmissionContext) -> Callable[
     return from_job
 
 
+def known_group_size(pod: Mapping[str, Any]) -> int | None:
+    """:func:`group_size` when it needs no read: the ``group-size`` annotation, else 1 for a
+    pod no Job owns; None when only the owning Job can say."""
+    size = positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
+    if size is not None:
+        return size
+    has_job = labels(pod).get(JOB_NAME_LABEL) or any(
+        isinstance(ref, Mapping) and ref.get("kind") == "Job"
+        for ref in metadata(pod).get("ownerReferences") or [])
+    return None if has_job else 1
+
+
 def job_size(job: Mapping[str, Any]) -> int | None:
     """A Job's parallelism, else its completions; None when it says neither."""
     job_spec = job.get("spec") or {}
@@ -286,21 +298,70 @@ def pod_group_min_count(pod_group: str, group: str, size: int, pod_role: str | N
     return size
 
 
-def pod_group_body(name: str, namespace: str, min_count: int) -> dict[str, Any]:
+def job_owner(pod: Mapping[str, Any]) -> dict[str, str] | None:
+    """The owner reference a PodGroup made for ``pod`` gets: the pod's controlling Job (its
+    uid is on the pod, so this costs no call), so the garbage collector deletes the PodGroup
+    with the Job; None for a pod no Job controls."""
+    for ref in metadata(pod).get("ownerReferences") or []:
+        if (isinstance(ref, Mapping) and ref.get("controller") is True
+                and ref.get("kind") == "Job"
+                and str(ref.get("apiVersion", "")).startswith("batch/")
+                and ref.get("uid") and ref.get("name")):
+            return {"apiVersion": str(ref["apiVersion"]), "kind": "Job",
+                    "name": str(ref["name"]), "uid": str(ref["uid"])}
+    return None
+
+
+def pod_group_body(name: str, namespace: str, min_count: int,
+                   owner: Mapping[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": {names.MANAGED_BY_LABEL: names.SCHEDULER_NAME},
+    }
+    if owner is not None:  # no blockOwnerDeletion: that would need rights on the Job
+        metadata["ownerReferences"] = [dict(owner)]
     return {
         "apiVersion": PODGROUPS.api_version,
         "kind": PODGROUPS.kind,
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {names.MANAGED_BY_LABEL: names.SCHEDULER_NAME},
-        },
+        "metadata": metadata,
         "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
     }
 
 
+def min_count_of(pod_group: Mapping[str, Any]) -> int | None:
+    """A stored PodGroup's gang minCount, None when it has none."""
+    gang = ((pod_group.get("spec") or {}).get("schedulingPolicy") or {}).get("gang") or {}
+    value = gang.get("minCount")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def size_key(namespace: str, name: str) -> tuple[str, str, str]:
+    """Where :attr:`AdmissionContext.recent` keeps the minCount PodGroup ``name`` has or is
+    being made with: a pod asking for another is refused without asking the API server."""
+    return ("podgroup-size", namespace, name)
+
+
+def size_conflict(namespace: str, name: str, existing: int, wanted: int) -> str:
+    """The refusal of a gang whose PodGroup exists with another minCount (both named)."""
+    return (f"PodGroup {namespace}/{name} has minCount {existing}, but this gang needs"
+            f" {wanted}: a group name names one gang at a time (an earlier gang of that name"
+            f" still has its PodGroup, or this gang's pods or Job disagree on its size). Let"
+            f" the earlier gang end (Fluence deletes its PodGroup with its Job, or once its"
+            f" last pod ended), delete the PodGroup, or choose another group name")
+
+
+def check_known_size(ctx: AdmissionContext, name: str, wanted: int) -> None:
+    """Refuse when this webhook knows PodGroup ``name`` has (or is being made with) another
+    minCount than ``wanted``; it asks the API server nothing."""
+    found, existing = ctx.recent.lookup(size_key(ctx.namespace, name))
+    if found and existing != wanted:
+        raise AdmissionDenied(size_conflict(ctx.namespace, name, existing, wanted))
+
+
 def ensure_pod_group(ctx: AdmissionContext, name: str,
-                     min_count: int | Callable[[], int]) -> None:
+                     min_count: int | Callable[[], int],
+                     owner: Mapping[str, str] | None = None) -> None:
     """Defer creating PodGroup ``name`` (gang of ``min_count``) unless it exists.
 
     One call: the create itself, whose "already exists" answer is as good as a
@@ -309,13 +370,23 @@ def ensure_pod_group(ctx: AdmissionContext, name: str,
     admission, a re-invocation), costs no call at all, and ``min_count``, when a
     function, is not even asked (it may read the owning Job). The answer does not wait for
     the create (a background write): the scheduler leaves a gang waiting until
-    its PodGroup exists.
+    its PodGroup exists. ``owner`` (the pod's controlling Job, :func:`job_owner`) becomes
+    the PodGroup's owner reference: the garbage collector deletes it with the Job.
+
+    A ``min_count`` given as a number is checked against the one this webhook knows the
+    PodGroup has (:func:`check_known_size`); a create answered "already exists" reads the
+    PodGroup once, and one of another minCount is logged and remembered, so the gang's
+    next pods are refused naming both sizes.
     """
     namespace = ctx.namespace
     key = (PODGROUPS.plural, namespace, name)
+    if not callable(min_count):
+        check_known_size(ctx, name, min_count)
     if ctx.recent.lookup(key)[0] or ctx.writing(key):
         return
     count = min_count() if callable(min_count) else min_count
+    if not ctx.dry_run:
+        ctx.recent.remember(size_key(namespace, name), count)
 
     def create() -> None:
         cluster = ctx.require_cluster()
@@ -323,11 +394,17 @@ def ensure_pod_group(ctx: AdmissionContext, name: str,
             if ctx.recent.lookup(key)[0]:
                 return
             try:
-                cluster.create(PODGROUPS, pod_group_body(name, namespace, count), namespace)
+                cluster.create(PODGROUPS, pod_group_body(name, namespace, count, owner),
+                               namespace)
                 logger.info("webhook: created PodGroup %s/%s (minCount %d)", namespace, name,
                             count)
-            except Conflict:
-                pass  # there already: made by a sibling pod's admission, or before
+            except Conflict:  # there already: made by a sibling's admission, or before
+                existing = cluster.get(PODGROUPS, name, namespace)
+                has = None if existing is None else min_count_of(existing)
+                if has is not None:
+                    ctx.recent.remember(size_key(namespace, name), has)
+                if has is not None and has != count:
+                    logger.error("webhook: %s", size_conflict(namespace, name, has, count))
             ctx.recent.remember(key)
 
     ctx.defer(f"PodGroup {namespace}/{name}", create, background=key)

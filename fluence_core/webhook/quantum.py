@@ -115,13 +115,15 @@ class QuantumSplitHandler(Handler):
             ops.append(self._label(names.ROLE_SCOUT))
             ops += self._scout(pod, group, size, ctx, ctx.resource_config.attribute_keys)
             pods.ensure_pod_group(
-                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_SCOUT))
+                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_SCOUT),
+                pods.job_owner(pod))
         else:
             target = group
             ops.append(self._label(names.ROLE_WORKER))
             ops += self._worker(pod, ctx)
             pods.ensure_pod_group(
-                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_WORKER))
+                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_WORKER),
+                pods.job_owner(pod))
         ops.append(
             {
                 "op": "add",

@@ -117,7 +117,11 @@ class PodGroupRepair(Periodic):
             return False
         role = pods.role(first) if pods.is_shared_quantum(first) else None
         min_count = pods.pod_group_min_count(target, group, size, role)
-        pods.ensure_pod_group(ctx, target, min_count)
+        try:
+            pods.ensure_pod_group(ctx, target, min_count, pods.job_owner(first))
+        except FluenceError as error:  # another size is being made for it: that one wins
+            logger.error("webhook: PodGroup %s/%s is missing: %s", namespace, target, error)
+            return False
         if not ctx.deferred:
             return False  # made seconds ago, its list not yet current
         logger.warning("webhook: PodGroup %s/%s of group %s in namespace %s is missing while %d"

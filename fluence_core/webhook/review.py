@@ -37,6 +37,10 @@ from fluence_core.webhook.base import (
 )
 from fluence_core.webhook.writer import BackgroundWriter, Write
 
+STORED_SOON = 0.05
+"""Seconds after the answer before a step waiting for the admitted object first looks for it:
+the API server stores the object a few milliseconds after the last webhook answers."""
+
 API_VERSION = "admission.k8s.io/v1"
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 KIND = "AdmissionReview"
@@ -268,10 +272,17 @@ class AdmissionService:
         if not ctx.dry_run:
             for step in ctx.deferred:
                 if step.background is not None and self.writer is not None and self.writer.submit(
-                        Write(step.background, step.description, step.action)):
+                        Write(step.background, step.description, step.action,
+                              patience=step.patience,
+                              first_delay=STORED_SOON if step.patience else 0.0)):
                     continue
+                action = step.action
+                if step.patience:  # needs the admitted object stored: not on the request path
+                    if step.fallback is None:
+                        continue
+                    action = step.fallback
                 try:
-                    step.action()
+                    action()
                 except Exception as error:
                     logger.error(
                         "webhook: %s (handler %s) failed: %s", step.description, step.handler, error

@@ -15,7 +15,9 @@ from fluence_core.cluster_api import PODGROUPS
 from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.webhook import BackgroundWriter
 from fluence_core.webhook.gang import GangHandler
+from fluence_core.webhook import jobs
 from fluence_core.webhook.jobs import JobGroupHandler
+from fluence_core.webhook.pods import pod_group_body
 from fluence_core.webhook.quantum import QuantumSplitHandler
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.writer import Write
@@ -48,6 +50,21 @@ def _review_job(service: AdmissionService, obj: dict, **kw: Any) -> tuple[dict, 
     response = service.review(json.dumps(body).encode()).response
     patched = jsonpatch.apply_patch(copy.deepcopy(obj), decode_patch(response))
     return response, patched
+
+
+def _admit_job(settings, cluster, obj: dict, handlers: list | None = None,
+               inner: Any = None) -> tuple[dict, dict, BackgroundWriter]:
+    """Review ``obj`` with a background writer, store the patched Job as the API server would
+    after the answer (in ``inner`` when ``cluster`` counts calls), wait for the writes."""
+    writer = BackgroundWriter()
+    service = AdmissionService(settings, handlers or [JobGroupHandler()], cluster=cluster,
+                               writer=writer)
+    response, patched = _review_job(service, obj)
+    stored = {}
+    if response["allowed"]:
+        stored = (inner or cluster).create("jobs", patched, "default")
+    assert writer.flush(10)
+    return response, stored, writer
 
 
 def test_a_grouped_job_names_its_group_so_the_job_controller_makes_no_pod_group(
@@ -90,19 +107,88 @@ def _min_count(cluster: Any, name: str) -> int | None:
 
 
 def test_a_grouped_job_gets_its_pod_group_of_parallelism_made(settings, cluster) -> None:
-    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster)
     grouped = job()
     grouped["spec"]["parallelism"] = 3
-    response, _ = _review_job(service, grouped)
+    response, _, _ = _admit_job(settings, cluster, grouped)
     assert response["allowed"] is True
     assert _min_count(cluster, "train") == 3
 
 
+def test_a_jobs_pod_group_is_owned_by_the_stored_job(settings, cluster) -> None:
+    _, stored, _ = _admit_job(settings, cluster, job())
+    made = cluster.get(PODGROUPS, "train", "default")
+    assert made["metadata"]["ownerReferences"] == [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+         "uid": stored["metadata"]["uid"]}]
+
+
+def test_a_job_never_stored_leaves_no_pod_group(settings, cluster, monkeypatch, caplog) -> None:
+    monkeypatch.setattr(jobs, "JOB_PATIENCE", 0.3)  # refused after this webhook answered
+    writer = BackgroundWriter()
+    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster, writer=writer)
+    response, _ = _review_job(service, job())
+    assert response["allowed"] is True
+    assert writer.flush(10)
+    assert cluster.get(PODGROUPS, "train", "default") is None
+    assert writer.failed == 1
+    assert "PodGroup default/train of Job train not made" in caplog.text
+
+
+def test_a_job_without_a_writer_gets_its_pod_group_unowned_at_once(settings, cluster) -> None:
+    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster)  # fluence sim
+    response, _ = _review_job(service, job())
+    assert response["allowed"] is True
+    made = cluster.get(PODGROUPS, "train", "default")
+    assert made["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    assert "ownerReferences" not in made["metadata"]  # the cleanup's, once its pods ended
+
+
+def test_a_jobs_pod_makes_its_pod_group_owned_by_its_job(settings, cluster) -> None:
+    service = AdmissionService(settings, [GangHandler()], cluster=cluster)
+    member = pod("train-0", group="train", job="train", index=0,
+                 schedulingGroup={"podGroupName": "train"})
+    assert admit(service, member)[0]["allowed"] is True
+    made = cluster.get(PODGROUPS, "train", "default")
+    assert made["metadata"]["ownerReferences"] == [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}]
+
+
+def test_a_job_named_by_generate_name_gets_its_pod_group_unowned(settings, cluster) -> None:
+    writer = BackgroundWriter()
+    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster, writer=writer)
+    unnamed = job()
+    unnamed["metadata"] = {"generateName": "train-", "namespace": "default"}
+    assert _review_job(service, unnamed)[0]["allowed"] is True
+    assert writer.flush(10)
+    writer.close()
+    made = cluster.get(PODGROUPS, "train", "default")
+    assert made is not None and "ownerReferences" not in made["metadata"]
+
+
+def test_a_job_whose_group_has_a_pod_group_of_another_size_is_refused_naming_both(
+        settings, cluster) -> None:
+    cluster.create(PODGROUPS, pod_group_body("train", "default", 4), "default")
+    bigger = job()
+    bigger["spec"]["parallelism"] = bigger["spec"]["completions"] = 8
+    response, _, _ = _admit_job(settings, cluster, bigger)
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert "PodGroup default/train has minCount 4, but this gang needs 8" in message
+    assert _min_count(cluster, "train") == 4
+
+
+def test_a_job_whose_group_has_a_pod_group_of_its_size_makes_none(settings, cluster) -> None:
+    cluster.create(PODGROUPS, pod_group_body("train", "default", 4), "default")
+    counting = Counting(cluster)
+    response, _, _ = _admit_job(settings, counting, job(), inner=cluster)
+    assert response["allowed"] is True
+    assert counting.calls == ["get podgroups"]
+
+
 def test_the_templates_group_size_wins_over_the_jobs_parallelism(settings, cluster) -> None:
-    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster)
     sized = job()
     sized["spec"]["template"]["metadata"]["annotations"] = {names.GROUP_SIZE_ANNOTATION: "2"}
-    _review_job(service, sized)
+    _admit_job(settings, cluster, sized)
     assert _min_count(cluster, "train") == 2
 
 
@@ -116,10 +202,9 @@ def test_a_dry_run_job_makes_no_pod_group(settings, cluster) -> None:
 
 def test_a_job_naming_its_own_group_already_gets_the_pod_group_and_no_patch(
         settings, cluster) -> None:
-    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster)
     named = job(schedulingGroup={"podGroupName": "train"})
-    response, patched = _review_job(service, named)
-    assert response["allowed"] is True and patched == named
+    response, stored, _ = _admit_job(settings, cluster, named)
+    assert response["allowed"] is True and "patch" not in response
     assert _min_count(cluster, "train") == 4
 
 
@@ -128,9 +213,14 @@ def test_the_pods_of_an_admitted_job_ask_the_api_server_nothing(settings, cluste
     writer = BackgroundWriter()
     service = AdmissionService(settings, [JobGroupHandler(), GangHandler()], cluster=counting,
                                writer=writer)
-    _, stored = _review_job(service, job())
+    _, patched = _review_job(service, job())
+    stored = cluster.create("jobs", patched, "default")  # by the API server, after the answer
     writer.flush(10)
-    assert counting.calls == ["create podgroups"]
+    # the Job's admission reads whether its PodGroup exists; after the answer, the write
+    # reads the stored Job (again while it is not there yet) and creates the PodGroup
+    assert counting.calls[0] == "get podgroups" and counting.calls[-1] == "create podgroups"
+    assert set(counting.calls[1:-1]) == {"get jobs"}
+    before = list(counting.calls)
     template = stored["spec"]["template"]
     for index in range(4):  # as the job controller makes them, no group-size annotation
         member = pod(f"train-{index}", group="train", job="train", index=index,
@@ -139,7 +229,7 @@ def test_the_pods_of_an_admitted_job_ask_the_api_server_nothing(settings, cluste
         assert response["allowed"] is True and out == member
     writer.flush(10)
     writer.close()
-    assert counting.calls == ["create podgroups"]  # no second create, no read of the Job
+    assert counting.calls == before  # the pods: no second create, no read of the Job
 
 
 def test_a_pod_of_a_job_whose_pod_group_is_being_written_waits_for_that_write(
@@ -178,7 +268,9 @@ def test_a_shared_quantum_job_gets_the_scout_and_worker_pod_groups(settings, clu
         "metadata": {"labels": {names.GROUP_LABEL: "qj"},
                      "annotations": template["metadata"]["annotations"]},
         "spec": template["spec"]}
-    _review_job(service, quantum)
+    cluster.delete("jobs", "qj", "default")  # the fixture's; this one replaces it
+    quantum["metadata"]["name"] = "qj"
+    _admit_job(settings, cluster, quantum)
     assert _min_count(cluster, "qj" + names.SCOUT_GROUP_SUFFIX) == 1
     assert _min_count(cluster, "qj") == 3
     service = AdmissionService(settings, [QuantumSplitHandler(settings), GangHandler()],

@@ -69,7 +69,8 @@ def test_the_pods_of_a_jobs_group_cost_one_job_read_and_one_podgroup_create(
         "minCount": 4}
 
 
-def test_a_podgroup_that_exists_already_costs_one_create_answered_conflict(gang, counting, cluster):
+def test_a_podgroup_that_exists_already_costs_a_create_answered_conflict_and_a_read(
+        gang, counting, cluster):
     admit(gang, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "2"}))
     cluster.delete("podgroups", "g", "default")
     other = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
@@ -80,9 +81,27 @@ def test_a_podgroup_that_exists_already_costs_one_create_answered_conflict(gang,
     counting.calls.clear()
     response, out = admit(fresh, pod("o-0", group="other"))
     assert response["allowed"] and out["spec"]["schedulingGroup"] == {"podGroupName": "other"}
-    assert counting.calls == ["create podgroups"]
+    assert counting.calls == ["create podgroups", "get podgroups"]  # the read: its minCount
     assert cluster.get("podgroups", "other", "default")["spec"]["schedulingPolicy"]["gang"] == {
         "minCount": 9}
+    # its size is known now: the gang's next pod is refused naming both, asking nothing
+    response, _ = admit(fresh, pod("o-1", group="other"), uid="u2")
+    assert response["allowed"] is False
+    assert "PodGroup default/other has minCount 9, but this gang needs 1" in (
+        response["status"]["message"])
+    assert counting.calls == ["create podgroups", "get podgroups"]
+
+
+def test_a_pod_disagreeing_with_its_siblings_group_size_is_refused_naming_both(
+        gang, counting, cluster):
+    admit(gang, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "4"}))
+    calls = list(counting.calls)
+    response, _ = admit(gang, pod("g-1", group="g", annotations={
+        names.GROUP_SIZE_ANNOTATION: "2"}), uid="u2")
+    assert response["allowed"] is False
+    assert "PodGroup default/g has minCount 4, but this gang needs 2" in (
+        response["status"]["message"])
+    assert counting.calls == calls  # known from the sibling's admission: no call
 
 
 def test_a_podgroup_deleted_is_made_again_once_the_memory_of_it_expired(gang, cluster, clock):
