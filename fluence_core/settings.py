@@ -237,6 +237,19 @@ class Settings(BaseSettings):
         "PodGroup is missing (lost with a killed webhook's queue), which it re-creates; also "
         "once at start. 0: never.",
     )
+    webhook_podgroup_cleanup: float = Field(
+        json_schema_extra=_reads(WEBHOOK),
+        default=60.0, ge=0,
+        description="Seconds between the webhook's looks for PodGroups it made that no Job owns "
+        "(bare pods' gangs) and that no live pod points at any more, which it deletes once "
+        "older than FLUENCE_WEBHOOK_PODGROUP_GRACE. 0: never.",
+    )
+    webhook_podgroup_grace: float = Field(
+        json_schema_extra=_reads(WEBHOOK),
+        default=120.0, ge=0,
+        description="Seconds a PodGroup no Job owns is kept after it was made even with no "
+        "live pod pointing at it (its gang's pods may still be on their way).",
+    )
     runtime_image: str = Field(
         json_schema_extra=_reads(WEBHOOK),
         default=names.IMAGE,

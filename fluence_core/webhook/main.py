@@ -12,6 +12,7 @@ from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, log_contract, tls
+from fluence_core.webhook.cleanup import cleanup_for
 from fluence_core.webhook.orphans import OrphanSweep
 from fluence_core.webhook.publish import publish_match_conditions
 from fluence_core.webhook.repair import repair_for
@@ -47,6 +48,9 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
     repair = repair_for(service)  # PodGroups a killed predecessor left queued
     if repair is not None:
         loops.append(repair)
+    cleanup = cleanup_for(service)  # PodGroups of bare gangs that ended
+    if cleanup is not None:
+        loops.append(cleanup)
     server = WebhookServer((host, settings.webhook_port if port is None else port), service,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
                            reports=reports, loops=loops)
