@@ -28,10 +28,12 @@ quantum split refuses its pods).
 **Owned by the Job.** The PodGroup's owner reference names the Job and its uid,
 so Kubernetes' garbage collector deletes it with the Job. The uid exists only
 once the API server stored the Job, after every webhook answered, so the write
-waits for it: it reads the Job (by name) a moment after the answer, again with
-a growing delay while it is not there, holding no writer thread meanwhile
-(:class:`~.writer.NotYet`), for up to :data:`JOB_PATIENCE` seconds, and then
-creates the PodGroup with its owner in one call. A Job refused after this
+waits for it: a moment after the answer it takes the uid from the Job's first
+pods if this webhook admitted one meanwhile (their owner reference carries it:
+no call), else reads the Job (by name), again with a growing delay while it is
+not there, holding no writer thread meanwhile (:class:`~.writer.NotYet`), for up
+to :data:`JOB_PATIENCE` seconds; then it creates the PodGroup with its owner in
+one call. A Job refused after this
 webhook answered (a later webhook, validation, a quota) is never stored: no
 PodGroup is made for it. A Job named by ``generateName`` only (not found again
 by name), or admitted with no background writer to wait (``fluence sim``, a full
@@ -181,13 +183,16 @@ def _make_owned(ctx: AdmissionContext, job: str, group: str, target: str, count:
 
     def create() -> None:
         cluster = ctx.require_cluster()
-        stored = cluster.get(JOB_RESOURCE, job, namespace)
-        meta = (stored or {}).get("metadata") or {}
-        if stored is None or not meta.get("uid") or meta.get("deletionTimestamp") \
-                or _group(stored) != group:
-            raise NotYet(f"Job {namespace}/{job} is not stored yet")
+        known, uid = ctx.recent.lookup(pods.job_uid_key(namespace, job))  # from its pods
+        if not known:
+            stored = cluster.get(JOB_RESOURCE, job, namespace)
+            meta = (stored or {}).get("metadata") or {}
+            if stored is None or not meta.get("uid") or meta.get("deletionTimestamp") \
+                    or _group(stored) != group:
+                raise NotYet(f"Job {namespace}/{job} is not stored yet")
+            uid = meta["uid"]
         owner = {"apiVersion": JOB_RESOURCE.api_version, "kind": JOB_RESOURCE.kind,
-                 "name": job, "uid": str(meta["uid"])}
+                 "name": job, "uid": str(uid)}
         try:
             cluster.create(PODGROUPS, pods.pod_group_body(target, namespace, count, owner),
                            namespace)

@@ -336,6 +336,13 @@ def min_count_of(pod_group: Mapping[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def job_uid_key(namespace: str, job: str) -> tuple[str, str, str]:
+    """Where :attr:`AdmissionContext.recent` keeps the uid of Job ``job``, as its pods'
+    owner references give it: the Job's PodGroup write takes it from there instead of
+    reading the stored Job (:mod:`.jobs`)."""
+    return ("job-uid", namespace, job)
+
+
 def size_key(namespace: str, name: str) -> tuple[str, str, str]:
     """Where :attr:`AdmissionContext.recent` keeps the minCount PodGroup ``name`` has or is
     being made with: a pod asking for another is refused without asking the API server."""
@@ -382,6 +389,8 @@ def ensure_pod_group(ctx: AdmissionContext, name: str,
     key = (PODGROUPS.plural, namespace, name)
     if not callable(min_count):
         check_known_size(ctx, name, min_count)
+    if owner is not None and not ctx.dry_run:  # the Job's own write then needs no read of it
+        ctx.recent.remember(job_uid_key(namespace, owner["name"]), owner["uid"])
     if ctx.recent.lookup(key)[0] or ctx.writing(key):
         return
     count = min_count() if callable(min_count) else min_count

@@ -113,7 +113,7 @@ def test_a_bare_gangs_podgroup_is_deleted_after_the_grace_once_its_pods_are_gone
         wait_for(lambda: kube.get("podgroups", "b", ns) is None,
                  "the PodGroup deleted by the webhook's cleanup")
         assert time.monotonic() - started >= GRACE - 1  # its creationTimestamp has seconds
-        assert cleanup.deleted == 1
+        assert cleanup.deleted >= 1  # with what earlier tests left on this shared server
 
 
 def test_a_group_name_in_use_refuses_a_gang_of_another_size_naming_both(

@@ -232,6 +232,27 @@ def test_the_pods_of_an_admitted_job_ask_the_api_server_nothing(settings, cluste
     assert counting.calls == before  # the pods: no second create, no read of the Job
 
 
+def test_the_jobs_write_takes_its_uid_from_its_first_pod_and_reads_no_job(
+        settings, cluster) -> None:
+    counting = Counting(cluster)
+    now = [0.0]  # the writer's clock: the write waits until the test moves it
+    writer = BackgroundWriter(clock=lambda: now[0])
+    service = AdmissionService(settings, [JobGroupHandler(), GangHandler()], cluster=counting,
+                               writer=writer)
+    _, patched = _review_job(service, job())
+    stored = cluster.create("jobs", patched, "default")  # by the API server, after the answer
+    member = pod("train-0", group="train", job="train", index=0,
+                 schedulingGroup={"podGroupName": "train"})
+    member["metadata"]["ownerReferences"][0]["uid"] = stored["metadata"]["uid"]
+    assert admit(service, member)[0]["allowed"] is True  # before the write's first look
+    now[0] += 1.0
+    assert writer.flush(10)
+    writer.close()
+    assert counting.calls == ["get podgroups", "create podgroups"]  # no read of the Job
+    made = cluster.get(PODGROUPS, "train", "default")
+    assert made["metadata"]["ownerReferences"][0]["uid"] == stored["metadata"]["uid"]
+
+
 def test_a_pod_of_a_job_whose_pod_group_is_being_written_waits_for_that_write(
         settings, cluster) -> None:
     counting = Counting(cluster)
