@@ -79,6 +79,7 @@ from fluence_core.fake_cluster import FakeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
 from fluence_core.webhook import BackgroundWriter, build_service, tls
+from fluence_core.webhook.informer import Watched, watched_for
 from fluence_core.webhook.review import Outcome, allow
 from fluence_core.webhook.server import WebhookServer, server_context
 
@@ -329,9 +330,13 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     publish = path == SKIPPING
     path = BASELINE.get(path, HOOKED if publish else path)
     writer = None if path == INLINE else BackgroundWriter()
+    watched = Watched() if path in (NULL, NEVER, PATCHED) else watched_for(cluster)
     service: Any = (NullService() if path in (NULL, NEVER) else PatchingService() if path == PATCHED
                     else build_service(settings, get_plugin_manager(settings), cluster,
-                                       writer=writer))
+                                       writer=writer, watched=watched))
+    for each in watched.informers():  # as fluence webhook: lookups instead of reads
+        each.start()
+        each.wait_synced(30)
     cert = tls.generate(["localhost"], Path(workdir), ip_addresses=["127.0.0.1"])
     make: Any = WebhookServer
     context_of: Any = server_context

@@ -55,6 +55,7 @@ from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, tls
 from fluence_core.webhook.conditions import scheduler_condition
+from fluence_core.webhook.informer import Informer, watched_for
 from fluence_core.webhook.publish import publish_match_conditions
 from fluence_core.webhook.report import ReportEndpoint
 from fluence_core.webhook.review import AdmissionService
@@ -460,21 +461,28 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
     (``/v1/scout-report``) is served too, and scouts are given this CA to trust. On
     exit the configuration is deleted first (no request then reaches a closed port),
     then the server stops and the writer finishes. ``loops`` (the orphan sweep) run while
-    the server serves, as in ``fluence webhook``. With ``match_conditions`` the pod webhook
-    is registered as deploy/webhook.yaml has it (Fluence pods only) and then given the
-    conditions the service's handlers declare by :func:`publish_match_conditions`, as
-    ``fluence webhook`` does at start; without, every pod of ``namespace`` is sent.
+    the server serves, as in ``fluence webhook``, and so do the default service's informers
+    (:func:`~fluence_core.webhook.informer.watched_for`), synced before it yields. With
+    ``match_conditions`` the pod webhook is registered as deploy/webhook.yaml has it
+    (Fluence pods only) and then given the conditions the service's handlers declare by
+    :func:`publish_match_conditions`, as ``fluence webhook`` does at start; without, every
+    pod of ``namespace`` is sent.
     """
     cert = tls.generate(["localhost"], workdir, ip_addresses=["127.0.0.1"])
     if settings.report_ca is None:  # as fluence webhook does: scouts trust its serving CA
         settings = settings.model_copy(update={"report_ca": cert.ca_pem.decode()})
+    informers: list[Informer[Any]] = []
     if service is None:
+        watched = watched_for(kube)
+        informers = watched.informers()
         service = build_service(settings, get_plugin_manager(settings), kube,
-                                writer=BackgroundWriter())
+                                writer=BackgroundWriter(), watched=watched)
     server = WebhookServer(("127.0.0.1", 0), service,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
-                           reports=ReportEndpoint(kube, settings), loops=loops)
+                           reports=ReportEndpoint(kube, settings), loops=[*informers, *loops])
     threading.Thread(target=server.serve_forever, daemon=True, name="e2e-webhook").start()
+    for each in informers:  # as fluence webhook soon after its start: lookups, not reads
+        each.wait_synced(30)
     name = settings.webhook_config
     try:
         url = f"https://127.0.0.1:{server.port}/mutate"

@@ -25,6 +25,7 @@ from fluence_core.webhook.base import (
     env_contract_of,
 )
 from fluence_core.webhook.conditions import Need, judged_by
+from fluence_core.webhook.informer import Watched
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.writer import BackgroundWriter
 
@@ -60,10 +61,12 @@ def select_handlers(contributed: Sequence[object], chosen: Sequence[str] = ()) -
 
 def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None, *,
                   clock: Callable[[], float] = time.monotonic,
-                  writer: BackgroundWriter | None = None) -> AdmissionService:
+                  writer: BackgroundWriter | None = None,
+                  watched: Watched | None = None) -> AdmissionService:
     """Collect the handlers from the plugins, order them and wire admission control
     (``clock`` is the one plugins see: ``fluence sim`` passes its virtual time; ``writer``
-    makes PodGroups after the answer, as ``fluence webhook`` does)."""
+    makes PodGroups after the answer, as ``fluence webhook`` does; ``watched``, the
+    informers its handlers look objects up in)."""
     contributed = [h for batch in manager.hook.fluence_webhook_handlers(settings=settings) or []
                    for h in batch or []]
     handlers = select_handlers(contributed, settings.webhook_handlers)
@@ -81,7 +84,7 @@ def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None, 
                    for impl in manager.hook.fluence_admit.get_hookimpls()]
     return AdmissionService(
         settings, handlers, cluster=cluster, admit=admit, resource_config=config, clock=clock,
-        writer=writer, admit_needs=admit_needs,
+        writer=writer, admit_needs=admit_needs, watched=watched,
     )
 
 

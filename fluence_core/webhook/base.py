@@ -40,6 +40,7 @@ from fluence_core.errors import FluenceError
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings
 from fluence_core.webhook._patch import JsonPatch
+from fluence_core.webhook.informer import Watched
 from fluence_core.webhook.recent import Recent
 
 Pod = dict[str, Any]
@@ -148,6 +149,8 @@ class AdmissionContext:
     writing: Callable[[Hashable], bool] = field(default=lambda key: False)
     """Whether the service's background writer holds a write of ``key`` (queued or being
     made): what such a write makes needs no second one, nor what it takes to build it."""
+    watched: Watched = field(default_factory=Watched)
+    """The service's informers: PodGroups and labelled Jobs looked up without a call."""
 
     def defer(self, description: str, action: Callable[[], None], *,
               background: Hashable | None = None, patience: float = 0.0,

@@ -30,18 +30,20 @@ so Kubernetes' garbage collector deletes it with the Job. The uid exists only
 once the API server stored the Job, after every webhook answered, so the write
 waits for it: a moment after the answer it takes the uid from the Job's first
 pods if this webhook admitted one meanwhile (their owner reference carries it:
-no call), else reads the Job (by name), again with a growing delay while it is
-not there, holding no writer thread meanwhile (:class:`~.writer.NotYet`), for up
-to :data:`JOB_PATIENCE` seconds; then it creates the PodGroup with its owner in
-one call. A Job refused after this
-webhook answered (a later webhook, validation, a quota) is never stored: no
-PodGroup is made for it. A Job named by ``generateName`` only (not found again
-by name), or admitted with no background writer to wait (``fluence sim``, a full
-queue), gets its PodGroup unowned, made at once as before: the cleanup
-(:mod:`.cleanup`) deletes it once its pods ended.
+no call), else from the webhook's Job informer (:mod:`.informer`: the handler puts
+the group label on the Job itself, which the informer selects by), else reads the
+Job (by name), again with a growing delay while it is not there, holding no
+writer thread meanwhile (:class:`~.writer.NotYet`), for up to
+:data:`JOB_PATIENCE` seconds; then it creates the PodGroup with its owner in one
+call. A Job refused after this webhook answered (a later webhook, validation, a
+quota) is never stored: no PodGroup is made for it. A Job named by
+``generateName`` only (not found again by name), or admitted with no background
+writer to wait (``fluence sim``, a full queue), gets its PodGroup unowned, made
+at once as before: the cleanup (:mod:`.cleanup`) deletes it once its pods ended.
 
 **One gang per group name.** A PodGroup of the group's name that exists already
-is read on the Job's admission (one read per Job, none per pod): one with another
+is looked up on the Job's admission, in the webhook's PodGroup informer (no call;
+one read while it is not synced, none per pod): one with another
 minCount refuses the Job naming both sizes; one being deleted (its earlier gang
 ending) refuses it too, until it is gone; one of the same size is the Job's.
 """
@@ -101,7 +103,21 @@ class JobGroupHandler(Handler):
         if (_template(job).get("spec") or {}).get("schedulingGroup"):
             return []  # named already: by the user, or by us on a re-invocation
         return [{"op": "add", "path": pointer("spec", "template", "spec", "schedulingGroup"),
-                 "value": {"podGroupName": group}}]
+                 "value": {"podGroupName": group}}, *_labelled(job, group)]
+
+
+def _labelled(job: Mapping[str, Any], group: str) -> JsonPatch:
+    """The group label on the Job itself, unless it has one: the webhook's Job informer
+    watches Jobs by it, so the PodGroup's write finds the stored Job's uid without a read
+    (:mod:`.informer`), and ``kubectl get jobs -l`` finds a group's Jobs."""
+    labels = (job.get("metadata") or {}).get("labels")
+    if isinstance(labels, Mapping) and names.GROUP_LABEL in labels:
+        return []
+    if not isinstance(labels, Mapping):
+        return [{"op": "add", "path": pointer("metadata", "labels"),
+                 "value": {names.GROUP_LABEL: group}}]
+    return [{"op": "add", "path": pointer("metadata", "labels", names.GROUP_LABEL),
+             "value": group}]
 
 
 def _pod(job: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,8 +173,7 @@ def _exists(ctx: AdmissionContext, target: str, count: int) -> bool:
     key = (PODGROUPS.plural, ctx.namespace, target)
     if ctx.recent.lookup(key)[0] or ctx.writing(key):
         return True
-    cluster = ctx.require_cluster()
-    existing = cluster.get(PODGROUPS, target, ctx.namespace)
+    existing = ctx.watched.pod_group(ctx.require_cluster(), ctx.namespace, target)
     if existing is None:
         return False
     has = pods.min_count_of(existing)
@@ -185,7 +200,7 @@ def _make_owned(ctx: AdmissionContext, job: str, group: str, target: str, count:
         cluster = ctx.require_cluster()
         known, uid = ctx.recent.lookup(pods.job_uid_key(namespace, job))  # from its pods
         if not known:
-            stored = cluster.get(JOB_RESOURCE, job, namespace)
+            stored = ctx.watched.job(cluster, namespace, job)
             meta = (stored or {}).get("metadata") or {}
             if stored is None or not meta.get("uid") or meta.get("deletionTimestamp") \
                     or _group(stored) != group:

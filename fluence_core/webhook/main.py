@@ -13,6 +13,7 @@ from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, log_contract, tls
 from fluence_core.webhook.cleanup import cleanup_for
+from fluence_core.webhook.informer import Watched, watched_for
 from fluence_core.webhook.orphans import OrphanSweep
 from fluence_core.webhook.publish import publish_match_conditions
 from fluence_core.webhook.repair import repair_for
@@ -39,12 +40,16 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
     if settings.report_ca is None:
         settings = settings.model_copy(update={"report_ca": cert.ca_pem.decode()})
     manager = manager or get_plugin_manager(settings)
-    service = build_service(settings, manager, cluster, writer=BackgroundWriter())
+    watched = Watched() if cluster is None else watched_for(cluster)  # no reads per request
+    service = build_service(settings, manager, cluster, writer=BackgroundWriter(),
+                            watched=watched)
     log_contract(service)
     if cluster is not None:  # only the pods the handlers need are sent from now on
         publish_match_conditions(cluster, settings.webhook_config, service.match_conditions)
     reports = None if cluster is None else ReportEndpoint(cluster, settings)
-    loops: list[Loop] = [] if cluster is None else [OrphanSweep(cluster, settings)]
+    loops: list[Loop] = [*watched.informers()]
+    if cluster is not None:
+        loops.append(OrphanSweep(cluster, settings))
     repair = repair_for(service)  # PodGroups a killed predecessor left queued
     if repair is not None:
         loops.append(repair)

@@ -381,9 +381,11 @@ def ensure_pod_group(ctx: AdmissionContext, name: str,
     the PodGroup's owner reference: the garbage collector deletes it with the Job.
 
     A ``min_count`` given as a number is checked against the one this webhook knows the
-    PodGroup has (:func:`check_known_size`); a create answered "already exists" reads the
-    PodGroup once, and one of another minCount is logged and remembered, so the gang's
-    next pods are refused naming both sizes.
+    PodGroup has (:func:`check_known_size`), or the PodGroup informer has it with
+    (:mod:`.informer`: a PodGroup it knows needs no create either); a create answered
+    "already exists" looks the PodGroup up (a read if not watched), and one of another
+    minCount is logged and remembered, so the gang's next pods are refused naming both
+    sizes.
     """
     namespace = ctx.namespace
     key = (PODGROUPS.plural, namespace, name)
@@ -392,6 +394,8 @@ def ensure_pod_group(ctx: AdmissionContext, name: str,
     if owner is not None and not ctx.dry_run:  # the Job's own write then needs no read of it
         ctx.recent.remember(job_uid_key(namespace, owner["name"]), owner["uid"])
     if ctx.recent.lookup(key)[0] or ctx.writing(key):
+        return
+    if _watched_exists(ctx, name, None if callable(min_count) else min_count):
         return
     count = min_count() if callable(min_count) else min_count
     if not ctx.dry_run:
@@ -408,7 +412,7 @@ def ensure_pod_group(ctx: AdmissionContext, name: str,
                 logger.info("webhook: created PodGroup %s/%s (minCount %d)", namespace, name,
                             count)
             except Conflict:  # there already: made by a sibling's admission, or before
-                existing = cluster.get(PODGROUPS, name, namespace)
+                existing = ctx.watched.pod_group(cluster, namespace, name)
                 has = None if existing is None else min_count_of(existing)
                 if has is not None:
                     ctx.recent.remember(size_key(namespace, name), has)
@@ -417,3 +421,20 @@ def ensure_pod_group(ctx: AdmissionContext, name: str,
             ctx.recent.remember(key)
 
     ctx.defer(f"PodGroup {namespace}/{name}", create, background=key)
+
+
+def _watched_exists(ctx: AdmissionContext, name: str, wanted: int | None) -> bool:
+    """Whether the PodGroup informer knows PodGroup ``name`` exists (not being deleted), so
+    it needs no create; one of another minCount than ``wanted`` refuses the pod, naming both.
+    False when the informer does not know (not synced, or no such PodGroup)."""
+    informer = ctx.watched.pod_groups
+    known, existing = (False, None) if informer is None else informer.lookup(ctx.namespace,
+                                                                             name)
+    if not known or existing is None or metadata(existing).get("deletionTimestamp"):
+        return False
+    has = min_count_of(existing)
+    if has is not None and wanted is not None and has != wanted:
+        raise AdmissionDenied(size_conflict(ctx.namespace, name, has, wanted))
+    if has is not None and not ctx.dry_run:
+        ctx.recent.remember(size_key(ctx.namespace, name), has)
+    return True

@@ -26,6 +26,7 @@ from fluence_core.settings import Settings
 from fluence_core.webhook import pods
 from fluence_core.webhook._patch import JsonPatch, apply_patch
 from fluence_core.webhook.conditions import Need, pod_match_conditions
+from fluence_core.webhook.informer import Watched
 from fluence_core.webhook.base import (
     POD_RESOURCE,
     AdmissionContext,
@@ -131,7 +132,9 @@ class AdmissionService:
     answer (``fluence webhook``); without one, on the request path (``fluence
     sim``, whose virtual time has no room for threads, and unit tests).
     ``admit_needs`` are the pods ``admit`` may refuse or act on (one per
-    ``fluence_admit`` implementation); without them, every pod.
+    ``fluence_admit`` implementation); without them, every pod. ``watched``: the
+    informers handlers look objects up in (:mod:`~fluence_core.webhook.informer`; none:
+    they read).
     """
 
     def __init__(self, settings: Settings, handlers: Sequence[Handler], *,
@@ -139,8 +142,10 @@ class AdmissionService:
                  resource_config: ResourceConfig | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  writer: BackgroundWriter | None = None,
-                 admit_needs: Sequence[Need] | None = None) -> None:
+                 admit_needs: Sequence[Need] | None = None,
+                 watched: Watched | None = None) -> None:
         self.settings = settings
+        self.watched = watched or Watched()
         self.writer = writer
         self.handlers = list(handlers)
         self.cluster = cluster
@@ -172,6 +177,7 @@ class AdmissionService:
             dry_run=request.get("dryRun") is True, resource_config=self.resource_config, uid=uid,
             clock=self.clock, state=self.state,
             writing=self.writer.holds if self.writer is not None else lambda key: False,
+            watched=self.watched,
         )
 
     def review(self, body: bytes) -> Outcome:

@@ -1,0 +1,223 @@
+"""Watched copies of the objects admission asks about, so that no request has to read them.
+
+A grouped Job's admission used to read its group's PodGroup (one gang per group
+name: another size is refused), and after the answer its PodGroup's write read
+the stored Job (the uid its owner reference needs). Those reads go through the
+webhook's rate-limited client, shared with its writes: with 20 clients creating
+Jobs, a Job's review waited 29 ms at p50 inside the webhook (issue 20), nearly
+all of it for the limiter. An :class:`Informer` lists its kind once, then
+follows the watch from that list's resourceVersion on a thread of its own; a
+lookup answers from memory.
+
+What stays true:
+
+* a lookup is as fresh as the watch (normally milliseconds behind the API
+  server). What this webhook made itself in the last seconds it knows from
+  :attr:`~fluence_core.webhook.base.AdmissionContext.recent` anyway;
+* until the first list arrived, and from a failed watch until the next list
+  succeeds, a lookup says *unknown* and the caller reads as it did before, so
+  a broken watch costs speed, never an answer;
+* memory: only a projection of each object (``keep``), never the whole object.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Mapping, TypeVar
+
+from fluence_core import names
+from fluence_core.cluster_api import (
+    DELETED,
+    JOBS,
+    PODGROUPS,
+    RESYNC,
+    ClusterAPI,
+    Resource,
+    ResourceRef,
+    resolve,
+)
+from fluence_core.kube_errors import ApiError
+from fluence_core.log import logger
+
+T = TypeVar("T")
+Key = tuple[str, str]
+"""(namespace, name)"""
+
+WATCH_SECONDS = 60.0
+"""How long one watch request lasts before the next resumes from its resourceVersion."""
+RETRY_SECONDS = 1.0
+"""Wait after a failed list or watch before listing again."""
+
+
+def key_of(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+class Informer(Generic[T]):
+    """A copy of every ``resource`` object matching ``label_selector`` (all namespaces),
+    each kept as ``keep(obj)``; :meth:`start` follows the API server on a daemon thread,
+    :meth:`sync` and :meth:`apply` are the steps (tests drive them without threads).
+    """
+
+    def __init__(self, cluster: ClusterAPI, resource: ResourceRef,
+                 keep: Callable[[Mapping[str, Any]], T], *,
+                 label_selector: str | None = None) -> None:
+        self.cluster = cluster
+        self.resource = resolve(resource)
+        self.keep = keep
+        self.label_selector = label_selector
+        self._lock = threading.Lock()
+        self._objects: dict[Key, T] = {}
+        self._version: str | None = None
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def synced(self) -> bool:
+        """Whether lookups answer: the first list arrived and the watch has not failed since."""
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self._synced.wait(timeout)
+
+    def lookup(self, namespace: str, name: str) -> tuple[bool, T | None]:
+        """``(True, kept)`` or ``(True, None)`` (no such object) when :attr:`synced`;
+        ``(False, None)`` otherwise: unknown, ask the API server."""
+        if not self._synced.is_set():
+            return False, None
+        with self._lock:
+            return True, self._objects.get((namespace, name))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._objects)
+
+    # -- the steps ----------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """List everything afresh; lookups answer from then on."""
+        listed = self.cluster.list(self.resource, label_selector=self.label_selector)
+        fresh = {key_of(obj): self.keep(obj) for obj in listed.items}
+        with self._lock:
+            self._objects = fresh
+            self._version = listed.resource_version or None
+        self._synced.set()
+
+    def apply(self, event: str, obj: Mapping[str, Any]) -> None:
+        """One watch event: ADDED/MODIFIED keep the object, DELETED drops it, RESYNC (the
+        watch's history was gone and it listed again) replaces everything."""
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        with self._lock:
+            if event == RESYNC:
+                self._objects = {key_of(item): self.keep(item) for item in obj.get("items") or ()}
+            elif event == DELETED:
+                self._objects.pop(key_of(obj), None)
+            else:
+                self._objects[key_of(obj)] = self.keep(obj)
+            if version:
+                self._version = str(version)
+
+    def follow(self, timeout: float | None = WATCH_SECONDS) -> None:
+        """Apply the watch's events from the last version seen, for ``timeout`` seconds."""
+        for event, obj in self.cluster.watch(self.resource, resource_version=self._version,
+                                             label_selector=self.label_selector,
+                                             timeout=timeout):
+            self.apply(event, obj)
+            if self._stop.is_set():
+                return
+
+    # -- the thread ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"informer-{self.resource.plural}")
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if not self._synced.is_set():
+                    self.sync()
+                self.follow()
+            except Exception as error:  # noqa: BLE001 - a broken watch only costs speed
+                self._synced.clear()  # unknown until the next list: callers read meanwhile
+                if self._stop.is_set():
+                    return
+                logger.warning("webhook: watching %s failed (%s); reading them directly until"
+                               " the next list", self.resource.plural, error,
+                               exc_info=not isinstance(error, ApiError))
+                self._stop.wait(RETRY_SECONDS)
+
+
+def _slim_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    return {k: meta[k] for k in ("name", "namespace", "uid", "deletionTimestamp") if k in meta}
+
+
+def slim_pod_group(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What admission asks of a PodGroup: its name, uid, deletion and spec (the gang's
+    minCount)."""
+    return {"metadata": _slim_metadata(obj), "spec": obj.get("spec") or {}}
+
+
+def slim_job(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What admission asks of a Job: its name, uid, deletion and its pods' group label."""
+    labels = (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
+        "labels") or {}
+    group = {names.GROUP_LABEL: labels[names.GROUP_LABEL]} if names.GROUP_LABEL in labels else {}
+    return {"metadata": _slim_metadata(obj),
+            "spec": {"template": {"metadata": {"labels": group}}}}
+
+
+@dataclass
+class Watched:
+    """The informers one webhook process keeps (none in ``fluence sim`` and unit tests:
+    then every lookup reads, as :class:`Informer` does while unsynced).
+
+    ``pod_groups``: every PodGroup (any may hold a group's name). ``jobs``: the Jobs that
+    carry Fluence's group label on themselves, which the ``job-group`` handler adds to
+    a Job it names a group for, so the Job's PodGroup write finds the stored Job's uid
+    here.
+    """
+
+    pod_groups: Informer[dict[str, Any]] | None = None
+    jobs: Informer[dict[str, Any]] | None = None
+
+    def informers(self) -> list[Informer[dict[str, Any]]]:
+        return [i for i in (self.pod_groups, self.jobs) if i is not None]
+
+    def pod_group(self, cluster: ClusterAPI, namespace: str, name: str) -> dict[str, Any] | None:
+        """PodGroup ``name`` (slim when watched), None when it does not exist."""
+        return _get(self.pod_groups, cluster, PODGROUPS, namespace, name)
+
+    def job(self, cluster: ClusterAPI, namespace: str, name: str) -> dict[str, Any] | None:
+        """Job ``name`` (slim when watched), None when it does not exist. A labelled Job the
+        watch has not delivered yet is read."""
+        return _get(self.jobs, cluster, JOBS, namespace, name, trust_absence=False)
+
+
+def _get(informer: Informer[dict[str, Any]] | None, cluster: ClusterAPI, resource: Resource,
+         namespace: str, name: str, *, trust_absence: bool = True) -> dict[str, Any] | None:
+    if informer is not None:
+        known, found = informer.lookup(namespace, name)
+        if known and (found is not None or trust_absence):
+            return found
+    return cluster.get(resource, name, namespace)
+
+
+def watched_for(cluster: ClusterAPI) -> Watched:
+    """The webhook's informers over ``cluster`` (not started: the server starts them)."""
+    return Watched(pod_groups=Informer(cluster, PODGROUPS, slim_pod_group),
+                   jobs=Informer(cluster, JOBS, slim_job, label_selector=names.GROUP_LABEL))
