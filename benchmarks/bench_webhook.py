@@ -40,7 +40,9 @@ Path ``skipping`` is Fluence's webhook registered with the matchConditions its
 handlers declare, as ``fluence webhook`` publishes them at start: the pods no
 handler needs are not sent (``hooked`` has the manifest's scheduler name only). Path
 ``never`` is the null webhook with a condition never true: what deciding not to call
-costs the API server.
+costs the API server. Path ``policy`` has no webhook: a MutatingAdmissionPolicy (CEL
+run by the API server itself) gives each gang pod the patch Fluence's webhook gives it,
+checked on a dry run first: what mutating a pod costs with no call at all.
 
 **Review CPU** (``--mode review``): CPU per review of the in-process bodies, no
 HTTP, with today's ``review.py`` and (``--baseline REF``) that commit's.
@@ -97,6 +99,9 @@ webhook`` publishes them at start (the others are registered as deploy/webhook.y
 NEVER = "bench-never"
 """The null webhook registered with a condition that is never true: what deciding not to
 call a webhook costs the API server (its CEL and the object it evaluates it on)."""
+POLICY = "bench-policy"
+"""No webhook: a MutatingAdmissionPolicy (CEL in the API server, GA in 1.36) points each
+grouped pod at its group, the patch Fluence's webhook gives a gang pod; no PodGroup."""
 BASELINE = {NULL_BASE: NULL, HOOKED_BASE: HOOKED}
 """Paths served by the baseline's server module (``--baseline REF``): the null webhook and
 Fluence's, with today's everything else, so the transports compare in one run."""
@@ -606,6 +611,55 @@ def register_webhook(kube: Any, name: str, namespace: str, port: int, ca_pem: by
         "metadata": {"name": name}, "webhooks": webhooks})
 
 
+def register_policy(kube: Any, namespace: str) -> None:
+    """A MutatingAdmissionPolicy and its binding for ``namespace``: a Fluence pod with the
+    group label and no scheduling group gets ``spec.schedulingGroup.podGroupName`` set to
+    the label's value, by the API server itself (a JSON patch built in CEL)."""
+    from fluence_core.cluster_api import Resource
+
+    policies, bindings = (Resource(plural, kind, group="admissionregistration.k8s.io",
+                                   namespaced=False)
+                          for plural, kind in (
+                              ("mutatingadmissionpolicies", "MutatingAdmissionPolicy"),
+                              ("mutatingadmissionpolicybindings",
+                               "MutatingAdmissionPolicyBinding")))
+    group = f"object.metadata.labels[{names.GROUP_LABEL!r}]"
+    kube.create(policies, {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": f"bench-{namespace}"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                "resources": ["pods"]}]},
+            "matchConditions": [
+                {"name": "fluence",
+                 "expression": f"object.spec.schedulerName == {names.SCHEDULER_NAME!r}"},
+                {"name": "grouped",
+                 "expression": f"has(object.metadata.labels) && {names.GROUP_LABEL!r} in"
+                               " object.metadata.labels && !has(object.spec.schedulingGroup)"}],
+            "failurePolicy": "Fail", "reinvocationPolicy": "Never",
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": (
+                "[JSONPatch{op: 'add', path: '/spec/schedulingGroup', value: "
+                f"Object.spec.schedulingGroup{{podGroupName: {group}}}}}]")}}]}})
+    kube.create(bindings, {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": f"bench-{namespace}"},
+        "spec": {"policyName": f"bench-{namespace}", "matchResources": {"namespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": namespace}}}}})
+
+
+def wait_policy(api: ApiClient) -> None:
+    """Until the policy points a dry-run gang pod at its group (the API server loads policies
+    a moment after they are stored); a policy that never does ends the run."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status, answer = api.create(POLICY, pod_body("probe-x", 0, "gang"), dry_run=True)
+        if status == 201 and (answer.get("spec") or {}).get("schedulingGroup"):
+            return
+        time.sleep(0.2)
+    raise SystemExit("the MutatingAdmissionPolicy never pointed a pod at its group")
+
+
 def webhook_name(namespace: str) -> str:
     """The name of the webhook registered for ``namespace`` (one per path)."""
     return f"{namespace}.{names.DOMAIN}"
@@ -689,7 +743,7 @@ PATHS = {PLAIN: "without", NATIVE: "without, client makes PodGroups", NULL: "nul
          PATCHED: "null webhook, Fluence's patch", HOOKED: "with",
          INLINE: "with, inline writes", NULL_BASE: "null webhook, baseline's server",
          HOOKED_BASE: "with, baseline's server", SKIPPING: "with, generated matchConditions",
-         NEVER: "null webhook, condition false"}
+         NEVER: "null webhook, condition false", POLICY: "no webhook, a policy's patch"}
 """Each path's label: no webhook; no webhook, the client making each gang's PodGroup and
 pointing its pods at it (what the same gangs cost without Fluence); a webhook that allows
 everything unchanged; the same answering with Fluence's patch (no PodGroup); Fluence's;
@@ -697,7 +751,7 @@ Fluence's making its PodGroups on the request path (as before issue 20's backgro
 writer)."""
 BY_NAME = {"plain": PLAIN, "native": NATIVE, "null": NULL, "patched": PATCHED, "hooked": HOOKED,
            "inline": INLINE, "null-base": NULL_BASE, "hooked-base": HOOKED_BASE,
-           "skipping": SKIPPING, "never": NEVER}
+           "skipping": SKIPPING, "never": NEVER, "policy": POLICY}
 
 
 class Profiles:
@@ -745,7 +799,11 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
                                     baseline if namespace in BASELINE else None,
                                     jobs=shape == "job" and BASELINE.get(namespace, namespace)
                                     in (HOOKED, INLINE, SKIPPING))
-                 for namespace in paths if namespace not in (PLAIN, NATIVE)}
+                 for namespace in paths if namespace not in (PLAIN, NATIVE, POLICY)}
+        if POLICY in paths:
+            register_policy(kube, POLICY)
+            wait_policy(ApiClient(apiserver.url, apiserver.token,
+                                  ssl.create_default_context(cafile=str(apiserver.ca_file))))
         try:
             context = ssl.create_default_context(cafile=str(apiserver.ca_file))
             for hook in hooks.values():
@@ -935,7 +993,8 @@ def main() -> None:
                              " Fluence's patch, no PodGroup), hooked (Fluence's), inline (Fluence's"
                              " with PodGroups made on the request path), skipping (Fluence's,"
                              " registered with the matchConditions its handlers declare), never"
-                             " (the null webhook, its condition never true),"
+                             " (the null webhook, its condition never true), policy (no webhook:"
+                             " a MutatingAdmissionPolicy gives gang pods Fluence's patch),"
                              " null-base and"
                              " hooked-base (null and hooked on --baseline's server)")
     parser.add_argument("--baseline", metavar="REF", default=None,
