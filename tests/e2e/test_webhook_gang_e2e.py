@@ -21,15 +21,30 @@ from fluence_core.testing_apiserver import ApiServer, scheduler_beside, wait_for
 pytestmark = pytest.mark.e2e
 
 
+def fenced_nodes(kube: KubeCluster, ns: str) -> list[str]:
+    """Two 4-core nodes for this test's pods only: tainted, so the pending Fluence pods that
+    earlier tests leave on the shared API server cannot take the room the gang needs (the
+    scheduler started here places every pending Fluence pod it sees)."""
+    nodes = [f"{ns}-n{i}" for i in range(2)]
+    for node in nodes:
+        kube.create("nodes", {
+            "metadata": {"name": node, "labels": {"e2e-ns": ns}},
+            "spec": {"taints": [{"key": "e2e-ns", "value": ns, "effect": "NoSchedule"}]},
+            "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    return nodes
+
+
+def fence(ns: str) -> list[dict[str, str]]:
+    """The toleration of :func:`fenced_nodes`' taint."""
+    return [{"key": "e2e-ns", "operator": "Equal", "value": ns, "effect": "NoSchedule"}]
+
+
 def test_a_gang_created_through_the_webhook_gets_its_podgroup_and_binds(
         kube: KubeCluster, kube_namespace: str, tmp_path: Path) -> None:
     ns = kube_namespace
     settings = load_settings(webhook_config=f"fluence-gang-{ns}")
-    nodes = [f"{ns}-n{i}" for i in range(2)]
-    for node in nodes:
-        kube.create("nodes", {"metadata": {"name": node, "labels": {"e2e-ns": ns}}, "status": {
-            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    nodes = fenced_nodes(kube, ns)
     members = [f"g-{i}" for i in range(4)]
     try:
         with (scheduler_beside(kube, settings),
@@ -39,7 +54,7 @@ def test_a_gang_created_through_the_webhook_gets_its_podgroup_and_binds(
                     "metadata": {"name": name, "labels": {names.GROUP_LABEL: "g"},
                                  "annotations": {names.GROUP_SIZE_ANNOTATION: "4"}},
                     "spec": {"schedulerName": names.SCHEDULER_NAME,
-                             "nodeSelector": {"e2e-ns": ns},
+                             "nodeSelector": {"e2e-ns": ns}, "tolerations": fence(ns),
                              "containers": [{"name": "c", "image": "busybox", "resources": {
                                  "requests": {"cpu": "1500m"}}}]}}, ns)
                 assert stored["spec"]["schedulingGroup"] == {"podGroupName": "g"}
@@ -65,11 +80,7 @@ def test_a_grouped_job_gets_its_podgroup_with_the_job_and_its_pods_bind(
         pytest.skip("no kube-controller-manager beside the API server binaries")
     ns = kube_namespace
     settings = load_settings(webhook_config=f"fluence-job-{ns}")
-    nodes = [f"{ns}-n{i}" for i in range(2)]
-    for node in nodes:
-        kube.create("nodes", {"metadata": {"name": node, "labels": {"e2e-ns": ns}}, "status": {
-            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    nodes = fenced_nodes(kube, ns)
     try:
         with (scheduler_beside(kube, settings),
               webhook_beside(kube, settings, tmp_path / "tls", namespace=ns,
@@ -78,7 +89,7 @@ def test_a_grouped_job_gets_its_podgroup_with_the_job_and_its_pods_bind(
                 "completionMode": "Indexed", "completions": 4, "parallelism": 4,
                 "template": {"metadata": {"labels": {names.GROUP_LABEL: "train"}}, "spec": {
                     "schedulerName": names.SCHEDULER_NAME, "restartPolicy": "Never",
-                    "nodeSelector": {"e2e-ns": ns},
+                    "nodeSelector": {"e2e-ns": ns}, "tolerations": fence(ns),
                     "containers": [{"name": "c", "image": "busybox", "resources": {
                         "requests": {"cpu": "1500m"}}}]}}}}, ns)
             assert job["spec"]["template"]["spec"]["schedulingGroup"] == {
