@@ -202,10 +202,12 @@ class Watched:
         """PodGroup ``name`` (slim when watched), None when it does not exist."""
         return _get(self.pod_groups, cluster, PODGROUPS, namespace, name)
 
-    def job(self, cluster: ClusterAPI, namespace: str, name: str) -> dict[str, Any] | None:
-        """Job ``name`` (slim when watched), None when it does not exist. A labelled Job the
-        watch has not delivered yet is read."""
-        return _get(self.jobs, cluster, JOBS, namespace, name, trust_absence=False)
+    def job(self, cluster: ClusterAPI, namespace: str, name: str, *,
+            read_if_unseen: bool = True) -> dict[str, Any] | None:
+        """Job ``name`` (slim when watched), None when it does not exist. A Job the synced
+        informer has not seen is read, unless ``read_if_unseen`` is False (a labelled Job the
+        watch will deliver in a moment): then None."""
+        return _get(self.jobs, cluster, JOBS, namespace, name, trust_absence=not read_if_unseen)
 
 
 def _get(informer: Informer[dict[str, Any]] | None, cluster: ClusterAPI, resource: Resource,

@@ -31,8 +31,9 @@ once the API server stored the Job, after every webhook answered, so the write
 waits for it: a moment after the answer it takes the uid from the Job's first
 pods if this webhook admitted one meanwhile (their owner reference carries it:
 no call), else from the webhook's Job informer (:mod:`.informer`: the handler puts
-the group label on the Job itself, which the informer selects by), else reads the
-Job (by name), again with a growing delay while it is not there, holding no
+the group label on the Job itself, which the informer selects by; for
+:data:`WATCH_GRACE` seconds it waits for the watch rather than read), else reads
+the Job (by name), again with a growing delay while it is not there, holding no
 writer thread meanwhile (:class:`~.writer.NotYet`), for up to
 :data:`JOB_PATIENCE` seconds; then it creates the PodGroup with its owner in one
 call. A Job refused after this webhook answered (a later webhook, validation, a
@@ -64,6 +65,9 @@ from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 from fluence_core.webhook.writer import NotYet
 
 JOBS = "batch/jobs"
+WATCH_GRACE = 1.0
+"""Seconds the PodGroup's write waits for the Job informer to deliver a labelled Job before
+it reads the Job instead (the watch is normally milliseconds behind the API server)."""
 JOB_PATIENCE = 30.0
 """Seconds the PodGroup's write waits for its Job to be stored: the API server gives the
 whole admission of one object at most 30 s of webhook time."""
@@ -99,8 +103,11 @@ class JobGroupHandler(Handler):
         size = _pods_size(job)
         if size is None:
             return []  # left unnamed: its pods reach the gang handler, which refuses them
-        _ensure_pod_groups(job, group, size, ctx)
-        if (_template(job).get("spec") or {}).get("schedulingGroup"):
+        named = bool((_template(job).get("spec") or {}).get("schedulingGroup"))
+        labelled = not named or names.GROUP_LABEL in ((job.get("metadata") or {}).get(
+            "labels") or {})  # stored with the label the Job informer selects by
+        _ensure_pod_groups(job, group, size, ctx, labelled)
+        if named:
             return []  # named already: by the user, or by us on a re-invocation
         return [{"op": "add", "path": pointer("spec", "template", "spec", "schedulingGroup"),
                  "value": {"podGroupName": group}}, *_labelled(job, group)]
@@ -144,8 +151,10 @@ def _pods_size(job: Mapping[str, Any]) -> int | None:
 
 
 def _ensure_pod_groups(job: Mapping[str, Any], group: str, size: int,
-                       ctx: AdmissionContext) -> None:
-    """Defer making the PodGroups the Job's pods will point at, as their handlers would."""
+                       ctx: AdmissionContext, labelled: bool) -> None:
+    """Defer making the PodGroups the Job's pods will point at, as their handlers would
+    (``labelled``: the Job will be stored with the group label, so the Job informer sees it).
+    """
     if ctx.cluster is None:
         return  # nothing to make them with: the pods' handlers say so
     if not pods.is_shared_quantum(_pod(job)):
@@ -160,7 +169,7 @@ def _ensure_pod_groups(job: Mapping[str, Any], group: str, size: int,
     name = (job.get("metadata") or {}).get("name")
     for target, count in missing:
         if name:
-            _make_owned(ctx, str(name), group, target, count)
+            _make_owned(ctx, str(name), group, target, count, labelled)
         else:  # generateName: not found again by name; unowned, the cleanup's once it ends
             pods.ensure_pod_group(ctx, target, count)
 
@@ -189,18 +198,25 @@ def _exists(ctx: AdmissionContext, target: str, count: int) -> bool:
     return True
 
 
-def _make_owned(ctx: AdmissionContext, job: str, group: str, target: str, count: int) -> None:
-    """Defer making PodGroup ``target`` owned by Job ``job``, once the Job is stored."""
+def _make_owned(ctx: AdmissionContext, job: str, group: str, target: str, count: int,
+                labelled: bool) -> None:
+    """Defer making PodGroup ``target`` owned by Job ``job``, once the Job is stored. A
+    ``labelled`` Job is looked for in the Job informer only, for :data:`WATCH_GRACE`
+    seconds from the first look, then read."""
     namespace = ctx.namespace
     key = (PODGROUPS.plural, namespace, target)
     if not ctx.dry_run:
         ctx.recent.remember(pods.size_key(namespace, target), count)
+    first_look: list[float] = []
 
     def create() -> None:
         cluster = ctx.require_cluster()
         known, uid = ctx.recent.lookup(pods.job_uid_key(namespace, job))  # from its pods
         if not known:
-            stored = ctx.watched.job(cluster, namespace, job)
+            now = ctx.clock()
+            first_look[:] = first_look or [now]
+            stored = ctx.watched.job(cluster, namespace, job, read_if_unseen=not labelled
+                                     or now - first_look[0] >= WATCH_GRACE)
             meta = (stored or {}).get("metadata") or {}
             if stored is None or not meta.get("uid") or meta.get("deletionTimestamp") \
                     or _group(stored) != group:

@@ -134,3 +134,47 @@ def test_a_group_name_in_use_refuses_a_gang_of_another_size_naming_both(
         assert "PodGroup " + ns + "/p has minCount 2, but this gang needs 3" in str(
             refused.value)
         kube.delete("jobs", "first", ns, propagation="Background")
+
+
+class CountingCalls:
+    """The webhook's API client, recording each call's verb and kind."""
+
+    def __init__(self, inner: KubeCluster) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, verb: str) -> Any:
+        method = getattr(self.inner, verb)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(f"{verb} {getattr(args[0], 'plural', args[0])}")
+            return method(*args, **kwargs)
+        return counted
+
+
+def test_grouped_jobs_are_admitted_with_no_read_and_one_write_each(
+        kube: KubeCluster, kube_namespace: str, settings: Settings, tmp_path: Path) -> None:
+    """Issue 20: the webhook's informers serve the lookups a Job's admission and its
+    PodGroup's owner need, so the only call per Job is the PodGroup's create (a Job the
+    watch has not delivered within a second of the first look would be read)."""
+    from fluence_core.webhook.informer import watched_for
+
+    ns = kube_namespace
+    counting = CountingCalls(kube)
+    watched = watched_for(kube)
+    service = build_service(settings, get_plugin_manager(settings), counting,  # type: ignore[arg-type]
+                            writer=BackgroundWriter(), watched=watched)
+    with webhook_beside(kube, settings, tmp_path / "tls", namespace=ns,
+                        resources=("pods", "jobs"), service=service,
+                        loops=watched.informers()):
+        assert all(informer.wait_synced(30) for informer in watched.informers())
+        jobs = [kube.create("jobs", job_body(f"j{i}", f"j{i}", 2), ns) for i in range(5)]
+        for job in jobs:
+            assert job["metadata"]["labels"][names.GROUP_LABEL] == job["metadata"]["name"]
+        for i in range(5):
+            made = wait_for(lambda: kube.get("podgroups", f"j{i}", ns), f"PodGroup j{i}")
+            assert made["metadata"]["ownerReferences"][0]["uid"] == (
+                jobs[i]["metadata"]["uid"])
+    assert counting.calls.count("create podgroups") == 5
+    assert "get podgroups" not in counting.calls  # the admission's lookup: the informer
+    assert "get jobs" not in counting.calls  # the PodGroup's owner: the Job informer
