@@ -27,6 +27,7 @@ from fluence_core.settings import Settings, load_settings
 from fluence_core.testing_apiserver import ApiServer, wait_for, webhook_beside
 from fluence_core.webhook import BackgroundWriter, build_service
 from fluence_core.webhook.cleanup import cleanup_for
+from tests.webhook.webhook_helpers import Counting
 
 pytestmark = pytest.mark.e2e
 
@@ -136,22 +137,6 @@ def test_a_group_name_in_use_refuses_a_gang_of_another_size_naming_both(
         kube.delete("jobs", "first", ns, propagation="Background")
 
 
-class CountingCalls:
-    """The webhook's API client, recording each call's verb and kind."""
-
-    def __init__(self, inner: KubeCluster) -> None:
-        self.inner = inner
-        self.calls: list[str] = []
-
-    def __getattr__(self, verb: str) -> Any:
-        method = getattr(self.inner, verb)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append(f"{verb} {getattr(args[0], 'plural', args[0])}")
-            return method(*args, **kwargs)
-        return counted
-
-
 def test_grouped_jobs_are_admitted_with_no_read_and_one_write_each(
         kube: KubeCluster, kube_namespace: str, settings: Settings, tmp_path: Path) -> None:
     """Issue 20: the webhook's informers serve the lookups a Job's admission and its
@@ -160,7 +145,7 @@ def test_grouped_jobs_are_admitted_with_no_read_and_one_write_each(
     from fluence_core.webhook.informer import watched_for
 
     ns = kube_namespace
-    counting = CountingCalls(kube)
+    counting = Counting(kube)
     watched = watched_for(kube)
     service = build_service(settings, get_plugin_manager(settings), counting,  # type: ignore[arg-type]
                             writer=BackgroundWriter(), watched=watched)
