@@ -200,21 +200,23 @@ class Watched:
 
     def pod_group(self, cluster: ClusterAPI, namespace: str, name: str) -> dict[str, Any] | None:
         """PodGroup ``name`` (slim when watched), None when it does not exist."""
-        return _get(self.pod_groups, cluster, PODGROUPS, namespace, name)
+        return _get(self.pod_groups, cluster, PODGROUPS, namespace, name, read_if_unseen=False)
 
     def job(self, cluster: ClusterAPI, namespace: str, name: str, *,
             read_if_unseen: bool = True) -> dict[str, Any] | None:
         """Job ``name`` (slim when watched), None when it does not exist. A Job the synced
         informer has not seen is read, unless ``read_if_unseen`` is False (a labelled Job the
         watch will deliver in a moment): then None."""
-        return _get(self.jobs, cluster, JOBS, namespace, name, trust_absence=not read_if_unseen)
+        return _get(self.jobs, cluster, JOBS, namespace, name, read_if_unseen=read_if_unseen)
 
 
 def _get(informer: Informer[dict[str, Any]] | None, cluster: ClusterAPI, resource: Resource,
-         namespace: str, name: str, *, trust_absence: bool = True) -> dict[str, Any] | None:
+         namespace: str, name: str, *, read_if_unseen: bool) -> dict[str, Any] | None:
+    """The informer's copy; a read when it is absent or unsynced, or has not seen the
+    object and ``read_if_unseen``."""
     if informer is not None:
         known, found = informer.lookup(namespace, name)
-        if known and (found is not None or trust_absence):
+        if known and (found is not None or not read_if_unseen):
             return found
     return cluster.get(resource, name, namespace)
 
