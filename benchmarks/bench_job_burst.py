@@ -58,46 +58,38 @@ def job_body(name: str, size: int) -> bytes:
 def create_jobs(url: str, token: str, ca_file: str, namespace: str, clients: int, jobs: int,
                 size: int, prefix: str) -> tuple[float, list[str]]:
     """Seconds ``clients`` threads took to create ``jobs`` Jobs, and the errors (in a process
-    of its own)."""
-    import http.client
+    of its own), each on a keep-alive connection of :class:`bench_webhook.ApiClient`."""
     import ssl
 
+    from bench_webhook import ApiClient
+
     context = ssl.create_default_context(cafile=ca_file)
-    host, port = url.removeprefix("https://").rsplit(":", 1)
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     todo = iter(range(jobs))
     lock = threading.Lock()
     errors: list[str] = []
-    connections = [http.client.HTTPSConnection(host, int(port), context=context, timeout=60)
-                   for _ in range(clients)]
-    for conn in connections:
-        conn.connect()
+    connections = [ApiClient(url, token, context) for _ in range(clients)]
+    for api in connections:  # the handshake is not a create's cost
+        api.conn.connect()
 
-    def client(conn: http.client.HTTPSConnection) -> None:
+    def client(api: ApiClient) -> None:
         while True:
             with lock:
                 i = next(todo, None)
             if i is None:
                 return
-            conn.request("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs",
-                         body=job_body(f"{prefix}-{i}", size), headers=headers)
-            response = response_of(conn)
-            if response[0] != 201:
+            status, answer = api.create(namespace, job_body(f"{prefix}-{i}", size),
+                                        plural="jobs")
+            if status != 201:
                 with lock:
-                    errors.append(f"{response[0]}: {response[1][:200]}")
+                    errors.append(f"{status}: {answer.get('message')}")
 
-    threads = [threading.Thread(target=client, args=(conn,)) for conn in connections]
+    threads = [threading.Thread(target=client, args=(api,)) for api in connections]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     return time.perf_counter() - started, errors
-
-
-def response_of(conn: Any) -> tuple[int, str]:
-    response = conn.getresponse()
-    return response.status, response.read().decode(errors="replace")
 
 
 class Counting:
@@ -175,19 +167,17 @@ def through_webhook(args: argparse.Namespace, admin: Any, webhook_api: Counting,
 def wait_called(args: argparse.Namespace, namespace: str) -> None:
     """Until the API server sends the namespace's Jobs to the webhook (a dry run shows the
     group named on the template)."""
-    import http.client
     import ssl
 
-    host, port = args.url.removeprefix("https://").rsplit(":", 1)
-    conn = http.client.HTTPSConnection(host, int(port),
-                                       context=ssl.create_default_context(cafile=args.ca))
-    headers = {"Authorization": f"Bearer {args.token}", "Content-Type": "application/json"}
+    from bench_webhook import ApiClient
+
+    api = ApiClient(args.url, args.token, ssl.create_default_context(cafile=args.ca))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        conn.request("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs?dryRun=All",
-                     body=job_body("probe", args.size), headers=headers)
-        status, text = response_of(conn)
-        if status == 201 and "schedulingGroup" in text:
+        status, answer = api.create(namespace, job_body("probe", args.size), dry_run=True,
+                                    plural="jobs")
+        template = ((answer.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if status == 201 and template.get("schedulingGroup"):
             return
         time.sleep(0.2)
     raise SystemExit(f"the API server never sent {namespace}'s Jobs to the webhook")
