@@ -80,7 +80,8 @@ def test_the_job_informer_keeps_labelled_jobs_only_and_a_slim_copy(cluster) -> N
 
 
 class BrokenWatch:
-    """The cluster boundary whose watches fail while ``broken`` is set."""
+    """The cluster boundary whose lists and watches fail while ``broken`` is set (so the
+    informer stays unsynced until it is cleared); ``lists`` counts the lists served."""
 
     def __init__(self, inner: FakeCluster) -> None:
         self.inner = inner
@@ -88,6 +89,8 @@ class BrokenWatch:
         self.lists = 0
 
     def list(self, *args: Any, **kwargs: Any) -> Any:
+        if self.broken.is_set():
+            raise ApiError(500, "etcd is on fire")
         self.lists += 1
         return self.inner.list(*args, **kwargs)
 
@@ -118,7 +121,7 @@ def test_a_broken_watch_makes_lookups_unknown_until_a_list_succeeds(
         boundary.broken.set()
         assert _until(lambda: not pod_groups.synced)
         assert pod_groups.lookup("default", "train") == (False, None)  # unknown: callers read
-        assert "watching podgroups failed (500: etcd is on fire)" in caplog.text
+        assert _until(lambda: "watching podgroups failed (500: etcd is on fire)" in caplog.text)
         cluster.create(PODGROUPS, pod_group_body("train", "default", 4), "default")
         lists = boundary.lists
         boundary.broken.clear()
