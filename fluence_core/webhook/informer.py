@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Mapping, TypeVar
+from typing import Any, Callable, Final, Generic, Iterable, Mapping, TypeVar
 
 from fluence_core import names
 from fluence_core.cluster_api import (
@@ -47,12 +47,21 @@ Key = tuple[str, str]
 WATCH_SECONDS = 60.0
 """How long one watch request lasts before the next resumes from its resourceVersion."""
 RETRY_SECONDS = 1.0
-"""Wait after a failed list or watch before listing again."""
+"""Wait after a failed list or watch before listing again; doubled while it keeps failing
+(a refused list, 403, is refused every time), up to :data:`RETRY_MAX_SECONDS`."""
+RETRY_MAX_SECONDS = 30.0
 
 
-def key_of(obj: Mapping[str, Any]) -> Key:
-    meta = obj.get("metadata") or {}
+def key_of(obj: Any) -> Key:
+    """``(namespace, name)`` of ``obj``; ValueError when it has no metadata object."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        raise ValueError("no metadata object")
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+UNREADABLE: Final = (AttributeError, TypeError, ValueError, KeyError)
+"""What reading an object of an unexpected shape raises (``keep``, :func:`key_of`)."""
 
 
 class Informer(Generic[T]):
@@ -70,6 +79,8 @@ class Informer(Generic[T]):
         self.label_selector = label_selector
         self._lock = threading.Lock()
         self._objects: dict[Key, T] = {}
+        self._unreadable: set[Key] = set()
+        """Objects whose copy could not be made: looked up as unknown, so callers read them."""
         self._version: str | None = None
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -89,6 +100,8 @@ class Informer(Generic[T]):
         if not self._synced.is_set():
             return False, None
         with self._lock:
+            if (namespace, name) in self._unreadable:
+                return False, None
             return True, self._objects.get((namespace, name))
 
     def __len__(self) -> int:
@@ -100,25 +113,64 @@ class Informer(Generic[T]):
     def sync(self) -> None:
         """List everything afresh; lookups answer from then on."""
         listed = self.cluster.list(self.resource, label_selector=self.label_selector)
-        fresh = {key_of(obj): self.keep(obj) for obj in listed.items}
-        with self._lock:
-            self._objects = fresh
-            self._version = listed.resource_version or None
+        self._replace(listed.items, listed.resource_version or None)
         self._synced.set()
 
     def apply(self, event: str, obj: Mapping[str, Any]) -> None:
         """One watch event: ADDED/MODIFIED keep the object, DELETED drops it, RESYNC (the
-        watch's history was gone and it listed again) replaces everything."""
-        version = (obj.get("metadata") or {}).get("resourceVersion")
+        watch's history was gone and it listed again) replaces everything. An object of an
+        unexpected shape is kept as unreadable (looked up as unknown: callers read it, as
+        without the informer), or skipped when it has no name; neither stops the watch."""
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+        if event == RESYNC:
+            items = obj.get("items") if isinstance(obj, Mapping) else None
+            self._replace(items if isinstance(items, list) else [], version)
+            return
+        try:
+            key = key_of(obj)
+        except ValueError as error:
+            self._skip(obj, error)
+            return
+        kept: T | None = None
+        if event != DELETED:
+            try:
+                kept = self.keep(obj)
+            except UNREADABLE as error:
+                self._skip(obj, error)
         with self._lock:
-            if event == RESYNC:
-                self._objects = {key_of(item): self.keep(item) for item in obj.get("items") or ()}
-            elif event == DELETED:
-                self._objects.pop(key_of(obj), None)
-            else:
-                self._objects[key_of(obj)] = self.keep(obj)
+            self._objects.pop(key, None)
+            self._unreadable.discard(key)
+            if event != DELETED:
+                if kept is None:
+                    self._unreadable.add(key)
+                else:
+                    self._objects[key] = kept
             if version:
                 self._version = str(version)
+
+    def _replace(self, items: Iterable[Any], version: str | None) -> None:
+        objects: dict[Key, T] = {}
+        unreadable: set[Key] = set()
+        for item in items:
+            try:
+                key = key_of(item)
+            except ValueError as error:
+                self._skip(item, error)
+                continue
+            try:
+                objects[key] = self.keep(item)
+            except UNREADABLE as error:
+                self._skip(item, error)
+                unreadable.add(key)
+        with self._lock:
+            self._objects, self._unreadable = objects, unreadable
+            if version:
+                self._version = str(version)
+
+    def _skip(self, obj: Any, error: Exception) -> None:
+        logger.warning("webhook: the %s informer cannot read an object (%s), so lookups of it"
+                       " read the API server: %.200r", self.resource.plural, error, obj)
 
     def follow(self, timeout: float | None = WATCH_SECONDS) -> None:
         """Apply the watch's events from the last version seen, for ``timeout`` seconds."""
@@ -146,36 +198,47 @@ class Informer(Generic[T]):
             self._thread = None
 
     def _run(self) -> None:
+        delay = RETRY_SECONDS
         while not self._stop.is_set():
             try:
                 if not self._synced.is_set():
                     self.sync()
+                    delay = RETRY_SECONDS
                 self.follow()
             except Exception as error:  # noqa: BLE001 - a broken watch only costs speed
                 self._synced.clear()  # unknown until the next list: callers read meanwhile
                 if self._stop.is_set():
                     return
                 logger.warning("webhook: watching %s failed (%s); reading them directly until"
-                               " the next list", self.resource.plural, error,
+                               " the next list, in %.0f s", self.resource.plural, error, delay,
                                exc_info=not isinstance(error, ApiError))
-                self._stop.wait(RETRY_SECONDS)
+                self._stop.wait(delay)
+                delay = min(delay * 2, RETRY_MAX_SECONDS)
+
+
+def _mapping(parent: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``parent[key]``, {} when absent; TypeError when it is there but no object."""
+    value = parent.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{key} is not an object")
+    return value
 
 
 def _slim_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata") or {}
+    meta = _mapping(obj, "metadata")
     return {k: meta[k] for k in ("name", "namespace", "uid", "deletionTimestamp") if k in meta}
 
 
 def slim_pod_group(obj: Mapping[str, Any]) -> dict[str, Any]:
     """What admission asks of a PodGroup: its name, uid, deletion and spec (the gang's
     minCount)."""
-    return {"metadata": _slim_metadata(obj), "spec": obj.get("spec") or {}}
+    return {"metadata": _slim_metadata(obj), "spec": dict(_mapping(obj, "spec"))}
 
 
 def slim_job(obj: Mapping[str, Any]) -> dict[str, Any]:
     """What admission asks of a Job: its name, uid, deletion and its pods' group label."""
-    labels = (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
-        "labels") or {}
+    template = _mapping(_mapping(obj, "spec"), "template")
+    labels = _mapping(_mapping(template, "metadata"), "labels")
     group = {names.GROUP_LABEL: labels[names.GROUP_LABEL]} if names.GROUP_LABEL in labels else {}
     return {"metadata": _slim_metadata(obj),
             "spec": {"template": {"metadata": {"labels": group}}}}
