@@ -27,7 +27,6 @@ posts events from a thread of their own (:mod:`~fluence_core.scheduler.events`).
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -45,6 +44,7 @@ from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, CycleResult, Reporter
 from fluence_core.scheduler.cycle import Cycle
 from fluence_core.scheduler.events import EventRecorder
+from fluence_core.scheduler.inbox import Inbox
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.promises import PromiseKeeper
@@ -55,8 +55,9 @@ from fluence_core.settings import Settings
 __all__ = ["WATCHED", "CycleResult", "Scheduler", "build_graph"]
 
 WATCHED = (NODES, PODS, PODGROUPS)
-_SETTLE: tuple[str, str, KubeDict] = ("", "", {})
-"""Put on the loop's queue when a binding finished: the next cycle settles it."""
+WATCH_CHUNK = 60.0
+"""Seconds of one watch call in :meth:`Scheduler.run`'s threads: how soon a thread sees
+that it must stop. The next call resumes where the thread's last one ended."""
 
 
 def build_graph(nodes: Iterable[KubeDict], config: ResourceConfig, settings: Settings,
@@ -108,6 +109,10 @@ class Scheduler:
                            self.reporter, preemptor, self.metrics)
         self.promises = PromiseKeeper(cluster, self.view, self.records, self.binder)
         self._versions: dict[str, str] = {}
+        """The resourceVersion each kind was listed or last applied at (start, :meth:`pump`)."""
+        self.watch_chunk = WATCH_CHUNK
+        self.inbox = Inbox()
+        """What the watch threads of :meth:`run` delivered and the loop has not applied."""
 
     @property
     def started(self) -> bool:
@@ -198,51 +203,56 @@ class Scheduler:
         self.view.handle(plural, event, obj)
 
     def run(self, stop: threading.Event, *, idle: float = 5.0) -> None:
-        """Watch in threads and schedule whenever something changed (``fluence up``)."""
+        """Watch in threads and schedule whenever something changed (``fluence up``).
+
+        The threads put what they see in the :class:`Inbox` (the newest state of each
+        object, at most one listing per kind), so a long cycle over a backlog costs no
+        memory per event; the loop applies all of it before each cycle.
+        """
         if not self.started:
             self.start()
-        events: queue.Queue[tuple[str, str, KubeDict]] = queue.Queue()
-        self.binder.wake = lambda: events.put(_SETTLE)
+        inbox = self.inbox
+        self.binder.wake = inbox.settle
         for resource in WATCHED:
             threading.Thread(
-                target=self._watch_forever, args=(resource, events, stop), daemon=True,
+                target=self._watch_forever, args=(resource, inbox, stop), daemon=True,
                 name=f"watch-{resource.plural}",
             ).start()
         self.schedule_once()
         while not stop.is_set():
-            try:
-                item = events.get(timeout=idle)
-            except queue.Empty:
-                self.schedule_once()
-                continue
-            while True:
-                if item is not _SETTLE:
-                    self._advance(*item)
-                try:
-                    item = events.get_nowait()
-                except queue.Empty:
-                    break
+            for change in inbox.take(timeout=idle) or ():
+                self._advance(*change)
             self.schedule_once()
         self.drain(timeout=30)
 
-    def _watch_forever(self, resource: Resource,
-                       events: queue.Queue[tuple[str, str, KubeDict]],
-                       stop: threading.Event) -> None:
+    def _watch_forever(self, resource: Resource, inbox: Inbox, stop: threading.Event) -> None:
+        """Watch one kind until ``stop``, each call resuming at the version this thread last
+        received (an event's, or a re-list's after a 410).
+
+        Never at the version the loop last applied: that one stands still while a cycle
+        runs, and a watch resumed from it after each chunk ran into 410 and re-listed,
+        again and again, at the same version (issue 31).
+        """
+        plural = resource.plural
+        version = self._versions.get(plural)
         while not stop.is_set():
             try:
                 for event, obj in self.cluster.watch(
-                    resource, resource_version=self._versions.get(resource.plural), timeout=60
+                    resource, resource_version=version, timeout=self.watch_chunk
                 ):
-                    events.put((resource.plural, event, obj))
+                    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+                    if isinstance(metadata, dict) and metadata.get("resourceVersion"):
+                        version = str(metadata["resourceVersion"])
+                    inbox.put(plural, event, obj)
                     if stop.is_set():
                         return
             except ApiError as error:
                 if stop.is_set():
                     return
-                logger.warning("watch of %s failed (%s); retrying", resource.plural, error)
+                logger.warning("watch of %s failed (%s); retrying", plural, error)
                 stop.wait(1.0)
             except Exception:  # a watch thread never dies: a dead one would freeze the view
                 if stop.is_set():
                     return
-                logger.exception("watch of %s broke; retrying", resource.plural)
+                logger.exception("watch of %s broke; retrying", plural)
                 stop.wait(1.0)

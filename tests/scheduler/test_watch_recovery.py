@@ -1,0 +1,156 @@
+"""The watches of ``fluence up`` while a long cycle holds the view (issue 31).
+
+A cycle over a large backlog holds the view's lock for a long time. The watch
+threads go on meanwhile: they must resume each watch call where they themselves
+left off (not where the loop last applied), recover from a lost history with one
+re-list, and keep what they delivered bounded by the objects, not the events.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from fluence_core.cluster_api import PODS, RESYNC, ObjectList, ResourceRef
+from fluence_core.fake_cluster import FakeCluster
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.scheduler.inbox import Inbox
+from fluence_core.settings import load_settings
+from tests.scheduler.conftest import node, pod
+
+
+class CountingCluster(FakeCluster):
+    """The in-memory cluster, counting the pod listings (a re-list after a 410 is one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pod_lists = 0
+
+    def list(self, resource: ResourceRef, namespace: str | None = None, *,
+             label_selector: str | None = None,
+             field_selector: str | None = None) -> ObjectList:
+        if resource in ("pods", PODS):
+            self.pod_lists += 1
+        return super().list(resource, namespace, label_selector=label_selector,
+                            field_selector=field_selector)
+
+
+def _wait(check: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _bound(cluster: FakeCluster) -> int:
+    return sum(1 for p in cluster.list(PODS, "default").items if p["spec"].get("nodeName"))
+
+
+def test_a_lost_history_during_a_long_cycle_costs_one_relist_and_every_pod_is_placed() -> None:
+    cluster = CountingCluster()
+    cluster.create("nodes", node("n0", cpu=64))
+    cluster.create("nodes", node("n1", cpu=64))
+    scheduler = Scheduler(cluster, load_settings(), bind_workers=2)
+    scheduler.watch_chunk = 0.1
+    stop = threading.Event()
+    loop = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": 0.05},
+                            daemon=True)
+    loop.start()
+    try:
+        cluster.create(PODS, pod("probe", "1"), "default")
+        _wait(lambda: _bound(cluster) == 1, "the probe pod to bind")
+        with scheduler.view.lock:  # a long cycle: the loop applies nothing meanwhile
+            for i in range(40):
+                cluster.create(PODS, pod(f"p{i}", "1"), "default")
+            time.sleep(0.3)  # the watch threads see them, over several watch calls
+            cluster.compact()  # the server forgets the history
+            lists_before = cluster.pod_lists
+            cluster.create(PODS, pod("late", "1"), "default")
+            time.sleep(1.0)  # ten watch calls, each of which resumes somewhere
+            relists = cluster.pod_lists - lists_before
+        _wait(lambda: _bound(cluster) == 42, "every pod to bind")
+    finally:
+        stop.set()
+        loop.join(timeout=30)
+    assert relists <= 1, f"{relists} re-lists while the loop was busy: the watch did not resume"
+
+
+def test_what_waits_for_a_busy_loop_grows_with_the_objects_not_the_events() -> None:
+    cluster = FakeCluster()
+    cluster.create("nodes", node("n0", cpu=64))
+    scheduler = Scheduler(cluster, load_settings(), bind_workers=2)
+    scheduler.watch_chunk = 0.1
+    stop = threading.Event()
+    loop = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": 0.05},
+                            daemon=True)
+    loop.start()
+    try:
+        cluster.create(PODS, pod("probe", "1"), "default")
+        _wait(lambda: _bound(cluster) == 1, "the probe pod to bind")
+        with scheduler.view.lock:
+            for i in range(10):
+                cluster.create(PODS, pod(f"p{i}", "1"), "default")
+            for round in range(30):  # 300 changes of the same ten pods
+                for i in range(10):
+                    cluster.patch(PODS, f"p{i}", {"metadata": {"labels": {"r": str(round)}}},
+                                  "default")
+            _wait(lambda: scheduler.inbox.coalesced >= 250, "the watch to deliver the changes")
+            waiting = len(scheduler.inbox)
+        _wait(lambda: _bound(cluster) == 11, "every pod to bind")
+    finally:
+        stop.set()
+        loop.join(timeout=30)
+    assert waiting <= 11, f"{waiting} changes waited for ten pods"
+
+
+def _pod_object(name: str, uid: str, version: int, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "uid": uid,
+                         "resourceVersion": str(version)}, "spec": dict(spec)}
+
+
+def test_the_inbox_keeps_the_newest_state_of_each_object_in_order_of_change() -> None:
+    inbox = Inbox()
+    inbox.put("pods", "ADDED", _pod_object("a", "u1", 1))
+    inbox.put("pods", "ADDED", _pod_object("b", "u2", 2))
+    inbox.put("pods", "MODIFIED", _pod_object("a", "u1", 3, nodeName="n0"))
+    taken = inbox.take(timeout=0)
+    assert taken is not None
+    assert [(e, o["metadata"]["name"], o["metadata"]["resourceVersion"]) for _, e, o in taken] \
+        == [("ADDED", "b", "2"), ("MODIFIED", "a", "3")]
+    assert inbox.take(timeout=0) is None
+
+
+def test_a_pod_deleted_and_created_again_under_its_name_stays_two_changes() -> None:
+    inbox = Inbox()
+    inbox.put("pods", "DELETED", _pod_object("a", "u1", 1))
+    inbox.put("pods", "ADDED", _pod_object("a", "u2", 2))
+    taken = inbox.take(timeout=0) or []
+    assert [(e, o["metadata"]["uid"]) for _, e, o in taken] == [("DELETED", "u1"), ("ADDED", "u2")]
+
+
+def test_a_relist_replaces_the_changes_of_its_kind_and_comes_before_later_ones() -> None:
+    inbox = Inbox()
+    inbox.put("pods", "ADDED", _pod_object("a", "u1", 1))
+    inbox.put("nodes", "ADDED", {"metadata": {"name": "n0", "uid": "n", "resourceVersion": "2"}})
+    inbox.put("pods", RESYNC, {"kind": "List", "items": [], "metadata": {"resourceVersion": "3"}})
+    inbox.put("pods", RESYNC, {"kind": "List", "items": [], "metadata": {"resourceVersion": "4"}})
+    inbox.put("pods", "ADDED", _pod_object("b", "u2", 5))
+    taken = inbox.take(timeout=0) or []
+    assert [(p, e, o["metadata"]["resourceVersion"]) for p, e, o in taken] == [
+        ("pods", RESYNC, "4"), ("nodes", "ADDED", "2"), ("pods", "ADDED", "5")]
+
+
+def test_a_finished_binding_wakes_the_loop_with_nothing_to_apply() -> None:
+    inbox = Inbox()
+    threading.Timer(0.05, inbox.settle).start()
+    assert inbox.take(timeout=5) == []
+    assert inbox.take(timeout=0) is None
+
+
+def test_an_object_without_a_name_is_never_merged_with_another() -> None:
+    inbox = Inbox()
+    inbox.put("pods", "ADDED", {"spec": {}})
+    inbox.put("pods", "ADDED", {"metadata": "garbled"})
+    assert len(inbox.take(timeout=0) or []) == 2
