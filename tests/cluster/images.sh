@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Build Fluence's image, and the images a local cluster needs, with no registry.
+#
+#   tests/cluster/images.sh [all|bases|fluence|pause|braket|archives] ...
+#
+# What it makes (podman's local store, and docker-archives under $FLUENCE_CLUSTER_DIR/images
+# that tests/cluster/local-cluster.sh loads into each node's containerd):
+#   localhost/fluence-local/debian:bookworm     Debian bookworm (python3 3.11, pip, venv) from
+#                                               mmdebstrap + podman import: the Python base of
+#                                               the Containerfile and the workload image
+#   localhost/fluence-local/flux-sched:bookworm that base with a flux-sched built outside the
+#                                               repository ($FLUX_PREFIX, default /opt/flux) and
+#                                               the Debian libraries it links against
+#   localhost/fluence-local/pause:1             the pod sandbox image (pause.c, static)
+#   ghcr.io/flux-framework/fluence:0.1.0        the Containerfile, built from the two bases
+#   ghcr.io/flux-framework/fluence-example-braket-qaoa:0.1.0   (braket) the QAOA example
+#
+# Needs: podman, mmdebstrap, gcc (static glibc), and a flux-sched install under $FLUX_PREFIX
+# (lib/flux/libreapi_cli.so): `fluence plugins --check` fails the build without Fluxion.
+# The sandbox this was written in lacks CAP_SYS_RESOURCE, so podman runs with a
+# containers.conf that sets no ulimits (CONTAINERS_CONF, unless already set).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+STATE=${FLUENCE_CLUSTER_DIR:-/var/tmp/fluence-cluster}
+FLUX_PREFIX=${FLUX_PREFIX:-/opt/flux}
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/pyproject.toml" | head -1)
+
+DEBIAN_IMAGE=localhost/fluence-local/debian:bookworm
+FLUX_IMAGE=localhost/fluence-local/flux-sched:bookworm
+PAUSE_IMAGE=localhost/fluence-local/pause:1
+FLUENCE_IMAGE=ghcr.io/flux-framework/fluence:$VERSION
+BRAKET_IMAGE=ghcr.io/flux-framework/fluence-example-braket-qaoa:$VERSION
+
+say() { printf '[images] %s\n' "$*" >&2; }
+die() { printf '[images] error: %s\n' "$*" >&2; exit 1; }
+
+podman_conf() {
+    if [[ -z "${CONTAINERS_CONF:-}" ]]; then
+        mkdir -p "$STATE"
+        printf '[containers]\ndefault_ulimits = []\n' > "$STATE/containers.conf"
+        export CONTAINERS_CONF=$STATE/containers.conf
+    fi
+}
+
+have_image() { podman image exists "$1"; }
+
+# Debian bookworm's python3 is 3.11, the version Fluence needs. The host's own
+# extra CAs (a TLS-inspecting proxy's, say) go in too, so pip inside the build
+# reaches PyPI as the host does; a machine without any adds nothing.
+debian_base() {
+    if have_image "$DEBIAN_IMAGE" && [[ -z "${REBUILD:-}" ]]; then
+        say "$DEBIAN_IMAGE present"; return
+    fi
+    command -v mmdebstrap >/dev/null || die "mmdebstrap is not installed (apt-get install mmdebstrap)"
+    local tar=$STATE/images/debian-bookworm.tar
+    mkdir -p "$STATE/images"
+    local hooks=()
+    if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+        hooks+=(--customize-hook='mkdir -p "$1/usr/local/share/ca-certificates"'
+                --customize-hook='cp /usr/local/share/ca-certificates/*.crt "$1/usr/local/share/ca-certificates/"'
+                --customize-hook='chroot "$1" update-ca-certificates')
+    fi
+    say "mmdebstrap bookworm -> $tar"
+    mmdebstrap --variant=minbase --format=tar \
+        --include=python3,python3-pip,python3-venv,ca-certificates \
+        --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
+        "${hooks[@]}" bookworm "$tar"
+    podman import --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' \
+        "$tar" "$DEBIAN_IMAGE" >/dev/null
+    rm -f "$tar"
+    say "$DEBIAN_IMAGE: $(podman run --rm "$DEBIAN_IMAGE" python3 --version)"
+}
+
+# The Debian packages that hold every library the flux-sched install links against.
+flux_runtime_packages() {
+    find "$FLUX_PREFIX" -type f \( -name '*.so*' -o -perm -u+x \) -print0 \
+        | xargs -0 ldd 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' \
+        | grep -v "^$FLUX_PREFIX/" | sort -u \
+        | while read -r lib; do dpkg -S "$(readlink -f "$lib")" 2>/dev/null \
+              || dpkg -S "$lib" 2>/dev/null || true; done \
+        | cut -d: -f1 | sort -u | grep -v -e '^libc6$' -e '^libgcc' -e '^libstdc' || true
+}
+
+flux_base() {
+    if have_image "$FLUX_IMAGE" && [[ -z "${REBUILD:-}" ]]; then
+        say "$FLUX_IMAGE present"; return
+    fi
+    [[ -e "$FLUX_PREFIX/lib/flux/libreapi_cli.so" ]] \
+        || die "no flux-sched under FLUX_PREFIX=$FLUX_PREFIX (lib/flux/libreapi_cli.so): build \
+flux-core and flux-sched there first (the Fluxion tests use the same install)"
+    local packages
+    packages=$(flux_runtime_packages | tr '\n' ' ')
+    say "flux-sched from $FLUX_PREFIX; Debian packages it links against: $packages"
+    local box
+    box=$(buildah from "$DEBIAN_IMAGE")
+    # shellcheck disable=SC2086
+    buildah run "$box" -- sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q --no-install-recommends $packages && rm -rf /var/lib/apt/lists/*"
+    buildah copy "$box" "$FLUX_PREFIX" "$FLUX_PREFIX" >/dev/null
+    # Where flux-sched's own image has it (the Containerfile's FLUENCE_FLUXION_LIB).
+    buildah run "$box" -- sh -c "mkdir -p /usr/lib/flux \
+        && ln -sf $FLUX_PREFIX/lib/flux/libreapi_cli.so /usr/lib/flux/libreapi_cli.so \
+        && echo $FLUX_PREFIX/lib > /etc/ld.so.conf.d/flux.conf && ldconfig"
+    buildah config --env "PATH=$FLUX_PREFIX/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "$box"
+    buildah commit --rm "$box" "$FLUX_IMAGE" >/dev/null
+    say "$FLUX_IMAGE built"
+}
+
+pause_image() {
+    if have_image "$PAUSE_IMAGE" && [[ -z "${REBUILD:-}" ]]; then
+        say "$PAUSE_IMAGE present"; return
+    fi
+    local dir
+    dir=$(mktemp -d)
+    gcc -static -Os -o "$dir/pause" "$HERE/pause.c"
+    local box
+    box=$(buildah from scratch)
+    buildah copy "$box" "$dir/pause" /pause >/dev/null
+    buildah config --entrypoint '["/pause"]' --cmd '[]' "$box"
+    buildah commit --rm "$box" "$PAUSE_IMAGE" >/dev/null
+    rm -rf "$dir"
+    say "$PAUSE_IMAGE built"
+}
+
+fluence_image() {
+    say "podman build $FLUENCE_IMAGE from $REPO/Containerfile"
+    podman build --layers -t "$FLUENCE_IMAGE" -f "$REPO/Containerfile" \
+        --build-arg "PYTHON_IMAGE=$DEBIAN_IMAGE" --build-arg "FLUX_SCHED_IMAGE=$FLUX_IMAGE" \
+        "$REPO"
+}
+
+braket_image() {
+    say "podman build $BRAKET_IMAGE from examples/braket-qaoa"
+    podman build --layers -t "$BRAKET_IMAGE" --build-arg "PYTHON_IMAGE=$DEBIAN_IMAGE" \
+        "$REPO/examples/braket-qaoa"
+}
+
+# docker-archives for `ctr -n k8s.io images import` (one file per image).
+archives() {
+    mkdir -p "$STATE/images"
+    local image file
+    for image in "$PAUSE_IMAGE" "$DEBIAN_IMAGE" "$FLUENCE_IMAGE" "$BRAKET_IMAGE"; do
+        have_image "$image" || { say "skip archive of $image (not built)"; continue; }
+        file=$STATE/images/$(echo "$image" | tr '/:' '__').tar
+        rm -f "$file"
+        podman save --format docker-archive -o "$file" "$image"
+        say "saved $file"
+    done
+}
+
+main() {
+    podman_conf
+    command -v podman >/dev/null || die "podman is not installed"
+    mkdir -p "$STATE/images"
+    [[ $# -gt 0 ]] || set -- all
+    for step in "$@"; do
+        case $step in
+            all) debian_base; flux_base; pause_image; fluence_image; archives ;;
+            bases) debian_base; flux_base; pause_image ;;
+            debian) debian_base ;;
+            flux) flux_base ;;
+            pause) pause_image ;;
+            fluence) fluence_image ;;
+            braket) braket_image ;;
+            archives) archives ;;
+            -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'; exit 0 ;;
+            *) die "unknown step $step (all, bases, debian, flux, pause, fluence, braket, archives)" ;;
+        esac
+    done
+}
+
+main "$@"
