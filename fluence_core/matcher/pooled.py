@@ -26,6 +26,19 @@ allocation has job ids of their own (from :data:`SHARED_JOBIDS`) and one
 :class:`NodeShare` per node carrying ``millicores`` and ``memory_mib``, so the
 durable record restores it like any other allocation.
 
+**Job ids.** Three kinds of job share one matcher: jobs the inner matcher numbers
+itself (whole-core compute, virtual vertices, and this module's own core and memory
+*leases*), and shared allocations, numbered by this module from :data:`SHARED_JOBIDS`
+(``1 << 40``, far beyond any id an inner matcher reaches), so those two spaces never
+meet. Leases, though, draw from the inner matcher's counter, which starts again at 1
+in a new process, while a restart brings back recorded inner ids. A shared
+allocation's restore makes leases, so it must come *after* every recorded inner id
+is held again: restoring in :func:`restore_order` (inner ids first) reserves them
+before anything new is allocated, whatever order the records are read in (an inner
+matcher's restore moves its counter past the id it restores). Restoring a shared
+allocation before them let its lease take id 1, and the record holding job 1 then
+failed to restore with "job 1 is already held" (issue 27).
+
 Known limits: a lease takes one pod slot in the embedded matcher's count; shared
 pods take no GPUs (a pod with GPUs is placed on whole cores); pool leases are not
 in :meth:`PooledMatcher.allocations` (they are re-made from the shared
@@ -35,7 +48,7 @@ allocations on restore).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +64,18 @@ from fluence_core.models import NodeInfo
 
 SHARED_JOBIDS = 1 << 40
 """Shared allocations are numbered from here, apart from any matcher's own job ids."""
+
+
+def restores_later(allocation: Allocation) -> bool:
+    """Whether restoring ``allocation`` allocates something new (a shared allocation leases
+    cores and memory chunks from the inner matcher): restore it after every other."""
+    return allocation.jobid >= SHARED_JOBIDS
+
+
+def restore_order(allocations: Iterable[Allocation]) -> list[Allocation]:
+    """``allocations`` in the order that reserves every recorded inner job id before a lease
+    can take it (see the module's docstring, "Job ids")."""
+    return sorted(allocations, key=restores_later)
 
 
 def is_shared_jobspec(jobspec: Mapping[str, Any]) -> bool:

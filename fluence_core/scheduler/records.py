@@ -28,6 +28,7 @@ from fluence_core.errors import FluenceError
 from fluence_core.kube_errors import ApiError, NotFound
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, Matcher
+from fluence_core.matcher.pooled import restores_later
 from fluence_core.models import KubeObject
 from fluence_core.scheduler import groups as g
 
@@ -110,6 +111,9 @@ class RecordBook:
         self.unrestored: list[tuple[g.Owner, HeldPlacement, str]] = []
         """Records :meth:`restore` could not hold again, and why: promises already broken
         (:class:`~fluence_core.scheduler.promises.PromiseKeeper` releases their gangs)."""
+        self.unreadable: list[tuple[g.Owner, str]] = []
+        """Owners whose record annotation could not be read, and why: their bound pods are
+        pinned from what they request."""
         self._written: set[g.Owner] = set()
         """Owners whose object carries a record now (read at start or written since)."""
 
@@ -153,42 +157,92 @@ class RecordBook:
 
         ``owners`` are ``(resource plural, object)`` pairs that may carry a
         record: the PodGroups and Fluence's own pods.
+
+        **Job ids are reserved before anything new is allocated.** Every record is
+        read first; then every allocation restored in two rounds across all records:
+        those whose restore allocates nothing (inner matcher ids) first, then the
+        shared ones, whose restore leases cores from the inner matcher
+        (:func:`~fluence_core.matcher.pooled.restore_order`). So no lease can take an
+        id a record holds, whatever order the owners come in. A record that still
+        cannot be held gives back only the jobs *it* restored (never an id it merely
+        names) and goes to :attr:`unrestored`: its pods are then held from what the
+        cluster says.
         """
+        entries: list[_Restoring] = []
         for owner_resource, obj in owners:
+            namespace, name = g.pod_key(obj)
+            owner = (owner_resource, namespace, name)
             try:
                 records = read_records(owner_resource, obj)
             except ValueError as error:
-                logger.error("ignoring a record: %s", error)
+                logger.warning("cannot read a record: %s; its pods are held from what they "
+                               "request", error)
+                self.unreadable.append((owner, str(error)))
+                self._written.add(owner)
                 continue
             if not records:
                 continue
-            namespace, name = g.pod_key(obj)
-            self._written.add((owner_resource, namespace, name))
-            kept = []
+            self._written.add(owner)
+            self.held[owner] = []
             for record in records:
                 if not any(alive(namespace, pod) for pod in record.pods):
                     logger.info("Cancel jobid %s: the pods of %s/%s are gone",
                                 record.jobids, namespace, name)
                     continue
-                try:
-                    for allocation in record.allocations.values():
-                        matcher.restore(allocation)
-                except FluenceError as error:
-                    logger.error("cannot restore %s/%s jobids %s: %s",
-                                 namespace, name, record.jobids, error)
-                    for allocation in record.allocations.values():
-                        matcher.cancel(allocation.jobid)  # what restored before the failure
-                    self.unrestored.append(((owner_resource, namespace, name), record, str(error)))
-                    continue
-                logger.info("restored jobids %s for %s/%s", record.jobids, namespace, name)
-                kept.append(record)
-            self.held[(owner_resource, namespace, name)] = kept
-            if len(kept) != len(records):
-                self.write((owner_resource, namespace, name))
+                entries.append(_Restoring(owner, record, len(records)))
+        for later in (False, True):
+            for entry in entries:
+                if entry.error is None:
+                    entry.restore(matcher, later)
+        changed: dict[g.Owner, int] = {}
+        failed: set[g.Owner] = set()
+        for entry in entries:
+            namespace, name = entry.owner[1:]
+            if entry.error is not None:
+                failed.add(entry.owner)
+                logger.error("cannot restore %s/%s jobids %s: %s",
+                             namespace, name, entry.record.jobids, entry.error)
+                self.unrestored.append((entry.owner, entry.record, entry.error))
+                continue
+            logger.info("restored jobids %s for %s/%s", entry.record.jobids, namespace, name)
+            self.held[entry.owner].append(entry.record)
+            changed[entry.owner] = entry.recorded
+        for owner, held in self.held.items():
+            if owner in failed or (held and changed.get(owner) == len(held)):
+                continue  # kept whole, or rewritten once its pods are held again
+            self.write(owner)
 
     def held_members(self, alive: Alive) -> Mapping[g.PodKey, int]:
         """Members each PodGroup already has placed and alive (computed when asked)."""
         return _HeldMembers(self.held, alive)
+
+
+@dataclass
+class _Restoring:
+    """One record being restored: the jobs it holds again so far, or why it cannot."""
+
+    owner: g.Owner
+    record: HeldPlacement
+    recorded: int
+    """How many records its owner carries (a dropped one means the owner is rewritten)."""
+    restored: list[int] = field(default_factory=list)
+    error: str | None = None
+
+    def restore(self, matcher: Matcher, later: bool) -> None:
+        """Restore this round's allocations (``later``: the shared ones); on a failure give
+        back exactly what this record restored."""
+        for allocation in self.record.allocations.values():
+            if restores_later(allocation) != later:
+                continue
+            try:
+                matcher.restore(allocation)
+            except FluenceError as error:
+                self.error = str(error)
+                for jobid in self.restored:
+                    matcher.cancel(jobid)
+                self.restored = []
+                return
+            self.restored.append(allocation.jobid)
 
 
 class _HeldMembers(Mapping[g.PodKey, int]):

@@ -24,6 +24,7 @@ from fluence_core.jobspec import compute_jobspec
 from fluence_core.log import logger
 from fluence_core.match import GroupMatch
 from fluence_core.matcher.base import Matcher
+from fluence_core.matcher.pooled import restore_order
 from fluence_core.models import NodeInfo, PodRequest
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.metrics import SchedulerMetrics
@@ -102,9 +103,8 @@ class ClusterView:
         cannot (a held backend or node is gone from the new graph), FluenceError says
         which, and the old graph and matcher stay in use, untouched.
         """
-        held = dict(self.matcher.allocations())
         failed = []
-        for allocation in held.values():
+        for allocation in restore_order(self.matcher.allocations().values()):
             try:
                 matcher.restore(allocation)
             except Exception as error:  # any failure leaves the old state whole
@@ -329,7 +329,7 @@ class ClusterView:
             self.matcher.cancel(allocation.jobid)
         self.matcher.remove_node(info.name)
         self.matcher.add_node(info)
-        for allocation in touching:
+        for allocation in restore_order(touching):  # whole cores first, then the pool
             try:
                 self.matcher.restore(allocation)
             except FluenceError as error:

@@ -1,0 +1,171 @@
+"""Job ids cannot collide on a restart: records, pool leases and shared allocations (issue 27).
+
+The reported failure: a lone pod of ``100m`` holding the only qpu records jobs 1
+(the qpu, numbered by the inner matcher) and ``1 << 40`` (its millicores, numbered by
+the pool). A restarted scheduler restored the millicores first; the pool leased a core
+for them from the fresh inner matcher, which numbered that lease 1; the qpu's job 1
+then failed with "job 1 is already held", and the running pod was deleted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any, Callable
+
+import pytest
+
+from fluence_core import names
+from fluence_core.cluster_api import PODS
+from fluence_core.graph import ResourceGraph
+from fluence_core.matcher.base import Allocation
+from fluence_core.matcher.embedded import EmbeddedMatcher
+from fluence_core.matcher.pooled import SHARED_JOBIDS, pooled
+from fluence_core.models import NodeInfo
+from fluence_core.resource_config import parse_resource_config
+from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from tests.scheduler.conftest import Harness, node, pod, pod_group
+from tests.scheduler.parts import cluster_of
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+QPU = """
+resources:
+  - type: qpu
+    name: cepheus
+"""
+WANTS_QPU = {"fluxion.flux-framework.org/qpu": "1"}
+
+Factory = Callable[..., Harness]
+
+
+def test_a_millicore_pod_holding_the_only_qpu_survives_a_restart_and_keeps_it(
+    harness_factory: Factory,
+) -> None:
+    h = harness_factory(node("n0"), node("n1"), pod("holder", "100m", requests=WANTS_QPU),
+                        resources=QPU)
+    h.cycle()
+    assert h.node_of("holder") == "n0"
+    recorded = h.cluster.get(PODS, "holder", "default")["metadata"]["annotations"]
+    assert recorded[names.JOBIDS_ANNOTATION] == f"1,{SHARED_JOBIDS}", "the reported job ids"
+    h.restart()
+    h.cycle()
+    assert h.node_of("holder") == "n0", "the running pod is neither deleted nor moved"
+    h.add(pod("second", "100m", requests=WANTS_QPU))
+    h.cycle()
+    assert h.node_of("second") is None, "the only qpu is held by the holder"
+    h.finish("holder")
+    h.cycle()
+    assert h.node_of("second") is not None, "bound once the holder ended"
+
+
+def test_after_a_restart_every_shape_beside_the_qpu_holder_keeps_running(
+    harness_factory: Factory,
+) -> None:
+    h = harness_factory(node("n0"), node("n1"), pod("holder", "100m", requests=WANTS_QPU),
+                        resources=QPU)
+    h.cycle()
+    h.add(pod("two", "2"), pod("milli", "300m"), pod("mem", "0", requests={"memory": "6Gi"}),
+          pod_group("gm", 2), pod("gm-0", "200m", group="gm"), pod("gm-1", "200m", group="gm"))
+    h.cycle()
+    before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in h.cluster.list(PODS).items}
+    assert all(before.values()), before
+    h.restart()
+    h.cycle()
+    after = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in h.cluster.list(PODS).items}
+    assert after == before
+    assert not h.cluster.events(reason="GangReleased")
+
+
+def _pooled() -> Any:
+    graph = ResourceGraph([NodeInfo.from_kube(node("n0", cpu=4))],
+                          parse_resource_config(QPU, "test.yaml"))
+    return pooled(EmbeddedMatcher(graph), graph)
+
+
+def _held_by_first_scheduler() -> list[tuple[str, dict[str, Any]]]:
+    """Three owners as one scheduler recorded them: a whole-core gang (job 2), a qpu
+    holder of 100m (jobs 1 and a shared one), and a millicore gang (shared)."""
+    first = _pooled()
+    qpu = first.match_allocate(_virtual())
+    whole = first.match_allocate(_compute(cores=2))
+    milli = first.match_allocate(_compute(millicores=100))
+    gang = first.match_allocate(_compute(millicores=700))
+    assert qpu and whole and milli and gang
+    assert (qpu.jobid, whole.jobid) == (1, 2) and milli.jobid >= SHARED_JOBIDS
+    owners = [
+        ("podgroups", _owner(pod_group("whole", 1), ["w-0"], {"compute": whole})),
+        ("pods", _owner(pod("holder", "100m"), ["holder"], {"compute": milli, "qpu": qpu})),
+        ("podgroups", _owner(pod_group("milli", 1), ["m-0"], {"compute": gang})),
+    ]
+    return owners
+
+
+def _owner(obj: dict[str, Any], pods: list[str],
+           allocations: dict[str, Allocation]) -> dict[str, Any]:
+    record = HeldPlacement("pods", "default", "x", pods, allocations).to_record()
+    obj["metadata"].setdefault("annotations", {})[names.ALLOCATION_ANNOTATION] = \
+        json.dumps([record])
+    return obj
+
+
+def _compute(cores: int = 0, millicores: int = 0) -> dict[str, Any]:
+    inner = [{"type": "millicores", "count": millicores}] if millicores else \
+        [{"type": "core", "count": cores}]
+    return {"version": 1, "resources": [{"type": "slot", "count": 1, "label": "task",
+                                         "with": inner}],
+            "tasks": [{"command": ["x"], "slot": "task", "count": {"per_slot": 1}}],
+            "attributes": {"system": {"duration": 0, "constraints": {
+                "properties": [names.VIRTUAL_FALSE]}}}}
+
+
+def _virtual() -> dict[str, Any]:
+    return {"version": 1, "resources": [{"type": "slot", "count": 1, "label": "qpu",
+                                         "with": [{"type": "node", "count": 1}]}],
+            "tasks": [{"command": ["x"], "slot": "qpu", "count": {"per_slot": 1}}],
+            "attributes": {"system": {"duration": 0, "constraints": {
+                "properties": [names.VIRTUAL_TRUE, names.class_property("qpu")]}}}}
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))),
+                         ids=lambda order: "-".join(map(str, order)))
+def test_records_restore_whole_whatever_order_their_owners_come_in(
+    order: tuple[int, ...],
+) -> None:
+    owners = _held_by_first_scheduler()
+    recorded = {a.jobid: a for _, obj in owners
+                for entry in json.loads(obj["metadata"]["annotations"][
+                    names.ALLOCATION_ANNOTATION])
+                for a in map(Allocation.from_json, entry["allocations"].values())}
+    matcher = _pooled()
+    book = RecordBook(cluster_of(), read_only=True)
+    book.restore([owners[i] for i in order], matcher, lambda namespace, name: True)
+    assert not book.unrestored
+    assert dict(matcher.allocations()) == recorded
+    fresh = matcher.match_allocate(_compute(cores=1))
+    assert fresh is not None and fresh.jobid not in recorded
+
+
+def test_a_record_that_cannot_be_restored_gives_back_only_the_jobs_it_restored() -> None:
+    owners = _held_by_first_scheduler()
+    holder = owners[1][1]
+    duplicate = pod("copy", "100m")
+    duplicate["metadata"]["annotations"] = dict(holder["metadata"]["annotations"])
+    matcher = _pooled()
+    book = RecordBook(cluster_of(), read_only=True)
+    book.restore([*owners, ("pods", duplicate)], matcher, lambda namespace, name: True)
+    assert [owner for owner, _, _ in book.unrestored] == [("pods", "default", "copy")]
+    held = {a.jobid for records in book.held.values() for r in records
+            for a in r.allocations.values()}
+    assert set(matcher.allocations()) == held, "the holder's jobs stay held"
+
+
+def test_a_reload_re_holds_shared_allocations_and_whole_cores_with_their_own_ids(
+    harness_factory: Factory,
+) -> None:
+    h = harness_factory(node("n0"), pod("holder", "100m", requests=WANTS_QPU),
+                        pod("whole", "2"), resources=QPU)
+    h.cycle()
+    held = dict(h.scheduler.matcher.allocations())
+    h.scheduler.reload_config(parse_resource_config(QPU, "again.yaml"))
+    assert dict(h.scheduler.matcher.allocations()) == held
