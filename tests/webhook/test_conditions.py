@@ -15,15 +15,15 @@ from typing import Any, Mapping, Sequence
 
 import celpy
 import pytest
-from hypothesis import HealthCheck, event, given, settings as hyp_settings, strategies as st
+from hypothesis import event, given, settings as hyp_settings, strategies as st
 from webhook_helpers import QPU, Counting, admit, pod
 
 from fluence_core import names
 from fluence_core.errors import FluenceError
 from fluence_core.fake_cluster import FakeCluster
 from fluence_core.limits import MAX_GROUP_SIZE
-from fluence_core.plugins import get_plugin_manager
-from fluence_core.settings import load_settings
+from fluence_core.plugins import FluencePluginManager, get_plugin_manager
+from fluence_core.settings import Settings, load_settings
 from fluence_core.webhook import build_service
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 from fluence_core.webhook.conditions import (
@@ -251,11 +251,26 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
+World = tuple[AdmissionService, Counting, list[dict[str, str]]]
+
+
 @pytest.fixture(scope="module")
-def world() -> tuple[AdmissionService, Counting, list[dict[str, str]]]:
-    """Every installed handler and admission check, over a cluster that records its calls
-    (with the Job the pods name, and nodes for admission control's budget)."""
+def installed() -> tuple[Settings, FluencePluginManager]:
+    """The settings and every installed plugin: loaded once, since they hold no state of a
+    review (what a service remembers lives in the service, built fresh by :func:`world`)."""
     settings = load_settings(runtime_image="example.org/fluence:test")
+    return settings, get_plugin_manager(settings)
+
+
+def world(installed: tuple[Settings, FluencePluginManager]) -> World:
+    """Every installed handler and admission check, over a cluster that records its calls
+    (with the Job the pods name, and nodes for admission control's budget).
+
+    Each hypothesis example builds its own: a world shared across examples keeps what an
+    earlier example left (a PodGroup of another size, the service's memory of it, whose
+    entries expire after seconds), so an example's answer would depend on the ones run
+    before it and on the clock, and hypothesis would call the test flaky."""
+    settings, manager = installed
     fake = FakeCluster()
     fake.create("jobs", {"apiVersion": "batch/v1", "kind": "Job",
                          "metadata": {"name": "qj", "namespace": "default", "uid": "job-uid"},
@@ -263,15 +278,15 @@ def world() -> tuple[AdmissionService, Counting, list[dict[str, str]]]:
                                   "completionMode": "Indexed",
                                   "template": {"spec": {"containers": []}}}}, "default")
     counting = Counting(fake)
-    service = build_service(settings, get_plugin_manager(settings), counting)
+    service = build_service(settings, manager, counting)
     return service, counting, service.match_conditions
 
 
-@hyp_settings(max_examples=400, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hyp_settings(max_examples=400, deadline=None)
 @given(candidate=pods())
-def test_a_pod_the_conditions_skip_would_have_been_allowed_unchanged(world, candidate) -> None:
-    service, counting, conditions = world
+def test_a_pod_the_conditions_skip_would_have_been_allowed_unchanged(installed,
+                                                                     candidate) -> None:
+    service, counting, conditions = world(installed)
     sent = matches(conditions, candidate)
     event("sent" if sent else "skipped")
     if sent:
@@ -287,11 +302,11 @@ def test_a_pod_the_conditions_skip_would_have_been_allowed_unchanged(world, cand
         assert set(counting.calls) <= {"get jobs", "create podgroups"}, counting.calls
 
 
-@hyp_settings(max_examples=300, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hyp_settings(max_examples=300, deadline=None)
 @given(candidate=pods())
-def test_each_handler_leaves_alone_every_pod_its_condition_excludes(world, candidate) -> None:
-    service, _, _ = world
+def test_each_handler_leaves_alone_every_pod_its_condition_excludes(installed,
+                                                                    candidate) -> None:
+    service, _, _ = world(installed)
     for handler in service.handlers:
         condition = handler.match_condition
         if "pods" not in handler.resources or condition is None:
@@ -309,14 +324,13 @@ def test_each_handler_leaves_alone_every_pod_its_condition_excludes(world, candi
         assert [step.description for step in ctx.deferred] in ([], allowed), handler.name
 
 
-@hyp_settings(max_examples=200, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hyp_settings(max_examples=200, deadline=None)
 @given(candidate=pods())
-def test_an_admitted_pod_sent_again_gets_an_answer_without_a_patch_field(world,
+def test_an_admitted_pod_sent_again_gets_an_answer_without_a_patch_field(installed,
                                                                        candidate) -> None:
     """Every installed handler patches nothing once nothing needs changing (the API server's
     reinvocation): the answer then has no patch at all, so it costs no second pass."""
-    service, _, _ = world
+    service, _, _ = world(installed)
     response, once = admit(service, copy.deepcopy(candidate))
     event("allowed" if response["allowed"] else "refused")
     if not response["allowed"]:
