@@ -16,7 +16,8 @@ What is here, by the hook that needs it:
   together), :class:`Allocation` and its shares,
   :class:`ResourceGraph`, :class:`NodeInfo`, :class:`MatchPolicy`;
 * scheduler hooks: :class:`Group`, :class:`PodRequest`, :class:`PodPlacement`
-  and the :data:`SchedulingContext` they receive;
+  and the :data:`SchedulingContext` they receive; a pod's size by kube-scheduler's
+  rule is :func:`pod_requests` (never recount a pod's containers);
 * ``fluence_feasibility_filters``: :class:`FeasibilityFilter` (asked once per
   pod, with its :class:`PodFacts` and a :class:`Snapshot`, for a :class:`NodeCheck`
   over :class:`NodeFacts`, a :class:`Refusal`, or nothing);
@@ -83,6 +84,7 @@ from fluence_core.matcher.base import (
     VirtualShare,
 )
 from fluence_core.models import Group, NodeInfo, PodRequest
+from fluence_core.pod_requests import pod_requests
 from fluence_core.placement import PodPlacement
 from fluence_core.resource_config import ResourceConfig, load_resource_config
 from fluence_core.runtime.provider import (
@@ -183,6 +185,7 @@ __all__ = [
     "metadata",
     "names",
     "parse_queue_position",
+    "pod_requests",
     "pointer",
     "positive_int_annotation",
     "spec",

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from fluence_core import limits, names
-from fluence_core.quantity import MAX_VALUE, QuantityError, cpu_cores, memory_mib
+from fluence_core.pod_requests import CPU, MEMORY, pod_requests
+from fluence_core.quantity import MIB, cpu_cores, memory_mib
 
 KubeObject = Mapping[str, Any]
 
@@ -161,45 +162,35 @@ class PodRequest:
 
     @classmethod
     def from_kube(cls, pod: KubeObject) -> "PodRequest":
-        """Sum the containers' requests (limits when a request is absent).
+        """The pod's size (:func:`fluence_core.pod_requests.pod_requests`, kube-scheduler's
+        rule) in the graph's terms, with its pins and node selector.
 
-        Init containers run before the others, so a pod needs the larger of the
-        biggest init container and the sum of the app containers, as the
-        kube-scheduler counts it. CPU is read in millicores: a whole number of CPUs
-        (or a pod with GPUs, rounded up) means exclusive cores; anything else, even
-        no request at all, is a share of the node's pool.
+        CPU is read in millicores. The pod's *effective total* decides whole versus
+        shared, because the graph holds one slot per pod: a whole number of CPUs (or
+        any GPU, rounded up) means that many exclusive cores; anything else, even no
+        request at all, is a share of the node's pool. Sidecars, an init container's
+        peak, pod-level requests and the RuntimeClass's overhead are all in that total:
+        a 2-cpu app with a 2-cpu sidecar holds 4 exclusive cores, one with a 500m
+        sidecar (2500m) or a 250m overhead (2250m) draws from the pool. Either way the
+        node is charged exactly what kube-scheduler charges it.
         """
         metadata = _mapping(pod.get("metadata"), "pod metadata")
         name = str(metadata.get("name") or metadata.get("generateName") or "pod")[:253]
+        namespace = str(metadata.get("namespace") or "default")
         try:
             spec = _mapping(pod.get("spec"), "spec")
-            containers = _list(spec.get("containers"), "spec.containers")
-            init_containers = _list(spec.get("initContainers"), "spec.initContainers")
             annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
             selector = _mapping(spec.get("nodeSelector"), "spec.nodeSelector")
         except ValueError as error:
-            raise ValueError(f"pod {name}: {error}") from None
-        app = _sum_requests(containers, name)
-        init = [_sum_requests([c], name) for c in init_containers]
-        totals: dict[str, Any] = {}
-        for key in set(app) | {k for i in init for k in i}:
-            totals[key] = max([app.get(key, 0)] + [i.get(key, 0) for i in init])
-        overhead = _sum_requests([{"name": "overhead", "resources": {
-            "requests": spec.get("overhead") or {}}}], name)
-        for key, amount in overhead.items():  # spec.overhead (the RuntimeClass's) counts too
-            totals[key] = totals.get(key, 0) + amount
-        for resource, amount in totals.items():
-            if amount > MAX_VALUE:
-                raise QuantityError(
-                    f"pod {name}: {resource} requests add up to more than int64 milli-units"
-                )
+            raise ValueError(f"pod {namespace}/{name}: {error}") from None
+        totals = pod_requests(pod, f"pod {namespace}/{name}")
         virtual = {}
         for resource, amount in totals.items():
             vtype = names.virtual_type_of(resource)
             if vtype is not None and amount > 0:
-                virtual[vtype] = math.ceil(amount)
-        millicores = math.ceil(totals.get("cpu", 0) * 1000)
-        gpus = math.ceil(totals.get(names.GPU_RESOURCE, 0))
+                virtual[vtype] = amount
+        millicores = totals.get(CPU, 0)
+        gpus = totals.get(names.GPU_RESOURCE, 0)
         if millicores % 1000 == 0 and millicores or gpus:
             cores = max(1, math.ceil(millicores / 1000))
         else:
@@ -211,11 +202,11 @@ class PodRequest:
         }
         return cls(
             name=name,
-            namespace=str(metadata.get("namespace") or "default"),
+            namespace=namespace,
             cores=cores,
             millicores=millicores,
             claims=volume_claims(spec, name),
-            memory_mib=math.ceil(totals.get("memory", 0)),
+            memory_mib=math.ceil(totals.get(MEMORY, 0) / MIB),
             gpus=gpus,
             virtual=virtual,
             requires=requires,
@@ -233,31 +224,6 @@ def volume_claims(spec: KubeObject, pod_name: str) -> tuple[str, ...]:
         elif volume.get("ephemeral"):
             found.append(f"{pod_name}-{volume.get('name')}")
     return tuple(found)
-
-
-def _sum_requests(containers: list[KubeObject], pod_name: str) -> dict[str, Any]:
-    totals: dict[str, Any] = {}
-    for container in containers:
-        label = container.get("name") if isinstance(container, Mapping) else "?"
-        try:
-            container = _mapping(container, "a container")
-            resources = _mapping(container.get("resources"), "resources")
-            requests = dict(_mapping(resources.get("limits"), "resources.limits"))
-            requests.update(_mapping(resources.get("requests"), "resources.requests"))
-        except ValueError as error:
-            raise ValueError(f"pod {pod_name}, container {label}: {error}") from None
-        for resource, raw in requests.items():
-            try:
-                if resource == "memory":
-                    amount = memory_mib(raw)
-                else:
-                    amount = cpu_cores(raw)
-            except ValueError as error:
-                raise ValueError(
-                    f"pod {pod_name}, container {container.get('name')}, {resource}: {error}"
-                ) from None
-            totals[resource] = totals.get(resource, 0) + amount
-    return totals
 
 
 @dataclass(frozen=True)

@@ -274,7 +274,8 @@ def test_plan_of_a_file_without_pods_exits_2(write_yaml: Callable[..., Path]) ->
 
 def test_plan_of_a_pod_with_a_bad_quantity_exits_2(write_yaml: Callable[..., Path]) -> None:
     pods = write_yaml("pods.yaml", make_pod_dict("q", cpu="many"))
-    assert "pod q, container app, cpu" in failed(fluence("plan", pods, "--nodes", NODES))
+    failure = failed(fluence("plan", pods, "--nodes", NODES))
+    assert "pod default/q: spec.containers[0].resources.requests.cpu" in failure
 
 
 def test_graph_with_a_bad_setting_exits_2() -> None:

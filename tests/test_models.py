@@ -62,7 +62,7 @@ def test_node_cpu_outside_the_bounds_is_an_error_naming_node_and_bound(
 def test_pod_requests_adding_up_past_int64_milli_units_are_an_error() -> None:
     pod = make_pod_dict("p", cpu="9000000000000000")
     pod["spec"]["containers"].append(dict(pod["spec"]["containers"][0], name="two"))
-    with pytest.raises(ValueError, match="pod p: cpu requests add up to more than"):
+    with pytest.raises(ValueError, match="pod default/p: cpu requests add up to more than"):
         PodRequest.from_kube(pod)
 
 
@@ -189,8 +189,9 @@ def test_pod_namespace_defaults_and_key_is_namespace_slash_name() -> None:
     assert PodRequest.from_kube(make_pod_dict("q", namespace="hpc")).key == "hpc/q"
 
 
-def test_a_bad_quantity_is_an_error_naming_pod_container_and_resource() -> None:
-    with pytest.raises(ValueError, match="pod p, container app, memory"):
+def test_a_bad_quantity_is_an_error_naming_the_pod_and_the_fields_path() -> None:
+    path = r"spec\.containers\[0\]\.resources\.requests\.memory"
+    with pytest.raises(ValueError, match=r"pod default/p: " + path):
         PodRequest.from_kube(make_pod_dict("p", memory="lots"))
 
 

@@ -21,13 +21,18 @@ def status() -> None:
     scheduler = Scheduler(connect(settings), settings, read_only=True)
     scheduler.start()
     report = collect_status(scheduler)
-    nodes = Table(title="Nodes")
-    for column in ("node", "cores", "fluence", "others", "free", "gpus used", "state"):
+    nodes = Table(title="Nodes (what bound pods request, by kube-scheduler's rule)")
+    for column in ("node", "cpu", "fluence", "others", "free", "memory used", "gpus used",
+                   "state"):
         nodes.add_column(column)
     for n in report.nodes:
-        free = n.cores - n.fluence_cores - n.other_cores
-        nodes.add_row(n.name, str(n.cores), str(n.fluence_cores), str(n.other_cores), str(free),
-                      f"{n.used_gpus}/{n.gpus}", "down" if n.down else "up")
+        state = "down" if n.down else "up"
+        if n.overcommitted:
+            state += f" [bold red]OVERCOMMITTED {', '.join(n.overcommitted)}[/]"
+        nodes.add_row(n.name, _cpu(n.millicores), _cpu(n.fluence_millicores),
+                      _cpu(n.other_millicores), _cpu(n.free_millicores),
+                      f"{n.used_memory_mib}/{n.memory_mib} MiB", f"{n.used_gpus}/{n.gpus}",
+                      state)
     console.print(nodes)
     if report.virtual:
         virtual = Table(title="Virtual resources")
@@ -49,6 +54,13 @@ def status() -> None:
     for p in report.pending:
         pending.add_row(p.group, str(p.pods), p.why)
     console.print(pending)
+
+
+def _cpu(millicores: int) -> str:
+    """Millicores as CPUs, exactly: ``4``, ``0.25``, ``-8``."""
+    whole, part = divmod(abs(millicores), 1000)
+    sign = "-" if millicores < 0 else ""
+    return f"{sign}{whole}" + (f".{part:03d}".rstrip("0") if part else "")
 
 
 @hookimpl

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from fluence_core.models import volume_claims
-from fluence_core.feasibility.resources import PODS, pod_requests, read_amounts
+from fluence_core.pod_requests import pod_requests
+from fluence_core.feasibility.resources import PODS, read_amounts
 from fluence_core.feasibility.selectors import (
     LabelSelector, NodeSelector, NodeSelectorTerm, SelectorError, parse_term,
 )

@@ -1,27 +1,58 @@
-"""What ``fluence status`` shows: the graph's use, held allocations, pending groups and why.
+"""What ``fluence status`` shows: what nodes hold, held allocations, pending groups and why.
 
 It rebuilds the scheduler's view from the cluster alone (the durable records on
 PodGroups and pods, the pods other schedulers placed), read-only, so it works
 from a laptop against any cluster Fluence runs in.
+
+A node's use is what its bound pods request, Fluence's and everyone else's, each
+sized by :func:`~fluence_core.pod_requests.pod_requests` (kube-scheduler's rule),
+not what the graph managed to charge: a node holding more than it has is shown
+so, and flagged, instead of hiding the excess.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from fluence_core import names
+from fluence_core.log import logger
+from fluence_core.pod_requests import CPU, MEMORY, pod_requests
+from fluence_core.quantity import MIB
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.core import Scheduler
 
 
 @dataclass
 class NodeUse:
+    """One node: what it has and what its bound pods request (CPU in millicores)."""
+
     name: str
-    cores: int
-    fluence_cores: int
-    other_cores: int
+    millicores: int
+    fluence_millicores: int
+    other_millicores: int
+    memory_mib: int
+    used_memory_mib: int
     gpus: int
     used_gpus: int
     down: bool
+
+    @property
+    def free_millicores(self) -> int:
+        """What is left; negative when the node is overcommitted."""
+        return self.millicores - self.fluence_millicores - self.other_millicores
+
+    @property
+    def overcommitted(self) -> list[str]:
+        """The resources its pods request more of than it has."""
+        over = []
+        if self.free_millicores < 0:
+            over.append(CPU)
+        if self.used_memory_mib > self.memory_mib:
+            over.append(MEMORY)
+        if self.used_gpus > self.gpus:
+            over.append(names.GPU_RESOURCE)
+        return over
 
 
 @dataclass
@@ -52,18 +83,12 @@ class Status:
 def collect_status(scheduler: Scheduler) -> Status:
     """Summarise a started (read-only) scheduler's view."""
     status = Status()
-    pinned = {pin.jobid for pin in scheduler.view.pins.values()}
-    cores_by_node: dict[str, list[int]] = {}
-    gpus_by_node: dict[str, int] = {}
-    for jobid, allocation in scheduler.matcher.allocations().items():
-        for share in allocation.nodes:
-            entry = cores_by_node.setdefault(share.node, [0, 0])
-            entry[1 if jobid in pinned else 0] += len(share.cores)
-            gpus_by_node[share.node] = gpus_by_node.get(share.node, 0) + len(share.gpus)
+    held = _held_by_node(scheduler)
     for node in scheduler.graph.nodes:
-        used = cores_by_node.get(node.name, [0, 0])
-        status.nodes.append(NodeUse(node.name, node.cores, used[0], used[1], node.gpus,
-                                    gpus_by_node.get(node.name, 0), node.down))
+        ours, theirs, memory, gpus = held.get(node.name, (0, 0, 0, 0))
+        status.nodes.append(NodeUse(node.name, node.millicores or 1000 * node.cores, ours,
+                                    theirs, node.memory_mib, math.ceil(memory / MIB),
+                                    node.gpus, gpus, node.down))
     holders: dict[str, str] = {}
     for (resource, namespace, owner), records in scheduler.records.held.items():
         for record in records:
@@ -97,6 +122,28 @@ def collect_status(scheduler: Scheduler) -> Status:
             PendingInfo(pending.key, len(pending.pods), pending.waiting or _last_reason(pending))
         )
     return status
+
+
+def _held_by_node(scheduler: Scheduler) -> dict[str, tuple[int, int, int, int]]:
+    """Per node: (Fluence's millicores, others' millicores, bytes of memory, GPUs) its
+    bound, unfinished pods request."""
+    held: dict[str, tuple[int, int, int, int]] = {}
+    for key, pod in scheduler.view.pods.items():
+        if not g.is_bound(pod) or g.is_finished(pod):
+            continue
+        try:
+            requests = pod_requests(pod)
+        except ValueError as error:
+            logger.warning("status: pod %s/%s is not counted: %s", *key, error)
+            continue
+        node = str(pod["spec"]["nodeName"])
+        ours, theirs, memory, gpus = held.get(node, (0, 0, 0, 0))
+        cpu = requests.get(CPU, 0)
+        held[node] = (ours + cpu if g.is_ours(pod) else ours,
+                      theirs if g.is_ours(pod) else theirs + cpu,
+                      memory + requests.get(MEMORY, 0),
+                      gpus + requests.get(names.GPU_RESOURCE, 0))
+    return held
 
 
 def _last_reason(pending: g.PendingGroup) -> str:

@@ -20,13 +20,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from fluence_core.cluster_api import DELETED, NODES, PODS, RESYNC, ClusterAPI, KubeDict
 from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.models import NodeInfo
+from fluence_core.pod_requests import CPU, MEMORY, pod_requests
 from fluence_core.quantity import cpu_cores, parse_quantity
 from fluence_core.scheduler import groups as g
 
@@ -35,26 +35,11 @@ INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
 
 
-def pod_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
-    """(millicores, bytes) the pod asks for: app containers summed, the biggest init container
-    if larger (as the kube-scheduler counts)."""
-    spec = pod.get("spec") or {}
-
-    def of(containers: list[Mapping[str, Any]]) -> tuple[Fraction, Fraction]:
-        cpu = memory = Fraction(0)
-        for container in containers:
-            resources = container.get("resources") or {}
-            requests = dict(resources.get("limits") or {})
-            requests.update(resources.get("requests") or {})
-            cpu += cpu_cores(requests.get("cpu", 0))
-            memory += parse_quantity(requests.get("memory", 0))
-        return cpu, memory
-
-    cpu, memory = of(spec.get("containers") or [])
-    for init in spec.get("initContainers") or []:
-        icpu, imem = of([init])
-        cpu, memory = max(cpu, icpu), max(memory, imem)
-    return int(cpu * 1000), int(memory)
+def cpu_and_memory(pod: Mapping[str, Any]) -> tuple[int, int]:
+    """(millicores, bytes) the pod asks for, by the one rule
+    (:func:`fluence_core.pod_requests.pod_requests`, kube-scheduler's)."""
+    requests = pod_requests(pod)
+    return requests.get(CPU, 0), requests.get(MEMORY, 0)
 
 
 @dataclass
@@ -147,7 +132,7 @@ class FirstFitScheduler:
         if bound_to:
             self.queue.pop(key, None)
             if key not in self.charged:
-                self._charge(key, str(bound_to), *pod_requests(obj))
+                self._charge(key, str(bound_to), *cpu_and_memory(obj))
         elif (obj.get("spec") or {}).get(
             "schedulerName"
         ) == self.scheduler_name and key not in self.queue:
@@ -186,7 +171,7 @@ class FirstFitScheduler:
         names = sorted(n for n, info in self.nodes.items() if info.schedulable)
         for key, queued in ready:
             pod = self.pods[key]
-            cpu, memory = pod_requests(pod)
+            cpu, memory = cpu_and_memory(pod)
             node = next(
                 (n for n in names if self.free[n][0] >= cpu and self.free[n][1] >= memory), None
             )

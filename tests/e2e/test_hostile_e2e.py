@@ -116,7 +116,8 @@ def test_absurd_pods_stay_pending_with_a_reason_and_every_other_pod_is_placed(
         name = f"absurd-{suffix}"
         wait_for(lambda n=name: bool(s.reasons(n)), f"a FailedScheduling event on {name}")
         # The API server keeps its canonical form ("1e5000" is stored as "100e4998").
-        assert any(f"pod {name}, container c, cpu: quantity" in r and "is too large" in r
+        assert any(f"pod {s.ns}/{name}: spec.containers[0].resources.requests.cpu: quantity"
+                   in r and "is too large" in r
                    for r in s.reasons(name)), s.reasons(name)
         # The event may be posted (from the events thread) before the condition is written.
         condition = wait_for(lambda n=name: s.scheduled_condition(n),

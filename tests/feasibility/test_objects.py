@@ -75,7 +75,7 @@ def test_a_pod_on_a_node_is_the_pod_with_that_node_and_nothing_else_changed() ->
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "z", "operator": "Near"}]}]}}}},
      r"pod default/p: nodeAffinity\.required\.nodeSelectorTerms\[0\]"),
     ({"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]},
-     r"pod default/p\.containers\[0\]\.requests: cpu"),
+     r"pod default/p: spec\.containers\[0\]\.resources\.requests\.cpu"),
     ({"containers": [{"name": "c", "ports": [{"hostPort": "80"}]}]},
      r"hostPort '80' is not a port number"),
 ])

@@ -32,7 +32,8 @@ PENDING = [  # pending pods of ours: refused with an event on the pod
     Case(
         "cpu-1e5000",
         pod("h", "1e5000"),
-        r"pod h, container app, cpu: quantity '1e5000' is too large",
+        r"pod default/h: spec\.containers\[0\]\.resources\.requests\.cpu: quantity '1e5000'"
+        r" is too large",
     ),
     Case("cpu-1e18", pod("h", "1e18"), "quantity '1e18' is too large"),
     Case("cpu-1e10000000", pod("h", "1e10000000"), "quantity '1e10000000' is too large"),
@@ -51,11 +52,12 @@ PENDING = [  # pending pods of ours: refused with an event on the pod
         "cpu requests add up to more than int64 milli-units",
     ),
     Case("containers-a-string", shaped("h", containers="app"), "spec.containers is not a list"),
-    Case("container-a-number", shaped("h", containers=[7]), "a container is not a mapping"),
+    Case("container-a-number", shaped("h", containers=[7]),
+         r"spec\.containers\[0\] is not an object"),
     Case(
         "requests-a-list",
         shaped("h", containers=[{"name": "a", "resources": {"requests": [1]}}]),
-        "resources.requests is not a mapping",
+        "resources.requests is not an object",
     ),
     Case(
         "init-containers-a-mapping",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from fluence_core.cluster_api import PODS
 from fluence_core.scheduler.core import Scheduler
-from fluence_core.scheduler.status import collect_status
+from fluence_core.scheduler.status import NodeUse, collect_status
 from fluence_core.settings import load_settings
 from tests.scheduler.conftest import Harness, node, pod, pod_group
 
@@ -43,8 +43,9 @@ def test_status_shows_use_holders_and_why_groups_wait(
     report = collect_status(viewer)
     assert h.cluster.resource_version == before, "status writes nothing"
     uses = {n.name: n for n in report.nodes}
-    assert uses["n0"].fluence_cores + uses["n1"].fluence_cores == 5
-    assert uses["n1"].other_cores == 1
+    assert uses["n0"].fluence_millicores + uses["n1"].fluence_millicores == 5000
+    assert uses["n1"].other_millicores == 1000
+    assert not uses["n0"].overcommitted and not uses["n1"].overcommitted
     assert report.virtual == [("/cluster0/cepheus0", "qdevice", "default/q")]
     owners = {h_.owner: h_ for h_ in report.held}
     assert owners["podgroups/default/g"].pods == ["g0", "g1"]
@@ -52,3 +53,53 @@ def test_status_shows_use_holders_and_why_groups_wait(
     assert "1 of 3 members ready" in why["default/big"]
     assert why["default/huge"] == "0/2 nodes are available: 2 Insufficient cpu."
     assert h.cluster.get(PODS, "huge", "default")["spec"].get("nodeName") is None
+
+
+def _pod_level(name: str, cpu: str, **kw: Any) -> dict[str, Any]:
+    """A pod whose size is said at pod level only (its container requests nothing)."""
+    body = pod(name, "0", **kw)
+    body["spec"]["containers"][0]["resources"] = {}
+    body["spec"]["resources"] = {"requests": {"cpu": cpu}}
+    return body
+
+
+def _status_of(h: Harness) -> dict[str, NodeUse]:
+    viewer = Scheduler(h.cluster, load_settings(), read_only=True)
+    viewer.start()
+    return {n.name: n for n in collect_status(viewer).nodes}
+
+
+def test_status_shows_what_bound_pods_request_and_flags_an_overcommitted_node(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    # 12 cpu of Fluence pods bound on a 4-cpu node, sized at pod level and by a sidecar
+    sidecar = pod("side", "2", node_name="n0")
+    sidecar["spec"]["initContainers"] = [{"name": "s", "restartPolicy": "Always",
+                                          "resources": {"requests": {"cpu": "2"}}}]
+    h = harness_factory(node("n0", cpu=4), node("n1", cpu=4),
+                        _pod_level("a", "4", node_name="n0"),
+                        _pod_level("b", "4", node_name="n0"), sidecar,
+                        _pod_level("theirs", "3", node_name="n1",
+                                   scheduler="default-scheduler"))
+    uses = _status_of(h)
+    assert (uses["n0"].fluence_millicores, uses["n0"].other_millicores) == (12000, 0)
+    assert uses["n0"].free_millicores == -8000
+    assert uses["n0"].overcommitted == ["cpu"]
+    assert (uses["n1"].other_millicores, uses["n1"].free_millicores) == (3000, 1000)
+    assert uses["n1"].overcommitted == []
+
+
+def test_status_counts_memory_and_flags_it_when_overcommitted(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    h = harness_factory(node("n0", cpu=4, memory="1Gi"),
+                        pod("big", "1", node_name="n0", requests={"memory": "2Gi"}))
+    use = _status_of(h)["n0"]
+    assert (use.used_memory_mib, use.memory_mib) == (2048, 1024)
+    assert use.overcommitted == ["memory"]
+
+
+def test_status_leaves_finished_pods_out(harness_factory: Callable[..., Harness]) -> None:
+    h = harness_factory(node("n0", cpu=4), pod("done", "3", node_name="n0"))
+    h.finish("done")
+    assert _status_of(h)["n0"].fluence_millicores == 0

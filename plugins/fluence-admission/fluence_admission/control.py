@@ -22,7 +22,6 @@ from fluence_core.api import (
     Handler,
     JsonPatch,
     NodeInfo,
-    PodRequest,
     Switch,
     annotations_of,
     conditions,
@@ -33,6 +32,7 @@ from fluence_core.api import (
     logger,
     metadata,
     names,
+    pod_requests,
     pointer,
     spec,
 )
@@ -72,14 +72,19 @@ def group_key(pod: Mapping[str, Any], namespace: str) -> GroupKey:
 
 
 def pod_cores(pod: Mapping[str, Any]) -> int:
-    """Whole cores the pod asks for, without the containers Fluence adds (stable on re-invocation).
-    """
+    """The cores the pod's CPU covers, rounded up (a 500m pod takes CPU too), without the
+    containers Fluence adds (stable on re-invocation); sized by the one rule,
+    :func:`~fluence_core.api.pod_requests`."""
     own = dict(spec(pod))
     own["containers"] = [c for c in own.get("containers") or []
                          if c.get("name") not in _FLUENCE_CONTAINERS]
     own["initContainers"] = [c for c in own.get("initContainers") or []
                              if c.get("name") not in _FLUENCE_CONTAINERS]
-    return PodRequest.from_kube({"metadata": metadata(pod), "spec": own}).cores
+    return -(-_millicores({"metadata": metadata(pod), "spec": own}) // 1000)
+
+
+def _millicores(pod: Mapping[str, Any]) -> int:
+    return pod_requests(pod).get("cpu", 0)
 
 
 def is_protected(pod: Mapping[str, Any]) -> bool:
@@ -90,7 +95,8 @@ def is_protected(pod: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class Budget:
-    """The numbers behind a verdict (all in whole cores)."""
+    """The numbers behind a verdict, in whole cores (free and preemptible CPU, counted in
+    millicores by the one rule, rounded down)."""
 
     free: int
     preemptible: int
@@ -164,23 +170,23 @@ class AdmissionControl:
                 nodes.append(NodeInfo.from_kube(raw))
             except ValueError as error:  # a node nobody can use adds no cores; judge the rest
                 logger.warning("admission: %s", error)
-        capacity = sum(n.cores for n in nodes if n.schedulable)
+        capacity = sum(n.millicores or 1000 * n.cores for n in nodes if n.schedulable)
         schedulable = {n.name for n in nodes if n.schedulable}
-        used = preemptible = 0
+        used = preemptible = 0  # millicores
         promises: dict[GroupKey, int] = {}
         bound_by_group: dict[GroupKey, int] = {}
         for pod in cluster.list(PODS).items:
             if (pod.get("status") or {}).get("phase") in _TERMINAL:
                 continue
             node = spec(pod).get("nodeName")
-            cores = _request_cores(pod)
+            millicores = _request_millicores(pod)
             protected = is_protected(pod)
             namespace = str(metadata(pod).get("namespace") or "default")
             if node:
                 if node in schedulable:
-                    used += cores
+                    used += millicores
                     if not protected and int(spec(pod).get("priority") or 0) < priority:
-                        preemptible += cores
+                        preemptible += millicores
             if protected:
                 key = group_key(pod, namespace)
                 raw = annotations_of(pod).get(names.PROMISED_CORES_ANNOTATION)
@@ -189,7 +195,7 @@ class AdmissionControl:
                 except (TypeError, ValueError):
                     pass
                 if node:
-                    bound_by_group[key] = bound_by_group.get(key, 0) + cores
+                    bound_by_group[key] = bound_by_group.get(key, 0) + -(-millicores // 1000)
         outstanding = {
             key: max(0, total - bound_by_group.get(key, 0)) for key, total in promises.items()
         }
@@ -204,7 +210,8 @@ class AdmissionControl:
             pending.pop(exclude, None)
             if len(exclude) == 2:
                 outstanding.pop((exclude[0], exclude[1]), None)
-        return Budget(free=max(0, capacity - used), preemptible=preemptible, reserved=self.reserve,
+        return Budget(free=max(0, capacity - used) // 1000, preemptible=preemptible // 1000,
+                      reserved=self.reserve,
                       promised=sum(outstanding.values()) + sum(pending.values()))
 
     def _group_exists(self, key: GroupKey) -> bool:
@@ -228,11 +235,12 @@ def promised_cores(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
     return size * pod_cores(pod)
 
 
-def _request_cores(pod: Mapping[str, Any]) -> int:
+def _request_millicores(pod: Mapping[str, Any]) -> int:
+    """The pod's CPU by the one rule; a pod that cannot be read counts as one core."""
     try:
-        return PodRequest.from_kube(pod).cores
+        return _millicores(pod)
     except ValueError:
-        return 1
+        return 1000
 
 
 class MarkHandler(Handler):

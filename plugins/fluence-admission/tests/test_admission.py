@@ -372,3 +372,26 @@ def test_a_node_that_cannot_be_read_does_not_stop_admission(control, settings, c
                              "status": {"allocatable": {"cpu": "1e5000"}}})
     admitted = control.admit(pod("a-0", cpu=4, qpu=True, group="a", size=2), ctx(settings, cluster))
     assert admitted is None
+
+
+def test_bound_pods_are_sized_by_kube_schedulers_rule_sidecars_and_pod_level_included(
+        control, settings, cluster):
+    theirs = pod("theirs", cpu=0, node_name="n1", priority=100, scheduler="default-scheduler")
+    theirs["spec"]["containers"][0]["resources"] = {}
+    theirs["spec"]["resources"] = {"requests": {"cpu": "6"}}
+    side = pod("side", cpu=2, node_name="n2", priority=100)
+    side["spec"]["initContainers"] = [{"name": "s", "image": "x", "restartPolicy": "Always",
+                                       "resources": {"requests": {"cpu": "2"}}}]
+    store(cluster, theirs)
+    store(cluster, side)
+    verdict = control.admit(pod("q-0", cpu=4, qpu=True, group="q", size=2), ctx(settings, cluster))
+    assert verdict is not None and "needs 8 cores" in verdict and "but 6 are available" in verdict
+
+
+def test_fractional_pods_take_their_share_of_the_free_cores(control, settings, cluster):
+    for i in range(4):
+        half = pod(f"half-{i}", node_name="n1", priority=100)
+        half["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
+        store(cluster, half)
+    verdict = control.admit(pod("q-0", cpu=8, qpu=True, group="q", size=2), ctx(settings, cluster))
+    assert verdict is not None and "but 14 are available" in verdict

@@ -1,0 +1,100 @@
+"""The graph charges a pod what kube-scheduler charges it: no shape overbooks a node.
+
+Each case is one of issue 27's reproductions: a native sidecar, pod-level requests,
+a foreign pod sized at pod level, the RuntimeClass's overhead. Before the one rule
+(:mod:`fluence_core.pod_requests`) each of them put more on a node than it has.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fluence_core.cluster_api import PODS
+from fluence_core.pod_requests import pod_requests
+from fluence_core.sim.baseline import DEFAULT_SCHEDULER, FirstFitScheduler
+from tests.scheduler.conftest import Harness, node, pod
+
+
+def _with_sidecar(name: str, app: str, sidecar: str, **kw: Any) -> dict[str, Any]:
+    body = pod(name, app, **kw)
+    body["spec"]["initContainers"] = [{"name": "side", "image": "busybox",
+                                       "restartPolicy": "Always",
+                                       "resources": {"requests": {"cpu": sidecar}}}]
+    return body
+
+
+def _pod_level(name: str, cpu: str, **kw: Any) -> dict[str, Any]:
+    body = pod(name, "0", **kw)
+    body["spec"]["containers"][0]["resources"] = {}
+    body["spec"]["resources"] = {"requests": {"cpu": cpu}}
+    return body
+
+
+def _cpu_on(h: Harness, node_name: str) -> int:
+    """Millicores the pods bound to ``node_name`` request, by kube-scheduler's rule."""
+    return sum(pod_requests(p).get("cpu", 0) for p in h.cluster.list(PODS).items
+               if p["spec"].get("nodeName") == node_name)
+
+
+def test_a_pod_with_a_sidecar_is_not_bound_to_a_node_too_small_for_both(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    h = harness_factory(node("n0", cpu=3), _with_sidecar("p", "2", "2"))
+    h.cycle()
+    assert h.node_of("p") is None  # 2 + 2 is 4 cpu; kube-scheduler refuses it too
+
+
+def test_a_pod_with_a_sidecar_holds_both_so_the_next_pod_waits(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    h = harness_factory(node("n0", cpu=4), _with_sidecar("p", "2", "2"))
+    h.cycle()
+    assert h.node_of("p") == "n0"
+    h.add(pod("next", "1"))
+    h.cycle()
+    assert h.node_of("next") is None
+    assert _cpu_on(h, "n0") == 4000
+
+
+def test_a_pod_sized_at_pod_level_holds_that_size_so_the_next_pod_waits(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    h = harness_factory(node("n0", cpu=4), _pod_level("big", "3"))
+    h.cycle()
+    assert h.node_of("big") == "n0"
+    h.add(pod("next", "2"))
+    h.cycle()
+    assert h.node_of("next") is None
+    assert _cpu_on(h, "n0") == 3000
+
+
+def test_a_foreign_pod_sized_at_pod_level_is_subtracted_in_full(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    h = harness_factory(node("n0", cpu=8),
+                        _pod_level("theirs", "6", scheduler="default-scheduler", node_name="n0"),
+                        *(pod(f"w{i}", "2") for i in range(4)))
+    h.cycle()
+    assert [h.node_of(f"w{i}") for i in range(4)].count("n0") == 1
+    assert _cpu_on(h, "n0") == 8000  # 6 + 2, not 6 + 4 x 2
+
+
+def test_the_runtime_classs_overhead_is_charged_with_the_pod(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    heavy = pod("heavy", "2")
+    heavy["spec"]["overhead"] = {"cpu": "500m"}
+    h = harness_factory(node("n0", cpu=2), heavy)
+    h.cycle()
+    assert h.node_of("heavy") is None  # 2.5 cpu on a 2-cpu node
+
+
+def test_the_simulators_baseline_sizes_pods_by_the_same_rule(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    h = harness_factory(node("n0", cpu=3),
+                        _with_sidecar("side", "2", "2", scheduler=DEFAULT_SCHEDULER),
+                        _pod_level("small", "3", scheduler=DEFAULT_SCHEDULER))
+    baseline = FirstFitScheduler(h.cluster, clock=lambda: 0.0)
+    baseline.start()
+    assert baseline.schedule_once() == {"default/small": "n0"}
