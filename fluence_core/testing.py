@@ -25,7 +25,7 @@ from fluence_core.runtime.conformance import CASES, Case, TaskState, VendorDoubl
 from fluence_core.runtime.fake_provider import FakeQueueProvider, FakeTask
 from fluence_core.runtime.sidecar import Outcome as SidecarOutcome
 from fluence_core.runtime.sidecar import Sidecar, SidecarConfig, VirtualClock
-from fluence_core.testing_apiserver import find_assets, start_apiserver
+from fluence_core.testing_apiserver import find_assets, start_apiserver, wait_for
 from fluence_core.webhook import build_service, tls
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.server import WebhookServer, server_context
@@ -37,7 +37,7 @@ __all__ = [
     "compute_jobspec", "fake_cluster", "fake_vendor_queue", "find_assets", "get_plugin_manager",
     "indexed_job_pods", "make_nodes", "make_pod_dict", "parse_resource_config", "pod_group",
     "provider_conformance", "server_context", "small_graph", "start_apiserver", "tls",
-    "vendor_clock", "virtual_jobspec",
+    "vendor_clock", "virtual_jobspec", "wait_for",
 ]
 
 BRAKET_EXAMPLE = """

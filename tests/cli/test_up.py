@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
-from fluence_core.cli.up import watch_resources
+import pytest
+
+from fluence_core.cli import up
 from fluence_core.resource_config import ResourceConfig
+from fluence_core.testing import wait_for
 
 
 class Recorder:
+    """The scheduler's side of the watch: the configs it was given to reload."""
+
     def __init__(self) -> None:
         self.configs: list[ResourceConfig] = []
         self.changed = threading.Event()
@@ -19,30 +23,46 @@ class Recorder:
         self.configs.append(config)
         self.changed.set()
 
+    def names(self) -> list[list[str]]:
+        return [[r.name for r in config.resources] for config in self.configs]
 
-def _wait_quiet(recorder: Recorder, seconds: float) -> None:
-    recorder.changed.wait(seconds)
+
+VALID = "resources:\n  - {type: qpu, name: a}\n  - {type: qpu, name: b}\n"
 
 
-def test_a_valid_edit_is_applied_and_an_invalid_one_is_ignored(tmp_path: Path) -> None:
+def test_a_valid_edit_is_applied_and_an_invalid_one_is_ignored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "resources.yaml"
     path.write_text("resources:\n  - {type: qpu, name: a}\n")
     recorder = Recorder()
+    refused = threading.Event()
+    applying = up.apply_resources
+
+    def noting_refusals(path: Path, scheduler: Recorder) -> bool:
+        applied = applying(path, scheduler)
+        if not applied:
+            refused.set()
+        return applied
+
+    monkeypatch.setattr(up, "apply_resources", noting_refusals)
     stop = threading.Event()
-    watcher = threading.Thread(target=watch_resources, args=(path, recorder, stop), daemon=True)
+    watcher = threading.Thread(target=up.watch_resources, args=(path, recorder, stop),
+                               daemon=True)
     watcher.start()
-    time.sleep(0.5)  # let the watcher arm before the first edit
     try:
-        path.write_text("resources:\n  - {type: qpu, name: a}\n  - {type: qpu, name: b}\n")
-        assert recorder.changed.wait(10), "a valid edit was not applied"
-        assert [r.name for r in recorder.configs[-1].resources] == ["a", "b"]
-        recorder.changed.clear()
+        # The watcher arms in its own time, unseen: write the edit again until it is read.
+        def written_and_read() -> bool:
+            path.write_text(VALID)
+            return recorder.changed.wait(1.0)
+
+        wait_for(written_and_read, "the valid edit to be applied", 30, 0)
+        assert recorder.names()[-1] == ["a", "b"]
         path.write_text("resources:\n  - {name: no-type}\n")
-        _wait_quiet(recorder, 2)
-        assert len(recorder.configs) == 1, "an invalid edit must keep the old graph"
+        wait_for(refused.is_set, "the invalid edit to be read and refused", 30, 0.02)
+        assert all(names == ["a", "b"] for names in recorder.names()), (
+            "an invalid edit must keep the old graph")
         path.write_text("resources: []\n")
-        assert recorder.changed.wait(10)
-        assert recorder.configs[-1].resources == ()
+        wait_for(lambda: recorder.names()[-1] == [], "the edit after it to be applied", 30, 0.02)
     finally:
         stop.set()
         watcher.join(timeout=10)
