@@ -32,7 +32,7 @@ def _rss_mib() -> float:
 
 def worker(kind: str, nodes: int, cores: int, gpus: int, repeat: int) -> dict[str, Any]:
     from fluence_core.graph import ResourceGraph
-    from fluence_core.jobspec import compute_jobspec
+    from fluence_core.matcher.jobspec import compute_jobspec
     from fluence_core.models import NodeInfo, PodRequest
 
     infos = [NodeInfo(f"node{i}", cores, cores * 4096, gpus) for i in range(nodes)]

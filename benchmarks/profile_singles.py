@@ -34,7 +34,7 @@ AREAS = [  # first match wins, searched from the innermost frame outwards
     ("events", ("events.py",)),
     ("bind request", ("binder.py:_bind_all",)),
     ("record write", ("binder.py:_bind_group",)),
-    ("match", ("match.py", "matcher/")),
+    ("match", ("matcher/",)),
     ("cycle (group, hooks, commit)", ("cycle.py", "groups.py", "pluggy")),
     ("cache (view.handle)", ("view.py",)),
     ("start: list + graph", ("core.py:start",)),

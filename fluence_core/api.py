@@ -84,8 +84,8 @@ from fluence_core.matcher.base import (
     VirtualShare,
 )
 from fluence_core.models import Group, NodeInfo, PodRequest
+from fluence_core.matcher.readback import PodPlacement
 from fluence_core.pod_requests import pod_requests
-from fluence_core.placement import PodPlacement
 from fluence_core.resource_config import ResourceConfig, load_resource_config
 from fluence_core.runtime.provider import (
     BEYOND_REPORTED,

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from fluence_core.graph import ResourceGraph
     from fluence_core.matcher.base import Matcher
     from fluence_core.models import Group, PodRequest
-    from fluence_core.placement import PodPlacement
+    from fluence_core.matcher.readback import PodPlacement
     from fluence_core.runtime.provider import Provider
     from fluence_core.scheduler.context import SchedulingContext
     from fluence_core.settings import PluginSettings, Settings

@@ -16,7 +16,7 @@ import pytest
 from fluence_core import names
 from fluence_core.fake_cluster import FakeCluster
 from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import compute_jobspec, virtual_jobspec
+from fluence_core.matcher.jobspec import compute_jobspec, virtual_jobspec
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import Group, NodeInfo, PodRequest
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager

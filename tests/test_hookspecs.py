@@ -26,7 +26,7 @@ from fluence_core.fake_cluster import FakeCluster
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import Group, PodRequest
-from fluence_core.placement import PodPlacement
+from fluence_core.matcher.readback import PodPlacement
 from fluence_core.runtime.provider import Provider
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.scheduler.context import SchedulingContext

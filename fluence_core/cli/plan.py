@@ -12,9 +12,9 @@ from fluence_core import hookimpl
 from fluence_core.cli.base import console, settings
 from fluence_core.cli.graph import NodesOption, ResourcesOption, build_graph
 from fluence_core.errors import FluenceError
-from fluence_core.jobspec import group_jobspecs
+from fluence_core.matcher.jobspec import group_jobspecs
 from fluence_core.kubeyaml import read_objects
-from fluence_core.match import GroupMatch, match_group
+from fluence_core.matcher.group import GroupMatch, match_group
 from fluence_core.matcher.pooled import pooled
 from fluence_core.models import Group, PodRequest
 from fluence_core.plugins import get_plugin_manager

@@ -28,7 +28,7 @@ from fluence_core.settings import Settings
 
 if TYPE_CHECKING:  # the reserve hook's types, above this layer: named, never imported
     from fluence_core.models import Group
-    from fluence_core.placement import PodPlacement
+    from fluence_core.matcher.readback import PodPlacement
     from fluence_core.scheduler.context import SchedulingContext
 
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"

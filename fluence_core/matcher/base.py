@@ -139,7 +139,7 @@ class GroupMatcher(Matcher, Protocol):
     A group with pods of several shapes needs one compute jobspec per shape;
     matched one after another, an early shape can take the nodes a later one
     needed. A matcher that offers :meth:`match_allocate_all` places them
-    jointly. Others are driven by :func:`fluence_core.match.match_group`, which
+    jointly. Others are driven by :func:`fluence_core.matcher.group.match_group`, which
     tries the jobspecs in several orders.
     """
 

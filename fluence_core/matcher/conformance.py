@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import group_jobspecs, is_compute
-from fluence_core.match import GroupMatch, match_group
+from fluence_core.matcher.jobspec import group_jobspecs, is_compute
+from fluence_core.matcher.group import GroupMatch, match_group
 from fluence_core.matcher.base import Allocation, Matcher, NodeShare
 from fluence_core.models import Group, NodeInfo, PodRequest
 from fluence_core.resource_config import parse_resource_config

@@ -21,7 +21,7 @@ start; memory likewise, in MiB, leasing whole chunks.
 
 A shared jobspec is the compute jobspec of fractional pods: each slot holds
 ``{"type": "millicores", "count": m}`` and, if any, ``{"type": "memory", "count":
-mib, "unit": "MiB"}`` (see :func:`fluence_core.jobspec.compute_jobspec`). Its
+mib, "unit": "MiB"}`` (see :func:`fluence_core.matcher.jobspec.compute_jobspec`). Its
 allocation has job ids of their own (from :data:`SHARED_JOBIDS`) and one
 :class:`NodeShare` per node carrying ``millicores`` and ``memory_mib``, so the
 durable record restores it like any other allocation.
@@ -55,7 +55,7 @@ from typing import Any
 from fluence_core import names
 from fluence_core.errors import MatcherError
 from fluence_core.graph import NodeVertex, ResourceGraph
-from fluence_core.jobspec import MILLICORES
+from fluence_core.matcher.jobspec import MILLICORES
 from fluence_core.matcher.base import (
     Allocation, GroupMatcher, GroupRefusal, Matcher, MatchOutcome, NodeShare,
 )

@@ -12,7 +12,7 @@ from typing import Mapping
 from fluence_core import hookimpl, names
 from fluence_core.cluster_api import PODS
 from fluence_core.models import Group
-from fluence_core.placement import PodPlacement
+from fluence_core.matcher.readback import PodPlacement
 from fluence_core.scheduler.context import SchedulingContext
 
 

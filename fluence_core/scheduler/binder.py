@@ -27,9 +27,9 @@ from fluence_core.cluster_api import PODGROUPS, PODS, ClusterAPI
 from fluence_core.errors import FluenceError
 from fluence_core.kube_errors import ApiError, Conflict
 from fluence_core.log import logger
-from fluence_core.match import GroupMatch
+from fluence_core.matcher.group import GroupMatch
 from fluence_core.models import Group
-from fluence_core.placement import PodPlacement
+from fluence_core.matcher.readback import PodPlacement
 from fluence_core.plugins import FluencePluginManager
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.context import SchedulingContext

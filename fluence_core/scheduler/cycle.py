@@ -21,7 +21,7 @@ from fluence_core.cluster_api import (
 )
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
-from fluence_core.match import GroupMatch, GroupMiss, match_preferring
+from fluence_core.matcher.group import GroupMatch, GroupMiss, match_preferring
 from fluence_core.matcher.base import MatchOutcome
 from fluence_core.models import Group
 from fluence_core.plugins import FluencePluginManager

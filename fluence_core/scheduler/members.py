@@ -37,12 +37,12 @@ from fluence_core.feasibility import PodFacts, feasible
 from fluence_core.feasibility.inter_pod_affinity import term_matches
 from fluence_core.feasibility.node_resources_fit import GRAPH_COUNTED
 from fluence_core.feasibility.objects import AffinityTerm
-from fluence_core.jobspec import COMPUTE, virtual_jobspecs
+from fluence_core.matcher.jobspec import COMPUTE, virtual_jobspecs
 from fluence_core.log import logger
-from fluence_core.match import GroupMatch, GroupMiss, match_preferring
+from fluence_core.matcher.group import GroupMatch, GroupMiss, match_preferring
 from fluence_core.matcher.base import Allocation, MatchOutcome
 from fluence_core.models import Group
-from fluence_core.placement import read_placements
+from fluence_core.matcher.readback import read_placements
 from fluence_core.scheduler.feasible import FeasibleNodes
 
 AFFINITY_TRIES = 8

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from fluence_core import names
 from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
 from fluence_core.log import logger
-from fluence_core.match import GroupMatch, GroupMiss, match_group
+from fluence_core.matcher.group import GroupMatch, GroupMiss, match_group
 from fluence_core.models import Group
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.events import EventRecorder

@@ -19,11 +19,11 @@ from collections.abc import Mapping
 
 from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
 from fluence_core.errors import FluenceError
-from fluence_core.jobspec import is_compute
+from fluence_core.matcher.jobspec import is_compute
 from fluence_core.log import logger
-from fluence_core.match import GroupMatch
+from fluence_core.matcher.group import GroupMatch
 from fluence_core.models import PodRequest
-from fluence_core.placement import PodPlacement, assign_pods
+from fluence_core.matcher.readback import PodPlacement, assign_pods
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, Commit, CycleResult
 from fluence_core.scheduler.context import SchedulingContext

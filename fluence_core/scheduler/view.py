@@ -20,9 +20,9 @@ from typing import Any
 from fluence_core.cluster_api import DELETED, RESYNC, KubeDict
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import compute_jobspec
+from fluence_core.matcher.jobspec import compute_jobspec
 from fluence_core.log import logger
-from fluence_core.match import GroupMatch
+from fluence_core.matcher.group import GroupMatch
 from fluence_core.matcher.base import Matcher
 from fluence_core.matcher.pooled import restore_order
 from fluence_core.models import NodeInfo, PodRequest

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import compute_jobspec
+from fluence_core.matcher.jobspec import compute_jobspec
 from fluence_core.matcher.base import Allocation
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import NodeInfo, PodRequest

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import group_jobspecs, is_compute
-from fluence_core.match import GroupMatch, GroupMiss, _match_in_turn, match_group
+from fluence_core.matcher.jobspec import group_jobspecs, is_compute
+from fluence_core.matcher.group import GroupMatch, GroupMiss, _match_in_turn, match_group
 from fluence_core.matcher.base import Matcher, MatchOutcome
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import Group, NodeInfo, PodRequest

@@ -6,8 +6,8 @@ import pytest
 
 from fluence_core.errors import MatcherError
 from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import compute_jobspec
-from fluence_core.match import GroupMatch, match_group
+from fluence_core.matcher.jobspec import compute_jobspec
+from fluence_core.matcher.group import GroupMatch, match_group
 from fluence_core.matcher.base import Allocation, GroupMatcher, MatchOutcome
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.matcher.pooled import SHARED_JOBIDS, PooledMatcher, pooled

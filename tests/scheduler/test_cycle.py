@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fluence_core import hookimpl
-from fluence_core.match import GroupMatch
+from fluence_core.matcher.group import GroupMatch
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, Reporter

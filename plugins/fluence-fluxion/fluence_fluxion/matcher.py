@@ -20,7 +20,7 @@ Facts of the library this module is written around:
   so :meth:`FluxionMatcher.restore` checks overlap itself;
 * it refuses sibling slots of one type in a jobspec, so a group with several
   pod shapes is several jobspecs; this matcher offers no joint match, and
-  :func:`fluence_core.match.match_group` sends them most-constrained first and
+  :func:`fluence_core.matcher.group.match_group` sends them most-constrained first and
   retries other orders (its docstring gives the bound).
 """
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from fluence_core.errors import MatcherError
-from fluence_core.jobspec import compute_parts, is_compute
+from fluence_core.matcher.jobspec import compute_parts, is_compute
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, NodeShare
 from fluence_core.models import Group, PodRequest

@@ -1,4 +1,4 @@
-"""fluence_core.jobspec: groups of pods become Fluxion jobspecs."""
+"""fluence_core.matcher.jobspec: groups of pods become Fluxion jobspecs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from fluence_core.errors import UnknownResourceTypeError
 from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import COMPUTE, compute_jobspec, group_jobspecs, virtual_jobspec
+from fluence_core.matcher.jobspec import COMPUTE, compute_jobspec, group_jobspecs, virtual_jobspec
 from fluence_core.models import Group, PodRequest
 from fluence_core.testing import make_pod_dict
 
@@ -320,7 +320,7 @@ def test_every_compute_jobspec_of_a_group_carries_the_exclusion(small_graph: Res
 
 def test_a_node_selector_becomes_a_hostlist_of_matching_nodes() -> None:
     from fluence_core.graph import ResourceGraph
-    from fluence_core.jobspec import group_jobspecs
+    from fluence_core.matcher.jobspec import group_jobspecs
     from fluence_core.models import Group, NodeInfo, PodRequest
 
     graph = ResourceGraph([NodeInfo("a", 4, 4096, labels={"pool": "x"}), NodeInfo("b", 4, 4096)])

@@ -26,11 +26,11 @@ from itertools import islice, permutations
 from typing import Iterator, Sequence, TypeGuard
 
 from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import GroupJobspec, compute_parts, group_jobspecs, is_compute
+from fluence_core.matcher.jobspec import GroupJobspec, compute_parts, group_jobspecs, is_compute
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, GroupMatcher, GroupRefusal, Matcher, MatchOutcome
 from fluence_core.models import Group, PodRequest
-from fluence_core.placement import PodPlacement, read_placements
+from fluence_core.matcher.readback import PodPlacement, read_placements
 
 MAX_ORDERS = 24
 """Orders of a group's compute jobspecs tried on a matcher that cannot match them jointly."""

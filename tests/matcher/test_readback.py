@@ -1,4 +1,4 @@
-"""fluence_core.placement: allocations read back into a placement per pod."""
+"""fluence_core.matcher.readback: allocations read back into a placement per pod."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import pytest
 
 from fluence_core.errors import MatcherError
 from fluence_core.graph import ResourceGraph
-from fluence_core.jobspec import COMPUTE
-from fluence_core.match import GroupMatch, match_group
+from fluence_core.matcher.jobspec import COMPUTE
+from fluence_core.matcher.group import GroupMatch, match_group
 from fluence_core.matcher.base import Allocation, NodeShare, VirtualShare
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import Group, PodRequest
-from fluence_core.placement import read_placements
+from fluence_core.matcher.readback import read_placements
 
 
 def share(node: str, cores: int, gpus: int = 0, memory_mib: int = 0) -> NodeShare:
