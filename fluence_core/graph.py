@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, KeysView
 
 from fluence_core import names
 from fluence_core.log import logger
@@ -98,6 +98,11 @@ class ResourceGraph:
     def nodes(self) -> list[NodeVertex]:
         """Nodes in rank order."""
         return list(self._nodes.values())
+
+    @property
+    def node_names(self) -> KeysView[str]:
+        """The nodes' names in rank order, a live view (a set test against it runs in C)."""
+        return self._nodes.keys()
 
     def node(self, name: str) -> NodeVertex:
         return self._nodes[name]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from fluence_core.feasibility.base import FeasibilityFilter, NodeCheck, Refusal
 from fluence_core.feasibility.inter_pod_affinity import InterPodAffinity
@@ -60,6 +61,12 @@ class Feasibility:
     long as the nodes do not change."""
     feasible_nodes: list[NodeFacts] = field(default_factory=list)
     """The nodes of ``nodes``, as read (what the preference scores are asked about)."""
+
+    @cached_property
+    def node_set(self) -> frozenset[str]:
+        """``nodes`` as a set, made once per answer: every pod of a signature shares it (a set
+        of five thousand names made per pod was a cost that grew with pods x nodes)."""
+        return frozenset(self.nodes)
 
     def summary(self) -> str:
         """kube-scheduler's FailedScheduling message (meaningful when no node is left)."""

@@ -39,10 +39,21 @@ matcher's restore moves its counter past the id it restores). Restoring a shared
 allocation before them let its lease take id 1, and the record holding job 1 then
 failed to restore with "job 1 is already held" (issue 27).
 
-Known limits: a lease takes one pod slot in the embedded matcher's count; shared
-pods take no GPUs (a pod with GPUs is placed on whole cores); pool leases are not
-in :meth:`PooledMatcher.allocations` (they are re-made from the shared
-allocations on restore).
+**Pod limit.** The pool counts the pods on each node that pass through it (shared
+pods, and the inner matcher's allocations it hands out or restores) and places no
+shared pod on a node at its allocatable ``pods``. Before, fractional pods piled up
+on the first nodes past that limit (160 pods of ``100m`` on a 16-core node that
+admits 110); the pod-limit filter vetoed them and most went unplaced.
+
+**Finding a node** costs ``log2(n)`` steps, not a walk of every node
+(:mod:`.pool_index`), unless the jobspec names a few hosts, which are walked.
+
+Known limits: a lease takes one pod slot in the embedded matcher's count, and the
+embedded matcher does not see the pool's pods in its own count (a whole-core pod
+may go to a node the pool filled; the pod-limit filter vetoes it); shared pods
+take no GPUs (a pod with GPUs is placed on whole cores); pool leases are not in
+:meth:`PooledMatcher.allocations` (they are re-made from the shared allocations on
+restore).
 """
 
 from __future__ import annotations
@@ -59,7 +70,8 @@ from fluence_core.matcher.jobspec import MILLICORES
 from fluence_core.matcher.base import (
     Allocation, GroupMatcher, GroupRefusal, Matcher, MatchOutcome, NodeShare,
 )
-from fluence_core.matcher.constraints import compile_constraint
+from fluence_core.matcher.constraints import Predicate, compile_constraint, expand_hostlist
+from fluence_core.matcher.pool_index import PoolIndex
 from fluence_core.models import NodeInfo
 
 SHARED_JOBIDS = 1 << 40
@@ -76,6 +88,11 @@ def restore_order(allocations: Iterable[Allocation]) -> list[Allocation]:
     """``allocations`` in the order that reserves every recorded inner job id before a lease
     can take it (see the module's docstring, "Job ids")."""
     return sorted(allocations, key=restores_later)
+
+
+FEW_HOSTS = 64
+"""A hostlist this short is walked node by node; a longer one is checked on the candidates
+the index offers."""
 
 
 def is_shared_jobspec(jobspec: Mapping[str, Any]) -> bool:
@@ -135,6 +152,26 @@ def _slot_demand(jobspec: Mapping[str, Any]) -> tuple[int, int, int]:
             int((inner.get("memory") or {}).get("count", 0)))
 
 
+def _constraints(jobspec: Mapping[str, Any]) -> Any:
+    return ((jobspec.get("attributes") or {}).get("system") or {}).get("constraints")
+
+
+def _few_hosts(constraints: Any) -> list[str] | None:
+    """The hosts a constraint names at its top (alone or in a top-level ``and``), when they
+    are few; None otherwise (the predicate decides on what the index offers)."""
+    if not isinstance(constraints, Mapping):
+        return None
+    parts = [constraints] if "hostlist" in constraints else [
+        part for part in constraints.get("and") or () if isinstance(part, Mapping)
+        and "hostlist" in part] if list(constraints) == ["and"] else []
+    for part in parts:
+        hosts = part.get("hostlist")
+        if isinstance(hosts, list) and len(hosts) <= FEW_HOSTS and all(
+                isinstance(h, str) for h in hosts):
+            return [name for item in hosts for name in expand_hostlist(item)]
+    return None
+
+
 def _lease_jobspec(node: str, what: str, amount: int) -> dict[str, Any]:
     """One whole core (``what="core"``) or one memory chunk, on ``node``, for the pool."""
     unit = {"unit": "MiB"} if what == "memory" else {}
@@ -159,6 +196,16 @@ class PooledMatcher:
         self._pools: dict[str, _Pool] = {}
         self._shared: dict[int, Allocation] = {}
         self._next = SHARED_JOBIDS
+        self._pods: dict[str, int] = {}
+        """Pods held on each node: shared ones and the inner matcher's (not the leases)."""
+        self._inner_pods: dict[int, tuple[tuple[str, int], ...]] = {}
+        """The inner allocations handed out or restored: (node, pods) of each share."""
+        self._index: PoolIndex | None = None
+        """Built at the first shared match; kept current from then on."""
+        self._capped: dict[str, int] = {}
+        """Nodes where a core lease failed (the inner matcher holds their cores), with how many
+        more cores did lease before it: offered for no more than that until an inner
+        allocation is given back."""
 
     # -- the Matcher protocol ------------------------------------------------------------
 
@@ -166,6 +213,8 @@ class PooledMatcher:
         if not is_shared_jobspec(jobspec):
             allocation = self.inner.match_allocate(jobspec)
             self.last_outcome = getattr(self.inner, "last_outcome", None)
+            if allocation is not None:
+                self._count_inner(allocation)
             return allocation
         return self._allocate_shared(jobspec)
 
@@ -178,7 +227,10 @@ class PooledMatcher:
     def cancel(self, jobid: int) -> bool:
         allocation = self._shared.pop(jobid, None)
         if allocation is None:
-            return self.inner.cancel(jobid)
+            cancelled = self.inner.cancel(jobid)
+            if cancelled:
+                self._uncount_inner(jobid)
+            return cancelled
         for share in allocation.nodes:
             self._put_back(share)
         return True
@@ -186,6 +238,7 @@ class PooledMatcher:
     def restore(self, allocation: Allocation) -> None:
         if allocation.jobid < SHARED_JOBIDS:
             self.inner.restore(allocation)
+            self._count_inner(allocation)
             return
         if allocation.jobid in self._shared:
             raise MatcherError(f"cannot restore job {allocation.jobid}: already held")
@@ -200,6 +253,7 @@ class PooledMatcher:
                     f"has no room for {share.millicores}m and {share.memory_mib} MiB"
                 )
             taken.append(share)
+            self._count(share.node, share.pods)
         self._shared[allocation.jobid] = allocation
         self._next = max(self._next, allocation.jobid + 1)
 
@@ -211,13 +265,20 @@ class PooledMatcher:
 
     def add_node(self, node: NodeInfo) -> None:
         self.inner.add_node(node)
+        if self._index is not None and self.graph.has_node(node.name):
+            self._index.add(node.name)
+            self._refresh(node.name)
 
     def remove_node(self, name: str) -> None:
         self._pools.pop(name, None)
+        self._capped.pop(name, None)
         self.inner.remove_node(name)
+        if self._index is not None:
+            self._index.remove(name)
 
     def set_node_down(self, name: str, down: bool = True) -> None:
         self.inner.set_node_down(name, down)
+        self._refresh(name)
 
     def __getattr__(self, attribute: str) -> Any:
         """Anything else a matcher offers (its statistics, its plugin status) is the inner's."""
@@ -226,8 +287,8 @@ class PooledMatcher:
     # -- shared allocations ----------------------------------------------------------------
 
     def _candidates(self, jobspec: Mapping[str, Any]) -> list[NodeVertex]:
-        constraints = ((jobspec.get("attributes") or {}).get("system") or {}).get("constraints")
-        predicate = compile_constraint(constraints)
+        """Every node the jobspec may use (a walk of all: for the verdict of a miss only)."""
+        predicate = compile_constraint(_constraints(jobspec))
         return [n for n in self.graph.nodes
                 if not n.down and predicate(n.name, n.properties, n.rank)]
 
@@ -246,14 +307,17 @@ class PooledMatcher:
 
     def _allocate_shared(self, jobspec: Mapping[str, Any]) -> Allocation | None:
         slots, millicores, mib = _slot_demand(jobspec)
-        candidates = self._candidates(jobspec)
+        constraints = _constraints(jobspec)
+        predicate = compile_constraint(constraints)
+        hosts = _few_hosts(constraints)
         placed: list[str] = []
         for _ in range(slots):
-            node = self._place_one(candidates, millicores, mib)
+            node = self._place_one(predicate, hosts, millicores, mib)
             if node is None:
                 for done in placed:
-                    self._put_back(NodeShare(done, memory_mib=mib, millicores=millicores))
-                ever = any(self._could_ever(n, millicores, mib) for n in candidates)
+                    self._put_back(NodeShare(done, memory_mib=mib, pods=1, millicores=millicores))
+                ever = any(self._could_ever(n, millicores, mib)
+                           for n in self._candidates(jobspec))
                 self.last_outcome = MatchOutcome.BUSY if ever else MatchOutcome.UNSATISFIABLE
                 return None
             placed.append(node)
@@ -269,16 +333,34 @@ class PooledMatcher:
         self.last_outcome = None
         return allocation
 
-    def _place_one(self, candidates: Sequence[NodeVertex], millicores: int, mib: int) -> str | None:
-        """The first node whose pool has room as it is, else the first that can lease it."""
-        for vertex in candidates:
-            if self._pool(vertex).short(millicores, mib) == (0, 0):
-                self._take(vertex.name, millicores, mib)
-                return vertex.name
-        for vertex in candidates:
-            cores, chunks = self._pool(vertex).short(millicores, mib)
-            if chunks >= 0 and cores <= vertex.cores and self._take(vertex.name, millicores, mib):
-                return vertex.name
+    def _place_one(self, predicate: Predicate, hosts: list[str] | None, millicores: int,
+                   mib: int) -> str | None:
+        """The first node in rank order whose pool has room as it is, else the first that
+        can lease it; the pod is drawn from it and counted there."""
+        index = self._indexed()
+        if hosts is not None:
+            positions = sorted(p for p in map(index.position, hosts) if p is not None)
+            now: list[int] | Any = iter(positions)
+            later: list[int] | Any = iter(positions)
+        else:
+            now = _walk(index.with_room, millicores)
+            later = _walk(index.could_lease, millicores)
+        for leasing, positions in ((False, now), (True, later)):
+            for position in positions:
+                vertex = self.graph.node(index.names[position])
+                if vertex.down or not self._pod_room(vertex):
+                    continue
+                if not predicate(vertex.name, vertex.properties, vertex.rank):
+                    continue
+                cores, chunks = self._pool(vertex).short(millicores, mib)
+                if not leasing:
+                    if (cores, chunks) != (0, 0):
+                        continue
+                elif chunks < 0 or cores > vertex.cores:
+                    continue
+                if self._take(vertex.name, millicores, mib):
+                    self._count(vertex.name, 1)
+                    return vertex.name
         return None
 
     def _take(self, node: str, millicores: int, mib: int) -> bool:
@@ -296,11 +378,15 @@ class PooledMatcher:
                     for owner, jobid in leased:
                         owner.remove(jobid)
                         self.inner.cancel(jobid)
+                    if what == "core":
+                        self._capped[node] = len(leased)
+                        self._refresh(node)
                     return False
                 leases.append(lease.jobid)
                 leased.append((leases, lease.jobid))
         pool.used_millicores += millicores
         pool.used_mib += mib
+        self._refresh(node)
         return True
 
     def _put_back(self, share: NodeShare) -> None:
@@ -309,6 +395,7 @@ class PooledMatcher:
             pool.used_millicores -= share.millicores
             pool.used_mib -= share.memory_mib
             self._shrink(share.node, pool)
+        self._count(share.node, -share.pods)
 
     def _shrink(self, node: str, pool: _Pool) -> None:
         """Give back the leases the pool can do without."""
@@ -316,6 +403,61 @@ class PooledMatcher:
             self.inner.cancel(pool.core_leases.pop())
         while pool.memory_leases and pool.mib - pool.chunk_mib >= pool.used_mib:
             self.inner.cancel(pool.memory_leases.pop())
+
+    # -- the pod count and the index ----------------------------------------------------
+
+    def _pod_room(self, vertex: NodeVertex) -> bool:
+        return not vertex.max_pods or self._pods.get(vertex.name, 0) < vertex.max_pods
+
+    def _count(self, node: str, pods: int) -> None:
+        if pods:
+            self._pods[node] = self._pods.get(node, 0) + pods
+            self._refresh(node)
+
+    def _count_inner(self, allocation: Allocation) -> None:
+        shares = tuple((share.node, share.pods) for share in allocation.nodes if share.pods)
+        self._inner_pods[allocation.jobid] = shares
+        for node, pods in shares:
+            self._count(node, pods)
+
+    def _uncount_inner(self, jobid: int) -> None:
+        for node, pods in self._inner_pods.pop(jobid, ()):
+            self._count(node, -pods)
+        capped, self._capped = self._capped, {}  # cores came back: leases may work again
+        for node in capped:
+            self._refresh(node)
+
+    def _indexed(self) -> PoolIndex:
+        if self._index is None:
+            self._index = PoolIndex()
+            for vertex in self.graph.nodes:
+                self._index.add(vertex.name)
+                self._refresh(vertex.name)
+        return self._index
+
+    def _refresh(self, node: str) -> None:
+        """Tell the index what ``node``'s pool can take now, and by leasing."""
+        index = self._index
+        if index is None or node not in index or not self.graph.has_node(node):
+            return
+        vertex = self.graph.node(node)
+        if vertex.down or not self._pod_room(vertex):
+            index.update(node, -1, -1)
+            return
+        pool = self._pool(vertex)
+        now = pool.millicores - pool.used_millicores
+        capped = self._capped.get(node)
+        leasable = (now + 1000 * capped if capped is not None
+                    else pool.base_millicores + 1000 * vertex.cores - pool.used_millicores)
+        index.update(node, max(now, 0), leasable)
+
+
+def _walk(first_from: Any, millicores: int) -> Any:
+    """Positions ``first_from(millicores, start)`` offers, in order."""
+    position = first_from(millicores, 0)
+    while position >= 0:
+        yield position
+        position = first_from(millicores, position + 1)
 
 
 class PooledGroupMatcher(PooledMatcher):
@@ -334,6 +476,8 @@ class PooledGroupMatcher(PooledMatcher):
             placed = self.inner.match_allocate_all([jobspecs[i] for i in own])
             if isinstance(placed, GroupRefusal):
                 return GroupRefusal(own[placed.index], placed.outcome)
+            for inner_allocation in placed:
+                self._count_inner(inner_allocation)
             held.update(zip(own, placed))
         for index in shared:
             allocation = self._allocate_shared(jobspecs[index])

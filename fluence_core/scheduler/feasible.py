@@ -137,7 +137,7 @@ class FeasibleNodes:
             if preferred is None:
                 preferred = tiers[signature] = self.preferred(facts, answer.feasible_nodes)
             constrained.append(dataclasses.replace(
-                request, allowed=frozenset(answer.nodes), preferred=preferred))
+                request, allowed=answer.node_set, preferred=preferred))
         return dataclasses.replace(group, pods=tuple(constrained))
 
     def preferred(self, facts: PodFacts,

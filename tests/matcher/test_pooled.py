@@ -153,3 +153,74 @@ def test_a_gang_of_whole_core_and_shared_pods_is_held_together_or_not_at_all() -
     outcome = match_group(fits, graph, matcher)
     assert isinstance(outcome, GroupMatch)
     assert {p.node for p in outcome.placements.values()} == {"n"}
+
+
+def test_shared_pods_stop_at_the_nodes_pod_limit() -> None:
+    matcher = _matcher(NodeInfo("a", 16, 65536, max_pods=110), NodeInfo("b", 16, 65536,
+                                                                         max_pods=110))
+    placed = [_take(matcher, _shared(100)) for _ in range(220)]
+    assert all(a is not None for a in placed), "16 cores hold 160 tenths, the kubelet 110 pods"
+    on = {node: sum(s.pods for a in placed if a for s in a.nodes if s.node == node)
+          for node in ("a", "b")}
+    assert on == {"a": 110, "b": 110}
+    assert _take(matcher, _shared(100)) is None
+    assert matcher.last_outcome is MatchOutcome.BUSY
+
+
+def test_whole_core_pods_count_toward_the_limit_shared_pods_meet() -> None:
+    matcher = _matcher(NodeInfo("a", 8, 8192, max_pods=3), NodeInfo("b", 8, 8192, max_pods=3))
+    assert _cores(matcher, 1, node="a") is not None
+    assert _cores(matcher, 1, node="a") is not None
+    first = _take(matcher, _shared(100))
+    assert first is not None and first.nodes[0].node == "a"
+    second = _take(matcher, _shared(100))
+    assert second is not None and second.nodes[0].node == "b", "a has its 3 pods"
+    assert _take(matcher, _shared(100), node="a") is None
+    matcher.cancel(first.jobid)
+    assert _take(matcher, _shared(100), node="a") is not None, "a pod gone, a slot back"
+
+
+def test_a_restored_shared_allocation_counts_its_pods() -> None:
+    node = NodeInfo("a", 4, 4096, max_pods=2)
+    held = _take(_matcher(node), _shared(100), count=2)
+    assert held is not None
+    restarted = _matcher(node)
+    restarted.restore(Allocation.from_json(held.to_json()))
+    assert _take(restarted, _shared(100)) is None
+
+
+def test_a_node_whose_cores_whole_core_pods_hold_is_offered_again_once_one_is_given_back(
+) -> None:
+    matcher = _matcher(NodeInfo("a", 2, 2048), NodeInfo("b", 2, 2048))
+    whole = _cores(matcher, 2, node="a")
+    assert whole is not None
+    first = _take(matcher, _shared(500))
+    assert first is not None and first.nodes[0].node == "b", "a's cores are all held"
+    assert _take(matcher, _shared(2000)) is None, "b has 1500m left, a none"
+    matcher.cancel(whole.jobid)
+    again = _take(matcher, _shared(2000))
+    assert again is not None and again.nodes[0].node == "a"
+
+
+def test_a_short_hostlist_is_walked_and_a_long_one_filters_what_the_index_offers() -> None:
+    nodes = [NodeInfo(f"n{i}", 2, 2048) for i in range(100)]
+    matcher = _matcher(*nodes)
+    few = _take(matcher, _shared(100), node="n57")
+    assert few is not None and few.nodes[0].node == "n57"
+    for first, expected in ((30, "n57"), (60, "n60")):  # a pool with room first, then leasing
+        many = [f"n{i}" for i in range(first, 100)]
+        spec = compute_jobspec([_shared(100)], {"and": [{"properties": ["virtual=false"]},
+                                                        {"hostlist": many}]})
+        placed = matcher.match_allocate(spec)
+        assert placed is not None and placed.nodes[0].node == expected
+
+
+def test_a_node_taken_down_gets_no_shared_pod_until_it_is_up() -> None:
+    matcher = _matcher(NodeInfo("a", 2, 2048), NodeInfo("b", 2, 2048))
+    matcher.set_node_down("a")
+    placed = _take(matcher, _shared(100))
+    assert placed is not None and placed.nodes[0].node == "b"
+    assert _take(matcher, _shared(2000)) is None, "b has 1900m left"
+    matcher.set_node_down("a", False)
+    back = _take(matcher, _shared(2000))
+    assert back is not None and back.nodes[0].node == "a"
