@@ -57,11 +57,10 @@ def fluence_feasibility_filters(settings: "Settings") -> "Sequence[FeasibilityFi
     """Contribute Kubernetes-style node filters, asked for every pod before matching.
 
     Called once when the scheduler starts. Every implementation runs and the
-    lists are joined; Fluence's own (kube-scheduler's NodeUnschedulable,
-    NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit,
-    VolumeBinding, PodTopologySpread, InterPodAffinity) are each a plugin of
-    their own, so ``FLUENCE_DISABLE_PLUGINS`` can leave any out. Filters run in
-    kube-scheduler's order, then any others in plugin order. The nodes a pod
+    lists are joined; Fluence's own (kube-scheduler's default filters, listed in
+    ``fluence_core.feasibility.builtins.BUILTIN_FILTERS``) are each a plugin of
+    their own (``filter-*``), so ``FLUENCE_DISABLE_PLUGINS`` can leave any out.
+    Filters run in kube-scheduler's order, then any others in plugin order. The nodes a pod
     passes every filter on are the only nodes the matcher may give it.
     """
 

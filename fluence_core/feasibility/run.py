@@ -15,29 +15,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from fluence_core.feasibility.base import FeasibilityFilter, NodeCheck, Refusal
-from fluence_core.feasibility.inter_pod_affinity import InterPodAffinity
-from fluence_core.feasibility.node_affinity import NodeAffinity
-from fluence_core.feasibility.node_name import NodeName
-from fluence_core.feasibility.node_ports import NodePorts
-from fluence_core.feasibility.node_resources_fit import NodeResourcesFit
-from fluence_core.feasibility.node_unschedulable import NodeUnschedulable
+from fluence_core.feasibility.builtins import BUILTIN_FILTERS, KUBE_ORDER
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
-from fluence_core.feasibility.pod_topology_spread import PodTopologySpread
-from fluence_core.feasibility.taint_toleration import TaintToleration
-from fluence_core.feasibility.volume_binding import VolumeBinding
 
 
 def default_filters() -> list[FeasibilityFilter]:
-    """kube-scheduler's default filters, in its order."""
-    return [
-        NodeUnschedulable(), NodeName(), TaintToleration(), NodeAffinity(), NodePorts(),
-        NodeResourcesFit(), VolumeBinding(), PodTopologySpread(), InterPodAffinity(),
-    ]
-
-
-KUBE_ORDER = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
-              "NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity")
-"""kube-scheduler's default profile runs its filters in this order."""
+    """Every built-in filter (:data:`~fluence_core.feasibility.builtins.BUILTIN_FILTERS`),
+    with kube-scheduler's full semantics, in its order."""
+    return [builtin() for builtin in BUILTIN_FILTERS]
 
 
 def in_kube_order(filters: Iterable[FeasibilityFilter]) -> list[FeasibilityFilter]:

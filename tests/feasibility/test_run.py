@@ -65,12 +65,6 @@ def test_only_the_given_nodes_are_judged() -> None:
     assert result.nodes == ["cpu0", "cpu1"] and result.total == 2
 
 
-def test_default_filters_are_kube_schedulers_order() -> None:
-    assert [f.name for f in default_filters()] == [
-        "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
-        "NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity"]
-
-
 def test_the_snapshot_counts_only_bound_live_pods() -> None:
     pods = [pod("bound", node_name="n", cpu="1"), pod("pending", cpu="1"),
             {**pod("done", node_name="n", cpu="1"), "status": {"phase": "Succeeded"}}]
