@@ -12,8 +12,10 @@
   the binds and the events of a committed group, or giving it all back;
 * :class:`~fluence_core.scheduler.preempt.Preemptor` (``preempt.py``);
 * :class:`~fluence_core.scheduler.promises.PromiseKeeper` (``promises.py``): at
-  start, binds the unbound members of restored records where they say, or
-  releases the whole gang.
+  start, binds the unbound members of restored records where they say;
+* :class:`~fluence_core.scheduler.fallback.Fallback` (``fallback.py``): a record
+  that cannot be restored or kept exactly: its bound members are held from what
+  they request (never deleted), its unbound members released.
 
 A group that does not fit is retried only after the cluster changed (a node
 came, an allocation was cancelled), never in a busy loop.
@@ -44,6 +46,7 @@ from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, CycleResult, Reporter
 from fluence_core.scheduler.cycle import Cycle
 from fluence_core.scheduler.events import EventRecorder
+from fluence_core.scheduler.fallback import Fallback
 from fluence_core.scheduler.inbox import Inbox
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
@@ -107,7 +110,8 @@ class Scheduler:
         preemptor = Preemptor(cluster, self.view, self.records, self.events)
         self.cycle = Cycle(settings, self.manager, self.view, self.records, self.binder,
                            self.reporter, preemptor, self.metrics)
-        self.promises = PromiseKeeper(cluster, self.view, self.records, self.binder)
+        self.fallback = Fallback(self.view, self.records, None if read_only else self.events)
+        self.promises = PromiseKeeper(self.view, self.records, self.binder, self.fallback)
         self._versions: dict[str, str] = {}
         """The resourceVersion each kind was listed or last applied at (start, :meth:`pump`)."""
         self.watch_chunk = WATCH_CHUNK
@@ -153,6 +157,7 @@ class Scheduler:
         owners = [("podgroups", pg) for pg in view.pod_groups.values()]
         owners += [("pods", p) for p in view.pods.values() if g.is_ours(p)]
         self.records.restore(owners, view.matcher, view.alive)
+        self.fallback.account_unrestored()  # before pins: these are held with their owners
         view.pin_foreign_pods()
 
     def reload_config(self, config: ResourceConfig) -> None:

@@ -8,16 +8,17 @@ held again), and then, before anything new is placed, :class:`PromiseKeeper`:
   what the members already bound there take;
 * or, when that cannot be (a recorded node is gone or cordoned, pods placed
   there meanwhile by someone else take the room, the record does not cover
-  the members), releases the whole gang: the allocation is cancelled, the
-  record dropped, and the members already bound are deleted so that the gang
-  is placed again together (its controller recreates them), never in part.
+  the members), gives the record back and hands its members to
+  :class:`~fluence_core.scheduler.fallback.Fallback`: the members already bound
+  keep running and are held from what they request; only the unbound members
+  are released, to be placed again. A bound pod is never deleted here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
+from fluence_core.cluster_api import KubeDict
 from fluence_core.errors import FluenceError
 from fluence_core.matcher.jobspec import is_compute
 from fluence_core.log import logger
@@ -27,6 +28,7 @@ from fluence_core.matcher.readback import PodPlacement, assign_pods
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, Commit, CycleResult
 from fluence_core.scheduler.context import SchedulingContext
+from fluence_core.scheduler.fallback import Fallback
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.view import ClusterView
 
@@ -36,19 +38,16 @@ _Members = list[tuple[g.PodKey, KubeDict]]
 class PromiseKeeper:
     """Binds the unbound members of restored records where the records say."""
 
-    def __init__(self, cluster: ClusterAPI, view: ClusterView, records: RecordBook,
-                 binder: Binder) -> None:
-        self.cluster = cluster
+    def __init__(self, view: ClusterView, records: RecordBook, binder: Binder,
+                 fallback: Fallback) -> None:
         self.view = view
         self.records = records
         self.binder = binder
+        self.fallback = fallback
 
     def keep(self, ctx: SchedulingContext) -> list[CycleResult]:
         """Bind or release every record with unbound members (the caller holds the lock)."""
         results: list[CycleResult] = []
-        unrestored, self.records.unrestored = self.records.unrestored, []
-        for owner, record, why in unrestored:
-            self._evict(owner, self._live_members(owner, record), f"cannot hold it again: {why}")
         on_node = self._bound_by_node()
         released = False
         for owner, held in list(self.records.held.items()):
@@ -60,7 +59,7 @@ class PromiseKeeper:
                     continue
                 placements = self._plan(record, live, unbound, on_node)
                 if isinstance(placements, str):
-                    self.release(owner, record, live, placements)
+                    self.release(owner, record, placements)
                     released = True
                     continue
                 results.append(self._bind(owner, record, unbound, placements, ctx))
@@ -141,26 +140,14 @@ class PromiseKeeper:
         # in this thread, before the first cycle: a pool would race the cycle for the lock
         return self.binder.bind_now(Commit(pending, group, match, owner, record, {}, ctx))
 
-    def release(self, owner: g.Owner, record: HeldPlacement, live: _Members, why: str) -> None:
-        """Give back the whole gang: its allocation, its record, and its members already bound."""
-        logger.warning("releasing %s/%s jobids %s: %s", owner[1], owner[2], record.jobids, why)
+    def release(self, owner: g.Owner, record: HeldPlacement, why: str) -> None:
+        """Give back a record whose promise cannot be kept: its bound members keep running,
+        held from what they request, and its unbound members are released."""
+        logger.warning("cannot keep the record of %s/%s (jobids %s): %s; its bound members "
+                       "stay where they run, its unbound members are released",
+                       owner[1], owner[2], record.jobids, why)
         self.view.cancel(record, why)
         held = self.records.held.get(owner, [])
         if record in held:
             held.remove(record)
-        self.records.write(owner)
-        self._evict(owner, live, why)
-
-    def _evict(self, owner: g.Owner, live: _Members, why: str) -> None:
-        """Delete the members already bound, so that the gang is placed again whole."""
-        for (namespace, name), pod in live:
-            if not g.is_bound(pod):
-                continue
-            logger.warning("deleting %s/%s: gang %s/%s is released (%s)",
-                           namespace, name, owner[1], owner[2], why)
-            message = f"fluence released gang {owner[1]}/{owner[2]} to place it whole: {why}"
-            try:
-                self.cluster.post_event(pod, "Warning", "GangReleased", message)
-                self.cluster.delete(PODS, name, namespace)
-            except FluenceError as error:
-                logger.error("cannot delete %s/%s of a released gang: %s", namespace, name, error)
+        self.fallback.rehold(owner, record.pods, f"its record cannot be kept: {why}")

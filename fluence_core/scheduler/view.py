@@ -20,13 +20,14 @@ from typing import Any
 from fluence_core.cluster_api import DELETED, RESYNC, KubeDict
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph
-from fluence_core.matcher.jobspec import compute_jobspec
+from fluence_core.matcher.jobspec import COMPUTE
 from fluence_core.log import logger
 from fluence_core.matcher.group import GroupMatch
 from fluence_core.matcher.base import Matcher
 from fluence_core.matcher.pooled import restore_order
-from fluence_core.models import NodeInfo, PodRequest
+from fluence_core.models import NodeInfo
 from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.conservative import hold_running
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 
@@ -55,8 +56,15 @@ def read_node(obj: KubeDict, *, quiet: bool = False) -> NodeInfo | None:
 class Pin:
     """A pod Fluence did not place (or lost the record of), held where it runs."""
 
-    jobid: int
+    jobid: int | None
+    """Its compute job (None when its node had no room left for it)."""
     node: str
+    virtual: tuple[int, ...] = ()
+    """The jobs holding the virtual resources it requests."""
+
+    @property
+    def jobids(self) -> tuple[int, ...]:
+        return ((self.jobid,) if self.jobid is not None else ()) + self.virtual
 
 
 class ClusterView:
@@ -187,39 +195,45 @@ class ClusterView:
                 self.pin(key, pod)
 
     def pin(self, key: g.PodKey, pod: Mapping[str, Any]) -> None:
-        """Subtract a running pod we hold no record for from its node (a lone pod of ours
-        is held as its own record instead)."""
+        """Subtract a running pod we hold no record for from its node, with the virtual
+        resources it requests (:func:`~fluence_core.scheduler.conservative.hold_running`);
+        a lone pod of ours is held as its own record instead."""
         if key in self.pins or not g.is_bound(pod) or g.is_finished(pod):
             return
         node = pod["spec"]["nodeName"]
         if not self.graph.has_node(node):
             return
-        try:
-            request = PodRequest.from_kube(pod)
-        except ValueError as error:
-            logger.warning("pod %s/%s on %s is not subtracted from its node: %s", *key, node, error)
-            return
-        jobspec = compute_jobspec([request], {"hostlist": [node]})
-        allocation = self.matcher.match_allocate(jobspec)
-        if allocation is None:
-            logger.warning("pod %s/%s on %s does not fit what the graph has left there",
-                           *key, node)
+        hold = hold_running(self.graph, self.matcher, pod)
+        if hold.problems:
+            how = "is held only in part" if hold.allocations else \
+                "is not subtracted from its node"
+            logger.warning("pod %s/%s on %s %s: %s", *key, node, how, "; ".join(hold.problems))
+        if not hold.allocations:
             return
         if g.is_ours(pod) and g.pod_group_name(pod) is None:
             # A lone pod of ours writes no record (records.py): its binding is its record, so
             # it is held like one (released when it finishes, preemptible), not pinned.
             namespace, name = key
-            record = HeldPlacement("pods", namespace, name, [name], {"compute": allocation})
-            self.records.held.setdefault(("pods", namespace, name), []).append(record)
-            logger.debug("re-held %s/%s on %s as jobid %d", *key, node, allocation.jobid)
+            owner = ("pods", namespace, name)
+            record = HeldPlacement("pods", namespace, name, [name], hold.allocations)
+            self.records.held.setdefault(owner, []).append(record)
+            logger.debug("re-held %s/%s on %s as jobids %s", *key, node, record.jobids)
+            if record.durable:  # it holds a virtual resource: its record was lost
+                logger.warning("pod %s/%s on %s had no record of its virtual resources: held "
+                               "from its requests and annotations (%s)", *key, node,
+                               hold.describe())
+                self.records.write(owner)
             return
-        self.pins[key] = Pin(allocation.jobid, node)
-        logger.debug("pinned %s/%s on %s as jobid %d", *key, node, allocation.jobid)
+        compute = hold.allocations.get(COMPUTE)
+        self.pins[key] = Pin(compute.jobid if compute else None, node,
+                             tuple(a.jobid for k, a in hold.allocations.items() if k != COMPUTE))
+        logger.debug("pinned %s/%s on %s: %s", *key, node, hold.describe())
 
     def unpin(self, key: g.PodKey) -> None:
         pin = self.pins.pop(key, None)
         if pin is not None:
-            self.matcher.cancel(pin.jobid)
+            for jobid in pin.jobids:
+                self.matcher.cancel(jobid)
             self.generation += 1
 
     # -- caches --------------------------------------------------------------------------

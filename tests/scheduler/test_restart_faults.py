@@ -151,31 +151,9 @@ def test_a_restart_binds_the_rest_of_a_cut_gang_where_its_record_says_before_pla
     assert set(nodes.values()) == record_nodes
 
 
-def test_a_recorded_node_gone_releases_the_whole_gang() -> None:
-    cluster = populated()
-    binds = [i for i, w in enumerate(WRITES, 1) if w.startswith("bind default/a-")]
-    first = scheduler_on(Faulty(cluster, binds[2]))
-    with pytest.raises(Killed):
-        first.start()
-        quiesce(first)
-    placed = bound(cluster, "a")
-    bound_nodes = {n for n in placed.values() if n}
-    record = restarted_record_nodes(cluster)
-    missing = sorted(record - bound_nodes)
-    assert missing, "the record holds a node no member runs on yet"
-    cluster.delete(NODES, missing[0])
-    restarted = scheduler_on(cluster)
-    restarted.start()
-    quiesce(restarted)
-    check_invariants(cluster, restarted)
-    left = [p for p in (cluster.get(PODS, name, "default") for name in placed) if p]
-    assert not any(g.is_bound(p) for p in left), "no member of the released gang stays bound"
-    assert ("podgroups", "default", "a") not in restarted.records.held or \
-        not restarted.records.held[("podgroups", "default", "a")]
-
-
-def test_pods_placed_on_a_recorded_node_meanwhile_release_the_gang() -> None:
-    cluster = populated()
+def _cut_gang_a(cluster: FakeCluster) -> tuple[set[str], list[str]]:
+    """Kill the first scheduler once it bound two members of ``a``: the nodes they run on,
+    and the nodes the record holds where no member runs yet."""
     binds = [i for i, w in enumerate(WRITES, 1) if w.startswith("bind default/a-")]
     first = scheduler_on(Faulty(cluster, binds[2]))
     with pytest.raises(Killed):
@@ -183,13 +161,52 @@ def test_pods_placed_on_a_recorded_node_meanwhile_release_the_gang() -> None:
         quiesce(first)
     bound_nodes = {n for n in bound(cluster, "a").values() if n}
     missing = sorted(restarted_record_nodes(cluster) - bound_nodes)
+    assert missing, "the record holds a node no member runs on yet"
+    return bound_nodes, missing
+
+
+def _assert_bound_members_kept_and_the_rest_released(
+    cluster: FakeCluster, restarted: Scheduler, before: dict[str, str],
+) -> None:
+    after = bound(cluster, "a")
+    assert set(after) == set(before), "no member of a was deleted"
+    for name, node_name in before.items():
+        if node_name:
+            assert after[name] == node_name, f"{name} keeps running on {node_name}"
+    held = restarted.records.held[("podgroups", "default", "a")]
+    assert {name for name, n in before.items() if n} <= {p for r in held for p in r.pods}
+    assert cluster.events(reason="HeldFromPod", involved_name="a-0")
+    unbound = [name for name, n in before.items() if not n]
+    assert all(cluster.events(reason="RecordReleased", involved_name=name) for name in unbound)
+    assert not cluster.events(reason="GangReleased")
+
+
+def test_a_recorded_node_gone_keeps_the_bound_members_and_releases_only_the_unbound() -> None:
+    cluster = populated()
+    _, missing = _cut_gang_a(cluster)
+    before = bound(cluster, "a")
+    cluster.delete(NODES, missing[0])
+    restarted = scheduler_on(cluster)
+    restarted.start()
+    quiesce(restarted)
+    check_invariants(cluster, restarted)
+    _assert_bound_members_kept_and_the_rest_released(cluster, restarted, before)
+    assert all(bound(cluster, "a").values()), "the released members are placed again"
+
+
+def test_pods_placed_on_a_recorded_node_meanwhile_release_only_the_unbound_members() -> None:
+    cluster = populated()
+    _, missing = _cut_gang_a(cluster)
+    before = bound(cluster, "a")
     cluster.create(PODS, pod("intruder", "3", scheduler="default-scheduler",
                              node_name=missing[0]), "default")
     restarted = scheduler_on(cluster)
     restarted.start()
     quiesce(restarted)
     check_invariants(cluster, restarted)
-    assert not any(bound(cluster, "a").values())
+    _assert_bound_members_kept_and_the_rest_released(cluster, restarted, before)
+    intruder = restarted.view.pins[("default", "intruder")]
+    assert intruder.jobid in restarted.matcher.allocations(), "the intruder counts where it runs"
 
 
 def restarted_record_nodes(cluster: FakeCluster) -> set[str]:
