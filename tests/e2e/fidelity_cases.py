@@ -6,10 +6,17 @@ ports, anti-affinity) and one pod to place (fractional and whole CPUs, memory,
 an extended resource, tolerations, nodeSelector, node affinity, pod affinity
 and anti-affinity, topology spread, a host port). The same seed gives the same
 cases, so a disagreement can be replayed.
+
+:func:`sizing_cases` adds fixed cases for a pod's size (issue 27): native
+sidecars before and after a large init container, pod-level requests with and
+without container requests, the RuntimeClass's overhead, and pods of other
+schedulers sized those ways. Each shape is asked twice: on a node just too small
+(kube-scheduler refuses) and beside a node just big enough (it binds there).
 """
 
 from __future__ import annotations
 
+import copy
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +46,8 @@ class Case:
     existing: list[dict[str, Any]]
     pod: dict[str, Any]
     features: set[str] = field(default_factory=set)
+    kube_binds: bool | None = None
+    """What kube-scheduler must answer, for a case built to test one answer (None: any)."""
 
     def node_name(self, i: int) -> str:
         return f"c{self.index}-n{i}"
@@ -170,4 +179,114 @@ def generate(count: int, seed: int = 12) -> list[Case]:
         case.existing = [pod for pod in found if pod is not None]
         case.pod = _pod(case, rng)
         cases.append(case)
+    return cases
+
+
+# -- a pod's size (issue 27) ---------------------------------------------------------------
+
+OVERHEAD_CLASS = "fidelity-overhead"
+"""The RuntimeClass the overhead cases name; the test creates it with :data:`OVERHEAD`."""
+OVERHEAD = {"cpu": "500m", "memory": "64Mi"}
+SIZING_BASE = 1000
+"""Sizing cases are numbered from here, apart from the generated ones."""
+
+
+def _sized(name: str, cpu: str | None = None, memory: str | None = None,
+           restart: str | None = None) -> dict[str, Any]:
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+    body: dict[str, Any] = {"name": name, "image": "busybox",
+                            "resources": {"requests": requests} if requests else {}}
+    if restart:
+        body["restartPolicy"] = restart
+    return body
+
+
+def _spec(containers: list[dict[str, Any]], init: list[dict[str, Any]] | None = None,
+          **extra: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"terminationGracePeriodSeconds": 0, "containers": containers,
+                            **extra}
+    if init:
+        spec["initContainers"] = init
+    return spec
+
+
+# shape name -> (the pod's spec, the CPU it needs, the memory it needs or None)
+SIZING_SHAPES: dict[str, tuple[dict[str, Any], str, str | None]] = {
+    "sidecar": (_spec([_sized("app", "2")], [_sized("side", "2", restart="Always")]),
+                "4", None),
+    "sidecar-before-large-init": (
+        _spec([_sized("app", "1")], [_sized("side", "1", restart="Always"),
+                                     _sized("init", "4")]), "5", None),
+    "sidecar-after-large-init": (
+        _spec([_sized("app", "1")], [_sized("init", "4"),
+                                     _sized("side", "1", restart="Always")]), "4", None),
+    "sidecars-among-init": (
+        _spec([_sized("app", "500m")], [_sized("init-a", "2"),
+                                        _sized("side", "1", restart="Always"),
+                                        _sized("init-b", "2")]), "3", None),
+    "sidecar-memory": (
+        _spec([_sized("app", "100m", "2Gi")], [_sized("side", "100m", "2Gi", restart="Always")]),
+        "1", "4Gi"),
+    "pod-level-with-container-requests": (
+        _spec([_sized("app", "1", "256Mi")], resources={"requests": {"cpu": "3"}}), "3", None),
+    "pod-level-without-container-requests": (
+        _spec([_sized("app"), _sized("helper")],
+              resources={"requests": {"cpu": "3", "memory": "1Gi"}}), "3", None),
+    "overhead": (_spec([_sized("app", "2")], runtimeClassName=OVERHEAD_CLASS), "2500m", None),
+}
+
+
+def _sizing_node(cpu: str, memory: str = "16Gi") -> dict[str, Any]:
+    """A node (``sizing_cases`` names it after its case)."""
+    name = ""
+    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
+    return {"metadata": {"name": name, "labels": {HOST: name, ZONE: "a"}}, "spec": {},
+            "status": {"capacity": allocatable, "allocatable": allocatable}}
+
+
+def _less(quantity: str) -> str:
+    """Just under ``quantity``: 500m less CPU, 512Mi less memory."""
+    if quantity.endswith("Gi"):
+        return f"{int(quantity[:-2]) * 1024 - 512}Mi"
+    return f"{_millicores(quantity) - 500}m"
+
+
+def _foreign(spec: dict[str, Any]) -> dict[str, Any]:
+    """A pod of another scheduler (``sizing_cases`` names it and binds it to a node)."""
+    return {"metadata": {"name": "", "labels": {"app": "db"}}, "spec": copy.deepcopy(spec)}
+
+
+def sizing_cases() -> list[Case]:
+    """Each shape on a node just too small (refused), then beside one just big enough
+    (bound there); and pods of other schedulers sized those ways, already on a node."""
+    cases: list[Case] = []
+
+    def add(shape: str, nodes: list[dict[str, Any]], pod_spec: dict[str, Any],
+            binds: bool, existing: list[dict[str, Any]] | None = None) -> None:
+        index = SIZING_BASE + len(cases)
+        for i, node in enumerate(nodes):  # names follow the case's index
+            node["metadata"]["name"] = node["metadata"]["labels"][HOST] = f"c{index}-n{i}"
+        for pod in existing or []:
+            pod["metadata"]["name"] = f"c{index}-e0"
+            pod["spec"]["nodeName"] = nodes[0]["metadata"]["name"]
+        cases.append(Case(index, nodes, existing or [], {
+            "metadata": {"name": f"c{index}-p", "labels": {"app": "web"}},
+            "spec": copy.deepcopy(pod_spec)}, {shape}, binds))
+
+    for shape, (spec, cpu, memory) in SIZING_SHAPES.items():
+        if memory:
+            add(shape, [_sizing_node("8", _less(memory))], spec, False)
+            add(shape, [_sizing_node("8", _less(memory)),
+                        _sizing_node("8", memory)], spec, True)
+        else:
+            add(shape, [_sizing_node(_less(cpu))], spec, False)
+            add(shape, [_sizing_node(_less(cpu)), _sizing_node(cpu)], spec, True)
+    six_at_pod_level = _spec([_sized("app")], resources={"requests": {"cpu": "6"}})
+    three_with_sidecar = _spec([_sized("app", "1")], [_sized("side", "2", restart="Always")])
+    for shape, spec, free in (("foreign-pod-level", six_at_pod_level, "2"),
+                              ("foreign-sidecar", three_with_sidecar, "1")):
+        node_cpu = str(int(free) + (6 if shape == "foreign-pod-level" else 3))
+        for cpu, binds in ((free, True), (str(int(free) + 1), False)):
+            add(shape, [_sizing_node(node_cpu)], _spec([_sized("app", cpu)]), binds,
+                [_foreign(spec)])
     return cases

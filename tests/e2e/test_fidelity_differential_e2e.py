@@ -8,6 +8,10 @@ bind, Fluence's node must be one kube-scheduler's filters accept: a probe copy,
 pinned to that node by required node affinity (``metadata.name``), must bind
 under kube-scheduler. The agreement table is printed (``-s`` shows it).
 
+Fixed cases for a pod's size (:func:`fidelity_cases.sizing_cases`: sidecars, init
+containers, pod-level requests, overhead) are compared the same way, each also
+checked against the answer kube-scheduler must give.
+
 Skipped without ``KUBEBUILDER_ASSETS`` or without kube-scheduler (beside the API
 server, or ``KUBE_SCHEDULER``).
 """
@@ -24,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from fluence_core.cluster_api import Resource
 from fluence_core.feasibility import PodFacts, Snapshot, feasible
 from fluence_core.kube import KubeCluster
 from fluence_core.scheduler.core import Scheduler
@@ -32,7 +37,7 @@ from fluence_core.testing_apiserver import (
     ApiServer, ensure_namespace, find_assets, find_kube_scheduler, start_apiserver,
     start_kube_scheduler,
 )
-from tests.e2e.fidelity_cases import Case, generate
+from tests.e2e.fidelity_cases import OVERHEAD, OVERHEAD_CLASS, Case, generate, sizing_cases
 
 pytestmark = pytest.mark.e2e
 
@@ -132,6 +137,34 @@ def _tear_down(kube: KubeCluster, case: Case) -> None:
     time.sleep(0.2)  # kube-scheduler's cache hears of the deletions by watch
 
 
+def _compare(kube: KubeCluster, case: Case) -> tuple[str, str | None]:
+    """Place ``case``'s pod with each scheduler: the verdict, and what disagrees (or None)."""
+    _set_up(kube, case)
+    time.sleep(0.2)  # both schedulers' views include the new nodes and pods
+    try:
+        kube_node, kube_why = _place_with_kube(kube, case.pod, f"c{case.index}-k")
+        fluence_node, fluence_why = _place_with_fluence(kube, case.pod, f"c{case.index}-f")
+        verdict = f"kube {'binds' if kube_node else 'refuses'}, " \
+                  f"fluence {'binds' if fluence_node else 'refuses'}"
+        if kube_node and fluence_node:
+            accepted, _ = _place_with_kube(kube, _pinned(case.pod, fluence_node),
+                                           f"c{case.index}-probe")
+            verdict += ", on a node kube accepts" if accepted else ", ON A NODE KUBE REFUSES"
+        problem = None
+        if (kube_node is None) != (fluence_node is None) or "REFUSES" in verdict:
+            problem = "disagree"
+        elif case.kube_binds is not None and case.kube_binds != (kube_node is not None):
+            expected = "bind" if case.kube_binds else "refuse"
+            problem = f"the case expects kube-scheduler to {expected}"
+        if problem is None:
+            return verdict, None
+        return verdict, (f"case {case.index} ({', '.join(sorted(case.features))}): {problem}: "
+                         f"{verdict}; kube: {kube_node or kube_why}; "
+                         f"fluence: {fluence_node or fluence_why}")
+    finally:
+        _tear_down(kube, case)
+
+
 def test_fluence_agrees_with_kube_scheduler_on_generated_cases(control_plane: ApiServer) -> None:
     kube = control_plane.cluster(qps=1000, burst=1000)
     ensure_namespace(kube, NAMESPACE)
@@ -139,26 +172,12 @@ def test_fluence_agrees_with_kube_scheduler_on_generated_cases(control_plane: Ap
     by_feature: Counter[str] = Counter()
     disagreements = []
     for case in generate(CASES):
-        _set_up(kube, case)
-        time.sleep(0.2)  # both schedulers' views include the new nodes and pods
-        try:
-            kube_node, kube_why = _place_with_kube(kube, case.pod, f"c{case.index}-k")
-            fluence_node, fluence_why = _place_with_fluence(kube, case.pod, f"c{case.index}-f")
-            verdict = f"kube {'binds' if kube_node else 'refuses'}, " \
-                      f"fluence {'binds' if fluence_node else 'refuses'}"
-            if kube_node and fluence_node:
-                accepted, _ = _place_with_kube(kube, _pinned(case.pod, fluence_node),
-                                               f"c{case.index}-probe")
-                verdict += ", on a node kube accepts" if accepted else ", ON A NODE KUBE REFUSES"
-            table[verdict] += 1
-            for feature in case.features:
-                by_feature[feature] += 1
-            if (kube_node is None) != (fluence_node is None) or "REFUSES" in verdict:
-                disagreements.append(f"case {case.index} ({', '.join(sorted(case.features))}): "
-                                     f"{verdict}; kube: {kube_node or kube_why}; "
-                                     f"fluence: {fluence_node or fluence_why}")
-        finally:
-            _tear_down(kube, case)
+        verdict, problem = _compare(kube, case)
+        table[verdict] += 1
+        for feature in case.features:
+            by_feature[feature] += 1
+        if problem:
+            disagreements.append(problem)
     print(f"\nagreement over {CASES} cases (kube-scheduler v1.36 vs fluence):")
     for verdict, count in sorted(table.items()):
         print(f"  {count:4d}  {verdict}")
@@ -166,6 +185,41 @@ def test_fluence_agrees_with_kube_scheduler_on_generated_cases(control_plane: Ap
     for line in disagreements:
         print("  DISAGREE " + line)
     assert not disagreements, "\n".join(disagreements)
+
+
+RUNTIME_CLASSES = Resource("runtimeclasses", "RuntimeClass", group="node.k8s.io",
+                           namespaced=False)
+
+
+def _ensure_overhead_class(kube: KubeCluster) -> None:
+    """The RuntimeClass whose ``overhead.podFixed`` the API server copies into the pods
+    naming it (``spec.overhead``), as a sandboxed runtime's would be."""
+    if kube.get(RUNTIME_CLASSES, OVERHEAD_CLASS) is None:
+        kube.create(RUNTIME_CLASSES, {
+            "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+            "metadata": {"name": OVERHEAD_CLASS}, "handler": "runc",
+            "overhead": {"podFixed": OVERHEAD}})
+
+
+def test_fluence_sizes_pods_as_kube_scheduler_does_case_by_case(
+        control_plane: ApiServer) -> None:
+    """Sidecars before and after a large init container, pod-level requests with and
+    without container requests, a RuntimeClass's overhead, and pods of other schedulers
+    sized those ways: bind or not agrees case by case, and kube-scheduler answers as
+    each case was built to make it answer."""
+    kube = control_plane.cluster(qps=1000, burst=1000)
+    ensure_namespace(kube, NAMESPACE)
+    _ensure_overhead_class(kube)
+    problems = []
+    print("\nsizing cases (kube-scheduler v1.36 vs fluence):")
+    for case in sizing_cases():
+        verdict, problem = _compare(kube, case)
+        print(f"  case {case.index} {', '.join(sorted(case.features)):40s} {verdict}")
+        if problem:
+            problems.append(problem)
+    for line in problems:
+        print("  DISAGREE " + line)
+    assert not problems, "\n".join(problems)
 
 
 def test_feasible_node_sets_equal_kube_schedulers_filters(control_plane: ApiServer) -> None:
