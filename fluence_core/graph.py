@@ -83,6 +83,9 @@ class ResourceGraph:
         self.memory_chunks_per_core = memory_chunks_per_core
         self._nodes: dict[str, NodeVertex] = {}
         self._next_rank = 0
+        self._covering: tuple[frozenset[str], int] | None = None
+        """The last set :meth:`covered_by` said holds every node, and the rank counter then
+        (it moves whenever a node comes; a node that goes only makes the answer truer)."""
         self.virtual: list[VirtualVertex] = []
         self.virtual_roots: list[int] = []
         known: set[str] = set()
@@ -103,6 +106,21 @@ class ResourceGraph:
     def node_names(self) -> KeysView[str]:
         """The nodes' names in rank order, a live view (a set test against it runs in C)."""
         return self._nodes.keys()
+
+    def covered_by(self, names: frozenset[str]) -> bool:
+        """Whether every node of the graph is in ``names``.
+
+        Remembered for the last set that was: the pods of one shape share one set of
+        feasible nodes, so a backlog asks about the same set again and again, and a test
+        of five thousand names per pod grew with pods x nodes.
+        """
+        last = self._covering
+        if last is not None and last[0] is names and last[1] == self._next_rank:
+            return True
+        covered = len(names) >= len(self._nodes) and self._nodes.keys() <= names
+        if covered:
+            self._covering = (names, self._next_rank)
+        return covered
 
     def node(self, name: str) -> NodeVertex:
         return self._nodes[name]

@@ -173,6 +173,12 @@ class Settings(BaseSettings):
         description="Threads binding pods while the next groups are matched "
         "(0: bind in the scheduling loop; unset: sized from kube_qps, 8 to 32).",
     )
+    watch_chunk: float = Field(
+        json_schema_extra=_reads(SCHEDULER),
+        default=60.0, gt=0, le=3600,
+        description="Seconds of one watch request of `fluence up` (each resumes where the "
+        "last ended; shorter: a lost leadership stops the watches sooner).",
+    )
     metrics_port: int = Field(
         json_schema_extra=_reads(SCHEDULER),
         default=9402,

@@ -394,3 +394,15 @@ def test_the_jgf_text_escapes_what_json_must_and_lists_gpus_like_cores() -> None
     virtual = next(m for m in by_path.values() if m["basename"].startswith("q"))
     assert virtual["basename"] == "q1"
     assert names.attribute_property("site", 'Z"ürich\\lab') in virtual["properties"]
+
+
+def test_covered_by_says_whether_a_set_holds_every_node_and_notices_a_new_node() -> None:
+    graph = ResourceGraph([NodeInfo("a", 2, 2048), NodeInfo("b", 2, 2048)])
+    both = frozenset({"a", "b", "unreadable"})
+    assert graph.covered_by(both)
+    assert not graph.covered_by(frozenset({"a"}))
+    assert graph.covered_by(both), "asked again: remembered"
+    graph.add_node(NodeInfo("c", 2, 2048))
+    assert not graph.covered_by(both), "a node came that the set does not hold"
+    graph.remove_node("c")
+    assert graph.covered_by(both)

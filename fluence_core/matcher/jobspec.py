@@ -120,7 +120,7 @@ def _allowed_nodes(pod: PodRequest, graph: ResourceGraph) -> dict[str, Any] | No
     """
     if pod.allowed is not None:
         allowed, names = pod.allowed, graph.node_names
-        if len(allowed) >= len(names) and names <= allowed:  # a set test in C, not a walk
+        if graph.covered_by(allowed):
             return None
         if 4 * len(allowed) < len(names):  # a few nodes: sort them, do not walk every node
             ranked = sorted((graph.node(n) for n in allowed if graph.has_node(n)),

@@ -58,9 +58,6 @@ from fluence_core.settings import Settings
 __all__ = ["WATCHED", "CycleResult", "Scheduler", "build_graph"]
 
 WATCHED = (NODES, PODS, PODGROUPS)
-WATCH_CHUNK = 60.0
-"""Seconds of one watch call in :meth:`Scheduler.run`'s threads: how soon a thread sees
-that it must stop. The next call resumes where the thread's last one ended."""
 
 
 def build_graph(nodes: Iterable[KubeDict], config: ResourceConfig, settings: Settings,
@@ -114,7 +111,9 @@ class Scheduler:
         self.promises = PromiseKeeper(self.view, self.records, self.binder, self.fallback)
         self._versions: dict[str, str] = {}
         """The resourceVersion each kind was listed or last applied at (start, :meth:`pump`)."""
-        self.watch_chunk = WATCH_CHUNK
+        self.watch_chunk = settings.watch_chunk
+        """Seconds of one watch call in :meth:`run`'s threads: how soon a thread sees that it
+        must stop. The next call resumes where the thread's last one ended."""
         self.inbox = Inbox()
         """What the watch threads of :meth:`run` delivered and the loop has not applied."""
 
