@@ -49,6 +49,10 @@ def fluence_matcher(settings: "Settings", graph: "ResourceGraph") -> "Matcher | 
     the graph is rebuilt. Stops at the first non-``None`` result: a plugin that
     cannot serve (say, its library is missing) returns ``None`` so the next one
     is asked. The embedded matcher is the ``trylast`` default.
+
+    :param settings: the scheduler's settings (``FLUENCE_MATCH_POLICY`` among them).
+    :param graph: the resource graph the matcher will place on, built from the
+        nodes and the resources file.
     """
 
 
@@ -62,6 +66,8 @@ def fluence_feasibility_filters(settings: "Settings") -> "Sequence[FeasibilityFi
     their own (``filter-*``), so ``FLUENCE_DISABLE_PLUGINS`` can leave any out.
     Filters run in kube-scheduler's order, then any others in plugin order. The nodes a pod
     passes every filter on are the only nodes the matcher may give it.
+
+    :param settings: the scheduler's settings.
     """
 
 
@@ -77,6 +83,8 @@ def fluence_score_plugins(settings: "Settings") -> "Sequence[ScorePlugin] | None
     feasible nodes; the weighted sums make preference tiers, hostlists the group
     is matched against best first (``FLUENCE_PREFERENCE_TIERS`` of them), the
     whole feasible set last.
+
+    :param settings: the scheduler's settings.
     """
 
 
@@ -86,6 +94,9 @@ def fluence_prefilter(group: "Group", ctx: "SchedulingContext") -> str | None:
 
     Return a reason (a non-empty string) to keep the group waiting this cycle;
     ``None`` lets it through. Stops at the first reason.
+
+    :param group: the pending group: its pods' requests, its size, its priority.
+    :param ctx: what this attempt knows (settings, graph, matcher, cluster).
     """
 
 
@@ -95,6 +106,10 @@ def fluence_filter(pod: "PodRequest", node: str, ctx: "SchedulingContext") -> st
 
     Return a reason to reject the node (the group is then handed to
     ``fluence_postfilter``); ``None`` accepts. Stops at the first reason.
+
+    :param pod: one pod of the group, as the matcher placed it.
+    :param node: the name of the node the match chose for ``pod``.
+    :param ctx: this attempt, with ``planned``: the match's pods per node.
     """
 
 
@@ -107,6 +122,10 @@ def fluence_postfilter(
     Return node names to exclude before one rematch (an empty list means
     "rematch as is"), or ``None`` to let the group back off. Stops at the first
     non-``None`` answer.
+
+    :param group: the group that was not placed.
+    :param reason: why: the matcher's answer, or the filter's vetoes.
+    :param ctx: this attempt, with ``vetoed``: the nodes the filter refused.
     """
 
 
@@ -117,6 +136,10 @@ def fluence_reserve(
     """Stamp a group's placement before binding (every implementation runs).
 
     Raising aborts the cycle; ``fluence_unreserve`` then runs for everyone.
+
+    :param group: the group about to be bound.
+    :param placements: each pod's placement, keyed ``namespace/name``.
+    :param ctx: this attempt.
     """
 
 
@@ -128,6 +151,10 @@ def fluence_unreserve(
 
     The scheduler cancels the group's allocation itself after these run, so a
     failed bind never leaks resources.
+
+    :param group: the group whose commit failed.
+    :param placements: the placements that were reserved, keyed ``namespace/name``.
+    :param ctx: the attempt that reserved them.
     """
 
 
@@ -138,6 +165,10 @@ def fluence_prebind(
     """Contribute annotations to write on the owning object before binding.
 
     Every implementation runs; the returned mappings are merged in plugin order.
+
+    :param group: the group about to be bound.
+    :param placements: each pod's placement, keyed ``namespace/name``.
+    :param ctx: this attempt.
     """
 
 
@@ -147,7 +178,10 @@ def fluence_webhook_handlers(settings: "Settings") -> "Sequence[Handler] | None"
     ``name``, ``applies(pod)``, ``mutate(pod, ctx)`` and the optional members the
     protocol declares with their defaults). Called once when the webhook starts;
     every implementation runs; the lists are joined and ordered by the webhook
-    settings."""
+    settings.
+
+    :param settings: the webhook's settings.
+    """
 
 
 @hookspec(firstresult=True)
@@ -156,13 +190,20 @@ def fluence_admit(pod: Mapping[str, object], ctx: "AdmissionContext") -> str | N
     to admit. Called for every pod the webhook sees, before the handlers; ``ctx``
     is the request's :class:`~fluence_core.webhook.base.AdmissionContext` (the
     cluster, the host's clock and the service's state for what must outlive one
-    request). Stops at the first refusal."""
+    request). Stops at the first refusal.
+
+    :param pod: the pod under review, as the API server sent it (read only).
+    :param ctx: the request's admission context.
+    """
 
 
 @hookspec
 def fluence_cli(app: "typer.Typer") -> None:
     """Add sub-commands to the ``fluence`` command line. Called once at start,
-    every implementation runs."""
+    every implementation runs.
+
+    :param app: the ``fluence`` Typer application to add commands to.
+    """
 
 
 @hookspec
