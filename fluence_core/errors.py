@@ -15,6 +15,11 @@ class ResourceConfigError(FluenceError):
     """The resources file is malformed; the message names the file and the entry."""
 
 
+class TopologyError(FluenceError):
+    """Topology levels or a group's topology constraint cannot be used; the message says
+    which field or annotation, and why."""
+
+
 class KubeConfigError(FluenceError):
     """No usable way to reach the API server: no kubeconfig, no in-cluster account, a bad file."""
 

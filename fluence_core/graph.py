@@ -1,11 +1,16 @@
 """The resource graph: the cluster's nodes plus the virtual resources, Fluxion-shaped.
 
-The shape is Fluxion's: a root ``cluster``; a ``node`` vertex per
-node (``virtual=false``) holding one vertex per core, per GPU and per memory
-chunk; and every virtual resource, at every level, a ``node``-typed vertex
+The shape is Fluxion's: a root ``cluster``; the topology levels, if any
+(:mod:`fluence_core.topology`: one vertex per domain, ``cluster0 -> zone -> rack``); a
+``node`` vertex per node (``virtual=false``) under its narrowest domain, holding one
+vertex per core, per GPU and per memory chunk; and every virtual resource, at every
+level, a ``node``-typed vertex
 (Fluxion applies property constraints only to node vertices) carrying
 ``virtual=true``, ``class=<t>`` for its own and every descendant type, and its
 attributes as key-only properties.
+
+Paths have no fixed depth: :meth:`ResourceGraph.node_path` is the one place a node's
+path is made, and nothing else may assume where a node sits.
 
 Cores, GPUs and memory chunks are *counted* here rather than stored as objects:
 a 1000-node, 64-core cluster would otherwise mean 130,000 Python objects to
@@ -23,6 +28,20 @@ from fluence_core import names
 from fluence_core.log import logger
 from fluence_core.models import NodeInfo
 from fluence_core.resource_config import CLUSTER, ResourceConfig, VirtualResource
+from fluence_core.settings import Settings
+from fluence_core.topology import Level, choose_levels, domains_of, is_known
+
+ROOT = "cluster0"
+ROOT_PATH = f"/{ROOT}"
+Domain = tuple[str, ...]
+"""A topology domain: its name at each level from the widest down to its own."""
+
+
+def levels_for(config: ResourceConfig, settings: Settings) -> tuple[Level, ...]:
+    """The topology levels a graph gets: the resources file's or ``FLUENCE_TOPOLOGY_LEVELS``
+    (both set and different: :class:`~fluence_core.errors.TopologyError`, at start)."""
+    return choose_levels(config.levels, settings.levels, config.source,
+                         f"{names.SETTINGS_ENV_PREFIX}TOPOLOGY_LEVELS")
 
 
 @dataclass(slots=True)
@@ -46,6 +65,13 @@ class NodeVertex:
     schedulable: bool = True
     """Not cordoned nor NoSchedule/NoExecute-tainted. Such a node stays in the graph (a
     pod tolerating it may use it); who may is Kubernetes' filters' answer, not the graph's."""
+    domains: Domain = ()
+    """Its domain's name at each topology level, widest first (the unknown domain where it
+    lacks the level's label)."""
+
+    def domain(self, level: int) -> Domain:
+        """The domain holding this node at ``level`` (0 is the widest)."""
+        return self.domains[: level + 1]
 
 
 @dataclass(slots=True)
@@ -78,8 +104,13 @@ class ResourceGraph:
         config: ResourceConfig | None = None,
         *,
         memory_chunks_per_core: int = 1,
+        levels: Iterable[Level] | None = None,
     ) -> None:
         self.config = config or ResourceConfig()
+        self.levels: tuple[Level, ...] = (
+            tuple(levels) if levels is not None else self.config.levels
+        )
+        """Topology levels, widest first: the config's unless given."""
         self.memory_chunks_per_core = memory_chunks_per_core
         self._nodes: dict[str, NodeVertex] = {}
         self._next_rank = 0
@@ -151,6 +182,7 @@ class ResourceGraph:
             schedulable=info.schedulable,
             millicores=info.millicores or info.cores * 1000,
             memory_mib=info.memory_mib,
+            domains=domains_of(self.levels, info.labels),
         )
         self._next_rank += 1
         self._nodes[info.name] = vertex
@@ -165,6 +197,50 @@ class ResourceGraph:
 
     def set_down(self, name: str, down: bool = True) -> None:
         self._nodes[name].down = down
+
+    # -- topology --------------------------------------------------------------
+
+    def node_path(self, name: str) -> str:
+        """The containment path of a node's vertex: under its narrowest domain."""
+        return f"{self.domain_path(self._nodes[name].domains)}/{name}"
+
+    @staticmethod
+    def domain_path(domain: Domain) -> str:
+        """The containment path of a domain's vertex (the root's for no domain)."""
+        return "/".join((ROOT_PATH, *domain))
+
+    def domains(self, level: int, *, known_only: bool = True) -> dict[Domain, list[NodeVertex]]:
+        """The nodes of each domain at ``level``, domains in first-seen order (only those
+        named by the level's own label unless ``known_only`` is false)."""
+        found: dict[Domain, list[NodeVertex]] = {}
+        for node in self._nodes.values():
+            domain = node.domains[: level + 1]
+            if known_only and not is_known(domain):
+                continue
+            found.setdefault(domain, []).append(node)
+        return found
+
+    def all_domains(self) -> list[Domain]:
+        """Every domain at every level, each after its parent (first-seen order)."""
+        seen: dict[Domain, None] = {}
+        for node in self._nodes.values():
+            for depth in range(1, len(node.domains) + 1):
+                seen.setdefault(node.domains[:depth], None)
+        return list(seen)
+
+    def common_domain(self, nodes: Iterable[str]) -> Domain:
+        """The narrowest domain holding every one of ``nodes`` (``()``: only the cluster)."""
+        common: Domain | None = None
+        for name in nodes:
+            own = self._nodes[name].domains
+            if common is None:
+                common = own
+                continue
+            depth = 0
+            while depth < len(common) and common[depth] == own[depth]:
+                depth += 1
+            common = common[:depth]
+        return common or ()
 
     # -- virtual resources -----------------------------------------------------
 
@@ -195,7 +271,7 @@ class ResourceGraph:
         if parent is not None:
             base = self.virtual[parent].path
         else:
-            base = "/cluster0" if attach_to == CLUSTER else f"/cluster0/{attach_to}"
+            base = ROOT_PATH if attach_to == CLUSTER else self.node_path(attach_to)
         vertex = VirtualVertex(
             index=len(self.virtual),
             type=resource.type,
@@ -235,9 +311,10 @@ class ResourceGraph:
     # -- summaries -------------------------------------------------------------
 
     def vertex_count(self) -> int:
-        """How many vertices the JGF export holds (cluster, nodes, cores, GPUs, memory, virtual)."""
+        """How many vertices the JGF export holds (cluster, domains, nodes, cores, GPUs,
+        memory, virtual)."""
         per_node = sum(1 + n.cores + n.gpus + n.memory_chunks for n in self._nodes.values())
-        return 1 + per_node + len(self.virtual)
+        return 1 + len(self.all_domains()) + per_node + len(self.virtual)
 
     def summary(self) -> dict[str, int]:
         nodes = self._nodes.values()
@@ -266,15 +343,24 @@ class ResourceGraph:
         carries ``type/basename/name/id/uniq_id/rank/exclusive/unit/size/paths``.
         """
         writer = _JgfWriter()
-        root = writer.vertex("cluster", "cluster", 0, -1, "/cluster0", name="cluster0")
+        root = writer.vertex("cluster", "cluster", 0, -1, ROOT_PATH, name=ROOT)
+        domain_uid: dict[Domain, int] = {(): root}
+        per_type: dict[str, int] = {}
+        for domain in self.all_domains():
+            vtype = self.levels[len(domain) - 1].type
+            ordinal = per_type[vtype] = per_type.get(vtype, -1) + 1
+            uid = writer.vertex(vtype, vtype, ordinal, -1, self.domain_path(domain),
+                                name=domain[-1])
+            writer.edge(domain_uid[domain[:-1]], uid)
+            domain_uid[domain] = uid
         node_uid: dict[str, int] = {}
         for node in self._nodes.values():
-            path = f"/cluster0/{node.name}"
+            path = self.node_path(node.name)
             uid = writer.vertex(
                 "node", node.name, node.rank, node.rank, path, name=node.name,
                 properties=node.properties,
             )
-            writer.edge(root, uid)
+            writer.edge(domain_uid[node.domains], uid)
             node_uid[node.name] = uid
             writer.children(uid, "core", node.cores, node.rank, path)
             writer.children(uid, "gpu", node.gpus, node.rank, path)

@@ -13,6 +13,8 @@ from typing import Any, Mapping
 from fluence_core import limits, names
 from fluence_core.pod_requests import CPU, MEMORY, pod_requests
 from fluence_core.quantity import MIB, cpu_cores, memory_mib
+from fluence_core.topology import NONE as NO_CONSTRAINT
+from fluence_core.topology import Constraint
 
 KubeObject = Mapping[str, Any]
 
@@ -233,6 +235,8 @@ class Group:
     name: str
     pods: tuple[PodRequest, ...]
     namespace: str = "default"
+    topology: Constraint = NO_CONSTRAINT
+    """What the group asks of the topology levels (fluence_core.topology)."""
 
     @property
     def virtual_types(self) -> list[str]:

@@ -151,6 +151,24 @@ VIRTUAL_FALSE: Final = "virtual=false"
 CLASS_PROPERTY_PREFIX: Final = "class="
 ZONE_LABEL: Final = "topology.kubernetes.io/zone"
 RACK_LABEL: Final = "topology.kubernetes.io/rack"
+REGION_LABEL: Final = "topology.kubernetes.io/region"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+"""The node itself: never a topology level (the graph's node vertices are that level)."""
+
+# Topology (fluence_core/topology.py): levels are node labels, widest first.
+TOPOLOGY_UNKNOWN_DOMAIN: Final = "_unknown"
+"""The domain, at each level, of the nodes that lack that level's label. A label value must
+begin with a letter or digit, so no real domain can take this name."""
+TOPOLOGY_REQUIRED_ANNOTATION: Final = f"{DOMAIN}/topology-required"
+"""On a group's pods: a level (its node label or its type, ``rack``) the whole group must
+stay inside one domain of."""
+TOPOLOGY_PREFERRED_ANNOTATION: Final = f"{DOMAIN}/topology-preferred"
+"""On a group's pods: the level tried first; the group falls back level by level upward
+(to the required level if one is stated, else to anywhere)."""
+KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-preferred-topology"
+KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
+"""``"true"``: no domain is sought, not even the default smallest one."""
 
 # A Flux cluster inside an Indexed Job or JobSet (plugin fluence-flux).
 FLUX_ANNOTATION: Final = f"{DOMAIN}/flux"

@@ -15,6 +15,8 @@ Schema::
         count: 1             # optional, default 1
         attributes: aws-east # inline map or a registry name
         with: [...]          # children, same schema
+    topology:                # optional: levels of the graph (fluence_core.topology)
+      levels: [topology.kubernetes.io/zone, {label: example.com/rack, type: rack}]
 
 Attributes inherit downward; a child's value overrides; an empty string removes
 the key.
@@ -38,7 +40,8 @@ from typing import Any, Mapping
 import yaml
 
 from fluence_core import limits, names, yamlfile
-from fluence_core.errors import FluenceError, ResourceConfigError
+from fluence_core.errors import FluenceError, ResourceConfigError, TopologyError
+from fluence_core.topology import Level, parse_levels
 
 CLUSTER = "cluster"
 _ENTRY_KEYS = frozenset({"type", "name", "parent", "count", "attributes", "with"})
@@ -84,6 +87,8 @@ class ResourceConfig:
     resources: tuple[VirtualResource, ...] = ()
     source: str = "<empty>"
     attribute_keys: tuple[str, ...] = field(default=())
+    levels: tuple[Level, ...] = ()
+    """Topology levels, widest first (``topology.levels``); none: a flat graph."""
 
     @property
     def types(self) -> list[str]:
@@ -125,15 +130,16 @@ def parse_resource_config(text: str, source: str = "<string>") -> ResourceConfig
         return ResourceConfig(source=source)
     if not isinstance(document, dict):
         raise ResourceConfigError(f"{source}: expected a mapping with a 'resources' list")
-    if "resources" not in document:
+    if "resources" not in document and "topology" not in document:
         raise ResourceConfigError(
             f"{source}: no 'resources' key (an empty file means classical only)"
         )
-    unknown_top = set(document) - {"resources", "attributes"}
+    unknown_top = set(document) - {"resources", "attributes", "topology"}
     if unknown_top:
         raise ResourceConfigError(f"{source}: unknown top-level keys {sorted(unknown_top)}")
+    levels = _read_topology(document.get("topology"), source)
     registry = _read_registry(document.get("attributes"), source)
-    entries = document["resources"]
+    entries = document.get("resources")
     if entries is None:
         entries = []
     if not isinstance(entries, list):
@@ -153,7 +159,23 @@ def parse_resource_config(text: str, source: str = "<string>") -> ResourceConfig
     for resource in resolved:
         _collect_keys(resource, keys)
     _check_env_names(keys, source)
-    return ResourceConfig(resources=resolved, source=source, attribute_keys=tuple(keys))
+    return ResourceConfig(
+        resources=resolved, source=source, attribute_keys=tuple(keys), levels=levels
+    )
+
+
+def _read_topology(raw: Any, source: str) -> tuple[Level, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise ResourceConfigError(f"{source}: topology: expected a mapping with a 'levels' list")
+    unknown = set(raw) - {"levels"}
+    if unknown:
+        raise ResourceConfigError(f"{source}: topology: unknown keys {sorted(unknown)}")
+    try:
+        return parse_levels(raw.get("levels"), f"{source}: topology.levels")
+    except TopologyError as error:
+        raise ResourceConfigError(str(error)) from None
 
 
 def _vertices(resource: VirtualResource) -> int:

@@ -22,7 +22,8 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator, mode
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from fluence_core import names
-from fluence_core.errors import SettingsError
+from fluence_core.errors import SettingsError, TopologyError
+from fluence_core.topology import Level, parse_levels
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 
@@ -109,6 +110,12 @@ class Settings(BaseSettings):
         default=3, ge=0, le=16,
         description="Preference tiers a group is matched against before its whole feasible set "
         "(kube-scheduler's soft preferences, best first); 0 ignores preferences.",
+    )
+    topology_levels: Annotated[list[str], NoDecode] = Field(
+        json_schema_extra=_reads(SCHEDULER, CLI),
+        default_factory=list,
+        description="Comma-separated node labels, widest first (zone, block, rack): the graph's "
+        "topology levels when resources.yaml has no topology.levels (both set must agree).",
     )
     memory_chunks_per_core: int = Field(
         json_schema_extra=_reads(SCHEDULER, CLI),
@@ -306,6 +313,21 @@ class Settings(BaseSettings):
     )
 
     _split_disable = field_validator("disable_plugins", mode="before")(_split_csv)
+    _split_levels = field_validator("topology_levels", mode="before")(_split_csv)
+
+    @field_validator("topology_levels")
+    @classmethod
+    def _levels(cls, value: list[str]) -> list[str]:
+        try:
+            parse_levels(value, "levels")
+        except TopologyError as error:
+            raise ValueError(str(error)) from None
+        return value
+
+    @property
+    def levels(self) -> tuple[Level, ...]:
+        """:attr:`topology_levels` as :class:`~fluence_core.topology.Level` values."""
+        return parse_levels(self.topology_levels, names.SETTINGS_ENV_PREFIX + "TOPOLOGY_LEVELS")
 
     @property
     def bind_pool(self) -> int:

@@ -13,7 +13,7 @@ from rich.table import Table
 from fluence_core import hookimpl, log
 from fluence_core.cli.base import console, settings
 from fluence_core.errors import FluenceError
-from fluence_core.graph import ResourceGraph
+from fluence_core.graph import ResourceGraph, levels_for
 from fluence_core.kubeyaml import read_objects
 from fluence_core.models import NodeInfo
 from fluence_core.resource_config import load_resource_config
@@ -30,7 +30,8 @@ def build_graph(nodes_file: Path, resources: Path | None) -> ResourceGraph:
     try:
         config = load_resource_config(resources or current.resources)
         nodes = [NodeInfo.from_kube(obj) for obj in read_objects(nodes_file, "Node")]
-        built = ResourceGraph(nodes, config, memory_chunks_per_core=current.memory_chunks_per_core)
+        built = ResourceGraph(nodes, config, memory_chunks_per_core=current.memory_chunks_per_core,
+                              levels=levels_for(config, current))
     except ValueError as failure:
         raise FluenceError(f"{nodes_file}: {failure}") from None
     log.logger.info("graph: %s", ", ".join(f"{k}={v}" for k, v in built.summary().items()))

@@ -11,10 +11,22 @@ low (``lonode``) or high (``hinode``) core ids; ``low`` and ``high`` prefer the
 lowest or highest free core id anywhere, which spreads work over equally-used
 nodes. ``first`` is Fluxion's "stop at the first match": its traversal order is
 not a promise, and here it is the fastest order, ``lonode``'s.
+
+**Topology.** A jobspec whose resources start with a topology level's type (``rack
+count:1 -> slot ...``, see :func:`~fluence_core.matcher.jobspec.compute_jobspec`) is held
+inside one domain of that level; the compute jobspecs of one joint match share that one
+domain (they are one group). Domains are tried best fit first: the least free capacity
+that could still hold the group (free GPUs first when it asks for GPUs, then free
+cores), so partly used domains fill before whole ones are broken into. Each domain is
+searched as the whole graph would be (first fit, then the bounded search), so with a
+level the match stays complete domain by domain. Free capacity per domain is kept up
+to date as cores and GPUs are taken and given back, so choosing costs no walk of the
+nodes.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any, Hashable, Iterator, Mapping, Sequence
 
@@ -34,6 +46,7 @@ from fluence_core.matcher.search import DEFAULT_BUDGET, search
 from fluence_core.models import NodeInfo
 from fluence_core.resource_config import CLUSTER
 from fluence_core.settings import MatchPolicy
+from fluence_core.topology import is_known
 
 _HIGH_IDS = frozenset({MatchPolicy.HIGH, MatchPolicy.HINODE})
 
@@ -64,6 +77,8 @@ class _Request:
     slots: tuple[_SlotRequest, ...]
     virtual: _VirtualRequest | None
     predicate: Predicate
+    level: int | None = None
+    """The topology level whose one domain must hold the slots (None: anywhere)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +203,12 @@ class EmbeddedMatcher:
         self._states: list[_NodeState] = []
         self._position: dict[str, int] = {}
         self._order = _node_order(self.policy)
+        self._level_types = {level.type: i for i, level in enumerate(graph.levels)}
+        self._domains = _Domains(len(graph.levels))
+        self._within: list[int] | None = None
+        """While a domain is searched: its node positions, ascending."""
+        self.last_domain: tuple[str, ...] | None = None
+        """The domain the last match with a topology level went to."""
         for vertex in graph.nodes:
             self._append(_NodeState(vertex))
         self._held_below = [0] * len(graph.virtual)
@@ -285,15 +306,19 @@ class EmbeddedMatcher:
         self._pristine = None
 
     def _append(self, state: _NodeState) -> None:
-        self._position[state.vertex.name] = len(self._states)
+        position = len(self._states)
+        self._position[state.vertex.name] = position
         self._states.append(state)
         self._order.add(state.free_cores, state.usable)
+        self._domains.add(position, state.vertex.domains)
+        self._account(position, 1)
 
     def remove_node(self, name: str) -> None:
         """Take the node out of matching; allocations on it stay until cancelled."""
         self.graph.remove_node(name)
         position = self._position.pop(name)
         state = self._states[position]
+        self._account(position, -1)
         state.usable = False
         self._order.update(position, state.free_cores, False)
         self._pristine = None
@@ -302,7 +327,9 @@ class EmbeddedMatcher:
         self.graph.set_down(name, down)
         position = self._position[name]
         state = self._states[position]
+        self._account(position, -1)
         state.usable = not down
+        self._account(position, 1)
         self._order.update(position, state.free_cores, state.usable)
         self._pristine = None
 
@@ -318,7 +345,17 @@ class EmbeddedMatcher:
         predicate = compile_constraint(system.get("constraints"))
         slots: list[_SlotRequest] = []
         virtual: _VirtualRequest | None = None
-        for entry in jobspec.get("resources") or []:
+        entries = jobspec.get("resources") or []
+        level: int | None = None
+        if len(entries) == 1 and entries[0].get("type") in self._level_types:
+            outer = entries[0]
+            if int(outer.get("count", 1)) != 1:
+                raise MatcherError(
+                    f"the embedded matcher holds a group in one {outer['type']}: count must be 1"
+                )
+            level = self._level_types[outer["type"]]
+            entries = outer.get("with") or []
+        for entry in entries:
             if entry.get("type") != "slot":
                 raise MatcherError(
                     f"the embedded matcher expects slots at the top, got {entry.get('type')!r}"
@@ -340,7 +377,7 @@ class EmbeddedMatcher:
                     memory_mib=int(inner.get("memory", {}).get("count", 0)),
                 )
             )
-        return _Request(tuple(slots), virtual, predicate)
+        return _Request(tuple(slots), virtual, predicate, level)
 
     # -- placing ---------------------------------------------------------------
 
@@ -351,7 +388,9 @@ class EmbeddedMatcher:
             for index, request in enumerate(requests)
             for slot in request.slots
         ]
-        found = self._place_compute(shapes)
+        level = self._level_of(requests)
+        found = self._place_compute(shapes) if level is None else self._place_in_domain(
+            shapes, level)
         if found.masks is None:
             refused = shapes[0].request if shapes else 0
             return _Placed(None, refused, found.exhausted)
@@ -404,6 +443,60 @@ class EmbeddedMatcher:
                 cursor = mask[0]
         return _Found(masks, False)
 
+    @staticmethod
+    def _level_of(requests: Sequence[_Request]) -> int | None:
+        levels = {request.level for request in requests if request.slots}
+        if len(levels) > 1:
+            raise MatcherError(
+                f"the compute jobspecs of one group ask for different topology levels {levels}"
+            )
+        return levels.pop() if levels else None
+
+    def _place_in_domain(self, shapes: Sequence[_Shape], level: int) -> _Found:
+        """Every slot inside one domain of ``level``, domains best fit first (see the module
+        docstring), or nothing."""
+        cores = sum(shape.slot.cores * shape.slot.count for shape in shapes)
+        gpus = sum(shape.slot.gpus * shape.slot.count for shape in shapes)
+        domains = self._domains
+        fitting = [d for d in domains.at_level[level]
+                   if domains.cores[d] >= cores and domains.gpus[d] >= gpus
+                   and is_known(domains.key[d])]
+        if gpus:
+            fitting.sort(key=lambda d: (domains.gpus[d], domains.cores[d], d))
+        else:
+            fitting.sort(key=lambda d: (domains.cores[d], domains.gpus[d], d))
+        exhausted = False
+        for domain in fitting:
+            self._within = domains.members[domain]
+            try:
+                found = self._place_compute(shapes)
+            finally:
+                self._within = None
+            if found.masks is not None:
+                self.last_domain = domains.key[domain]
+                return found
+            exhausted = exhausted or found.exhausted
+        return _Found(None, exhausted)
+
+    def _candidates(self, cores: int, cursor: int | None) -> Iterator[int]:
+        """Node positions with ``cores`` free in policy order from ``cursor`` on: the whole
+        graph's, or only the domain being searched."""
+        within = self._within
+        if within is None:
+            return self._order.candidates(cores, cursor)
+        if not isinstance(self._order, RankOrder):
+            members = set(within)
+            return (p for p in self._order.candidates(cores, cursor) if p in members)
+        states = self._states
+        if self.policy is MatchPolicy.HINODE:
+            end = len(within) if cursor is None else bisect_right(within, cursor)
+            ordered: Iterator[int] = reversed(within[:end])
+        else:
+            start = 0 if cursor is None else bisect_left(within, cursor)
+            ordered = iter(within[start:])
+        return (p for p in ordered
+                if states[p].usable and states[p].free_cores.bit_count() >= cores)
+
     def _search(self, shapes: Sequence[_Shape], order: Sequence[int]) -> _Found:
         placer = _Placer(self, shapes)
         result = search([(i, shapes[i].slot.count) for i in order], placer, self.search_budget)
@@ -416,16 +509,18 @@ class EmbeddedMatcher:
 
     def _constrained_first(self, shapes: Sequence[_Shape]) -> list[int]:
         """Shapes by how few usable nodes could take one slot now, then by size, largest first."""
+        states = self._states if self._within is None else [self._states[p] for p in self._within]
+
         def key(index: int) -> tuple[int, int, int, int, int]:
             slot = shapes[index].slot
-            room = sum(1 for state in self._states if self._fits(state, shapes[index]))
+            room = sum(1 for state in states if self._fits(state, shapes[index]))
             return (room, -slot.gpus, -slot.memory_mib, -slot.cores, index)
 
         return sorted(range(len(shapes)), key=key)
 
     def _first_fit(self, shape: _Shape, cursor: int | None) -> _Mask | None:
         """The first node in policy order that takes one slot, already deducted."""
-        for position in self._order.candidates(shape.slot.cores, cursor):
+        for position in self._candidates(shape.slot.cores, cursor):
             if self._fits(self._states[position], shape):
                 return self._take(position, shape.slot)
         return None
@@ -455,6 +550,8 @@ class EmbeddedMatcher:
         state.free_memory ^= memory
         state.free_pods -= 1
         self._order.update(position, state.free_cores, state.usable)
+        if self._domains.levels and state.usable:
+            self._domains.shift(position, -cores.bit_count(), -gpus.bit_count())
         return position, cores, gpus, memory, 1
 
     def _free_signature(self, position: int) -> tuple[int, ...]:
@@ -521,6 +618,9 @@ class EmbeddedMatcher:
 
     def _give_back(self, position: int, cores: int, gpus: int, memory: int, pods: int) -> None:
         state = self._states[position]
+        if self._domains.levels and state.usable:
+            self._domains.shift(position, (cores & ~state.free_cores).bit_count(),
+                                (gpus & ~state.free_gpus).bit_count())
         state.free_cores |= cores
         state.free_gpus |= gpus
         state.free_memory |= memory
@@ -530,6 +630,9 @@ class EmbeddedMatcher:
     def _hold(self, held: _Held) -> None:
         for position, cores, gpus, memory, pods in held.masks:
             state = self._states[position]
+            if self._domains.levels and state.usable:
+                self._domains.shift(position, -(cores & state.free_cores).bit_count(),
+                                    -(gpus & state.free_gpus).bit_count())
             state.free_cores &= ~cores
             state.free_gpus &= ~gpus
             state.free_memory &= ~memory
@@ -543,6 +646,19 @@ class EmbeddedMatcher:
             self._give_back(*mask)
         for index in held.virtual:
             self._mark_virtual(index, held=False)
+
+    def _account(self, position: int, sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) a usable node's free capacity to its domains'."""
+        state = self._states[position]
+        if self._domains.levels and state.usable:
+            self._domains.shift(position, sign * state.free_cores.bit_count(),
+                                sign * state.free_gpus.bit_count())
+
+    def domain_free(self, level: int) -> dict[tuple[str, ...], tuple[int, int]]:
+        """Free (cores, GPUs) of each domain at ``level``, on usable nodes."""
+        domains = self._domains
+        return {domains.key[d]: (domains.cores[d], domains.gpus[d])
+                for d in domains.at_level[level]}
 
     def _virtual_free(self, index: int) -> bool:
         if self._held_below[index]:
@@ -608,7 +724,7 @@ class _Placer:
 
     def candidates(self, shape: int, after: int | None) -> Iterator[int]:
         # a rank order's cursor already means "this node and those after it"
-        for position in self._matcher._order.candidates(self._shapes[shape].slot.cores, after):
+        for position in self._matcher._candidates(self._shapes[shape].slot.cores, after):
             if after is None or not self._by_position or position >= after:
                 yield position
 
@@ -630,3 +746,39 @@ class _Placer:
             )
             self._eligible[position] = eligible
         return self._matcher._free_signature(position), eligible
+
+
+class _Domains:
+    """The topology domains of the matcher's nodes, by id: their nodes and free capacity."""
+
+    def __init__(self, levels: int) -> None:
+        self.levels = levels
+        self.ids: dict[tuple[str, ...], int] = {}
+        self.key: list[tuple[str, ...]] = []
+        self.members: list[list[int]] = []
+        """Node positions of each domain, ascending (positions only grow)."""
+        self.cores: list[int] = []
+        self.gpus: list[int] = []
+        self.at_level: list[list[int]] = [[] for _ in range(levels)]
+        self.of_node: list[tuple[int, ...]] = []
+
+    def add(self, position: int, domains: tuple[str, ...]) -> None:
+        ids = []
+        for depth in range(1, len(domains) + 1):
+            key = domains[:depth]
+            found = self.ids.get(key)
+            if found is None:
+                found = self.ids[key] = len(self.key)
+                self.key.append(key)
+                self.members.append([])
+                self.cores.append(0)
+                self.gpus.append(0)
+                self.at_level[depth - 1].append(found)
+            self.members[found].append(position)
+            ids.append(found)
+        self.of_node.append(tuple(ids))
+
+    def shift(self, position: int, cores: int, gpus: int) -> None:
+        for domain in self.of_node[position]:
+            self.cores[domain] += cores
+            self.gpus[domain] += gpus

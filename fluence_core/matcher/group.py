@@ -15,6 +15,15 @@ permutations that keep the most-constrained shapes in front longest) are.
 Within one jobspec the matcher's own traversal decides where the pods of that
 shape go; orders cannot change that, so a fit needing a shape split across
 nodes differently from that traversal can still be missed.
+
+**Topology.** With topology levels in the graph a group is matched level by level
+(:func:`fluence_core.topology.attempts`): at a level, every compute jobspec is held to
+one domain of it. A joint matcher gets the level in the jobspecs and chooses the domain
+itself; another matcher gets it too when the group has one compute jobspec (Fluxion's
+``rack count:1``). Otherwise (several shapes on Fluxion, or shared pods, which the pooled
+layer places apart) the domains are tried one by one, best fit first, each as a
+``hostlist``. A required level is never left: the group misses, and the miss names the
+best domain and what it lacks (:func:`.domains.short_of`).
 """
 
 from __future__ import annotations
@@ -25,12 +34,17 @@ from dataclasses import dataclass, field
 from itertools import islice, permutations
 from typing import Iterator, Sequence, TypeGuard
 
+from fluence_core.errors import TopologyError
 from fluence_core.graph import ResourceGraph
-from fluence_core.matcher.jobspec import GroupJobspec, compute_parts, group_jobspecs, is_compute
+from fluence_core.matcher.domains import best_fit, rooms, short_of
+from fluence_core.matcher.jobspec import (
+    COMPUTE, GroupJobspec, compute_parts, group_jobspecs, is_compute,
+)
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, GroupMatcher, GroupRefusal, Matcher, MatchOutcome
 from fluence_core.models import Group, PodRequest
 from fluence_core.matcher.readback import PodPlacement, read_placements
+from fluence_core.topology import attempts
 
 MAX_ORDERS = 24
 """Orders of a group's compute jobspecs tried on a matcher that cannot match them jointly."""
@@ -43,6 +57,8 @@ class GroupMatch:
     group: Group
     allocations: dict[str, Allocation]
     placements: dict[str, PodPlacement]
+    level: int | None = None
+    """The topology level whose one domain holds the group (None: not held to one)."""
 
     @property
     def jobids(self) -> list[int]:
@@ -91,7 +107,7 @@ def match_preferring(
         outcome = _match(narrowed, graph, matcher, exclude_nodes)
         if isinstance(outcome, GroupMatch):
             logger.debug("group %s placed on its preference tier %d", group.name, level + 1)
-            return GroupMatch(group, outcome.allocations, outcome.placements)
+            return GroupMatch(group, outcome.allocations, outcome.placements, outcome.level)
     return match_group(group, graph, matcher, exclude_nodes=exclude_nodes)
 
 
@@ -114,7 +130,67 @@ def match_group(
 def _match(
     group: Group, graph: ResourceGraph, matcher: Matcher, exclude_nodes: Sequence[str] | None
 ) -> GroupMatch | GroupMiss:
-    specs = group_jobspecs(group, graph, exclude_nodes=list(exclude_nodes or []))
+    """The group at each topology level in turn (see the module docstring)."""
+    try:
+        tries = attempts(graph.levels, group.topology)
+    except TopologyError as error:
+        return GroupMiss(group, COMPUTE, MatchOutcome.UNSATISFIABLE, detail=str(error))
+    miss: GroupMiss | None = None
+    for level in tries:
+        outcome = _match_at(group, graph, matcher, exclude_nodes, level)
+        if isinstance(outcome, GroupMatch):
+            if level is not None:
+                logger.debug("group %s placed inside one %s", group.name, graph.levels[level].type)
+            return outcome
+        miss = outcome
+    assert miss is not None
+    required = tries[-1]
+    if required is not None and miss.detail is None and is_compute(miss.kind):
+        miss.detail = short_of(graph, matcher, group, required)
+    return miss
+
+
+def _match_at(
+    group: Group, graph: ResourceGraph, matcher: Matcher, exclude_nodes: Sequence[str] | None,
+    level: int | None,
+) -> GroupMatch | GroupMiss:
+    if level is not None and _domain_by_domain(group, matcher):
+        return _match_domain_by_domain(group, graph, matcher, exclude_nodes, level)
+    return _match_specs(group, graph, matcher, group_jobspecs(
+        group, graph, exclude_nodes=list(exclude_nodes or []), level=level), level)
+
+
+def _domain_by_domain(group: Group, matcher: Matcher) -> bool:
+    """Whether the domains of a level must be tried here, one by one: the matcher cannot
+    hold the group's compute jobspecs to one domain itself."""
+    if any(pod.shared for pod in group.pods):
+        return True
+    return not _matches_jointly(matcher) and len(compute_parts(list(group.pods))) > 1
+
+
+def _match_domain_by_domain(
+    group: Group, graph: ResourceGraph, matcher: Matcher, exclude_nodes: Sequence[str] | None,
+    level: int,
+) -> GroupMatch | GroupMiss:
+    found = rooms(graph, matcher, level)
+    members = graph.domains(level)
+    miss: GroupMiss | None = None
+    for domain in best_fit(found, group):
+        within = [node.name for node in members[domain]]
+        specs = group_jobspecs(group, graph, exclude_nodes=list(exclude_nodes or []),
+                               within=within)
+        outcome = _match_specs(group, graph, matcher, specs, level)
+        if isinstance(outcome, GroupMatch):
+            return outcome
+        if miss is None:
+            miss = outcome
+    return miss or GroupMiss(group, COMPUTE, MatchOutcome.BUSY)
+
+
+def _match_specs(
+    group: Group, graph: ResourceGraph, matcher: Matcher, specs: list[GroupJobspec],
+    level: int | None,
+) -> GroupMatch | GroupMiss:
     if logger.isEnabledFor(logging.DEBUG):  # a jobspec's JSON costs more than its match
         for spec in specs:
             logger.debug("match %s/%s jobspec %s", group.name, spec.kind, spec.to_json())
@@ -136,7 +212,7 @@ def _match(
                 for p in placements.values()
             ),
         )
-    return GroupMatch(group, outcome, placements)
+    return GroupMatch(group, outcome, placements, level)
 
 
 _JOINT: dict[type, bool] = {}

@@ -6,6 +6,12 @@ that pod's cores, GPUs and memory, constrained to ``virtual=false``. Each virtua
 gets its own jobspec constrained to ``virtual=true``, ``class=<type>`` and the
 pods' ``require-*`` pins. Duration 0: held until cancelled. Memory is in MiB
 in both the graph and the jobspec.
+
+With a topology level (``level``), each whole-core compute jobspec puts its slots under
+one vertex of that level's type, as Fluxion writes it (``rack count:1 -> slot ...``), so
+the embedded matcher and Fluxion search the same way. Shared (millicore) jobspecs stay
+flat: the pooled layer reads slots at the top, and :mod:`.group` holds them to a domain
+with a ``hostlist`` instead.
 """
 
 from __future__ import annotations
@@ -62,9 +68,11 @@ def is_compute(kind: str) -> bool:
 
 
 def compute_jobspec(
-    pods: list[PodRequest], constraint: dict[str, Any] | None = None
+    pods: list[PodRequest], constraint: dict[str, Any] | None = None,
+    level_type: str | None = None,
 ) -> dict[str, Any]:
-    """The compute jobspec for pods of one shape: one slot entry, a slot per pod.
+    """The compute jobspec for pods of one shape: one slot entry, a slot per pod, under one
+    vertex of ``level_type`` when given.
 
     Shared pods (:attr:`PodRequest.shared`) ask for ``millicores`` from the node's pool
     instead of cores (:mod:`fluence_core.matcher.pooled` serves those).
@@ -83,6 +91,10 @@ def compute_jobspec(
     if memory:
         inner.append({"type": "memory", "count": memory, "unit": "MiB"})
     resources = [{"type": "slot", "count": len(pods), "label": "task", "with": inner}]
+    if level_type is not None:
+        if shared is not None:
+            raise ValueError("a shared (millicore) jobspec is held to a domain by a hostlist")
+        resources = [{"type": level_type, "count": 1, "with": resources}]
     tasks = [{"command": ["fluence"], "slot": "task", "count": {"per_slot": 1}}]
     properties: dict[str, Any] = {"properties": [names.VIRTUAL_FALSE]}
     constraints = {"and": [properties, constraint]} if constraint else properties
@@ -135,24 +147,29 @@ def _allowed_nodes(pod: PodRequest, graph: ResourceGraph) -> dict[str, Any] | No
 
 
 def group_jobspecs(
-    group: Group, graph: ResourceGraph, *, exclude_nodes: list[str] | None = None
+    group: Group, graph: ResourceGraph, *, exclude_nodes: list[str] | None = None,
+    level: int | None = None, within: list[str] | None = None,
 ) -> list[GroupJobspec]:
     """Every jobspec the group needs, compute first, then one per virtual type.
 
     ``exclude_nodes`` adds a ``hostlist`` exclusion (the postfilter's rematch); the
-    nodes a pod may use become a ``hostlist`` (see :func:`_allowed_nodes`).
+    nodes a pod may use become a ``hostlist`` (see :func:`_allowed_nodes`). ``level``
+    puts each whole-core compute jobspec under one vertex of that topology level;
+    ``within`` holds every compute jobspec to those nodes (one domain's).
     A request for a virtual type the graph lacks raises
     :class:`UnknownResourceTypeError` naming the pod and the type.
     """
     virtual = virtual_jobspecs(group, graph)
     exclusion = {"not": [{"hostlist": sorted(exclude_nodes)}]} if exclude_nodes else None
+    level_type = graph.levels[level].type if level is not None else None
     specs = []
     for kind, members in compute_parts(list(group.pods)):
-        chosen = _allowed_nodes(members[0], graph)
-        constraint: dict[str, Any] | None = exclusion
-        if chosen is not None:
-            constraint = {"and": [chosen, exclusion]} if exclusion else chosen
-        specs.append(GroupJobspec(kind, compute_jobspec(members, constraint)))
+        parts = [c for c in (_allowed_nodes(members[0], graph), exclusion) if c is not None]
+        if within is not None:
+            parts.append({"hostlist": within})
+        constraint = {"and": parts} if len(parts) > 1 else (parts[0] if parts else None)
+        wrap = level_type if not members[0].shared else None
+        specs.append(GroupJobspec(kind, compute_jobspec(members, constraint, wrap)))
     return specs + virtual
 
 

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 
 from fluence_core.cluster_api import NODES, PODGROUPS, PODS, ClusterAPI, KubeDict, Resource
 from fluence_core.errors import FluenceError
-from fluence_core.graph import ResourceGraph
+from fluence_core.graph import ResourceGraph, levels_for
 from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.matcher.base import Matcher
@@ -68,7 +68,8 @@ def build_graph(nodes: Iterable[KubeDict], config: ResourceConfig, settings: Set
     FluenceError when no plugin returns a matcher.
     """
     infos = [info for info in map(read_node, nodes) if info is not None]
-    graph = ResourceGraph(infos, config, memory_chunks_per_core=settings.memory_chunks_per_core)
+    graph = ResourceGraph(infos, config, memory_chunks_per_core=settings.memory_chunks_per_core,
+                          levels=levels_for(config, settings))
     matcher = manager.hook.fluence_matcher(settings=settings, graph=graph)
     if matcher is None:
         raise FluenceError("no plugin returned a matcher (is the embedded matcher blocked?)")

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from fluence_core import names
 from fluence_core.models import Group, KubeObject, PodRequest
+from fluence_core.topology import read_constraint
 
 PodKey = tuple[str, str]
 """(namespace, name)"""
@@ -88,7 +89,8 @@ class PendingGroup:
 
     def requests(self) -> Group:
         """The matcher's view of the pods to place now."""
-        return Group(self.key, tuple(PodRequest.from_kube(p) for p in self.pods), self.namespace)
+        return Group(self.key, tuple(PodRequest.from_kube(p) for p in self.pods), self.namespace,
+                     read_constraint(self.pod_group, self.pods))
 
 
 @dataclass

@@ -30,6 +30,7 @@ from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.conservative import hold_running
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.topology import domains_of
 
 
 def describe(obj: Any) -> str:
@@ -331,12 +332,17 @@ class ClusterView:
             vertex.schedulable = info.schedulable
             self.generation += 1
             shape = (vertex.cores, vertex.gpus, vertex.max_pods)
-            if (shape != (info.cores, info.gpus, info.max_pods)
+            moved = domains_of(self.graph.levels, info.labels) != vertex.domains
+            if moved:
+                logger.info("node %s moves to topology domain %s", name,
+                            "/".join(domains_of(self.graph.levels, info.labels)))
+            if (moved or shape != (info.cores, info.gpus, info.max_pods)
                     or vertex.memory_chunks * vertex.chunk_mib != info.memory_mib):
                 self._replace_node(info)
 
     def _replace_node(self, info: NodeInfo) -> None:
-        """Allocatable changed: rebuild the node and re-hold what was on it."""
+        """Allocatable or topology domain changed: rebuild the node (in its new domain) and
+        re-hold what was on it."""
         touching = [a for a in self.matcher.allocations().values()
                     if any(s.node == info.name for s in a.nodes)]
         for allocation in touching:

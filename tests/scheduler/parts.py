@@ -11,6 +11,7 @@ from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import NodeInfo
 from fluence_core.scheduler.records import RecordBook
 from fluence_core.scheduler.view import ClusterView
+from fluence_core.topology import Level
 
 RESOURCES = {"Node": NODES, "Pod": PODS, "PodGroup": PODGROUPS}
 
@@ -22,12 +23,14 @@ def cluster_of(*objects: dict[str, Any]) -> FakeCluster:
     return cluster
 
 
-def started_view(cluster: FakeCluster, *, read_only: bool = False) -> ClusterView:
-    """A view listed from ``cluster``, on an embedded matcher, records restored, foreign pinned."""
+def started_view(cluster: FakeCluster, *, read_only: bool = False,
+                 levels: tuple[Level, ...] = ()) -> ClusterView:
+    """A view listed from ``cluster``, on an embedded matcher, records restored, foreign pinned
+    (the graph with topology ``levels``)."""
     view = ClusterView(RecordBook(cluster, read_only=read_only))
     for resource in (NODES, PODS, PODGROUPS):
         view.replace(resource.plural, cluster.list(resource).items)
-    graph = ResourceGraph([NodeInfo.from_kube(n) for n in view.nodes.values()])
+    graph = ResourceGraph([NodeInfo.from_kube(n) for n in view.nodes.values()], levels=levels)
     view.install(graph, EmbeddedMatcher(graph))
     owners = [("podgroups", pg) for pg in view.pod_groups.values()]
     owners += [("pods", p) for p in view.pods.values()]

@@ -12,6 +12,7 @@ from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import NodeInfo
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.records import HeldPlacement
+from fluence_core.topology import Level
 from tests.scheduler.conftest import node, pod, pod_group
 from tests.scheduler.parts import cluster_of, started_view
 
@@ -201,3 +202,27 @@ def test_a_lone_pod_of_ours_is_held_from_its_binding_not_pinned() -> None:
     [record] = view.records.held[("pods", "default", "mine")]
     assert record.pods == ["mine"] and not record.durable
     assert sum(len(s.cores) for s in record.allocations["compute"].nodes) == 3
+
+
+def _racked(name: str, rack: str) -> dict[str, object]:
+    body = node(name)
+    body["metadata"]["labels"] = {names.RACK_LABEL: rack}
+    return body
+
+
+def test_a_relabelled_node_moves_to_its_new_rack_with_what_it_holds() -> None:
+    rack = Level(names.RACK_LABEL, "rack")
+    view = started_view(cluster_of(_racked("n0", "r1"), _racked("n1", "r1"),
+                                   pod("theirs", "2", scheduler="other", node_name="n0")),
+                        levels=(rack,))
+    assert view.graph.node_path("n0") == "/cluster0/r1/n0"
+    before = view.generation
+    view.handle("nodes", "MODIFIED", _racked("n0", "r2"))
+    assert view.graph.node_path("n0") == "/cluster0/r2/n0"
+    assert view.graph.node("n0").labels == {names.RACK_LABEL: "r2"}
+    pin = view.pins[("default", "theirs")]
+    held = view.matcher.allocations()[pin.jobid]
+    assert [s.node for s in held.nodes] == ["n0"], "what it held is held again"
+    assert view.generation > before
+    assert isinstance(view.matcher, EmbeddedMatcher)
+    assert view.matcher.domain_free(0) == {("r1",): (4, 0), ("r2",): (2, 0)}

@@ -92,6 +92,7 @@ class FluxionMatcher:
         jgf = self.graph.to_jgf()
         check_jgf(jgf)
         self._virtual_by_path = {v.path: v for v in self.graph.virtual}
+        self._node_at = {self.graph.node_path(n.name): n.name for n in self.graph.nodes}
         self._vertex_by_path = {
             v["metadata"]["paths"]["containment"]: v for v in jgf["graph"]["nodes"]
         }
@@ -185,14 +186,14 @@ class FluxionMatcher:
         if rc != 0:
             logger.error("Fluxion could not cancel job %d: %s", jobid, self._error())
             return False
-        for path in _held_paths(self._jobs.pop(jobid)):
+        for path in self._held_paths(self._jobs.pop(jobid)):
             self._holder.pop(path, None)
         return True
 
     def restore(self, allocation: Allocation) -> None:
         if allocation.jobid in self._jobs:
             raise MatcherError(f"job {allocation.jobid} is already held")
-        paths = _held_paths(allocation)
+        paths = self._held_paths(allocation)
         overlap = sorted(p for p in paths if p in self._holder)
         if overlap:
             raise MatcherError(
@@ -237,12 +238,13 @@ class FluxionMatcher:
 
     def _remember(self, allocation: Allocation) -> None:
         self._jobs[allocation.jobid] = allocation
-        for path in _held_paths(allocation):
+        for path in self._held_paths(allocation):
             self._holder[path] = allocation.jobid
 
     def _set_status(self, name: str, *, down: bool) -> None:
         status = self.lib.api.RESOURCE_DOWN if down else self.lib.api.RESOURCE_UP
-        if self.lib.api.reapi_cli_set_status(self._ctx, f"/cluster0/{name}".encode(), status) != 0:
+        path = self.graph.node_path(name)
+        if self.lib.api.reapi_cli_set_status(self._ctx, path.encode(), status) != 0:
             raise MatcherError(
                 f"Fluxion could not mark {name} {'down' if down else 'up'}: {self._error()}"
             )
@@ -265,7 +267,7 @@ class FluxionMatcher:
                 continue
             if vtype not in ("core", "gpu", "memory"):
                 continue
-            node = path.split("/")[2]
+            node = _owning_node(path, self._node_at)
             entry = per_node.setdefault(node, {"core": [], "gpu": [], "memory": []})
             entry[vtype].append(int(meta["id"]))
             if vtype == "memory":
@@ -295,11 +297,22 @@ class FluxionMatcher:
         )
         return Allocation(jobid=jobid, nodes=nodes, virtual=virtual)
 
+    def _held_paths(self, allocation: Allocation) -> set[str]:
+        """The containment paths of the vertices an allocation holds exclusively."""
+        held: set[str] = set()
+        for share in allocation.nodes:
+            base = self.graph.node_path(share.node)
+            held.update(f"{base}/core{i}" for i in share.cores)
+            held.update(f"{base}/gpu{i}" for i in share.gpus)
+            held.update(f"{base}/memory{i}" for i in share.memory)
+        held.update(share.path for share in allocation.virtual)
+        return held
+
     def _allocation_jgf(self, allocation: Allocation) -> dict[str, Any]:
         """The allocation as Fluxion writes one: held vertices marked exclusive, with
         their ancestors, so that ``update_allocate`` re-holds exactly them."""
         by_path = self._vertex_by_path
-        held = _held_paths(allocation)
+        held = self._held_paths(allocation)
         wanted = set(held)
         for path in held:
             parts = path.split("/")
@@ -318,18 +331,17 @@ class FluxionMatcher:
         edges = [
             {"source": by_path[path.rsplit("/", 1)[0]]["id"], "target": by_path[path]["id"]}
             for path in sorted(wanted)
-            if path != "/cluster0"
+            if path != self.graph.domain_path(())
         ]
         return {"graph": {"nodes": vertices, "edges": edges}}
 
 
-def _held_paths(allocation: Allocation) -> set[str]:
-    """The containment paths of the vertices an allocation holds exclusively."""
-    held: set[str] = set()
-    for share in allocation.nodes:
-        base = f"/cluster0/{share.node}"
-        held.update(f"{base}/core{i}" for i in share.cores)
-        held.update(f"{base}/gpu{i}" for i in share.gpus)
-        held.update(f"{base}/memory{i}" for i in share.memory)
-    held.update(share.path for share in allocation.virtual)
-    return held
+def _owning_node(path: str, node_at: Mapping[str, str]) -> str:
+    """The node whose vertex contains the vertex at ``path``: the nearest ancestor path that
+    is a node's (paths have no fixed depth: topology levels above, sockets below)."""
+    parent = path
+    while "/" in parent:
+        parent = parent.rsplit("/", 1)[0]
+        if parent in node_at:
+            return node_at[parent]
+    raise MatcherError(f"Fluxion allocated {path}, which is under no known node")

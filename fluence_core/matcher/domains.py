@@ -1,0 +1,99 @@
+"""Free capacity per topology domain, for any matcher, and why a group misses its level.
+
+The embedded matcher keeps its own running counts (:mod:`.embedded`); this module reads
+what any matcher holds (:meth:`Matcher.allocations`), so it serves Fluxion too: the order
+in which :mod:`.group` tries domains one by one, the Event of a gang that must wait for
+its domain, and what ``fluence status`` and ``fluence plan`` show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fluence_core.graph import Domain, ResourceGraph
+from fluence_core.matcher.base import Matcher
+from fluence_core.models import Group
+
+
+@dataclass
+class Room:
+    """Capacity of one domain: totals of its usable nodes, and what is free of them."""
+
+    nodes: int = 0
+    cores: int = 0
+    gpus: int = 0
+    memory_mib: int = 0
+    free_cores: int = 0
+    free_gpus: int = 0
+    free_memory_mib: int = 0
+
+
+def rooms(graph: ResourceGraph, matcher: Matcher, level: int, *,
+          known_only: bool = True) -> dict[Domain, Room]:
+    """Each domain of ``level`` with its capacity and what the matcher's allocations leave."""
+    held_cores: dict[str, int] = {}
+    held_gpus: dict[str, int] = {}
+    held_mib: dict[str, int] = {}
+    for allocation in matcher.allocations().values():
+        for share in allocation.nodes:
+            held_cores[share.node] = held_cores.get(share.node, 0) + len(share.cores)
+            held_gpus[share.node] = held_gpus.get(share.node, 0) + len(share.gpus)
+            held_mib[share.node] = held_mib.get(share.node, 0) + share.memory_mib
+    found: dict[Domain, Room] = {}
+    for domain, nodes in graph.domains(level, known_only=known_only).items():
+        room = found[domain] = Room()
+        for node in nodes:
+            if node.down:
+                continue
+            memory = node.memory_chunks * node.chunk_mib
+            room.nodes += 1
+            room.cores += node.cores
+            room.gpus += node.gpus
+            room.memory_mib += memory
+            room.free_cores += max(0, node.cores - held_cores.get(node.name, 0))
+            room.free_gpus += max(0, node.gpus - held_gpus.get(node.name, 0))
+            room.free_memory_mib += max(0, memory - held_mib.get(node.name, 0))
+    return found
+
+
+def best_fit(found: dict[Domain, Room], group: Group) -> list[Domain]:
+    """Domains that could hold ``group`` by their free totals, tightest first (free GPUs
+    first when it asks for GPUs, then free cores), as the embedded matcher orders them."""
+    cores, gpus, _ = need(group)
+    fitting = [d for d, r in found.items() if r.free_cores >= cores and r.free_gpus >= gpus]
+    if gpus:
+        return sorted(fitting, key=lambda d: (found[d].free_gpus, found[d].free_cores))
+    return sorted(fitting, key=lambda d: (found[d].free_cores, found[d].free_gpus))
+
+
+def need(group: Group) -> tuple[int, int, int]:
+    """(whole cores, GPUs, MiB) the group's pods ask for in all."""
+    return (sum(p.cores for p in group.pods if not p.shared), sum(p.gpus for p in group.pods),
+            sum(p.memory_mib for p in group.pods))
+
+
+def short_of(graph: ResourceGraph, matcher: Matcher, group: Group, level: int) -> str:
+    """Why ``group`` waits for one domain of ``level``: the best domain and what it lacks."""
+    kind = graph.levels[level]
+    cores, gpus, mib = need(group)
+    asks = f"{len(group.pods)} pods, {cores} cores" + (f", {gpus} GPUs" if gpus else "") + (
+        f", {mib} MiB" if mib else "")
+    head = f"group {group.name} must stay inside one {kind.type} ({kind.label}); it needs {asks}"
+    found = rooms(graph, matcher, level)
+    if not found:
+        return f"{head}, but no node has the label {kind.label}"
+
+    def lack(room: Room) -> tuple[int, int, int]:
+        return (max(0, gpus - room.free_gpus), max(0, cores - room.free_cores),
+                max(0, mib - room.free_memory_mib))
+
+    best = min(found, key=lambda d: (lack(found[d]), -found[d].free_cores, d))
+    room = found[best]
+    missing_gpus, missing_cores, missing_mib = lack(room)
+    parts = [f"{n} {what}" for n, what in ((missing_cores, "cores"), (missing_gpus, "GPUs"),
+                                           (missing_mib, "MiB")) if n]
+    lacks = ("lacks " + ", ".join(parts)) if parts else (
+        "has the free totals, but not on nodes (or nodes its pods may use) that fit each pod")
+    return (f"{head}; the best {kind.type} is {'/'.join(best)} with {room.free_cores} cores"
+            + (f", {room.free_gpus} GPUs" if gpus else "")
+            + f" free on {room.nodes} nodes: it {lacks}")

@@ -1,0 +1,274 @@
+"""Groups and topology levels: kept inside one domain when asked, best fit by default.
+
+The property at the end: on small clusters of racks, whenever a brute-force solver finds a
+placement of a heterogeneous gang inside one rack, the matcher finds one too, and every
+placement it returns stays inside one rack and within each node's free capacity. It runs
+on every matcher available here (Fluxion when ``FLUENCE_FLUXION_LIB`` is set).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from fluence_core import names
+from fluence_core.graph import ResourceGraph
+from fluence_core.matcher.base import Matcher, MatchOutcome
+from fluence_core.matcher.embedded import EmbeddedMatcher
+from fluence_core.matcher.group import GroupMatch, GroupMiss, match_group
+from fluence_core.models import Group, NodeInfo, PodRequest
+from fluence_core.topology import Constraint, Level
+
+from tests.matcher.test_mixed_groups import Free, brute_force, check_capacity, free_after
+
+Factory = Callable[[ResourceGraph, str], Matcher]
+ZONE = Level("topology.kubernetes.io/zone", "zone")
+BLOCK = Level("example.com/block", "block")
+RACK = Level(names.RACK_LABEL, "rack")
+RACK_ONLY = (RACK,)
+THREE = (ZONE, BLOCK, RACK)
+
+
+def racks(*sizes: int, cores: int = 4, gpus: int = 0) -> list[NodeInfo]:
+    """Racks r0, r1, ... of ``sizes`` nodes each, named r<i>-n<j>, in blocks of two racks."""
+    return [
+        NodeInfo(f"r{r}-n{n}", cores, cores * 1024, gpus, labels={
+            ZONE.label: "z0", BLOCK.label: f"b{r // 2}", RACK.label: f"r{r}"})
+        for r, size in enumerate(sizes) for n in range(size)
+    ]
+
+
+def gang(size: int, cores: int = 1, constraint: Constraint = Constraint(),
+         name: str = "g", gpus: int = 0) -> Group:
+    pods = tuple(PodRequest(f"{name}-{i}", cores=cores, gpus=gpus) for i in range(size))
+    return Group(name, pods, topology=constraint)
+
+
+def racks_of(graph: ResourceGraph, result: GroupMatch) -> set[str]:
+    return {graph.node(p.node).labels[RACK.label] for p in result.placements.values()
+            if p.node is not None}
+
+
+REQUIRED_RACK = Constraint(required=(RACK.label,))
+
+
+# -- required ------------------------------------------------------------------------------------
+
+def test_a_rack_required_gang_never_spans_two_racks(matcher_factory: Factory) -> None:
+    graph = ResourceGraph(racks(2, 2), levels=RACK_ONLY)
+    matcher = matcher_factory(graph, "first")
+    # three whole nodes taken leave one node of 4 cores free; two racks would hold 6 pods
+    assert isinstance(match_group(gang(3, cores=4, name="a"), graph, matcher), GroupMatch)
+    held = dict(matcher.allocations())
+    result = match_group(gang(5, cores=1, constraint=REQUIRED_RACK), graph, matcher)
+    assert isinstance(result, GroupMiss), "only 4 cores are free in any one rack"
+    assert matcher.allocations() == held, "a miss holds nothing"
+    loose = match_group(gang(4, cores=1, constraint=REQUIRED_RACK, name="b"), graph, matcher)
+    assert isinstance(loose, GroupMatch) and len(racks_of(graph, loose)) == 1
+
+
+def test_a_rack_required_gang_goes_to_the_rack_that_fits_it_best() -> None:
+    graph = ResourceGraph(racks(3, 3, 3), levels=RACK_ONLY)
+    matcher = EmbeddedMatcher(graph, "first")
+    # r0 keeps 4 free cores, r1 keeps 8, r2 stays whole (12): a 6-core gang fits r1 best
+    match_group(Group("fill0", tuple(PodRequest(f"f0-{i}", cores=4) for i in range(2)),
+                      topology=REQUIRED_RACK), graph, matcher)
+    match_group(Group("fill1", (PodRequest("f1-0", cores=4),),
+                      topology=Constraint(required=(RACK.label,))), graph, matcher)
+    result = match_group(gang(6, constraint=REQUIRED_RACK), graph, matcher)
+    assert isinstance(result, GroupMatch), result
+    assert racks_of(graph, result) == {"r1"}
+    assert result.level == 0
+
+
+def test_a_waiting_required_gang_names_the_best_rack_and_what_it_lacks() -> None:
+    graph = ResourceGraph(racks(2, 2), levels=RACK_ONLY)
+    matcher = EmbeddedMatcher(graph, "first")
+    result = match_group(gang(3, cores=4, constraint=REQUIRED_RACK), graph, matcher)
+    assert isinstance(result, GroupMiss)
+    assert result.outcome is MatchOutcome.UNSATISFIABLE
+    assert "must stay inside one rack" in result.reason
+    assert "the best rack is r0 with 8 cores free on 2 nodes: it lacks 4 cores" in result.reason
+
+
+def test_nodes_without_the_rack_label_never_hold_a_rack_required_gang() -> None:
+    unlabelled = [NodeInfo(f"u{i}", 4, 4096) for i in range(4)]
+    graph = ResourceGraph(unlabelled + racks(1), levels=RACK_ONLY)
+    assert graph.node("u0").domains == (names.TOPOLOGY_UNKNOWN_DOMAIN,)
+    matcher = EmbeddedMatcher(graph, "first")
+    result = match_group(gang(2, cores=4, constraint=REQUIRED_RACK), graph, matcher)
+    assert isinstance(result, GroupMiss), "the unknown rack is not a rack"
+    loose = match_group(gang(2, cores=4, name="loose"), graph, matcher)
+    assert isinstance(loose, GroupMatch), "without a constraint they are used"
+
+
+def test_a_required_level_that_is_not_configured_is_refused_with_the_levels() -> None:
+    graph = ResourceGraph(racks(1), levels=RACK_ONLY)
+    result = match_group(gang(1, constraint=Constraint(required=("example.com/pod",),
+                                                       source="PodGroup default/g")),
+                         graph, EmbeddedMatcher(graph, "first"))
+    assert isinstance(result, GroupMiss)
+    assert "PodGroup default/g: topology level 'example.com/pod' is not configured" in (
+        result.reason)
+    assert "topology.kubernetes.io/rack (rack)" in result.reason
+
+
+def test_a_gang_whose_members_disagree_is_refused_with_their_names() -> None:
+    graph = ResourceGraph(racks(1), levels=RACK_ONLY)
+    result = match_group(gang(1, constraint=Constraint(error="members disagree")), graph,
+                         EmbeddedMatcher(graph, "first"))
+    assert isinstance(result, GroupMiss) and result.reason == "members disagree"
+
+
+# -- preferred, fallback and several levels -------------------------------------------------------
+
+def test_a_preferred_rack_falls_back_to_one_block_then_anywhere() -> None:
+    graph = ResourceGraph(racks(2, 2, 2, 2), levels=THREE)
+    matcher = EmbeddedMatcher(graph, "first")
+    prefer_rack = Constraint(preferred=("rack",))
+    in_rack = match_group(gang(8, constraint=prefer_rack, name="a"), graph, matcher)
+    assert isinstance(in_rack, GroupMatch) and len(racks_of(graph, in_rack)) == 1
+    in_block = match_group(gang(12, constraint=prefer_rack, name="b"), graph, matcher)
+    assert isinstance(in_block, GroupMatch) and in_block.level == 1
+    assert racks_of(graph, in_block) in ({"r2", "r3"},), "the whole block b1"
+    # 8 cores are free in one rack of b0, 4 in b1: 10 fit only the zone
+    anywhere = match_group(gang(5, cores=2, constraint=prefer_rack, name="c"), graph, matcher)
+    assert isinstance(anywhere, GroupMatch) and anywhere.level == 0, "one zone holds it all"
+
+
+def test_racks_within_one_block_required_block_preferred_rack() -> None:
+    graph = ResourceGraph(racks(2, 2, 2, 2), levels=THREE)
+    matcher = EmbeddedMatcher(graph, "first")
+    # leave 4 free cores in each of r0 and r2: no rack holds 6, block b0 and b1 hold 8 each
+    for r in (0, 2):
+        match_group(Group(f"fill{r}", (PodRequest(f"f{r}", cores=4),),
+                          topology=Constraint(required=(f"{RACK.label}",))), graph, matcher)
+    both = Constraint(required=(BLOCK.label,), preferred=(RACK.label,))
+    result = match_group(gang(10, constraint=both), graph, matcher)
+    assert isinstance(result, GroupMatch), result
+    blocks = {graph.node(p.node).labels[BLOCK.label] for p in result.placements.values()
+              if p.node}
+    assert len(blocks) == 1 and result.level == 1
+    too_big = match_group(gang(13, constraint=both, name="big"), graph, matcher)
+    assert isinstance(too_big, GroupMiss), "the required block is never left"
+    assert "must stay inside one block" in too_big.reason
+
+
+# -- the default: best fit, with no constraint ----------------------------------------------------
+
+def test_without_a_constraint_a_gang_goes_to_the_smallest_domain_that_holds_it() -> None:
+    graph = ResourceGraph(racks(2, 2, 2, 2), levels=THREE)
+    matcher = EmbeddedMatcher(graph, "first")
+    result = match_group(gang(7), graph, matcher)
+    assert isinstance(result, GroupMatch) and len(racks_of(graph, result)) == 1
+
+
+def test_singles_fill_a_partly_used_rack_before_breaking_into_a_whole_one() -> None:
+    graph = ResourceGraph(racks(2, 2, 2), levels=RACK_ONLY)
+    matcher = EmbeddedMatcher(graph, "first")
+    first = match_group(gang(1, name="s0"), graph, matcher)
+    assert isinstance(first, GroupMatch)
+    used = racks_of(graph, first)
+    for i in range(1, 8):
+        single = match_group(gang(1, name=f"s{i}"), graph, matcher)
+        assert isinstance(single, GroupMatch) and racks_of(graph, single) == used, i
+    for i in range(2):
+        whole = match_group(gang(8, name=f"big{i}", constraint=REQUIRED_RACK), graph, matcher)
+        assert isinstance(whole, GroupMatch), "two racks stayed whole"
+        assert racks_of(graph, whole) != used
+
+
+def test_kueue_unconstrained_skips_the_default_search() -> None:
+    graph = ResourceGraph(racks(2, 2), levels=RACK_ONLY)
+    matcher = EmbeddedMatcher(graph, "first")
+    result = match_group(gang(3, constraint=Constraint(unconstrained=True)), graph, matcher)
+    assert isinstance(result, GroupMatch) and result.level is None
+
+
+def test_a_flat_graph_matches_as_before() -> None:
+    graph = ResourceGraph(racks(2, 2))
+    matcher = EmbeddedMatcher(graph, "first")
+    result = match_group(gang(9), graph, matcher)
+    assert isinstance(result, GroupMatch) and result.level is None
+    assert len(racks_of(graph, result)) == 2
+
+
+# -- relabelling and removal keep the domains' free capacity right --------------------------------
+
+def test_a_relabelled_node_moves_to_its_new_rack() -> None:
+    graph = ResourceGraph(racks(1, 1), levels=RACK_ONLY)
+    matcher = EmbeddedMatcher(graph, "first")
+    assert isinstance(match_group(gang(8, constraint=REQUIRED_RACK), graph, matcher), GroupMiss)
+    moved = NodeInfo("r1-n0", 4, 4096, labels={RACK.label: "r0"})
+    matcher.remove_node("r1-n0")
+    matcher.add_node(moved)
+    assert graph.node_path("r1-n0") == "/cluster0/r0/r1-n0"
+    result = match_group(gang(8, constraint=REQUIRED_RACK), graph, matcher)
+    assert isinstance(result, GroupMatch) and racks_of(graph, result) == {"r0"}
+
+
+def test_a_down_node_does_not_count_in_its_racks_free_capacity() -> None:
+    graph = ResourceGraph(racks(2, 2), levels=RACK_ONLY)
+    matcher = EmbeddedMatcher(graph, "first")
+    matcher.set_node_down("r0-n0")
+    assert matcher.domain_free(0) == {("r0",): (4, 0), ("r1",): (8, 0)}
+    result = match_group(gang(8, constraint=REQUIRED_RACK), graph, matcher)
+    assert isinstance(result, GroupMatch) and racks_of(graph, result) == {"r1"}
+    matcher.cancel(next(iter(matcher.allocations())))
+    matcher.set_node_down("r0-n0", False)
+    assert matcher.domain_free(0) == {("r0",): (8, 0), ("r1",): (8, 0)}
+
+
+# -- the property: complete within one rack -------------------------------------------------------
+
+shape = st.tuples(st.integers(1, 2), st.sampled_from([0, 1000, 2048]), st.sampled_from([0, 0, 1]))
+node = st.tuples(st.integers(1, 4), st.sampled_from([1024, 2048, 4096]), st.integers(0, 2))
+
+
+@st.composite
+def rack_cases(draw: st.DrawFn) -> tuple[list[NodeInfo], list[PodRequest], list[PodRequest], str]:
+    drawn = draw(st.lists(st.tuples(node, st.integers(0, 2)), min_size=2, max_size=6))
+    nodes = [NodeInfo(f"n{i}", c, m, g, labels={RACK.label: f"r{r}"})
+             for i, ((c, m, g), r) in enumerate(drawn)]
+    shapes = draw(st.lists(shape, min_size=1, max_size=3, unique=True))
+    counts = draw(st.lists(st.integers(1, 3), min_size=len(shapes), max_size=len(shapes)))
+    pods = [PodRequest(f"p{s}-{i}", cores=c, memory_mib=m, gpus=g)
+            for s, ((c, m, g), count) in enumerate(zip(shapes, counts)) for i in range(count)][:5]
+    background_shape = draw(st.none() | shape)
+    background: list[PodRequest] = []
+    if background_shape is not None:
+        c, m, g = background_shape
+        background = [PodRequest(f"b{i}", cores=c, memory_mib=m, gpus=g)
+                      for i in range(draw(st.integers(1, 2)))]
+    return nodes, pods, background, draw(st.sampled_from(["first", "lonode", "hinode", "low"]))
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=rack_cases())
+def test_a_rack_required_gang_is_placed_whenever_one_rack_can_hold_it(  # type: ignore[no-untyped-def]
+    matcher_factory: Factory, case
+) -> None:
+    nodes, pods, background, policy = case
+    graph = ResourceGraph(nodes, levels=RACK_ONLY)
+    matcher = matcher_factory(graph, policy)
+    held = None
+    if background:
+        first = match_group(Group("background", tuple(background)), graph, matcher)
+        held = first if isinstance(first, GroupMatch) else None
+    free = free_after(graph, held)
+    by_rack: dict[str, list[Free]] = {}
+    for info, room in zip(graph.nodes, free):
+        by_rack.setdefault(info.labels[RACK.label], []).append(room)
+    exists = any(brute_force(pods, rooms) for rooms in by_rack.values())
+    result = match_group(Group("g", tuple(pods), topology=REQUIRED_RACK), graph, matcher)
+    shapes = len({(p.cores, p.memory_mib, p.gpus) for p in pods})
+    event(f"shapes={shapes} racks={len(by_rack)} solver {'fits' if exists else 'refuses'}")
+    if isinstance(result, GroupMatch):
+        check_capacity(graph, result, free, pods)
+        assert len(racks_of(graph, result)) == 1, "a rack-required gang spans racks"
+        assert exists, "the matcher placed a gang the solver calls impossible in one rack"
+    else:
+        assert not exists, f"one rack can hold it but the matcher refused: {result.reason}"

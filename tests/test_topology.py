@@ -1,0 +1,154 @@
+"""fluence_core.topology: levels validated loudly; constraints read where users write them."""
+
+from __future__ import annotations
+
+import pytest
+
+from fluence_core import names
+from fluence_core.errors import ResourceConfigError, SettingsError, TopologyError
+from fluence_core.resource_config import parse_resource_config
+from fluence_core.settings import load_settings
+from fluence_core.topology import (
+    Constraint,
+    Level,
+    attempts,
+    choose_levels,
+    parse_level_labels,
+    parse_levels,
+    read_constraint,
+)
+
+ZONE = Level(names.ZONE_LABEL, "zone")
+BLOCK = Level("example.com/block", "block")
+RACK = Level(names.RACK_LABEL, "rack")
+THREE = (ZONE, BLOCK, RACK)
+
+
+# -- levels ---------------------------------------------------------------------------------------
+
+def test_a_level_is_a_label_whose_type_is_its_name_part_unless_given() -> None:
+    levels = parse_levels(
+        [names.ZONE_LABEL, {"label": "example.com/blk"}, {"label": "x.io/r", "type": "rack"}],
+        "f: topology.levels",
+    )
+    assert levels == (ZONE, Level("example.com/blk", "blk"), Level("x.io/r", "rack"))
+
+
+@pytest.mark.parametrize(("raw", "where", "why"), [
+    ("zone", "f: topology.levels", "expected a list"),
+    (["not a label!"], "f: topology.levels[0]", "not a valid node label key"),
+    ([names.HOSTNAME_LABEL], "f: topology.levels[0]", "the node itself"),
+    (["a.io/node"], "f: topology.levels[0]", "vertex type 'node' is one the graph already uses"),
+    (["a.io/rack", "b.io/rack"], "f: topology.levels[1]", "type 'rack' is already level 0's"),
+    ([names.ZONE_LABEL, names.ZONE_LABEL], "f: topology.levels[1]", "is already level 0"),
+    ([{"label": "a.io/x", "typ": "x"}], "f: topology.levels[0]", "unknown keys ['typ']"),
+    ([{"label": "a.io/x", "type": "X Y"}], "f: topology.levels[0].type", "lower-case letters"),
+    ([3], "f: topology.levels[0]", "expected a node label"),
+    ([f"a.io/l{i}" for i in range(17)], "f: topology.levels", "at most 16 levels"),
+])
+def test_bad_levels_fail_naming_the_entry(raw: object, where: str, why: str) -> None:
+    with pytest.raises(TopologyError) as failure:
+        parse_levels(raw, "f: topology.levels")
+    assert str(failure.value).startswith(where + ":") and why in str(failure.value)
+
+
+def test_resources_yaml_holds_the_levels_and_names_a_bad_one() -> None:
+    config = parse_resource_config(
+        "topology:\n  levels: [topology.kubernetes.io/zone, topology.kubernetes.io/rack]\n",
+        "resources.yaml",
+    )
+    assert config.levels == (ZONE, RACK) and config.resources == ()
+    with pytest.raises(ResourceConfigError, match=r"resources.yaml: topology.levels\[1\]: "):
+        parse_resource_config("resources: []\ntopology:\n  levels: [a.io/x, 'b c']\n",
+                              "resources.yaml")
+    with pytest.raises(ResourceConfigError, match="topology: unknown keys"):
+        parse_resource_config("topology: {level: []}\n", "resources.yaml")
+
+
+def test_the_setting_holds_the_levels_and_a_bad_one_stops_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLUENCE_TOPOLOGY_LEVELS", f"{names.ZONE_LABEL}, {names.RACK_LABEL}")
+    assert load_settings().levels == (ZONE, RACK)
+    monkeypatch.setenv("FLUENCE_TOPOLOGY_LEVELS", f"{names.RACK_LABEL},x.io/rack")
+    with pytest.raises(SettingsError, match="FLUENCE_TOPOLOGY_LEVELS"):
+        load_settings()
+
+
+def test_file_and_setting_must_agree_when_both_are_set() -> None:
+    assert choose_levels((RACK,), (), "f", "S") == (RACK,)
+    assert choose_levels((), (RACK,), "f", "S") == (RACK,)
+    assert choose_levels((RACK,), parse_level_labels(names.RACK_LABEL, "S"), "f", "S") == (RACK,)
+    with pytest.raises(TopologyError, match="S .* and f topology.levels .* disagree"):
+        choose_levels((RACK,), (ZONE,), "f", "S")
+
+
+# -- the levels a group is matched at ------------------------------------------------------------
+
+def test_by_default_a_group_tries_the_narrowest_level_then_each_wider_then_anywhere() -> None:
+    assert attempts(THREE, Constraint()) == [2, 1, 0, None]
+    assert attempts((), Constraint()) == [None]
+
+
+def test_a_required_level_is_the_last_tried_and_never_left() -> None:
+    assert attempts(THREE, Constraint(required=(BLOCK.label,))) == [2, 1]
+    assert attempts(THREE, Constraint(required=("rack", names.ZONE_LABEL))) == [2]
+
+
+def test_a_preferred_level_falls_back_upward_to_the_required_one_or_anywhere() -> None:
+    assert attempts(THREE, Constraint(preferred=("block",))) == [1, 0, None]
+    assert attempts(THREE, Constraint(required=("zone",), preferred=("rack",))) == [2, 1, 0]
+    assert attempts(THREE, Constraint(required=("rack",), preferred=("zone",))) == [2]
+
+
+def test_unconstrained_seeks_no_domain() -> None:
+    assert attempts(THREE, Constraint(unconstrained=True)) == [None]
+
+
+def test_an_unknown_level_or_no_levels_at_all_is_named() -> None:
+    with pytest.raises(TopologyError, match="PodGroup a/b: topology level 'pod' is not configured"):
+        attempts(THREE, Constraint(required=("pod",), source="PodGroup a/b"))
+    with pytest.raises(TopologyError, match="no topology levels are configured"):
+        attempts((), Constraint(required=("rack",), source="x"))
+
+
+# -- reading constraints -------------------------------------------------------------------------
+
+def pod(name: str, **annotations: str) -> dict[str, object]:
+    return {"metadata": {"name": name, "namespace": "ns", "annotations": annotations}}
+
+
+def pod_group(*keys: object) -> dict[str, object]:
+    return {"metadata": {"name": "g", "namespace": "ns"},
+            "spec": {"schedulingConstraints": {"topology": [{"key": k} for k in keys]}}}
+
+
+def test_the_pod_groups_topology_key_is_required() -> None:
+    read = read_constraint(pod_group(names.RACK_LABEL), [pod("a"), pod("b")])
+    assert read.required == (names.RACK_LABEL,) and read.preferred == ()
+    assert "PodGroup ns/g spec.schedulingConstraints.topology" in read.source
+
+
+def test_kueue_and_fluence_annotations_are_read_from_the_pods() -> None:
+    kueue = {names.KUEUE_PREFERRED_TOPOLOGY_ANNOTATION: names.RACK_LABEL,
+             names.TOPOLOGY_REQUIRED_ANNOTATION: "block"}
+    read = read_constraint(None, [pod("a", **kueue), pod("b", **kueue)])
+    assert read.required == ("block",) and read.preferred == (names.RACK_LABEL,)
+    unconstrained = {names.KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION: "true"}
+    assert read_constraint(None, [pod("a", **unconstrained)]).unconstrained
+
+
+def test_members_that_disagree_make_an_error_naming_two_of_them() -> None:
+    read = read_constraint(None, [pod("a", **{names.TOPOLOGY_REQUIRED_ANNOTATION: "rack"}),
+                                  pod("b")])
+    assert "pod ns/a has" in read.error and "pod ns/b has none" in read.error
+    with pytest.raises(TopologyError):
+        attempts(THREE, read)
+
+
+def test_a_malformed_pod_group_constraint_is_an_error_not_a_crash() -> None:
+    assert "topology[0].key" in read_constraint(pod_group(7), [pod("a")]).error
+
+
+def test_a_group_that_states_nothing_has_no_constraint() -> None:
+    assert read_constraint(None, [pod("a")]) == Constraint()
