@@ -37,6 +37,9 @@ from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.view import ClusterView
 
 
+CHANGES_KEPT = 4096
+"""Changed pods the view may keep for the snapshot before a cycle reads them unasked."""
+
 Storage = tuple[Sequence[KubeObject], Sequence[KubeObject], Sequence[KubeObject]]
 """(PersistentVolumeClaims, PersistentVolumes, StorageClasses) as listed."""
 
@@ -84,8 +87,15 @@ class FeasibleNodes:
         """The pods of the group being placed, as :meth:`constrain` read them."""
 
     def begin(self) -> None:
-        """A new cycle: the next question reads the view afresh."""
+        """A new cycle: the next question reads the view afresh.
+
+        The pods that changed wait for the next question; with none asked for long (no
+        pod of Fluence's pending while others come and go) they are read now, once
+        :data:`CHANGES_KEPT` have piled up, so what waits stays bounded.
+        """
         self._snapshot = None
+        if len(self.view.pod_changes) > CHANGES_KEPT:
+            self._build()
 
     def snapshot(self) -> Snapshot:
         if self._snapshot is None:

@@ -292,9 +292,10 @@ class ClusterView:
     # -- nodes ---------------------------------------------------------------------------
 
     def _on_node(self, event: str, obj: KubeDict) -> None:
-        self.node_changes += 1
         name = obj["metadata"]["name"]
         old = self.nodes.get(name)
+        if event == DELETED or old is None or _filtered_fields(old) != _filtered_fields(obj):
+            self.node_changes += 1
         if event == DELETED:
             self.nodes.pop(name, None)
             if self.graph.has_node(name):
@@ -411,7 +412,10 @@ class ClusterView:
                 else:
                     remaining.append(record)
             if changed:
-                held[owner] = remaining
+                if remaining:
+                    held[owner] = remaining
+                else:  # no key left behind per finished pod: the book grew with every pod
+                    del held[owner]
                 self.records.write(owner)
 
     def _on_pod_group(self, event: str, obj: KubeDict) -> None:
@@ -422,3 +426,12 @@ class ClusterView:
                 self.cancel(record, f"PodGroup {key[0]}/{key[1]} was deleted")
             return
         self.pod_groups[key] = obj
+
+
+def _filtered_fields(node: KubeDict) -> tuple[Any, ...]:
+    """What Kubernetes' filters read of a node (:class:`~fluence_core.feasibility.NodeFacts`):
+    a kubelet's status update that changes none of it (conditions, heartbeats, images) leaves
+    the feasibility snapshot as it is, instead of making it read every node again."""
+    metadata, spec, status = (node.get(k) or {} for k in ("metadata", "spec", "status"))
+    return (metadata.get("labels"), spec.get("taints"), spec.get("unschedulable"),
+            status.get("allocatable"), status.get("capacity"))

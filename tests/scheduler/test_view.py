@@ -138,7 +138,7 @@ def test_a_record_is_released_and_rewritten_when_its_pods_all_finish() -> None:
         view.handle("pods", "MODIFIED", done)
         if name == "a":
             assert allocation.jobid in view.matcher.allocations(), "one member still runs"
-    assert view.records.held[("podgroups", "default", "g")] == []
+    assert ("podgroups", "default", "g") not in view.records.held, "no empty entry left behind"
     assert dict(view.matcher.allocations()) == {}
     annotations = cluster.get(PODGROUPS, "g", "default")["metadata"].get("annotations") or {}
     assert names.ALLOCATION_ANNOTATION not in annotations
@@ -226,3 +226,17 @@ def test_a_relabelled_node_moves_to_its_new_rack_with_what_it_holds() -> None:
     assert view.generation > before
     assert isinstance(view.matcher, EmbeddedMatcher)
     assert view.matcher.domain_free(0) == {("r1",): (4, 0), ("r2",): (2, 0)}
+
+
+def test_a_kubelets_status_update_leaves_the_nodes_as_the_filters_read_them() -> None:
+    view = started_view(cluster_of(node("n0")))
+    before = view.node_changes
+    heartbeat = node("n0")
+    heartbeat["status"]["conditions"] = [{"type": "Ready", "status": "True",
+                                          "lastHeartbeatTime": "2026-12-01T13:00:00Z"}]
+    view.handle("nodes", "MODIFIED", heartbeat)
+    assert view.node_changes == before
+    labelled = node("n0")
+    labelled["metadata"]["labels"] = {"rack": "r1"}
+    view.handle("nodes", "MODIFIED", labelled)
+    assert view.node_changes > before

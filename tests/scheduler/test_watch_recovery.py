@@ -154,3 +154,38 @@ def test_an_object_without_a_name_is_never_merged_with_another() -> None:
     inbox.put("pods", "ADDED", {"spec": {}})
     inbox.put("pods", "ADDED", {"metadata": "garbled"})
     assert len(inbox.take(timeout=0) or []) == 2
+
+
+def test_a_lone_pod_that_finished_leaves_nothing_in_the_record_book() -> None:
+    cluster = FakeCluster()
+    cluster.create("nodes", node("n0", cpu=8))
+    scheduler = Scheduler(cluster, load_settings())
+    scheduler.start()
+    for i in range(5):
+        cluster.create(PODS, pod(f"p{i}", "1"), "default")
+    scheduler.pump()
+    scheduler.schedule_once()
+    scheduler.pump()
+    assert _bound(cluster) == 5
+    for i in range(5):
+        cluster.delete(PODS, f"p{i}", "default", grace_period_seconds=0)
+    scheduler.pump()
+    assert scheduler.records.held == {}
+
+
+def test_pods_that_come_and_go_while_none_of_fluences_waits_are_not_kept(
+        monkeypatch: Any) -> None:
+    from fluence_core.scheduler import feasible
+
+    monkeypatch.setattr(feasible, "CHANGES_KEPT", 10)
+    cluster = FakeCluster()
+    cluster.create("nodes", node("n0", cpu=8))
+    scheduler = Scheduler(cluster, load_settings())
+    scheduler.start()
+    for i in range(50):
+        cluster.create(PODS, pod(f"theirs{i}", "100m", scheduler="other", node_name="n0"),
+                       "default")
+        cluster.delete(PODS, f"theirs{i}", "default", grace_period_seconds=0)
+        scheduler.pump()
+        scheduler.schedule_once()
+    assert len(scheduler.view.pod_changes) <= 10
