@@ -224,6 +224,7 @@ READS_CONTAINERS_FOR_OTHER_REASONS = {
     "fluence_core/feasibility/objects.py": "reads host ports (NodePorts)",
     "fluence_core/sim/world.py": "builds the simulator's pods and finds the scout's sidecar",
     "fluence_core/testing.py": "builds test pods",
+    "fluence_core/webhook/credentials.py": "hands the submitting container's env to the sidecar",
     "fluence_core/webhook/conditions.py": "a CEL condition: does a container name a virtual type",
     "fluence_core/webhook/fluxion_env.py": "adds env variables to the containers",
     "fluence_core/webhook/pods.py": "checks a review's shape; which virtual types are named",
@@ -246,7 +247,8 @@ PARSES_QUANTITIES_FOR_OTHER_REASONS = {
 """Modules that parse Kubernetes quantities, and what: none of them a pod's requests."""
 
 THE_ONE = "fluence_core/pod_requests.py"
-_CONTAINER_LISTS = re.compile(r"""["'](containers|initContainers|overhead)["']""")
+_CONTAINER_LISTS = re.compile(r"""["'](containers|initContainers|overhead)["']|\bcontainers\(""")
+"""The container lists named as keys, or through ``webhook.pods.containers(pod)``."""
 _QUANTITY_PARSERS = re.compile(r"\b(cpu_cores|memory_mib|parse_quantity|read_amounts)\(")
 
 
