@@ -9,11 +9,13 @@ in-memory cluster, the admission service, a real API server, the sidecar).
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 import pytest
 
 from fluence_core import names
+from fluence_core.cluster_api import NODES, PODGROUPS, PODS
 from fluence_core.fake_cluster import FakeCluster
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.jobspec import compute_jobspec, virtual_jobspec
@@ -35,9 +37,9 @@ __all__ = [
     "FakeTask", "FluencePluginManager", "Sidecar", "SidecarConfig", "SidecarOutcome", "TaskState",
     "VendorDouble", "VirtualClock", "WebhookServer", "braket_config", "build_service",
     "compute_jobspec", "fake_cluster", "fake_vendor_queue", "find_assets", "get_plugin_manager",
-    "indexed_job_pods", "make_nodes", "make_pod_dict", "parse_resource_config", "pod_group",
-    "provider_conformance", "server_context", "small_graph", "start_apiserver", "tls",
-    "vendor_clock", "virtual_jobspec", "wait_for",
+    "indexed_job_pods", "make_node_dict", "make_nodes", "make_pod_dict", "make_pod_group_dict",
+    "parse_resource_config", "pod_group", "provider_conformance", "server_context",
+    "small_graph", "start_apiserver", "tls", "vendor_clock", "virtual_jobspec", "wait_for",
 ]
 
 BRAKET_EXAMPLE = """
@@ -60,25 +62,91 @@ def make_nodes(count: int, cores: int = 8, memory_mib: int = 8192, gpus: int = 0
     return [NodeInfo(f"node{i}", cores, memory_mib, gpus) for i in range(count)]
 
 
-def make_pod_dict(
-    name: str, cpu: str = "1", memory: str | None = None, extra: dict[str, Any] | None = None,
-    annotations: dict[str, str] | None = None, namespace: str = "default",
+def make_node_dict(
+    name: str, cpu: str | int = "8", memory: str = "8Gi", *, gpus: int | None = None,
+    pods: str | int | None = "110", labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, str]] | None = None, unschedulable: bool = False,
+    allocatable: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A Pod manifest with one container and the given requests."""
-    requests: dict[str, Any] = {"cpu": cpu}
+    """A Node as the API server returns it, with what Fluence and the filters read.
+
+    ``status.allocatable`` holds ``cpu``, ``memory``, ``pods`` (left out when None) and
+    ``gpus`` as ``nvidia.com/gpu``, then ``allocatable``'s entries over them (extended
+    resources, or a quantity written another way). The spec carries ``taints`` and
+    ``unschedulable`` only when given, as a kubelet-registered node does."""
+    status: dict[str, Any] = {"cpu": str(cpu), "memory": memory}
+    if pods is not None:
+        status["pods"] = str(pods)
+    if gpus is not None:
+        status[names.GPU_RESOURCE] = str(gpus)
+    status.update(allocatable or {})
+    body: dict[str, Any] = {}
+    if taints:
+        body["taints"] = [dict(taint) for taint in taints]
+    if unschedulable:
+        body["unschedulable"] = True
+    return {
+        "apiVersion": NODES.api_version,
+        "kind": NODES.kind,
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": body,
+        "status": {"allocatable": status},
+    }
+
+
+def make_pod_dict(
+    name: str, cpu: str | None = "1", memory: str | None = None,
+    extra: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None,
+    namespace: str = "default", *, labels: Mapping[str, str] | None = None,
+    group: str | None = None, gates: Sequence[str] = (), priority: int | None = None,
+    scheduler: str = names.SCHEDULER_NAME, node_name: str | None = None,
+    limits: Mapping[str, str] | None = None, image: str = "busybox", **spec: Any,
+) -> dict[str, Any]:
+    """A Pod with one container ``app`` requesting ``cpu`` (none when None), ``memory`` and
+    ``extra``'s resources.
+
+    ``group`` points it at that PodGroup (``spec.schedulingGroup``, what the webhook
+    writes; a pod that only carries the group *label* is made with ``labels``);
+    ``gates`` are scheduling gates; ``node_name`` binds it; ``spec``'s keys are set over
+    the spec last (``tolerations=...``, ``affinity=...``)."""
+    requests: dict[str, Any] = {} if cpu is None else {"cpu": cpu}
     if memory:
         requests["memory"] = memory
     requests.update(extra or {})
+    resources: dict[str, Any] = {"requests": requests}
+    if limits is not None:
+        resources["limits"] = dict(limits)
+    body: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "app", "image": image, "resources": resources}],
+    }
+    if priority is not None:
+        body["priority"] = priority
+    if group is not None:
+        body["schedulingGroup"] = {"podGroupName": group}
+    if gates:
+        body["schedulingGates"] = [{"name": gate} for gate in gates]
+    if node_name:
+        body["nodeName"] = node_name
+    body.update(spec)
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace,
+                                "annotations": dict(annotations or {})}
+    if labels is not None:
+        metadata["labels"] = dict(labels)
+    return {"apiVersion": PODS.api_version, "kind": PODS.kind, "metadata": metadata,
+            "spec": body}
+
+
+def make_pod_group_dict(name: str, min_count: int | None,
+                        namespace: str = "default") -> dict[str, Any]:
+    """A ``scheduling.k8s.io`` PodGroup: a gang of ``min_count``, or ``basic`` when None
+    (or 0): each member placed on its own."""
+    policy: dict[str, Any] = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
     return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
-        "spec": {
-            "schedulerName": "fluence",
-            "containers": [
-                {"name": "app", "image": "busybox", "resources": {"requests": requests}}
-            ],
-        },
+        "apiVersion": PODGROUPS.api_version,
+        "kind": PODGROUPS.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"schedulingPolicy": policy},
     }
 
 

@@ -14,6 +14,8 @@ from typing import Any, Callable
 import pytest
 import yaml
 
+from fluence_core.testing import make_node_dict
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "cluster"
 CONFIG = REPO / "config"
@@ -27,33 +29,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in list(os.environ):
         if variable.upper().startswith("FLUENCE_"):
             monkeypatch.delenv(variable)
-
-
-def node_dict(
-    name: str,
-    cpu: str | int = "8",
-    memory: str = "8Gi",
-    gpus: int | None = None,
-    labels: dict[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
-    unschedulable: bool = False,
-) -> dict[str, Any]:
-    """A Kubernetes Node manifest with the given allocatable resources."""
-    allocatable: dict[str, Any] = {"cpu": str(cpu), "memory": memory, "pods": "110"}
-    if gpus is not None:
-        allocatable["nvidia.com/gpu"] = str(gpus)
-    spec: dict[str, Any] = {}
-    if taints:
-        spec["taints"] = taints
-    if unschedulable:
-        spec["unschedulable"] = True
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": dict(labels or {})},
-        "spec": spec,
-        "status": {"allocatable": allocatable},
-    }
 
 
 def node_list(nodes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -78,8 +53,8 @@ def write_yaml(tmp_path: Path) -> Callable[..., Path]:
 
 @pytest.fixture
 def make_node() -> Callable[..., dict[str, Any]]:
-    """:func:`node_dict` as a fixture (test modules cannot import conftest)."""
-    return node_dict
+    """The shared Node builder, :func:`fluence_core.testing.make_node_dict`."""
+    return make_node_dict
 
 
 @pytest.fixture

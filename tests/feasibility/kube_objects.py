@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fluence_core import names
 from fluence_core.feasibility import NodeFacts, PodFacts, Snapshot
+from fluence_core.testing import make_node_dict, make_pod_dict
 
 
 def node(
@@ -19,32 +21,18 @@ def node(
     pods: str = "110",
     extra: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    allocatable = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
-    return {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": {"taints": taints or [], "unschedulable": unschedulable},
-        "status": {"allocatable": allocatable},
-    }
+    """A Node labelled with its hostname, as the kubelet registers it."""
+    return make_node_dict(name, cpu, memory, pods=pods, allocatable=extra, taints=taints,
+                          unschedulable=unschedulable,
+                          labels={names.HOSTNAME_LABEL: name, **(labels or {})})
 
 
 def pod(name: str, *, namespace: str = "default", labels: dict[str, str] | None = None,
         node_name: str = "", cpu: str | None = None, memory: str | None = None,
         requests: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
-    wanted = dict(requests or {})
-    if cpu is not None:
-        wanted["cpu"] = cpu
-    if memory is not None:
-        wanted["memory"] = memory
-    body: dict[str, Any] = {
-        "containers": [{"name": "app", "image": "busybox", "resources": {"requests": wanted}}],
-    }
-    if node_name:
-        body["nodeName"] = node_name
-    body.update(spec)
-    return {
-        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-        "spec": body,
-    }
+    """A pod requesting what is given (nothing by default), bound when ``node_name`` is."""
+    return make_pod_dict(name, cpu, memory, extra=requests, namespace=namespace,
+                         labels=labels or {}, node_name=node_name or None, **spec)
 
 
 def facts(obj: dict[str, Any]) -> PodFacts:

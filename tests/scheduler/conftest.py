@@ -11,14 +11,15 @@ from fluence_core.fake_cluster import FakeCluster
 from fluence_core.resource_config import ResourceConfig, parse_resource_config
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_node_dict, make_pod_dict, make_pod_group_dict
 
 
 def node(name: str, cpu: int = 4, memory: str = "16Gi", **extra: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}},
-        "spec": dict(extra.pop("spec", {})),
-        "status": {"allocatable": {"cpu": str(cpu), "memory": memory, **extra}},
-    }
+    """A Node with no pod limit; ``extra`` is more allocatable, ``spec=`` set over its spec
+    as given (malformed, for the hostile tests)."""
+    spec = extra.pop("spec", {})
+    body = make_node_dict(name, cpu, memory, pods=None, allocatable=extra)
+    body["spec"].update(spec)
     return body
 
 
@@ -26,42 +27,15 @@ def pod(name: str, cpu: str = "1", *, group: str | None = None, gates: list[str]
         priority: int = 0, scheduler: str = "fluence", node_name: str | None = None,
         requests: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
         namespace: str = "default") -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "schedulerName": scheduler,
-        "priority": priority,
-        "containers": [
-            {
-                "name": "app",
-                "image": "busybox",
-                "resources": {
-                    "requests": {"cpu": cpu, **(requests or {})},
-                    "limits": {k: v for k, v in (requests or {}).items() if "/" in k},
-                },
-            }
-        ],
-    }
-    if group:
-        spec["schedulingGroup"] = {"podGroupName": group}
-    if gates:
-        spec["schedulingGates"] = [{"name": g} for g in gates]
-    if node_name:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
-        "spec": spec,
-    }
+    """A pod of ``group`` (its PodGroup), limited to its extended-resource requests."""
+    extended = {k: v for k, v in (requests or {}).items() if "/" in k}
+    return make_pod_dict(name, cpu, extra=requests, annotations=annotations,
+                         namespace=namespace, group=group, gates=gates or (),
+                         priority=priority, scheduler=scheduler, node_name=node_name,
+                         limits=extended)
 
 
-def pod_group(name: str, min_count: int | None, namespace: str = "default") -> dict[str, Any]:
-    policy: dict[str, Any] = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
-    return {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"schedulingPolicy": policy},
-    }
+pod_group = make_pod_group_dict
 
 
 class Harness:
