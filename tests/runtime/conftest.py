@@ -14,6 +14,7 @@ from fluence_core import names
 from fluence_core.fake_cluster import FakeCluster
 from fluence_core.runtime.provider import Backend
 from fluence_core.runtime.sidecar import SidecarConfig, VirtualClock
+from fluence_core.testing import make_pod_dict
 
 GROUP = "qaoa"
 OTHER_GATE = "example.com/other"
@@ -25,10 +26,7 @@ def pod(
     labels = {names.GROUP_LABEL: group}
     if role:
         labels[names.ROLE_LABEL] = role
-    return {"metadata": {"name": name, "namespace": "default", "labels": labels},
-            "spec": {"schedulerName": "fluence",
-                     "schedulingGates": [{"name": g} for g in gates],
-                     "containers": [{"name": "app", "image": "python:3.11"}]}}
+    return make_pod_dict(name, None, labels=labels, gates=gates, image="python:3.11")
 
 
 @pytest.fixture

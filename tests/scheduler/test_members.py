@@ -9,7 +9,8 @@ import pytest
 from fluence_core.cluster_api import PODS
 from fluence_core.feasibility import PodFacts
 from fluence_core.scheduler.members import entangled
-from tests.scheduler.conftest import Harness, node, pod, pod_group
+from fluence_core.testing import make_node_dict, make_pod_dict
+from tests.scheduler.conftest import Harness, pod_group
 
 Factory = Callable[..., Harness]
 HOST = "kubernetes.io/hostname"
@@ -19,17 +20,14 @@ GANG = {"gang": "g"}
 
 
 def _node(name: str, zone: str = "a", cpu: int = 4, **allocatable: str) -> dict[str, Any]:
-    body = node(name, cpu=cpu, **allocatable)
-    body["metadata"]["labels"] = {HOST: name, ZONE: zone}
-    return body
+    return make_node_dict(name, cpu, "16Gi", pods=None, allocatable=allocatable,
+                          labels={HOST: name, ZONE: zone})
 
 
 def _member(name: str, cpu: str = "1", labels: dict[str, str] | None = None,
             requests: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
-    body = pod(name, cpu, group="g", requests=requests)
-    body["metadata"]["labels"] = dict(GANG if labels is None else labels)
-    body["spec"].update(spec)
-    return body
+    return make_pod_dict(name, cpu, extra=requests, group="g",
+                         labels=GANG if labels is None else labels, **spec)
 
 
 def _required(kind: str, key: str = HOST) -> dict[str, Any]:

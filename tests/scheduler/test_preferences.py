@@ -16,7 +16,8 @@ import pytest
 
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from tests.scheduler.conftest import Harness, node, pod, pod_group
+from fluence_core.testing import make_node_dict, make_pod_dict
+from tests.scheduler.conftest import Harness, pod_group
 
 Factory = Callable[..., Harness]
 HOST = "kubernetes.io/hostname"
@@ -25,17 +26,14 @@ ZONE = "topology.kubernetes.io/zone"
 
 def _node(name: str, zone: str, cpu: int = 4, taints: list[dict[str, str]] | None = None,
           **labels: str) -> dict[str, Any]:
-    body = node(name, cpu=cpu, spec={"taints": taints or []})
-    body["metadata"]["labels"] = {HOST: name, ZONE: zone, **labels}
-    return body
+    return make_node_dict(name, cpu, "16Gi", pods=None, taints=taints,
+                          labels={HOST: name, ZONE: zone, **labels})
 
 
 def _pod(name: str, cpu: str = "1", labels: dict[str, str] | None = None,
          group: str | None = None, node_name: str | None = None, **spec: Any) -> dict[str, Any]:
-    body = pod(name, cpu, group=group, node_name=node_name)
-    body["metadata"]["labels"] = labels or {}
-    body["spec"].update(spec)
-    return body
+    return make_pod_dict(name, cpu, group=group, node_name=node_name, labels=labels or {},
+                         **spec)
 
 
 def _prefer_nodes(*weighted: tuple[int, str, str]) -> dict[str, Any]:

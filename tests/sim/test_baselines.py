@@ -12,22 +12,16 @@ from fluence_core.settings import load_settings
 from fluence_core.sim.baseline import DEFAULT_SCHEDULER, FirstFitScheduler
 from fluence_core.sim.scenario import QuantumSpec, Scenario
 from fluence_core.sim.world import JobPlan, Run
+from fluence_core.testing import make_node_dict, make_pod_dict
 
 
 def _node(name: str) -> dict[str, Any]:
-    allocatable = {"cpu": "4", "memory": "16Gi"}
-    return {
-        "metadata": {"name": name},
-        "status": {"capacity": allocatable, "allocatable": allocatable},
-    }
+    return make_node_dict(name, "4", "16Gi", pods=None)
 
 
 def _member(name: str, scheduler: str, group: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [
-        {"name": "app", "image": "x", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]}
-    if group:
-        spec["schedulingGroup"] = {"podGroupName": group}
-    return {"metadata": {"name": name, "labels": {names.GROUP_LABEL: "gang"}}, "spec": spec}
+    return make_pod_dict(name, "3", "1Gi", scheduler=scheduler, group=group,
+                         labels={names.GROUP_LABEL: "gang"})
 
 
 def _bound(cluster: FakeCluster) -> list[str]:

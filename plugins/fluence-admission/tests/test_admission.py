@@ -12,14 +12,15 @@ from fluence_admission import plugin
 from fluence_admission.control import PENDING_GRACE, AdmissionControl, MarkHandler
 from fluence_admission.settings import AdmissionSettings
 from fluence_core.api import AdmissionContext, SettingsError, Switch, load_settings, names
-from fluence_core.testing import AdmissionService, FakeCluster, build_service, get_plugin_manager
+from fluence_core.testing import (
+    AdmissionService, FakeCluster, build_service, get_plugin_manager, make_node_dict, make_pod_dict,
+)
 
 QPU = names.extended_resource("qpu")
 
 
 def node(name: str, cpu: int) -> dict:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-            "status": {"allocatable": {"cpu": str(cpu), "memory": "16Gi"}}}
+    return make_node_dict(name, cpu, "16Gi", pods=None)
 
 
 def pod(
@@ -34,24 +35,13 @@ def pod(
     annotations: dict | None = None,
     scheduler: str = names.SCHEDULER_NAME,
 ) -> dict:
-    requests = {"cpu": str(cpu)}
-    if qpu:
-        requests[QPU] = "1"
-    meta = {
-        "name": name,
-        "namespace": "default",
-        "labels": {},
-        "annotations": dict(annotations or {}),
-    }
-    if group:
-        meta["labels"][names.GROUP_LABEL] = group
+    """A pod as it reaches the webhook: its gang named by the group label (and size)."""
+    marks = dict(annotations or {})
     if size:
-        meta["annotations"][names.GROUP_SIZE_ANNOTATION] = str(size)
-    spec = {"schedulerName": scheduler, "priority": priority,
-            "containers": [{"name": "app", "image": "x", "resources": {"requests": requests}}]}
-    if node_name:
-        spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+        marks[names.GROUP_SIZE_ANNOTATION] = str(size)
+    return make_pod_dict(name, str(cpu), extra={QPU: "1"} if qpu else None, annotations=marks,
+                         labels={names.GROUP_LABEL: group} if group else {}, priority=priority,
+                         scheduler=scheduler, node_name=node_name, image="x")
 
 
 @pytest.fixture
