@@ -36,9 +36,7 @@ extended resources.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any
 
 from fluence_core.quantity import MAX_VALUE, QuantityError, cpu_cores
@@ -51,7 +49,15 @@ SIDECAR_RESTART_POLICY = "Always"
 Amounts = dict[str, int]
 """Resource name -> amount, rounded up: millicores for ``cpu``, units (bytes) otherwise."""
 
-_Exact = dict[str, Fraction]
+_Exact = dict[str, int]
+"""Exact amounts in nano-units: every quantity is a whole number of them (the API server
+rounds finer precision up to a nano), and integer sums are several times cheaper than
+``Fraction`` ones on a path every pod of every cycle takes."""
+
+_NANO = 10**9
+_MILLI = 10**6
+"""Nano-units in a milli-unit."""
+_MAX_NANOS = int(MAX_VALUE * _NANO)
 
 
 def pod_requests(pod: Mapping[str, Any], where: str | None = None) -> Amounts:
@@ -61,17 +67,55 @@ def pod_requests(pod: Mapping[str, Any], where: str | None = None) -> Amounts:
     the wrong shape or a bad quantity raises :class:`ValueError` naming the pod and the
     field's path; totals beyond int64 milli-units raise :class:`QuantityError`.
     """
-    where = where or _describe(pod)
-    spec = _mapping(pod.get("spec"), where, "spec")
+    try:
+        total = _size(pod)
+    except _Bad as bad:
+        raise ValueError(f"{where or _describe(pod)}: {bad.path}{bad.problem}") from None
+    if any(nanos > _MAX_NANOS for nanos in total.values()):
+        over = next(name for name, nanos in total.items() if nanos > _MAX_NANOS)
+        raise QuantityError(f"{where or _describe(pod)}: {over} requests add up to more"
+                            " than int64 milli-units")
+    return {name: _ceil_div(nanos, _MILLI if name == CPU else _NANO)
+            for name, nanos in total.items()}
+
+
+def _ceil_div(amount: int, unit: int) -> int:
+    """``amount / unit`` rounded up, as ``resource.Quantity`` rounds."""
+    return -(-amount // unit)
+
+
+def is_pod_level(resource: str) -> bool:
+    """Whether ``resource`` may be requested at pod level (``spec.resources``)."""
+    return resource in (CPU, MEMORY) or resource.startswith(HUGEPAGES_PREFIX)
+
+
+class _Bad(Exception):
+    """A field of the wrong shape or a bad quantity, at ``path`` (built only on failure:
+    the loops over containers make no strings for a good pod)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(path, problem)
+        self.path, self.problem = path, problem
+
+    def under(self, parent: str) -> _Bad:
+        return _Bad(parent + self.path, self.problem)
+
+
+def _size(pod: Mapping[str, Any]) -> _Exact:
+    spec = _mapping(pod.get("spec"), "spec")
     total: _Exact = {}
-    for i, container in enumerate(_list(spec.get("containers"), where, "spec.containers")):
-        _add(total, _container(container, where, f"spec.containers[{i}]"))
+    for i, container in enumerate(_list(spec.get("containers"), "spec.containers")):
+        try:
+            _add(total, _container(container))
+        except _Bad as bad:
+            raise bad.under(f"spec.containers[{i}]") from None
     sidecars: _Exact = {}
     init_peak: _Exact = {}
-    for i, container in enumerate(
-            _list(spec.get("initContainers"), where, "spec.initContainers")):
-        path = f"spec.initContainers[{i}]"
-        own = _container(container, where, path)
+    for i, container in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
+        try:
+            own = _container(container)
+        except _Bad as bad:
+            raise bad.under(f"spec.initContainers[{i}]") from None
         if container.get("restartPolicy") == SIDECAR_RESTART_POLICY:
             _add(total, own)
             _add(sidecars, own)
@@ -81,19 +125,18 @@ def pod_requests(pod: Mapping[str, Any], where: str | None = None) -> Amounts:
             _add(running, sidecars)
         _max(init_peak, running)
     _max(total, init_peak)
-    _apply_pod_level(total, _mapping(spec.get("resources"), where, "spec.resources"), where)
-    _add(total, _amounts(spec.get("overhead"), where, "spec.overhead"))
-    return {name: _round(name, value, where) for name, value in total.items()}
+    resources = spec.get("resources")
+    if resources is not None:
+        _apply_pod_level(total, _mapping(resources, "spec.resources"))
+    overhead = spec.get("overhead")
+    if overhead is not None:
+        _add(total, _amounts(overhead, "spec.overhead"))
+    return total
 
 
-def is_pod_level(resource: str) -> bool:
-    """Whether ``resource`` may be requested at pod level (``spec.resources``)."""
-    return resource in (CPU, MEMORY) or resource.startswith(HUGEPAGES_PREFIX)
-
-
-def _apply_pod_level(total: _Exact, resources: Mapping[str, Any], where: str) -> None:
-    requests = _amounts(resources.get("requests"), where, "spec.resources.requests")
-    limits = _amounts(resources.get("limits"), where, "spec.resources.limits")
+def _apply_pod_level(total: _Exact, resources: Mapping[str, Any]) -> None:
+    requests = _amounts(resources.get("requests"), "spec.resources.requests")
+    limits = _amounts(resources.get("limits"), "spec.resources.limits")
     for name, value in limits.items():
         if is_pod_level(name) and name not in requests and name not in total:
             requests[name] = value
@@ -102,55 +145,53 @@ def _apply_pod_level(total: _Exact, resources: Mapping[str, Any], where: str) ->
             total[name] = value
 
 
-def _container(container: Any, where: str, path: str) -> _Exact:
+def _container(container: Any) -> _Exact:
     """One container's requests, its limits standing in for absent ones."""
-    body = _mapping(container, where, path)
-    resources = _mapping(body.get("resources"), where, f"{path}.resources")
-    requests = _amounts(resources.get("limits"), where, f"{path}.resources.limits")
-    requests.update(_amounts(resources.get("requests"), where, f"{path}.resources.requests"))
+    body = _mapping(container, "")
+    resources = body.get("resources")
+    if resources is None:
+        return {}
+    resources = _mapping(resources, ".resources")
+    requests = _amounts(resources.get("limits"), ".resources.limits")
+    requests.update(_amounts(resources.get("requests"), ".resources.requests"))
     return requests
 
 
-def _amounts(raw: Any, where: str, path: str) -> _Exact:
+def _amounts(raw: Any, path: str) -> _Exact:
     found: _Exact = {}
-    for name, value in _mapping(raw, where, path).items():
+    for name, value in _mapping(raw, path).items():
         try:
-            found[str(name)] = cpu_cores(value)
+            exact = cpu_cores(value)
         except ValueError as error:
-            raise ValueError(f"{where}: {path}.{name}: {error}") from None
+            raise _Bad(f"{path}.{name}", f": {error}") from None
+        found[str(name)] = _ceil_div(exact.numerator * _NANO, exact.denominator)
     return found
 
 
-def _round(name: str, value: Fraction, where: str) -> int:
-    if value > MAX_VALUE:
-        raise QuantityError(f"{where}: {name} requests add up to more than int64 milli-units")
-    return math.ceil(value * 1000) if name == CPU else math.ceil(value)
-
-
-def _add(into: _Exact, more: Mapping[str, Fraction]) -> None:
+def _add(into: _Exact, more: Mapping[str, int]) -> None:
     for name, value in more.items():
-        into[name] = into.get(name, Fraction(0)) + value
+        into[name] = into.get(name, 0) + value
 
 
-def _max(into: _Exact, other: Mapping[str, Fraction]) -> None:
+def _max(into: _Exact, other: Mapping[str, int]) -> None:
     for name, value in other.items():
         if name not in into or value > into[name]:
             into[name] = value
 
 
-def _mapping(value: Any, where: str, path: str) -> Mapping[str, Any]:
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ValueError(f"{where}: {path} is not an object")
+        raise _Bad(path, " is not an object")
     return value
 
 
-def _list(value: Any, where: str, path: str) -> list[Any]:
+def _list(value: Any, path: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ValueError(f"{where}: {path} is not a list")
+        raise _Bad(path, " is not a list")
     return value
 
 
