@@ -76,6 +76,8 @@ def assign_pods(
     """Pod key -> node, each pod within the (cores, GPUs, MiB) left on its node; raises
     MatcherError when the room does not cover the pods."""
     capacity = {node: list(free) for node, free in room.items()}
+    if len({(p.cores, p.gpus, p.memory_mib) for p in pods}) == 1:
+        return _assign_alike(pods, capacity)
     order = sorted(pods, key=lambda p: (p.cores, p.gpus, p.memory_mib), reverse=True)
     chosen: dict[str, str] = {}
 
@@ -107,3 +109,29 @@ def assign_pods(
             + ", ".join(f"{n}={c}" for n, c in capacity.items())
         )
     return chosen
+
+
+def _assign_alike(pods: list[PodRequest], capacity: dict[str, list[int]]) -> dict[str, str]:
+    """Pods of one shape: each node takes as many as it covers, in turn. For alike pods
+    that is exact (no backtracking can do better), and it needs no recursion, whose depth
+    would be the number of pods (a gang of 1,000 passed Python's limit)."""
+    pod = pods[0]
+    chosen: dict[str, str] = {}
+    remaining = iter(pods)
+    left = len(pods)
+    for node, free in capacity.items():
+        fits = min(free[0] // pod.cores if pod.cores else left,
+                   free[1] // pod.gpus if pod.gpus else left,
+                   free[2] // pod.memory_mib if pod.memory_mib else left, left)
+        for _ in range(fits):
+            chosen[next(remaining).key] = node
+        free[0] -= fits * pod.cores
+        free[1] -= fits * pod.gpus
+        free[2] -= fits * pod.memory_mib
+        left -= fits
+        if not left:
+            return chosen
+    raise MatcherError(
+        "the allocation does not cover the group's pods: "
+        + ", ".join(f"{n}={c}" for n, c in capacity.items())
+    )

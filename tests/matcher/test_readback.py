@@ -150,3 +150,21 @@ def test_a_heterogeneous_group_reads_each_shape_from_its_own_compute_allocation(
         "n0",
         "n1",
     ]
+
+
+def test_a_gang_of_a_thousand_alike_pods_is_read_back_node_by_node() -> None:
+    group = Group("g", tuple(PodRequest(f"p{i}", cores=2, memory_mib=100) for i in range(1000)))
+    allocation = Allocation(1, nodes=tuple(share(f"n{i}", 32, memory_mib=1600)
+                                           for i in range(63)))  # 16 pods each, 1008 slots
+    placements = read_placements(group, {COMPUTE: allocation})
+    per_node: dict[str, int] = {}
+    for placement in placements.values():
+        assert placement.node is not None
+        per_node[placement.node] = per_node.get(placement.node, 0) + 1
+    assert max(per_node.values()) == 16 and sum(per_node.values()) == 1000
+
+
+def test_alike_pods_the_shares_cannot_cover_are_a_matcher_error() -> None:
+    group = Group("g", tuple(PodRequest(f"p{i}", cores=2) for i in range(3)))
+    with pytest.raises(MatcherError, match="does not cover"):
+        read_placements(group, {COMPUTE: Allocation(1, nodes=(share("n0", 5),))})
