@@ -78,10 +78,15 @@ SHARED_JOBIDS = 1 << 40
 """Shared allocations are numbered from here, apart from any matcher's own job ids."""
 
 
+def is_shared_allocation(allocation: Allocation) -> bool:
+    """Whether ``allocation`` draws from the nodes' pools (numbered from SHARED_JOBIDS)."""
+    return allocation.jobid >= SHARED_JOBIDS
+
+
 def restores_later(allocation: Allocation) -> bool:
     """Whether restoring ``allocation`` allocates something new (a shared allocation leases
     cores and memory chunks from the inner matcher): restore it after every other."""
-    return allocation.jobid >= SHARED_JOBIDS
+    return is_shared_allocation(allocation)
 
 
 def restore_order(allocations: Iterable[Allocation]) -> list[Allocation]:

@@ -16,6 +16,7 @@ held again), and then, before anything new is placed, :class:`PromiseKeeper`:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from fluence_core.cluster_api import KubeDict
@@ -23,6 +24,7 @@ from fluence_core.errors import FluenceError
 from fluence_core.matcher.jobspec import is_compute
 from fluence_core.log import logger
 from fluence_core.matcher.group import GroupMatch
+from fluence_core.matcher.pooled import is_shared_allocation
 from fluence_core.models import PodRequest
 from fluence_core.matcher.readback import PodPlacement, assign_pods
 from fluence_core.scheduler import groups as g
@@ -84,23 +86,30 @@ class PromiseKeeper:
 
     def _plan(self, record: HeldPlacement, live: _Members, unbound: _Members,
               on_node: Mapping[str, _Members]) -> dict[str, str] | str:
-        """Pod key -> node for the unbound members, or why the record cannot be kept."""
+        """Pod key -> node for the unbound members, or why the record cannot be kept.
+
+        Whole-core members go within the record's cores, GPUs and memory on each node;
+        shared members within its millicores and memory from each node's pool (a shared
+        allocation says where its pods' millicores are, and nowhere else may they run).
+        """
         graph = self.view.graph
-        room: dict[str, list[int]] = {}
+        whole: dict[str, list[int]] = {}
+        pool: dict[str, list[int]] = {}
         for kind, allocation in record.allocations.items():
             if not is_compute(kind):
                 continue
+            shared = is_shared_allocation(allocation)
             for share in allocation.nodes:
                 if not graph.has_node(share.node):
                     return f"recorded node {share.node} is gone"
                 vertex = graph.node(share.node)
                 if vertex.down or not vertex.schedulable:
                     return f"recorded node {share.node} is cordoned or tainted"
-                entry = room.setdefault(share.node, [0, 0, 0])
-                entry[0] += len(share.cores)
+                entry = (pool if shared else whole).setdefault(share.node, [0, 0, 0])
+                entry[0] += share.millicores if shared else len(share.cores)
                 entry[1] += len(share.gpus)
                 entry[2] += share.memory_mib
-        for node in room:
+        for node in {**whole, **pool}:
             intruders = [f"{k[0]}/{k[1]}" for k, pod in on_node.get(node, ())
                          if k not in self.view.pins and not self.records.covers(k, pod)]
             if intruders:
@@ -109,18 +118,26 @@ class PromiseKeeper:
             if not g.is_bound(pod):
                 continue
             node = pod["spec"]["nodeName"]
+            request = PodRequest.from_kube(pod)
+            room = pool if request.shared else whole
+            request = _as_room(request)
             if node not in room:
                 return f"member {key[0]}/{key[1]} runs on {node}, outside its record"
-            request = PodRequest.from_kube(pod)
             entry = room[node]
             entry[0] -= request.cores
             entry[1] -= request.gpus
             entry[2] -= request.memory_mib
         requests = [PodRequest.from_kube(pod) for _, pod in unbound]
+        nodes: dict[str, str] = {}
         try:
-            return assign_pods(requests, {n: (c, gp, m) for n, (c, gp, m) in room.items()})
+            for room, part in ((whole, [r for r in requests if not r.shared]),
+                               (pool, [_as_room(r) for r in requests if r.shared])):
+                if part:
+                    nodes.update(assign_pods(part, {n: (c, gp, m) for n, (c, gp, m)
+                                                    in room.items()}))
         except FluenceError as error:
             return f"the record no longer covers its unbound members ({error})"
+        return nodes
 
     # -- acting ----------------------------------------------------------------------------
 
@@ -151,3 +168,10 @@ class PromiseKeeper:
         if record in held:
             held.remove(record)
         self.fallback.rehold(owner, record.pods, f"its record cannot be kept: {why}")
+
+
+def _as_room(request: PodRequest) -> PodRequest:
+    """A shared pod as :func:`assign_pods` counts the pool: its millicores in place of cores."""
+    if not request.shared:
+        return request
+    return dataclasses.replace(request, cores=request.millicores or 0)

@@ -18,7 +18,7 @@ import pytest
 from fluence_core import names
 from fluence_core.cluster_api import PODS
 from fluence_core.graph import ResourceGraph
-from fluence_core.matcher.base import Allocation
+from fluence_core.matcher.base import Allocation, NodeShare
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.matcher.pooled import SHARED_JOBIDS, pooled
 from fluence_core.models import NodeInfo
@@ -169,3 +169,15 @@ def test_a_reload_re_holds_shared_allocations_and_whole_cores_with_their_own_ids
     held = dict(h.scheduler.matcher.allocations())
     h.scheduler.reload_config(parse_resource_config(QPU, "again.yaml"))
     assert dict(h.scheduler.matcher.allocations()) == held
+
+
+def test_a_kept_record_binds_a_millicore_member_where_the_record_holds_its_millicores(
+    harness_factory: Factory,
+) -> None:
+    whole = Allocation(1, (NodeShare("n0", cores=(0,)),))
+    shared = Allocation(SHARED_JOBIDS, (NodeShare("n1", pods=1, millicores=300),))
+    group = _owner(pod_group("g", 2), ["g-0", "g-1"], {"compute": whole, "compute-1": shared})
+    h = harness_factory(node("n0"), node("n1"), group,
+                        pod("g-0", "1", group="g", node_name="n0"), pod("g-1", "300m", group="g"))
+    assert h.node_of("g-1") == "n1", "bound at start, where its millicores are held"
+    assert dict(h.scheduler.matcher.allocations()) == {1: whole, SHARED_JOBIDS: shared}
