@@ -24,6 +24,11 @@ room for one more is as good as another. Required affinity between members is
 where greed can miss: the first member's domain may lack room for the rest. Then
 the placement starts over with the first member kept out of that domain, up to
 :data:`AFFINITY_TRIES` domains.
+
+A gang that requires a topology level (:mod:`fluence_core.topology`) is held to it the
+same way: every member after the first goes only to the first member's domain of that
+level, and a first member whose domain cannot hold the rest is kept out of it on the next
+try, as for affinity.
 """
 
 from __future__ import annotations
@@ -41,9 +46,12 @@ from fluence_core.matcher.jobspec import COMPUTE, virtual_jobspecs
 from fluence_core.log import logger
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_preferring
 from fluence_core.matcher.base import Allocation, MatchOutcome
+from fluence_core.graph import ResourceGraph
 from fluence_core.models import Group
 from fluence_core.matcher.readback import read_placements
 from fluence_core.scheduler.feasible import FeasibleNodes
+from fluence_core.errors import TopologyError
+from fluence_core.topology import attempts, is_known
 
 AFFINITY_TRIES = 8
 """Domains the first member of a gang with affinity between its members may try."""
@@ -119,8 +127,15 @@ class MemberPlacer:
         """Place ``group`` (its pods read as ``facts``) member by member, never on ``exclude``."""
         snapshot = self.feasible.snapshot()
         keys = _affine_keys(facts, snapshot.namespace_labels)
+        levels = self.feasible.view.graph.levels
+        try:
+            required = attempts(levels, group.topology)[-1]
+        except TopologyError as error:
+            return GroupMiss(group, COMPUTE, MatchOutcome.UNSATISFIABLE, detail=str(error))
+        if required is not None:
+            keys |= {level.label for level in levels[: required + 1]}
         kept_out: set[str] = set(exclude or ())
-        outcome = self._place_in_turn(group, facts, set(kept_out), set())
+        outcome = self._place_in_turn(group, facts, set(kept_out), set(), required)
         tries = 1
         while isinstance(outcome, tuple) and keys and tries < AFFINITY_TRIES:
             first_node = outcome[1]
@@ -132,13 +147,15 @@ class MemberPlacer:
             kept_out |= domain
             logger.debug("group %s: the first member's domain on %s could not hold the rest; "
                          "trying another", group.name, first_node)
-            outcome = self._place_in_turn(group, facts, set(exclude or ()), kept_out)
+            outcome = self._place_in_turn(group, facts, set(exclude or ()), kept_out, required)
             tries += 1
         return outcome[0] if isinstance(outcome, tuple) else outcome
 
     def _place_in_turn(self, group: Group, facts: Sequence[PodFacts], exclude: set[str],
-                       first_excluded: set[str]) -> GroupMatch | tuple[GroupMiss, str | None]:
-        """The group placed, or its miss with the node its first member had taken."""
+                       first_excluded: set[str], required: int | None = None,
+                       ) -> GroupMatch | tuple[GroupMiss, str | None]:
+        """The group placed, or its miss with the node its first member had taken; with a
+        ``required`` topology level, every member inside the first member's domain of it."""
         view = self.feasible.view
         snapshot = self.feasible.snapshot()
         held: list[Allocation] = []
@@ -150,6 +167,8 @@ class MemberPlacer:
                 answer = feasible(pod, snapshot, self.feasible.filters)
                 out = exclude | first_excluded if index == 0 else exclude
                 fit = [n for n in answer.feasible_nodes if n.name not in out]
+                if required is not None:
+                    fit = [n for n in fit if _in_domain(view.graph, n.name, required, first_node)]
                 allowed = [n.name for n in fit]
                 if not allowed:
                     detail = (f"member {request.key} (after {index} of its gang placed): "
@@ -198,3 +217,14 @@ class MemberPlacer:
             self.feasible.view.matcher.cancel(allocation.jobid)
         return miss, first_node
 
+
+
+def _in_domain(graph: ResourceGraph, node: str, level: int, first: str | None) -> bool:
+    """Whether ``node`` may take a member of a gang required inside one domain of ``level``:
+    a real domain's node, and the first member's domain once it is placed."""
+    if not graph.has_node(node):
+        return False
+    domain = graph.node(node).domain(level)
+    if first is None:
+        return is_known(domain)
+    return domain == graph.node(first).domain(level)

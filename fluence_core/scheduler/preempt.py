@@ -5,6 +5,13 @@ waiting group and none is protected (``names.PROTECTED_ANNOTATION``). They are
 cancelled lowest priority first until the group fits; only then are their
 records dropped and their pods evicted. If it never fits, every cancelled
 allocation is restored and nothing is evicted.
+
+A group that requires a topology level (:mod:`fluence_core.topology`) is made room for
+inside one domain of that level at a time: only victims holding something in that domain
+are cancelled, the domain with the most room to win (free plus what its victims hold)
+first. The match that decides is the group's own, which never leaves its required level,
+so preemption never places a gang against its constraint, and never evicts pods in a
+domain the gang will not use.
 """
 
 from __future__ import annotations
@@ -13,13 +20,17 @@ from collections.abc import Callable
 
 from fluence_core import names
 from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
+from fluence_core.errors import TopologyError
+from fluence_core.graph import Domain
 from fluence_core.log import logger
+from fluence_core.matcher.domains import rooms
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_group
 from fluence_core.models import Group
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.events import EventRecorder
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.view import ClusterView
+from fluence_core.topology import attempts
 
 _Victim = tuple[int, g.Owner, HeldPlacement, list[KubeDict]]
 
@@ -44,8 +55,48 @@ class Preemptor:
         victims = self._victims(pending.priority)
         if not victims:
             return None
-        matcher = self.view.matcher
         victims.sort(key=lambda v: v[0])
+        level = self._required_level(group)
+        if level is None:
+            return self._try(pending, group, victims, match)
+        for domain, inside in self._by_domain(victims, level):
+            logger.debug("group %s: making room inside %s", group.name, "/".join(domain))
+            outcome = self._try(pending, group, inside, match)
+            if outcome is not None:
+                return outcome
+        return None
+
+    def _required_level(self, group: Group) -> int | None:
+        try:
+            return attempts(self.view.graph.levels, group.topology)[-1]
+        except TopologyError:
+            return None
+
+    def _by_domain(self, victims: list[_Victim], level: int) -> list[tuple[Domain, list[_Victim]]]:
+        """Each domain of ``level`` with the victims holding something in it (in their
+        order), the domain with the most cores to win first."""
+        graph = self.view.graph
+        found = rooms(graph, self.view.matcher, level)
+        inside: dict[Domain, list[_Victim]] = {domain: [] for domain in found}
+        winnable = {domain: room.free_cores for domain, room in found.items()}
+        for victim in victims:
+            touched: dict[Domain, int] = {}
+            for allocation in victim[2].allocations.values():
+                for share in allocation.nodes:
+                    if graph.has_node(share.node):
+                        domain = graph.node(share.node).domain(level)
+                        touched[domain] = touched.get(domain, 0) + len(share.cores)
+            for domain, cores in touched.items():
+                if domain in inside:
+                    inside[domain].append(victim)
+                    winnable[domain] += cores
+        ordered = sorted((d for d in inside if inside[d]), key=lambda d: -winnable[d])
+        return [(domain, inside[domain]) for domain in ordered]
+
+    def _try(self, pending: g.PendingGroup, group: Group, victims: list[_Victim],
+             match: Callable[[Group], GroupMatch | GroupMiss] | None) -> GroupMatch | None:
+        """Cancel ``victims`` in turn until ``group`` fits: evict them then, else restore."""
+        matcher = self.view.matcher
         taken: list[tuple[g.Owner, HeldPlacement, list[KubeDict]]] = []
         for _, owner, record, live in victims:
             for allocation in record.allocations.values():

@@ -208,3 +208,46 @@ def test_a_gang_placed_member_by_member_is_restored_after_a_restart(
     h.restart()
     h.cycle()
     assert _gang(h, 3) == before and _held(h) == 3
+
+
+# -- a gang that requires a topology level -----------------------------------------------------
+
+ZONE_LEVEL = f"topology:\n  levels: [{ZONE}]\n"
+
+
+def _zone_required(group: dict[str, Any]) -> dict[str, Any]:
+    group["spec"]["schedulingConstraints"] = {"topology": [{"key": ZONE}]}
+    return group
+
+
+def test_an_entangled_gang_requiring_a_zone_is_placed_member_by_member_inside_one(
+        harness_factory: Factory) -> None:
+    members = [_member(f"m{i}", affinity=ONE_PER_NODE) for i in range(3)]
+    nodes = [_node("a0", "a"), _node("a1", "a"), *(_node(f"b{i}", "b") for i in range(3))]
+    h = harness_factory(*nodes, _zone_required(pod_group("g", 3)), *members,
+                        resources=ZONE_LEVEL)
+    h.cycle()
+    assert sorted(str(n) for n in _gang(h, 3)) == ["b0", "b1", "b2"]
+
+
+def test_an_entangled_gang_no_zone_can_hold_waits_holding_nothing(
+        harness_factory: Factory) -> None:
+    members = [_member(f"m{i}", affinity=ONE_PER_NODE) for i in range(3)]
+    nodes = [_node("a0", "a"), _node("a1", "a"), _node("b0", "b"), _node("b1", "b")]
+    h = harness_factory(*nodes, _zone_required(pod_group("g", 3)), *members,
+                        resources=ZONE_LEVEL)
+    h.cycle()
+    assert _gang(h, 3) == [None] * 3 and _held(h) == 0
+
+
+def test_a_gang_requiring_a_zone_that_cannot_fit_says_which_zone_is_best_and_what_it_lacks(
+        harness_factory: Factory) -> None:
+    members = [_member(f"m{i}", cpu="4") for i in range(3)]
+    nodes = [_node("a0", "a"), _node("a1", "a"), _node("b0", "b")]
+    h = harness_factory(*nodes, _zone_required(pod_group("g", 3)), *members,
+                        resources=ZONE_LEVEL)
+    h.cycle()
+    assert _gang(h, 3) == [None] * 3
+    reason = _reason(h, "m0")
+    assert f"must stay inside one zone ({ZONE})" in reason
+    assert "the best zone is a with 8 cores free on 2 nodes: it lacks 4 cores" in reason

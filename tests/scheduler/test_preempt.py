@@ -9,7 +9,8 @@ from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.records import HeldPlacement
 from fluence_core.scheduler.view import ClusterView
-from tests.scheduler.conftest import node, pod
+from fluence_core.topology import Level
+from tests.scheduler.conftest import node, pod, pod_group
 from tests.scheduler.parts import cluster_of, started_view
 
 
@@ -65,3 +66,44 @@ def test_protected_and_equal_priority_placements_are_no_victims() -> None:
     assert Preemptor(cluster, view, view.records).make_room(pending, pending.requests()) is None
     assert cluster.get(PODS, "quantum", "default") is not None
     assert cluster.get(PODS, "peer", "default") is not None
+
+
+def _racked(name: str, rack: str) -> dict[str, object]:
+    body = node(name)
+    body["metadata"]["labels"] = {names.RACK_LABEL: rack}
+    return body
+
+
+def test_room_for_a_rack_required_gang_is_made_inside_one_rack_only() -> None:
+    group = pod_group("g", 2)
+    group["spec"]["schedulingConstraints"] = {"topology": [{"key": names.RACK_LABEL}]}
+    cluster = cluster_of(
+        _racked("n0", "r1"), _racked("n1", "r1"), _racked("n2", "r2"), _racked("n3", "r2"),
+        pod("a", "4", priority=1, node_name="n0"), pod("b", "4", priority=2, node_name="n2"),
+        pod("c", "4", priority=3, node_name="n1"), pod("d", "4", priority=4, node_name="n3"),
+        group, pod("g0", "4", group="g", priority=100), pod("g1", "4", group="g", priority=100))
+    view = started_view(cluster, levels=(Level(names.RACK_LABEL, "rack"),))
+    _as_records(view)
+    pending = _pending(view, "g")
+    match = Preemptor(cluster, view, view.records).make_room(pending, pending.requests())
+    assert isinstance(match, GroupMatch)
+    assert {p.node for p in match.placements.values()} == {"n0", "n1"}
+    gone = {name for name in "abcd" if cluster.get(PODS, name, "default") is None}
+    assert gone == {"a", "c"}, "b, of lower priority than c, is in the rack the gang does not use"
+
+
+def test_a_rack_required_gang_is_never_placed_across_racks_by_preemption() -> None:
+    group = pod_group("g", 2)
+    group["spec"]["schedulingConstraints"] = {"topology": [{"key": names.RACK_LABEL}]}
+    cluster = cluster_of(
+        _racked("n0", "r1"), _racked("n1", "r1"), _racked("n2", "r2"), _racked("n3", "r2"),
+        pod("a", "4", priority=1, node_name="n0"), pod("p1", "4", priority=500, node_name="n1"),
+        pod("b", "4", priority=1, node_name="n2"), pod("p3", "4", priority=500, node_name="n3"),
+        group, pod("g0", "4", group="g", priority=100), pod("g1", "4", group="g", priority=100))
+    view = started_view(cluster, levels=(Level(names.RACK_LABEL, "rack"),))
+    _as_records(view)
+    held = dict(view.matcher.allocations())
+    pending = _pending(view, "g")
+    assert Preemptor(cluster, view, view.records).make_room(pending, pending.requests()) is None
+    assert all(cluster.get(PODS, name, "default") is not None for name in ("a", "b"))
+    assert dict(view.matcher.allocations()).keys() == held.keys()
