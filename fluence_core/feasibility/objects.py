@@ -10,6 +10,7 @@ pods bound to each, namespaces' labels and the storage objects.
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -379,6 +380,9 @@ class Snapshot:
         """Whether a node has a PreferNoSchedule taint (TaintToleration's score reads them)."""
         self._at: dict[int, int] = {}
         """Where each counted pod (by identity) is in ``pods``, so that removing one is cheap."""
+        self._spread: dict[SpreadKey, Counter[str]] = {}
+        """PodTopologySpread's counts per domain, kept up to date as pods come and go (see
+        :meth:`spread_counts`)."""
         pods, self.pods = self.pods, []
         for pod in pods:
             self.add(pod)
@@ -392,6 +396,7 @@ class Snapshot:
         placed.append(pod)
         self._at[id(pod)] = len(self.pods)
         self.pods.append(pod)
+        self._spread_count(pod, 1)
         if pod.anti_affinity:
             self.anti_affine.append(pod)
         if pod.has_affinity_terms:
@@ -404,6 +409,7 @@ class Snapshot:
         at = self._at.pop(id(pod), None)
         if at is None:
             return
+        self._spread_count(pod, -1)
         last = self.pods.pop()
         if last is not pod:
             self.pods[at] = last
@@ -417,6 +423,38 @@ class Snapshot:
 
     def pods_on(self, node: str) -> list[PodFacts]:
         return self._by_node.get(node, [])
+
+    def spread_counts(self, namespace: str, selector: LabelSelector, key: str,
+                      keys: frozenset[str]) -> Counter[str]:
+        """For each value of ``key`` on the nodes that carry every one of ``keys``: the pods
+        counted here of ``namespace`` that ``selector`` matches, not terminating (zero for a
+        domain without any).
+
+        Counted once, then kept up to date by :meth:`add` and :meth:`remove`: the filter
+        asked this of every node and every pod on it, for every pod it placed, a cost that
+        grew with pods x (nodes + pods). At most :data:`SPREAD_KEPT` such counts are kept
+        (each pod that comes or goes updates all of them); the oldest goes first.
+        """
+        entry = (namespace, selector, key, keys)
+        counts = self._spread.get(entry)
+        if counts is not None:
+            return counts
+        counts = Counter()
+        for node in self.nodes:
+            if keys <= node.labels.keys():
+                counts.setdefault(node.labels[key], 0)
+        for pod in self.pods:
+            _count_spread(entry, counts, pod, self._node.get(pod.node_name), 1)
+        if len(self._spread) >= SPREAD_KEPT:
+            del self._spread[next(iter(self._spread))]
+        self._spread[entry] = counts
+        return counts
+
+    def _spread_count(self, pod: PodFacts, delta: int) -> None:
+        if self._spread:
+            node = self._node.get(pod.node_name)
+            for entry, counts in self._spread.items():
+                _count_spread(entry, counts, pod, node, delta)
 
     def node(self, name: str) -> NodeFacts | None:
         return self._node.get(name)
@@ -453,6 +491,21 @@ class Snapshot:
             volumes={_name(v): v for v in volumes},
             storage_classes={_name(s): s for s in storage_classes},
         )
+
+
+SpreadKey = tuple[str, LabelSelector, str, frozenset[str]]
+"""(namespace, selector, topology key, every hard constraint's key) of a spread count."""
+
+SPREAD_KEPT = 64
+
+
+def _count_spread(entry: SpreadKey, counts: Counter[str], pod: PodFacts,
+                  node: NodeFacts | None, delta: int) -> None:
+    namespace, selector, key, keys = entry
+    if (node is None or pod.terminating or pod.namespace != namespace
+            or not keys <= node.labels.keys() or not selector.matches(pod.labels)):
+        return
+    counts[node.labels[key]] += delta
 
 
 def _name(obj: KubeObject) -> str:

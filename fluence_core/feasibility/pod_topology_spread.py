@@ -51,6 +51,17 @@ def count_matching(snapshot: Snapshot, node: str, constraint: SpreadConstraint,
     )
 
 
+def _every_node_counts(constraint: SpreadConstraint, pod: PodFacts) -> bool:
+    """Whether the constraint counts the pods of every node carrying its keys for this pod
+    (its inclusion policies exclude none) and has a selector: then the snapshot's kept counts
+    answer it (:meth:`Snapshot.spread_counts`), with no walk of the nodes."""
+    selector = constraint.selector
+    if selector is None or selector.empty or constraint.node_taints_policy == "Honor":
+        return False
+    return constraint.node_affinity_policy != "Honor" or (
+        not pod.node_selector and pod.required_node_affinity is None)
+
+
 class PodTopologySpread:
     name = "PodTopologySpread"
     reads_pods = True
@@ -59,30 +70,46 @@ class PodTopologySpread:
         hard = [c for c in pod.spread if c.when_unsatisfiable == HARD]
         if not hard:
             return None
-        keys = {c.topology_key for c in hard}
+        keys = frozenset(c.topology_key for c in hard)
         counts: Counter[tuple[str, str]] = Counter()
-        for node in snapshot.nodes:
-            if not keys <= node.labels.keys():
-                continue
+        if all(_every_node_counts(c, pod) for c in hard):
             for c in hard:
-                if includes(c, pod, node):
-                    domain = (c.topology_key, node.labels[c.topology_key])
-                    counts[domain] += count_matching(snapshot, node.name, c, pod.namespace)
+                assert c.selector is not None
+                found = snapshot.spread_counts(pod.namespace, c.selector, c.topology_key, keys)
+                for where, count in found.items():
+                    counts[(c.topology_key, where)] += count
+        else:
+            for node in snapshot.nodes:
+                if not keys <= node.labels.keys():
+                    continue
+                for c in hard:
+                    if includes(c, pod, node):
+                        domain = (c.topology_key, node.labels[c.topology_key])
+                        counts[domain] += count_matching(snapshot, node.name, c, pod.namespace)
         domains: Counter[str] = Counter(key for key, _ in counts)
         lowest: dict[str, int] = {}
         for (key, _), value in counts.items():
             lowest[key] = min(value, lowest.get(key, value))
 
+        refused: list[tuple[str, frozenset[str] | None]] = []
+        """Per hard constraint: its key, and the domains it refuses (None: it is skipped)."""
+        for c in hard:
+            key = c.topology_key
+            if key not in lowest:
+                refused.append((key, None))  # no eligible domain at all: kube-scheduler skips it
+                continue
+            floor = 0 if domains[key] < c.min_domains else lowest[key]
+            own = 1 if c.selector is not None and c.selector.matches(pod.labels) else 0
+            refused.append((key, frozenset(value for (k, value), count in counts.items()
+                                           if k == key and count + own - floor > c.max_skew)))
+
         def check(node: NodeFacts) -> tuple[str, ...]:
-            for c in hard:
-                key = c.topology_key
-                if key not in node.labels:
+            labels = node.labels
+            for key, too_many in refused:
+                value = labels.get(key)
+                if value is None:
                     return (MISSING_LABEL,)
-                if key not in lowest:
-                    continue  # no eligible domain at all: kube-scheduler skips the constraint
-                floor = 0 if domains[key] < c.min_domains else lowest[key]
-                own = 1 if c.selector is not None and c.selector.matches(pod.labels) else 0
-                if counts[(key, node.labels[key])] + own - floor > c.max_skew:
+                if too_many and value in too_many:
                     return (REASON,)
             return FINE
 

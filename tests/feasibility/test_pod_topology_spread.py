@@ -129,3 +129,19 @@ def test_hostname_spread_is_per_node() -> None:
     new = _web("w3", topologySpreadConstraints=[_spread(key="kubernetes.io/hostname")])
     result = _run(new, [_web("w1", "a1"), _web("w2", "a2")])
     assert _fine(result) == {"b1", "nozone"}
+
+
+def test_counts_kept_as_pods_come_and_go_answer_as_a_fresh_count_does() -> None:
+    from fluence_core.feasibility.objects import PodFacts
+
+    kept = snapshot(NODES, [_web("w1", "a1")])
+    new = _web("w9", topologySpreadConstraints=[_spread()])
+    assert _fine(refusals(PodTopologySpread(), new, kept)) == {"b1"}  # counts made here
+    arrivals = [PodFacts.from_kube(_web(f"w{i}", n)) for i, n in ((2, "b1"), (3, "b1"),
+                                                                  (4, "a2"))]
+    for facts in arrivals:
+        kept.add(facts)
+    kept.remove(arrivals[2])
+    fresh = snapshot(NODES, [_web("w1", "a1"), _web("w2", "b1"), _web("w3", "b1")])
+    assert refusals(PodTopologySpread(), new, kept) == refusals(PodTopologySpread(), new, fresh)
+    assert _fine(refusals(PodTopologySpread(), new, kept)) == {"a1", "a2"}
