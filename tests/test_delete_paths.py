@@ -1,0 +1,120 @@
+"""Every place the shipped code deletes or evicts something is listed, with the only conditions
+under which it acts; the pod deleters are in the README (issue 27).
+
+The scan reads the source of ``fluence_core`` and of every plugin package (not their tests)
+and finds each call of a method named ``delete``, ``delete_collection``, ``evict`` or
+``evict_pod``, and each call given the verb ``"DELETE"``. A new call site fails the test
+until it is added to :data:`DELETE_SITES`, and, if it deletes pods, to the README's
+"When Fluence deletes a pod".
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+METHODS = frozenset({"delete", "delete_collection", "evict", "evict_pod"})
+
+
+@dataclass(frozen=True)
+class DeleteSite:
+    """One call that deletes: where (file and enclosing function), what, and when."""
+
+    where: str
+    deletes: str
+    when: str
+
+
+DELETE_SITES = (
+    DeleteSite("fluence_core/scheduler/preempt.py:Preemptor._evict", "pods",
+               "preemption: a pending group fits only once lower-priority placements are "
+               "cancelled; every live pod of each victim has a lower priority and none is "
+               "protected; the pods are deleted only after the group's match succeeded"),
+    DeleteSite("fluence_core/sim/world.py:Run._peer_timeout", "pods (simulated)",
+               "fluence sim only: the simulated Job controller retries an attempt whose "
+               "launcher gave up waiting for its peers"),
+    DeleteSite("fluence_core/sim/world.py:Run._finish", "pods (simulated)",
+               "fluence sim only: a finished pod, when the scenario sets "
+               "lifecycle.delete_finished"),
+    DeleteSite("fluence_core/webhook/cleanup.py:PodGroupCleanup.sweep", "PodGroups",
+               "a bare gang's PodGroup the webhook made, once no live pod points at it and "
+               "it is older than FLUENCE_WEBHOOK_PODGROUP_GRACE"),
+    DeleteSite("fluence_core/webhook/quantum.py:QuantumSplitHandler._drop_orphan.delete",
+               "PodGroups",
+               "the quantum split replaces the PodGroup a Job's controller made (only one its "
+               "Job controls)"),
+    DeleteSite("fluence_core/kube.py:KubeCluster.delete", "anything",
+               "the Kubernetes wrapper's own DELETE: what its callers (this list) ask"),
+    DeleteSite("fluence_core/testing_apiserver.py:webhook_beside",
+               "webhook configurations", "the e2e test API server's teardown"),
+    DeleteSite("plugins/fluence-flux/fluence_flux/adopt.py:abandon",
+               "ConfigMaps, Secrets, Services",
+               "what the Flux handler made for a Job or MiniCluster that was never stored"),
+)
+
+
+def _sources() -> list[Path]:
+    roots = [REPO / "fluence_core"]
+    for plugin in sorted((REPO / "plugins").iterdir()):
+        roots += [p for p in plugin.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    return sorted(p for root in roots for p in root.rglob("*.py") if "tests" not in p.parts)
+
+
+class _Finder(ast.NodeVisitor):
+    def __init__(self, relative: str) -> None:
+        self.relative = relative
+        self.scope: list[str] = []
+        self.found: list[str] = []
+
+    def _enter(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    visit_ClassDef = visit_FunctionDef = visit_AsyncFunctionDef = _enter
+
+    def visit_Call(self, node: ast.Call) -> None:
+        method = isinstance(node.func, ast.Attribute) and node.func.attr in METHODS
+        verb = any(isinstance(a, ast.Constant) and a.value == "DELETE" for a in node.args)
+        if method or verb:
+            self.found.append(f"{self.relative}:{'.'.join(self.scope) or '<module>'}")
+        self.generic_visit(node)
+
+
+def delete_call_sites() -> set[str]:
+    sites: set[str] = set()
+    for path in _sources():
+        relative = path.relative_to(REPO).as_posix()
+        finder = _Finder(relative)
+        finder.visit(ast.parse(path.read_text(), relative))
+        sites.update(finder.found)
+    return sites
+
+
+def test_every_delete_or_evict_call_in_the_shipped_code_is_listed_with_its_conditions() -> None:
+    found = delete_call_sites()
+    listed = {site.where for site in DELETE_SITES}
+    assert not found - listed, (
+        f"new delete/evict call sites {sorted(found - listed)}: list each in DELETE_SITES "
+        "with the only conditions under which it acts (and in the README if it deletes pods)")
+    assert not listed - found, f"listed sites that no longer delete: {sorted(listed - found)}"
+
+
+def test_the_scan_finds_a_delete_it_was_not_told_about() -> None:
+    source = "class Restorer:\n    def start(self, cluster):\n        cluster.delete(PODS, 'p')\n"
+    finder = _Finder("fluence_core/scheduler/new.py")
+    finder.visit(ast.parse(source))
+    assert finder.found == ["fluence_core/scheduler/new.py:Restorer.start"]
+
+
+def test_the_readme_names_every_place_that_deletes_a_pod_and_when() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## When Fluence deletes a pod", 1)
+    assert len(section) == 2, "README.md has a section 'When Fluence deletes a pod'"
+    body = section[1].split("\n## ", 1)[0]
+    for site in DELETE_SITES:
+        if site.deletes.startswith("pods"):
+            assert f"`{site.where}`" in body, f"README does not list {site.where}"
+    assert "never" in body and "restart" in body, "the section says a restart never deletes"
