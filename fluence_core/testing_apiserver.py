@@ -55,7 +55,7 @@ from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, tls
 from fluence_core.webhook.conditions import scheduler_condition
-from fluence_core.webhook.informer import Informer, watched_for
+from fluence_core.webhook.informer import watched_for
 from fluence_core.webhook.publish import publish_match_conditions
 from fluence_core.webhook.report import ReportEndpoint
 from fluence_core.webhook.review import AdmissionService
@@ -471,12 +471,11 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
     cert = tls.generate(["localhost"], workdir, ip_addresses=["127.0.0.1"])
     if settings.report_ca is None:  # as fluence webhook does: scouts trust its serving CA
         settings = settings.model_copy(update={"report_ca": cert.ca_pem.decode()})
-    informers: list[Informer[Any]] = []
     if service is None:
         watched = watched_for(kube)
-        informers = watched.informers()
         service = build_service(settings, get_plugin_manager(settings), kube,
                                 writer=BackgroundWriter(), watched=watched)
+    informers = service.controller.informers()  # PodGroups and more from stored objects
     server = WebhookServer(("127.0.0.1", 0), service,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
                            reports=ReportEndpoint(kube, settings), loops=[*informers, *loops])

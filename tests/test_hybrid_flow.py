@@ -127,7 +127,8 @@ def test_webhook_scheduler_and_sidecar_release_the_workers_together(
     # -- 1. admission: the split --------------------------------------------------------------
     service = build_service(settings, get_plugin_manager(settings), cluster)
     for pod in indexed_job_pods(job):
-        cluster.create(PODS, admit(service, pod), NAMESPACE)
+        stored = cluster.create(PODS, admit(service, pod), NAMESPACE)
+        service.controller.pod_stored("ADDED", stored)  # as the webhook's pod informer
     scout = cluster.get(PODS, "vqe-0", NAMESPACE)
     workers = [cluster.get(PODS, f"vqe-{i}", NAMESPACE) for i in (1, 2, 3)]
     groups = {g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
@@ -292,7 +293,8 @@ def test_the_injected_sidecar_env_resolves_an_installed_provider(
     settings, cluster, job = world["settings"], world["cluster"], world["job"]
     service = build_service(settings, get_plugin_manager(settings), cluster)
     for pod in indexed_job_pods(job)[:1]:
-        cluster.create(PODS, admit(service, pod), NAMESPACE)
+        stored = cluster.create(PODS, admit(service, pod), NAMESPACE)
+        service.controller.pod_stored("ADDED", stored)  # as the webhook's pod informer
     scheduler = Scheduler(cluster, settings)
     scheduler.start()
     scheduler.schedule_once()

@@ -345,6 +345,7 @@ class Run:
             self.engine.after(ADMISSION_RETRY, self._create_pod, job, index, attempt)
             return
         created = self.cluster.create(PODS, admitted, NAMESPACE)
+        self.service.controller.pod_stored("ADDED", created)  # its PodGroup, as the webhook's
         record = PodRecord(
             name, plan.id, index, attempt, uid=created["metadata"]["uid"], created=self.engine.now
         )

@@ -65,7 +65,7 @@ class GangHandler(Handler):
         else:  # a Job read only if the PodGroup is unknown
             size = pods.group_size_later(pod, ctx)
             min_count = lambda: pods.pod_group_min_count(group, group, size(), None)  # noqa: E731
-        pods.ensure_pod_group(ctx, group, min_count, pods.job_owner(pod))
+        pods.check_pod_group(ctx, group, min_count)
         if current == group:
             return []  # set by the job-group handler on the Job, or ours on a re-invocation
         return [

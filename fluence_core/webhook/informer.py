@@ -28,9 +28,11 @@ from typing import Any, Callable, Final, Generic, Iterable, Mapping, TypeVar
 
 from fluence_core import names
 from fluence_core.cluster_api import (
+    ADDED,
     DELETED,
     JOBS,
     PODGROUPS,
+    PODS,
     RESYNC,
     ClusterAPI,
     Resource,
@@ -50,6 +52,8 @@ RETRY_SECONDS = 1.0
 """Wait after a failed list or watch before listing again; doubled while it keeps failing
 (a refused list, 403, is refused every time), up to :data:`RETRY_MAX_SECONDS`."""
 RETRY_MAX_SECONDS = 30.0
+UNSCHEDULED: Final = "spec.nodeName="
+"""The field selector of pods no node holds yet."""
 
 
 def key_of(obj: Any) -> Key:
@@ -72,11 +76,16 @@ class Informer(Generic[T]):
 
     def __init__(self, cluster: ClusterAPI, resource: ResourceRef,
                  keep: Callable[[Mapping[str, Any]], T], *,
-                 label_selector: str | None = None) -> None:
+                 label_selector: str | None = None, field_selector: str | None = None) -> None:
         self.cluster = cluster
         self.resource = resolve(resource)
         self.keep = keep
         self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.listeners: list[Callable[[str, Mapping[str, Any]], None]] = []
+        """Called with every stored object the informer sees (listed, added or modified;
+        never deleted), whole, on the informer's thread, before it is kept: the webhook's
+        controller (:mod:`.controller`) acts on stored objects from here."""
         self._lock = threading.Lock()
         self._objects: dict[Key, T] = {}
         self._unreadable: set[Key] = set()
@@ -108,13 +117,35 @@ class Informer(Generic[T]):
         with self._lock:
             return len(self._objects)
 
+    def values(self, namespace: str) -> list[T] | None:
+        """Every kept object of ``namespace``; None when not :attr:`synced` (ask the API
+        server)."""
+        if not self._synced.is_set():
+            return None
+        with self._lock:
+            return [kept for (ns, _), kept in self._objects.items() if ns == namespace]
+
+    def _tell(self, event: str, obj: Any) -> None:
+        """Hand a stored object to the listeners; none of their failures stops the watch."""
+        if not isinstance(obj, Mapping):
+            return
+        for listener in self.listeners:
+            try:
+                listener(event, obj)
+            except Exception:  # noqa: BLE001 - a bad object or a bug: logged, the watch goes on
+                logger.exception("webhook: acting on a stored %s failed: %.200r",
+                                 self.resource.kind, obj)
+
     # -- the steps ----------------------------------------------------------------------
 
     def sync(self) -> None:
         """List everything afresh; lookups answer from then on."""
-        listed = self.cluster.list(self.resource, label_selector=self.label_selector)
+        listed = self.cluster.list(self.resource, label_selector=self.label_selector,
+                                   field_selector=self.field_selector)
         self._replace(listed.items, listed.resource_version or None)
         self._synced.set()
+        for item in listed.items:
+            self._tell(ADDED, item)
 
     def apply(self, event: str, obj: Mapping[str, Any]) -> None:
         """One watch event: ADDED/MODIFIED keep the object, DELETED drops it, RESYNC (the
@@ -126,7 +157,11 @@ class Informer(Generic[T]):
         if event == RESYNC:
             items = obj.get("items") if isinstance(obj, Mapping) else None
             self._replace(items if isinstance(items, list) else [], version)
+            for item in items if isinstance(items, list) else []:
+                self._tell(ADDED, item)
             return
+        if event != DELETED:
+            self._tell(event, obj)
         try:
             key = key_of(obj)
         except ValueError as error:
@@ -176,6 +211,7 @@ class Informer(Generic[T]):
         """Apply the watch's events from the last version seen, for ``timeout`` seconds."""
         for event, obj in self.cluster.watch(self.resource, resource_version=self._version,
                                              label_selector=self.label_selector,
+                                             field_selector=self.field_selector,
                                              timeout=timeout):
             self.apply(event, obj)
             if self._stop.is_set():
@@ -224,15 +260,24 @@ def _mapping(parent: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value
 
 
-def _slim_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
+def _slim_metadata(obj: Mapping[str, Any], *extra: str) -> dict[str, Any]:
     meta = _mapping(obj, "metadata")
-    return {k: meta[k] for k in ("name", "namespace", "uid", "deletionTimestamp") if k in meta}
+    return {k: meta[k] for k in ("name", "namespace", "uid", "deletionTimestamp", *extra)
+            if k in meta}
 
 
 def slim_pod_group(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What admission asks of a PodGroup: its name, uid, deletion and spec (the gang's
-    minCount)."""
-    return {"metadata": _slim_metadata(obj), "spec": dict(_mapping(obj, "spec"))}
+    """What admission and the controller ask of a PodGroup: its name, uid, deletion, owners
+    (the quantum split drops the job controller's) and spec (the gang's minCount)."""
+    return {"metadata": _slim_metadata(obj, "ownerReferences"),
+            "spec": dict(_mapping(obj, "spec"))}
+
+
+def slim_nothing(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Nothing of an unscheduled grouped pod: only the controller's listener reads it, whole,
+    as it arrives."""
+    _mapping(obj, "metadata")
+    return {}
 
 
 def slim_job(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -257,9 +302,11 @@ class Watched:
 
     pod_groups: Informer[dict[str, Any]] | None = None
     jobs: Informer[dict[str, Any]] | None = None
+    pods: Informer[dict[str, Any]] | None = None
+    """The unscheduled grouped pods, kept as nothing: the controller makes their PodGroups."""
 
     def informers(self) -> list[Informer[dict[str, Any]]]:
-        return [i for i in (self.pod_groups, self.jobs) if i is not None]
+        return [i for i in (self.pod_groups, self.jobs, self.pods) if i is not None]
 
     def pod_group(self, cluster: ClusterAPI, namespace: str, name: str) -> dict[str, Any] | None:
         """PodGroup ``name`` (slim when watched), None when it does not exist."""
@@ -287,4 +334,6 @@ def _get(informer: Informer[dict[str, Any]] | None, cluster: ClusterAPI, resourc
 def watched_for(cluster: ClusterAPI) -> Watched:
     """The webhook's informers over ``cluster`` (not started: the server starts them)."""
     return Watched(pod_groups=Informer(cluster, PODGROUPS, slim_pod_group),
-                   jobs=Informer(cluster, JOBS, slim_job, label_selector=names.GROUP_LABEL))
+                   jobs=Informer(cluster, JOBS, slim_job, label_selector=names.GROUP_LABEL),
+                   pods=Informer(cluster, PODS, slim_nothing, label_selector=names.GROUP_LABEL,
+                                 field_selector=UNSCHEDULED))

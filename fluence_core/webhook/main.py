@@ -47,7 +47,7 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
     if cluster is not None:  # only the pods the handlers need are sent from now on
         publish_match_conditions(cluster, settings.webhook_config, service.match_conditions)
     reports = None if cluster is None else ReportEndpoint(cluster, settings)
-    loops: list[Loop] = [*watched.informers()]
+    loops: list[Loop] = [*service.controller.informers()]  # lookups, and what is stored
     if cluster is not None:
         loops.append(OrphanSweep(cluster, settings))
     repair = repair_for(service)  # PodGroups a killed predecessor left queued

@@ -7,9 +7,7 @@ from typing import Any, Callable, Mapping
 
 from fluence_core import names
 from fluence_core.cluster_api import JOBS, PODGROUPS
-from fluence_core.kube_errors import Conflict
 from fluence_core.limits import MAX_GROUP_SIZE
-from fluence_core.log import logger
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
 
@@ -336,16 +334,10 @@ def min_count_of(pod_group: Mapping[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def job_uid_key(namespace: str, job: str) -> tuple[str, str, str]:
-    """Where :attr:`AdmissionContext.recent` keeps the uid of Job ``job``, as its pods'
-    owner references give it: the Job's PodGroup write takes it from there instead of
-    reading the stored Job (:mod:`.jobs`)."""
-    return ("job-uid", namespace, job)
-
-
 def size_key(namespace: str, name: str) -> tuple[str, str, str]:
-    """Where :attr:`AdmissionContext.recent` keeps the minCount PodGroup ``name`` has or is
-    being made with: a pod asking for another is refused without asking the API server."""
+    """Where :attr:`AdmissionContext.recent` keeps the minCount PodGroup ``name`` was made
+    with by the controller (or found with): a pod asking for another is refused without
+    asking the API server."""
     return ("podgroup-size", namespace, name)
 
 
@@ -366,75 +358,38 @@ def check_known_size(ctx: AdmissionContext, name: str, wanted: int) -> None:
         raise AdmissionDenied(size_conflict(ctx.namespace, name, existing, wanted))
 
 
-def ensure_pod_group(ctx: AdmissionContext, name: str,
-                     min_count: int | Callable[[], int],
-                     owner: Mapping[str, str] | None = None) -> None:
-    """Defer creating PodGroup ``name`` (gang of ``min_count``) unless it exists.
+def check_pod_group(ctx: AdmissionContext, name: str,
+                    min_count: int | Callable[[], int]) -> None:
+    """Refuse a pod whose PodGroup ``name`` is known to have another minCount than
+    ``min_count``, or to be being deleted; make nothing, remember nothing.
 
-    One call: the create itself, whose "already exists" answer is as good as a
-    read (and costs the API server as much as a create). A group seen or made
-    in the last few seconds, or being made now (by its sibling pods, its Job's
-    admission, a re-invocation), costs no call at all, and ``min_count``, when a
-    function, is not even asked (it may read the owning Job). The answer does not wait for
-    the create (a background write): the scheduler leaves a gang waiting until
-    its PodGroup exists. ``owner`` (the pod's controlling Job, :func:`job_owner`) becomes
-    the PodGroup's owner reference: the garbage collector deletes it with the Job.
-
-    A ``min_count`` given as a number is checked against the one this webhook knows the
-    PodGroup has (:func:`check_known_size`), or the PodGroup informer has it with
-    (:mod:`.informer`: a PodGroup it knows needs no create either); a create answered
-    "already exists" looks the PodGroup up (a read if not watched), and one of another
-    minCount is logged and remembered, so the gang's next pods are refused naming both
-    sizes.
+    What a pod's PodGroup needs is made by the webhook's controller from the stored
+    pod (:mod:`.controller`), never from the review (issue 32: anyone reaching the
+    port could POST one, and what admission made or remembered, it made for them).
+    Known means: in the PodGroup informer (:mod:`.informer`; nothing is read while it
+    is not synced), or made by the controller seconds ago. ``min_count``, when a
+    function (learning it may read the owning Job), is asked only while the PodGroup is
+    still to be made, so a gang Fluence cannot hold is refused with the reason.
+    A PodGroup being deleted refuses the pod: its protection finalizer would keep it
+    while the new gang's pods point at it, and the scheduler would use a PodGroup on
+    its way out.
     """
-    namespace = ctx.namespace
-    key = (PODGROUPS.plural, namespace, name)
     if not callable(min_count):
         check_known_size(ctx, name, min_count)
-    if owner is not None and not ctx.dry_run:  # the Job's own write then needs no read of it
-        ctx.recent.remember(job_uid_key(namespace, owner["name"]), owner["uid"])
-    if ctx.recent.lookup(key)[0] or ctx.writing(key):
-        return
-    if _watched_exists(ctx, name, None if callable(min_count) else min_count):
-        return
-    count = min_count() if callable(min_count) else min_count
-    if not ctx.dry_run:
-        ctx.recent.remember(size_key(namespace, name), count)
-
-    def create() -> None:
-        cluster = ctx.require_cluster()
-        with ctx.recent.one_at_a_time(key):  # siblings admitted at once wait for one create
-            if ctx.recent.lookup(key)[0]:
-                return
-            try:
-                cluster.create(PODGROUPS, pod_group_body(name, namespace, count, owner),
-                               namespace)
-                logger.info("webhook: created PodGroup %s/%s (minCount %d)", namespace, name,
-                            count)
-            except Conflict:  # there already: made by a sibling's admission, or before
-                existing = ctx.watched.pod_group(cluster, namespace, name)
-                has = None if existing is None else min_count_of(existing)
-                if has is not None:
-                    ctx.recent.remember(size_key(namespace, name), has)
-                if has is not None and has != count:
-                    logger.error("webhook: %s", size_conflict(namespace, name, has, count))
-            ctx.recent.remember(key)
-
-    ctx.defer(f"PodGroup {namespace}/{name}", create, background=key)
-
-
-def _watched_exists(ctx: AdmissionContext, name: str, wanted: int | None) -> bool:
-    """Whether the PodGroup informer knows PodGroup ``name`` exists (not being deleted), so
-    it needs no create; one of another minCount than ``wanted`` refuses the pod, naming both.
-    False when the informer does not know (not synced, or no such PodGroup)."""
     informer = ctx.watched.pod_groups
     known, existing = (False, None) if informer is None else informer.lookup(ctx.namespace,
                                                                              name)
-    if not known or existing is None or metadata(existing).get("deletionTimestamp"):
-        return False
+    if not known or existing is None:
+        made = ctx.recent.lookup((PODGROUPS.plural, ctx.namespace, name))[0]
+        if callable(min_count) and not made and not ctx.writing(
+                (PODGROUPS.plural, ctx.namespace, name)):
+            min_count()  # still to be made: a size Fluence cannot hold is refused now
+        return
     has = min_count_of(existing)
-    if has is not None and wanted is not None and has != wanted:
-        raise AdmissionDenied(size_conflict(ctx.namespace, name, has, wanted))
-    if has is not None and not ctx.dry_run:
-        ctx.recent.remember(size_key(ctx.namespace, name), has)
-    return True
+    if metadata(existing).get("deletionTimestamp"):
+        raise AdmissionDenied(
+            f"PodGroup {ctx.namespace}/{name} (minCount {has}) is being deleted: its earlier"
+            f" gang is ending. Create this pod again once it is gone, or choose another group"
+            f" name")
+    if has is not None and not callable(min_count) and has != min_count:
+        raise AdmissionDenied(size_conflict(ctx.namespace, name, has, min_count))

@@ -24,10 +24,11 @@ quantum task, from its **scout** (Job completion index 0); the classical
 
 ``independent`` groups (the default) are not this handler's: each pod submits
 its own task, ungated. A pod that arrives with the job controller's scheduling
-group is re-pointed (allowed at CREATE), and that PodGroup, which would hold a
-gang of N the split never fills, is deleted, but only when its controller is the
-pod's own controlling Job (owner references, uid included): a request naming
-someone else's PodGroup gets it re-pointed, never deleted.
+group is re-pointed (allowed at CREATE); that PodGroup, which would hold a gang
+of N the split never fills, is deleted by the webhook's controller once the split
+pod is stored (:mod:`.controller`), and only when its controller is the stored
+pod's own controlling Job (owner references, uid included): admission itself makes
+and deletes nothing (issue 32).
 """
 
 from __future__ import annotations
@@ -35,9 +36,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from fluence_core import hookimpl, names
-from fluence_core.cluster_api import PODGROUPS, PRIORITY_CLASSES
-from fluence_core.kube_errors import NotFound
-from fluence_core.log import logger
+from fluence_core.cluster_api import PRIORITY_CLASSES
 from fluence_core.settings import SCOUT, SIDECAR, Settings, pod_env
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook import pods
@@ -108,22 +107,19 @@ class QuantumSplitHandler(Handler):
                 f"(label {names.JOB_COMPLETION_INDEX}) to choose the scout"
             )
         size = pods.group_size(pod, ctx)
-        previous = pods.scheduling_group(pod)
         ops: JsonPatch = []  # the group label exists, so metadata.labels does too
         if index == 0:
             target = group + names.SCOUT_GROUP_SUFFIX
             ops.append(self._label(names.ROLE_SCOUT))
             ops += self._scout(pod, group, size, ctx, ctx.resource_config.attribute_keys)
-            pods.ensure_pod_group(
-                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_SCOUT),
-                pods.job_owner(pod))
+            pods.check_pod_group(
+                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_SCOUT))
         else:
             target = group
             ops.append(self._label(names.ROLE_WORKER))
             ops += self._worker(pod, ctx)
-            pods.ensure_pod_group(
-                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_WORKER),
-                pods.job_owner(pod))
+            pods.check_pod_group(
+                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_WORKER))
         ops.append(
             {
                 "op": "add",
@@ -131,8 +127,6 @@ class QuantumSplitHandler(Handler):
                 "value": {"podGroupName": target},
             }
         )
-        if previous is not None and previous not in (group, group + names.SCOUT_GROUP_SUFFIX):
-            self._drop_orphan(ctx, previous, pod)
         return ops
 
     @staticmethod
@@ -298,48 +292,6 @@ class QuantumSplitHandler(Handler):
                 {"op": "add", "path": "/spec/preemptionPolicy", "value": found["preemptionPolicy"]}
             )
         return ops
-
-    @staticmethod
-    def _drop_orphan(ctx: AdmissionContext, name: str, pod: Mapping[str, Any]) -> None:
-        """Delete the job controller's PodGroup of N: the split leaves it empty forever.
-
-        Only that one: the PodGroup's controller must be the Job that controls this pod
-        (same name and uid), so a pod naming another group's PodGroup deletes nothing.
-        """
-        namespace = ctx.namespace
-        job = pods.controller_of(pod, "Job")
-        if job is None:
-            logger.info(
-                "webhook: %s pointed at PodGroup %s but has no controlling Job; left alone",
-                pods.pod_label(pod),
-                name,
-            )
-            return
-
-        def delete() -> None:
-            cluster = ctx.require_cluster()
-            existing = cluster.get(PODGROUPS, name, namespace)
-            if existing is None:
-                return
-            if pods.controller_of(existing, "Job") != job:
-                logger.warning(
-                    "webhook: %s pointed at PodGroup %s/%s, which its Job %s does not"
-                    " control; left alone",
-                    pods.pod_label(pod),
-                    namespace,
-                    name,
-                    job[0],
-                )
-                return
-            try:
-                cluster.delete(PODGROUPS, name, namespace)
-                logger.info(
-                    "webhook: deleted PodGroup %s/%s replaced by the quantum split", namespace, name
-                )
-            except NotFound:
-                pass
-
-        ctx.defer(f"drop PodGroup {namespace}/{name}", delete)
 
 
 @hookimpl

@@ -7,8 +7,9 @@ waiting ("PodGroup ... does not exist yet") until the PodGroup's watch event
 arrives. So at start, and every ``webhook_repair_interval`` seconds after, the
 webhook looks at the pods it stamped that are still unscheduled, and gives
 every PodGroup they point at but that does not exist to the same writer,
-built by the same step the admission path uses (:func:`pods.ensure_pod_group`,
-minCount from :func:`pods.group_size` and :func:`pods.pod_group_min_count`).
+built by the step the controller takes for a stored pod (:mod:`.controller`,
+minCount from the pod's ``group-size`` or Job and :func:`pods.pod_group_min_count`):
+a safety net behind the controller's pod informer.
 
 What stays true:
 
@@ -30,33 +31,14 @@ from typing import Any
 
 from fluence_core import names
 from fluence_core.cluster_api import PODGROUPS, PODS, ClusterAPI
-from fluence_core.errors import FluenceError
-from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.webhook import pods
-from fluence_core.webhook.base import AdmissionContext
 from fluence_core.periodic import Periodic
 from fluence_core.webhook.review import AdmissionService
-from fluence_core.webhook.writer import BackgroundWriter, Write
+from fluence_core.webhook.controller import waiting_for, wanted_for_pod
+from fluence_core.webhook.informer import UNSCHEDULED
+from fluence_core.webhook.writer import BackgroundWriter
 
-UNSCHEDULED: str = "spec.nodeName="
-"""The field selector of pods no node holds yet."""
-
-
-def waiting_for(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    """``(namespace, PodGroup, group)`` a stored pod waits for, if the webhook stamped it with
-    one of Fluence's PodGroups and it may still be scheduled; None otherwise."""
-    group = pods.group_of(pod)
-    target = pods.scheduling_group(pod)
-    meta = pods.metadata(pod)
-    namespace = meta.get("namespace")
-    if (group is None or target is None or not namespace or not pods.is_fluence_pod(pod)
-            or meta.get("deletionTimestamp")
-            or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
-        return None
-    if target not in (group, group + names.SCOUT_GROUP_SUFFIX):
-        return None  # the job controller's PodGroup: admission keeps it and makes none
-    return str(namespace), target, group
 
 
 class PodGroupRepair(Periodic):
@@ -102,36 +84,17 @@ class PodGroupRepair(Periodic):
 
     def _repair(self, namespace: str, target: str, group: str,
                 members: list[Mapping[str, Any]]) -> bool:
-        key = (PODGROUPS.plural, namespace, target)
-        if self.writer.holds(key):
-            return False  # the admission path is writing it now
+        controller = self.service.controller
+        if controller.exists(namespace, target):
+            return False  # being made now, or made seconds ago
         first = min(members, key=lambda p: str(pods.metadata(p).get("name")))
-        ctx = AdmissionContext(settings=self.service.settings, cluster=self.cluster,
-                               namespace=namespace, clock=self.service.clock,
-                               state=self.service.state, current_handler="repair")
-        try:
-            size = pods.group_size(first, ctx)
-        except (FluenceError, ApiError) as error:
-            logger.error("webhook: PodGroup %s/%s is missing, but pod %s cannot say its size:"
-                         " %s", namespace, target, pods.pod_label(first), error)
+        wanted = wanted_for_pod(first, controller._job_size)
+        if wanted is None:
             return False
-        role = pods.role(first) if pods.is_shared_quantum(first) else None
-        min_count = pods.pod_group_min_count(target, group, size, role)
-        try:
-            pods.ensure_pod_group(ctx, target, min_count, pods.job_owner(first))
-        except FluenceError as error:  # another size is being made for it: that one wins
-            logger.error("webhook: PodGroup %s/%s is missing: %s", namespace, target, error)
-            return False
-        if not ctx.deferred:
-            return False  # made seconds ago, its list not yet current
         logger.warning("webhook: PodGroup %s/%s of group %s in namespace %s is missing while %d"
-                       " unscheduled pod(s) wait for it (a queued write lost?); making it"
-                       " (minCount %d)", namespace, target, group, namespace, len(members),
-                       min_count)
-        for step in ctx.deferred:
-            if not self.writer.submit(Write(step.background or key, step.description,
-                                            step.action)):
-                return False  # full or closing: the next pass tries again
+                       " unscheduled pod(s) wait for it (a queued write lost?); making it",
+                       namespace, target, group, namespace, len(members))
+        controller.ensure(wanted)
         return True
 
     def tick(self) -> object:

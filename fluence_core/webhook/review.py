@@ -33,9 +33,11 @@ from fluence_core.webhook.base import (
     AdmissionDenied,
     Handler,
     ServiceState,
+    recent_of,
     resource_key,
     resources_of,
 )
+from fluence_core.webhook.controller import Controller, Reconciler
 from fluence_core.webhook.writer import BackgroundWriter, Write
 
 STORED_SOON = 0.05
@@ -157,6 +159,10 @@ class AdmissionService:
         self.resource_config = resource_config or ResourceConfig()
         self.clock = clock
         self.state = ServiceState()
+        self.controller = Controller(
+            settings, cluster, self.watched, recent_of(self.state, clock), writer,
+            [h for h in self.handlers if isinstance(h, Reconciler)])
+        """Makes what stored objects need (:mod:`.controller`): admission makes nothing."""
 
     def needs(self) -> list[Need]:
         """Which pods each part of a pod review may change, refuse or act on: the review's

@@ -274,16 +274,16 @@ def test_a_hostile_pod_is_refused_naming_the_fault(case: Case, service: Admissio
     _still_serving(service)
 
 
-def test_the_objects_own_namespace_is_never_where_the_webhook_acts(
+def test_a_review_makes_nothing_in_the_requests_namespace_nor_the_objects(
     service: AdmissionService,
 ) -> None:
-    """A pod claiming namespace "victim" in a review for "default" makes its PodGroup in
-    "default": the API server names the namespace, the object does not."""
+    """A pod claiming namespace "victim" in a review for "default" makes no PodGroup in
+    either: a review proves nothing, only the stored pod does (issue 32)."""
     forged = pod(labels={names.GROUP_LABEL: "g"}, annotations={SIZE: "2"})
     forged["metadata"]["namespace"] = "victim"
     outcome = service.review(review(forged))
     assert outcome.response["allowed"] is True
     cluster = service.cluster
     assert cluster is not None
-    assert cluster.get("podgroups", "g", "default") is not None
+    assert cluster.get("podgroups", "g", "default") is None
     assert cluster.get("podgroups", "g", "victim") is None

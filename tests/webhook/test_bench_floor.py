@@ -58,4 +58,4 @@ def test_the_floor_with_a_patch_answers_as_fluence_does_and_makes_no_podgroup() 
         assert theirs["allowed"] and ours["allowed"]
         assert _patch(ours) == _patch(theirs), shape
     assert _patch(ours) is None  # a lone pod: Fluence leaves it as it is
-    assert len(cluster.list("podgroups", "ns").items) == 1  # Fluence's, for the gang
+    assert cluster.list("podgroups", "ns").items == []  # the stored pod's, not the review's

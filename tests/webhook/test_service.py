@@ -131,15 +131,6 @@ def test_a_pod_request_without_a_usable_pod_is_denied_with_its_uid(settings, obj
     assert outcome.response["uid"] == "req-1" and outcome.response["allowed"] is False
 
 
-def test_a_failing_side_effect_denies_naming_the_handler(settings, cluster):
-    from fluence_core.webhook.gang import GangHandler
-
-    service = AdmissionService(settings, [GangHandler()], cluster=cluster)
-    response, _ = admit(service, pod("p", group="g", namespace="missing"), namespace="missing")
-    assert response["allowed"] is False
-    assert "handler gang: PodGroup missing/g" in response["status"]["message"]
-
-
 class JobTagger(Tagger):
     """A handler of Jobs only (``resources``), tagging what it sees."""
 

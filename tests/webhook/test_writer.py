@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from webhook_helpers import admit, pod
 
-from fluence_core import names
 from fluence_core.kube_errors import ApiError
 from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.review import AdmissionService
@@ -81,7 +80,7 @@ def test_a_permanent_failure_is_logged_naming_the_podgroup_and_not_retried(
     assert response["allowed"]  # the answer left before the write was tried
     assert flaky.creates == 1 and sleeps == [] and writer.failed == 1
     (record,) = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert "PodGroup default/g failed for good" in record.getMessage()
+    assert "PodGroup default/g of pod default/g-0 failed for good" in record.getMessage()
     assert "forbidden" in record.getMessage()
     assert podgroup(cluster) is None
 
@@ -179,15 +178,6 @@ def test_only_no_answer_throttling_and_server_errors_are_transient():
 def test_a_writer_needs_room_threads_and_attempts():
     with pytest.raises(ValueError, match="capacity 0"):
         BackgroundWriter(capacity=0)
-
-
-def test_without_a_writer_a_refused_create_still_refuses_the_pod(settings, cluster):
-    flaky = Flaky(cluster, [ApiError(403, "forbidden", "Forbidden")])
-    service = AdmissionService(settings, [GangHandler()], cluster=flaky)  # fluence sim's way
-    response, _ = admit(service, pod("g-0", group="g",
-                                     annotations={names.GROUP_SIZE_ANNOTATION: "2"}))
-    assert not response["allowed"]
-    assert "PodGroup default/g" in response["status"]["message"]
 
 
 def test_a_step_saying_not_yet_is_tried_again_later_holding_no_thread(sleeps):

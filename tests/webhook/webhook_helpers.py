@@ -10,6 +10,7 @@ from typing import Any
 import jsonpatch
 
 from fluence_core import names
+from fluence_core.kube_errors import ApiError
 from fluence_core.webhook.review import AdmissionService
 
 QPU = names.extended_resource("qpu")
@@ -79,13 +80,38 @@ def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
 def admit(
     service: AdmissionService, obj: dict[str, Any], **kw: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(response, the pod after applying the patch with the jsonpatch library)."""
+    """(response, the pod after applying the patch with the jsonpatch library).
+
+    An allowed pod is then stored as the API server would (unless a dry run, or
+    ``store=False``), and the webhook's controller hears of it, as from its pod informer:
+    what the pod needs (its PodGroup) is made from the stored pod (written by the
+    service's background writer when it has one: call ``writer.flush()``)."""
+    store = kw.pop("store", True)
     outcome = service.review(json.dumps(review(obj, **kw)).encode())
     assert outcome.status == 200
     response = outcome.body["response"]
     assert response["uid"] == kw.get("uid", "req-1")
     patched = jsonpatch.apply_patch(copy.deepcopy(obj), decode_patch(response))
+    if store and response["allowed"] and not kw.get("dry_run"):
+        stored_pod(service, patched, kw.get("namespace", "default"))
     return response, patched
+
+
+def stored_pod(service: AdmissionService, obj: dict[str, Any],
+               namespace: str = "default") -> dict[str, Any] | None:
+    """Store ``obj`` in the service's (fake) cluster, as the API server does after admission,
+    and tell the controller; None when there is no cluster or it is stored already."""
+    cluster = getattr(service.cluster, "inner", service.cluster)  # past a Counting wrapper
+    if cluster is None or not obj.get("metadata", {}).get("name"):
+        return None
+    body = copy.deepcopy(obj)
+    body["metadata"]["namespace"] = namespace
+    try:
+        stored = cluster.create("pods", body, namespace)
+    except ApiError:  # there already, or no such namespace
+        return None
+    service.controller.pod_stored("ADDED", stored)
+    return stored
 
 
 def env_of(container: dict[str, Any]) -> dict[str, Any]:
