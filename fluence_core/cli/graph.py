@@ -15,6 +15,7 @@ from fluence_core.cli.base import console, settings
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph, levels_for
 from fluence_core.kubeyaml import read_objects
+from fluence_core.matcher.domains import DomainRow, hierarchy
 from fluence_core.models import NodeInfo
 from fluence_core.resource_config import load_resource_config
 
@@ -60,10 +61,29 @@ def graph(
     if len(shown) > 20:
         table.add_row(f"... {len(shown) - 20} more", "", "", "", "", "")
     console.print(table)
+    if built.levels:
+        print_hierarchy(hierarchy(built), "Topology (capacity per domain)", free=False)
     if built.virtual:
         _print_virtual(built)
     summary = built.summary()
     console.print(" ".join(f"{k}=[bold]{v}[/]" for k, v in summary.items()))
+
+
+def print_hierarchy(rows: list[DomainRow], title: str, *, free: bool) -> None:
+    """The topology domains as an indented tree, with their capacity (and what is free)."""
+    table = Table(title=title)
+    for column in ("domain", "type", "nodes", "cores", "gpus", "memory MiB"):
+        table.add_column(column, justify="left" if column in ("domain", "type") else "right")
+
+    def cell(total: int, left: int) -> str:
+        return f"{left}/{total}" if free else str(total)
+
+    for row in rows:
+        room = row.room
+        table.add_row("  " * (len(row.domain) - 1) + row.name, row.type, str(room.nodes),
+                      cell(room.cores, room.free_cores), cell(room.gpus, room.free_gpus),
+                      cell(room.memory_mib, room.free_memory_mib))
+    console.print(table)
 
 
 def _print_virtual(built: ResourceGraph) -> None:

@@ -1,4 +1,9 @@
-"""``fluence plan``: the jobspecs a group of pods produces and where it would be placed."""
+"""``fluence plan``: the jobspecs a group of pods produces and where it would be placed.
+
+With topology levels it also explains the level and domain: what the group states (its
+pods' annotations, or a PodGroup in the same file), the levels tried in turn, and for the
+level that held it, the domains that could by their free totals, tightest first.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +16,16 @@ from rich.table import Table
 from fluence_core import hookimpl
 from fluence_core.cli.base import console, settings
 from fluence_core.cli.graph import NodesOption, ResourcesOption, build_graph
-from fluence_core.errors import FluenceError
+from fluence_core.errors import FluenceError, TopologyError
+from fluence_core.graph import Domain, ResourceGraph
 from fluence_core.matcher.jobspec import group_jobspecs
 from fluence_core.kubeyaml import read_objects
-from fluence_core.matcher.group import GroupMatch, match_group
+from fluence_core.matcher.domains import Room, best_fit, need, rooms
+from fluence_core.matcher.group import GroupMatch, GroupMiss, match_group
 from fluence_core.matcher.pooled import pooled
 from fluence_core.models import Group, PodRequest
 from fluence_core.plugins import get_plugin_manager
+from fluence_core.topology import attempts, read_constraint
 
 
 def plan(
@@ -35,10 +43,13 @@ def plan(
         raise FluenceError(f"{pods}: {failure}") from None
     if not requests:
         raise FluenceError(f"{pods}: no Pod objects")
-    group = Group(group_name, tuple(requests), requests[0].namespace)
+    pod_groups = [o for o in read_objects(pods) if o.get("kind") == "PodGroup"]
+    constraint = read_constraint(pod_groups[0] if pod_groups else None,
+                                 read_objects(pods, "Pod"))
+    group = Group(group_name, tuple(requests), requests[0].namespace, constraint)
     matcher = get_plugin_manager(current).hook.fluence_matcher(settings=current, graph=built)
     try:
-        specs = group_jobspecs(group, built)
+        specs = group_jobspecs(group, built, level=_first_level(group, built))
     except ValueError as failure:
         raise FluenceError(f"{pods}: {failure}") from None
     for spec in specs:
@@ -47,10 +58,14 @@ def plan(
     if matcher is None:
         console.print("[yellow]no matcher available[/]: jobspecs only, no placement")
         return
+    before = {level: rooms(built, None, level) for level in range(len(built.levels))}
     try:
         result = match_group(group, built, pooled(matcher, built))
     except ValueError as failure:
         raise FluenceError(f"{pods}: {failure}") from None
+    if built.levels:
+        for line in explain_topology(group, built, before, result):
+            console.print(line, highlight=False)
     if not isinstance(result, GroupMatch):
         console.print(f"[yellow]{result.reason}[/] (matcher: {matcher.name})")
         raise typer.Exit(code=1)
@@ -63,6 +78,63 @@ def plan(
         table.add_row(pod.key, str(pod.cores), str(pod.memory_mib), str(pod.gpus),
                       placement.node or "-", placement.backend or "-", attrs)
     console.print(table)
+
+
+def _first_level(group: Group, graph: ResourceGraph) -> int | None:
+    """The topology level the group's jobspecs are first sent at (None: none, or unreadable)."""
+    try:
+        return attempts(graph.levels, group.topology)[0]
+    except TopologyError:
+        return None
+
+
+def explain_topology(group: Group, graph: ResourceGraph, before: dict[int, dict[Domain, Room]],
+                     result: GroupMatch | GroupMiss) -> list[str]:
+    """Why the group went where it did, level by level (``before``: each level's rooms
+    before the match)."""
+    levels = graph.levels
+    stated = group.topology
+    lines = ["[bold]Topology[/]: levels " + " > ".join(f"{lv.type} ({lv.label})" for lv in levels)]
+    if stated.error:
+        return lines + [f"  the group's constraint cannot be read: {stated.error}"]
+    said = ", ".join(part for part in (
+        f"required {', '.join(stated.required)}" if stated.required else "",
+        f"preferred {', '.join(stated.preferred)}" if stated.preferred else "",
+        "unconstrained" if stated.unconstrained else "") if part)
+    lines.append(f"  the group states: {said} ({stated.source})" if said else
+                 "  the group states nothing: the smallest domain that holds it, else anywhere")
+    try:
+        tries = attempts(levels, stated)
+    except TopologyError as error:
+        return lines + [f"  {error}"]
+    lines.append("  levels tried in turn: " + ", ".join(
+        levels[t].type if t is not None else "anywhere" for t in tries))
+    cores, gpus, _ = need(group)
+    chosen = result.level if isinstance(result, GroupMatch) else None
+    for level in tries:
+        if level is None:
+            break
+        kind = levels[level].type
+        fitting = best_fit(before[level], group)
+        if level != chosen:
+            widest = max((r.free_cores for r in before[level].values()), default=0)
+            lines.append(f"  one {kind}: no {kind} held it (needs {cores} cores"
+                         + (f", {gpus} GPUs" if gpus else "")
+                         + f"; the most free in one {kind} is {widest} cores)"
+                         + (f"; {len(fitting)} had the totals but not the fit" if fitting else ""))
+            continue
+        nodes = [p.node for p in result.placements.values() if p.node] if isinstance(
+            result, GroupMatch) else []
+        domain = graph.common_domain(nodes)[: level + 1]
+        ranked = ", ".join(f"{'/'.join(d)} ({before[level][d].free_cores} cores free)"
+                           for d in fitting[:5])
+        lines.append(f"  one {kind}: placed in {kind} {'/'.join(domain)}; best fit, the {kind}s "
+                     f"that could hold {cores} cores, tightest first: {ranked}"
+                     + (" ..." if len(fitting) > 5 else ""))
+        break
+    if isinstance(result, GroupMatch) and chosen is None:
+        lines.append("  placed without a domain (no level held it whole)")
+    return lines
 
 
 @hookimpl

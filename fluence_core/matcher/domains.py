@@ -28,13 +28,15 @@ class Room:
     free_memory_mib: int = 0
 
 
-def rooms(graph: ResourceGraph, matcher: Matcher, level: int, *,
+def rooms(graph: ResourceGraph, matcher: Matcher | None, level: int, *,
           known_only: bool = True) -> dict[Domain, Room]:
-    """Each domain of ``level`` with its capacity and what the matcher's allocations leave."""
+    """Each domain of ``level`` with its capacity and what the matcher's allocations leave
+    (all of it without a matcher)."""
     held_cores: dict[str, int] = {}
     held_gpus: dict[str, int] = {}
     held_mib: dict[str, int] = {}
-    for allocation in matcher.allocations().values():
+    allocations = matcher.allocations().values() if matcher is not None else ()
+    for allocation in allocations:
         for share in allocation.nodes:
             held_cores[share.node] = held_cores.get(share.node, 0) + len(share.cores)
             held_gpus[share.node] = held_gpus.get(share.node, 0) + len(share.gpus)
@@ -97,3 +99,26 @@ def short_of(graph: ResourceGraph, matcher: Matcher, group: Group, level: int) -
     return (f"{head}; the best {kind.type} is {'/'.join(best)} with {room.free_cores} cores"
             + (f", {room.free_gpus} GPUs" if gpus else "")
             + f" free on {room.nodes} nodes: it {lacks}")
+
+
+@dataclass
+class DomainRow:
+    """One domain of the hierarchy, for display: where it is, its level's type, its room."""
+
+    domain: Domain
+    type: str
+    room: Room
+
+    @property
+    def name(self) -> str:
+        return self.domain[-1]
+
+
+def hierarchy(graph: ResourceGraph, matcher: Matcher | None = None) -> list[DomainRow]:
+    """Every domain, each followed by the domains inside it (unknown ones too), with its
+    capacity and what is free of it."""
+    found: dict[Domain, DomainRow] = {}
+    for level, kind in enumerate(graph.levels):
+        for domain, room in rooms(graph, matcher, level, known_only=False).items():
+            found[domain] = DomainRow(domain, kind.type, room)
+    return [found[domain] for domain in sorted(found)]

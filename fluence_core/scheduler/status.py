@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from fluence_core import names
 from fluence_core.log import logger
+from fluence_core.matcher.domains import DomainRow, hierarchy
 from fluence_core.pod_requests import CPU, MEMORY, pod_requests
 from fluence_core.quantity import MIB
 from fluence_core.scheduler import groups as g
@@ -78,11 +79,13 @@ class Status:
     """(path, type, holder or "free") per top-level virtual resource."""
     held: list[HeldGroup] = field(default_factory=list)
     pending: list[PendingInfo] = field(default_factory=list)
+    domains: list[DomainRow] = field(default_factory=list)
+    """The topology hierarchy, with what is free of each domain (none without levels)."""
 
 
 def collect_status(scheduler: Scheduler) -> Status:
     """Summarise a started (read-only) scheduler's view."""
-    status = Status()
+    status = Status(domains=hierarchy(scheduler.graph, scheduler.view.matcher))
     held = _held_by_node(scheduler)
     for node in scheduler.graph.nodes:
         ours, theirs, memory, gpus = held.get(node.name, (0, 0, 0, 0))

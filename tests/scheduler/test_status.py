@@ -103,3 +103,27 @@ def test_status_leaves_finished_pods_out(harness_factory: Callable[..., Harness]
     h = harness_factory(node("n0", cpu=4), pod("done", "3", node_name="n0"))
     h.finish("done")
     assert _status_of(h)["n0"].fluence_millicores == 0
+
+
+def test_status_shows_each_topology_domain_with_what_is_free_of_it(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    def racked(name: str, rack: str) -> dict[str, Any]:
+        body = node(name)
+        body["metadata"]["labels"] = {"topology.kubernetes.io/rack": rack}
+        return body
+
+    group = pod_group("g", 2)
+    group["spec"]["schedulingConstraints"] = {"topology": [{"key": "topology.kubernetes.io/rack"}]}
+    h = harness_factory(racked("n0", "r1"), racked("n1", "r1"), racked("n2", "r2"), node("n3"),
+                        group, pod("g0", "3", group="g"), pod("g1", "3", group="g"),
+                        resources="topology:\n  levels: [topology.kubernetes.io/rack]\n")
+    h.cycle()
+    assert {h.node_of("g0"), h.node_of("g1")} == {"n0", "n1"}
+    viewer = Scheduler(h.cluster, load_settings(), config=h.config, read_only=True)
+    viewer.start()
+    rows = {row.domain: row for row in collect_status(viewer).domains}
+    assert set(rows) == {("r1",), ("r2",), ("_unknown",)}
+    assert (rows[("r1",)].room.cores, rows[("r1",)].room.free_cores) == (8, 2)
+    assert (rows[("r2",)].room.cores, rows[("r2",)].room.free_cores) == (4, 4)
+    assert rows[("r1",)].type == "rack" and rows[("_unknown",)].room.nodes == 1

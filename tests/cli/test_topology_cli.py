@@ -1,0 +1,65 @@
+"""``fluence graph`` and ``fluence plan`` with topology levels: the hierarchy, and why there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from fluence_core import names
+from fluence_core.testing import make_node_dict, make_pod_dict
+from tests.test_cli import failed, fluence, ok
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+LEVELS = f"topology:\n  levels: [{names.ZONE_LABEL}, {names.RACK_LABEL}]\n"
+
+
+def _cluster(write_yaml: Callable[..., Path]) -> tuple[Path, Path]:
+    nodes = [make_node_dict(f"r{r}-n{n}", 4, "16Gi", labels={
+        names.ZONE_LABEL: f"z{r // 2}", names.RACK_LABEL: f"r{r}"})
+        for r in range(3) for n in range(2)]
+    return write_yaml("nodes.yaml", *nodes), write_yaml("resources.yaml", text=LEVELS)
+
+
+def test_graph_shows_each_domain_under_its_parent_with_its_capacity(
+    write_yaml: Callable[..., Path],
+) -> None:
+    nodes, resources = _cluster(write_yaml)
+    output = ok(fluence("graph", "--nodes", nodes, "--resources", resources))
+    assert "Topology (capacity per domain)" in output
+    lines = [line for line in output.splitlines() if " rack " in line or " zone " in line]
+    assert [line.split("│")[1].rstrip() for line in lines] == [
+        " z0", "   r0", "   r1", " z1", "   r2"]
+
+
+def test_graph_jgf_holds_the_domain_vertices(write_yaml: Callable[..., Path]) -> None:
+    nodes, resources = _cluster(write_yaml)
+    output = ok(fluence("graph", "--nodes", nodes, "--resources", resources, "--jgf"))
+    assert '"paths":{"containment":"/cluster0/z0/r1/r1-n0"}' in output
+    assert '"type":"rack","basename":"rack","name":"r2"' in output
+
+
+def test_plan_explains_the_levels_tried_and_the_domain_chosen(
+    write_yaml: Callable[..., Path],
+) -> None:
+    nodes, resources = _cluster(write_yaml)
+    preferred = {names.TOPOLOGY_PREFERRED_ANNOTATION: "rack"}
+    pods = write_yaml("pods.yaml", *(make_pod_dict(f"p{i}", "2", annotations=preferred)
+                                     for i in range(5)))
+    output = ok(fluence("plan", pods, "--nodes", nodes, "--resources", resources))
+    assert "levels tried in turn: rack, zone, anywhere" in output
+    assert "one rack: no rack held it (needs 10 cores; the most free in one rack is 8" in output
+    assert "one zone: placed in zone z0" in output
+    assert '{"type":"rack","count":1,"with":[{"type":"slot","count":5' in output
+
+
+def test_plan_of_a_gang_too_big_for_its_required_rack_exits_1_naming_the_best_rack(
+    write_yaml: Callable[..., Path],
+) -> None:
+    nodes, resources = _cluster(write_yaml)
+    required = {names.KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: names.RACK_LABEL}
+    pods = write_yaml("pods.yaml", *(make_pod_dict(f"p{i}", "2", annotations=required)
+                                     for i in range(5)))
+    output = failed(fluence("plan", pods, "--nodes", nodes, "--resources", resources), code=1)
+    assert "must stay inside one rack" in output and "lacks 2 cores" in output
