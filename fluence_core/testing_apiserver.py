@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import datetime
 import ipaddress
+import json
 import os
 import shutil
 import socket
@@ -232,6 +233,8 @@ class ApiServer:
     workdir: Path
     controller_manager: bool
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    etcd_url: str = ""
+    """etcd's client URL (plain HTTP on localhost): a test can compact its history."""
 
     def cluster(self, **options: object) -> KubeCluster:
         """A :class:`KubeCluster` logged in as the admin (system:masters)."""
@@ -354,7 +357,7 @@ def start_apiserver(assets: Path, workdir: Path, *, controller_manager: bool | N
     pki = make_pki(workdir / "pki")
     etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     server = ApiServer(f"https://127.0.0.1:{api_port}", ADMIN_TOKEN, pki.ca_cert, workdir,
-                       controller_manager)
+                       controller_manager, etcd_url=f"http://127.0.0.1:{etcd_port}")
     deadline = time.monotonic() + timeout
     try:
         etcd = [
@@ -406,6 +409,20 @@ def start_apiserver(assets: Path, workdir: Path, *, controller_manager: bool | N
         yield server
     finally:
         server.stop()
+
+
+def compact_etcd(server: ApiServer) -> int:
+    """Compact etcd's history up to its current revision (returned): a watch resumed from an
+    older resourceVersion then gets 410 Gone, as on a busy cluster whose history moved on."""
+    def post(path: str, body: Mapping[str, Any]) -> Any:
+        request = urllib.request.Request(server.etcd_url + path, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read() or b"{}")
+
+    revision = int(post("/v3/kv/range", {"key": "AA=="})["header"]["revision"])
+    post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+    return revision
 
 
 # -- the webhook beside the API server -------------------------------------------------------
