@@ -1,0 +1,506 @@
+"""Fluence beside kube-scheduler on scheduler_perf's workload shapes, at scale (issue 31).
+
+    KUBEBUILDER_ASSETS=/usr/local/kubebuilder/bin \\
+    KUBE_SCHEDULER=/usr/local/kubebuilder/bin/kube-scheduler \\
+        python benchmarks/bench_scale.py --nodes 500,1000 [--pods 2000] \\
+            [--workloads basic,gangs3,...] [--qps 5000] [--json bench-scale.json]
+
+For each node count a fresh etcd + kube-apiserver (with an audit log) gets that
+many fake nodes shaped like scheduler_perf's default node (4 CPUs, 32Gi, 110
+pods), spread over three zones. Then, for each workload, each scheduler runs as
+its own process with the same client limits (``--qps``, burst equal), exactly as
+``benchmarks/peer.py`` runs them, in backlog mode:
+
+1. started, shown ready by binding a probe pod; the workload's own set-up (the
+   low-priority pods preemption needs) is placed by the same scheduler;
+2. paused (SIGSTOP) while the workload's pods (and PodGroups) are created;
+3. resumed (SIGCONT); the clock runs until the API server answered the last
+   binding (from its audit log).
+
+The mixed workload is a stream instead: the pods arrive at a steady rate while
+the scheduler runs, and the clock runs from the first creation.
+
+Workloads (pods are scheduler_perf's default pod: 100m CPU, 500Mi, unless said):
+
+* ``basic``: SchedulingBasic, ``--pods`` single pods;
+* ``gangs3``: ``--pods / 3`` PodGroups of minCount 3;
+* ``gang1000``: one PodGroup of 1,000 pods;
+* ``spread``: TopologySpreading, each pod spread over the zones (maxSkew 1,
+  DoNotSchedule);
+* ``antiaffinity``: required pod anti-affinity on the hostname, half as many
+  pods as nodes;
+* ``preemption``: every node filled with low-priority 1-CPU pods (grace 0),
+  then ``nodes / 4`` high-priority 1-CPU pods, each needing one evicted;
+* ``mixed``: a stream of singles, gangs of 3 and gangs of 8 at 100 pods/s for
+  ``--pods`` pods.
+
+Per scheduler and workload it reports pods/s; per gang (a single pod is a gang
+of one) p50 and p99 of the time from its first member's arrival (the resume, or
+its creation in a stream) to its last member's binding; the scheduler's CPU
+seconds over the timed window; its peak RSS (VmHWM, whole life); its API
+requests per pod (every request of its user agents in the window, watches
+included); and the API server's and etcd's CPU over the same window, in cores:
+near 2 on this 2-core machine, the API server is the ceiling for both. The audit
+log costs the API server some CPU; both schedulers pay it alike. Rows print as
+they come, a side-by-side table at the end, and all of it goes to ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import audit  # noqa: E402
+from peer import Peer, _in_parallel, fluence_peer, kube_scheduler_peer  # noqa: E402
+
+from fluence_core.kube import KubeCluster  # noqa: E402
+from fluence_core.testing_apiserver import (  # noqa: E402
+    ApiServer, ensure_namespace, find_assets, start_apiserver,
+)
+
+TICK = os.sysconf("SC_CLK_TCK")
+ZONES = 3
+ZONE_LABEL = "topology.kubernetes.io/zone"
+STREAM_RATE = 100.0
+"""Pods a second the mixed workload creates."""
+TIMEOUT = 1800.0
+
+
+# -- objects ------------------------------------------------------------------------------
+
+def _node(i: int) -> dict[str, Any]:
+    capacity = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    name = f"node-{i}"
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                                  ZONE_LABEL: f"zone-{i % ZONES}"}},
+            "status": {"capacity": capacity, "allocatable": capacity}}
+
+
+def _pod(name: str, scheduler: str | None, *, group: str | None = None, cpu: str = "100m",
+         memory: str = "500Mi", labels: dict[str, str] | None = None,
+         **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"containers": [{"name": "pause", "image": "pause",
+                                            "resources": {"requests": {"cpu": cpu,
+                                                                       "memory": memory}}}],
+                            **spec}
+    if scheduler:
+        body["schedulerName"] = scheduler
+    if group:
+        body["schedulingGroup"] = {"podGroupName": group}
+    return {"metadata": {"name": name, "labels": dict(labels or {})}, "spec": body}
+
+
+def _pod_group(name: str, size: int) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": size}}}}
+
+
+@dataclass
+class Batch:
+    """What a workload creates: PodGroups and pods, and each pod's gang (its own name when
+    alone)."""
+
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    gang_of: dict[str, str] = field(default_factory=dict)
+
+    def add(self, pod: dict[str, Any], gang: str | None = None) -> None:
+        self.pods.append(pod)
+        name = pod["metadata"]["name"]
+        self.gang_of[name] = gang or name
+
+
+def _gangs(scheduler: str | None, count: int, size: int, prefix: str = "g") -> Batch:
+    batch = Batch()
+    for g in range(count):
+        gang = f"{prefix}{g}"
+        batch.groups.append(_pod_group(gang, size))
+        for m in range(size):
+            batch.add(_pod(f"{gang}-{m}", scheduler, group=gang), gang)
+    return batch
+
+
+def basic(scheduler: str | None, nodes: int, pods: int) -> Batch:
+    batch = Batch()
+    for i in range(pods):
+        batch.add(_pod(f"p{i}", scheduler))
+    return batch
+
+
+def gangs3(scheduler: str | None, nodes: int, pods: int) -> Batch:
+    return _gangs(scheduler, pods // 3, 3)
+
+
+def gang1000(scheduler: str | None, nodes: int, pods: int) -> Batch:
+    return _gangs(scheduler, 1, 1000)
+
+
+def spread(scheduler: str | None, nodes: int, pods: int) -> Batch:
+    constraint = {"maxSkew": 1, "topologyKey": ZONE_LABEL, "whenUnsatisfiable": "DoNotSchedule",
+                  "labelSelector": {"matchLabels": {"app": "spread"}}}
+    batch = Batch()
+    for i in range(pods):
+        batch.add(_pod(f"s{i}", scheduler, labels={"app": "spread"},
+                       topologySpreadConstraints=[constraint]))
+    return batch
+
+
+def antiaffinity(scheduler: str | None, nodes: int, pods: int) -> Batch:
+    term = {"labelSelector": {"matchLabels": {"color": "green"}},
+            "topologyKey": "kubernetes.io/hostname"}
+    affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    batch = Batch()
+    for i in range(min(pods, nodes // 2)):
+        batch.add(_pod(f"a{i}", scheduler, labels={"color": "green"}, affinity=affinity))
+    return batch
+
+
+def preemption(scheduler: str | None, nodes: int, pods: int) -> Batch:
+    batch = Batch()
+    for i in range(max(1, nodes // 4)):
+        batch.add(_pod(f"high{i}", scheduler, cpu="1", memory="1Gi",
+                       priorityClassName="bench-high", terminationGracePeriodSeconds=0))
+    return batch
+
+
+def preemption_setup(scheduler: str | None, nodes: int) -> Batch:
+    """Four low-priority 1-CPU pods a node: every CPU taken."""
+    batch = Batch()
+    for i in range(4 * nodes):
+        batch.add(_pod(f"low{i}", scheduler, cpu="1", memory="1Gi",
+                       priorityClassName="bench-low", terminationGracePeriodSeconds=0))
+    return batch
+
+
+def mixed(scheduler: str | None, nodes: int, pods: int) -> Batch:
+    batch = Batch()
+    made, g = 0, 0
+    while made < pods:
+        kind = g % 3
+        if kind == 0:
+            batch.add(_pod(f"m{g}", scheduler))
+            made += 1
+        else:
+            size = 3 if kind == 1 else 8
+            gang = f"mg{g}"
+            batch.groups.append(_pod_group(gang, size))
+            for m in range(size):
+                batch.add(_pod(f"{gang}-{m}", scheduler, group=gang), gang)
+            made += size
+        g += 1
+    return batch
+
+
+WORKLOADS: dict[str, Callable[[str | None, int, int], Batch]] = {
+    "basic": basic, "gangs3": gangs3, "gang1000": gang1000, "spread": spread,
+    "antiaffinity": antiaffinity, "preemption": preemption, "mixed": mixed,
+}
+STREAMED = {"mixed"}
+
+
+# -- measuring ------------------------------------------------------------------------------
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+@dataclass
+class Result:
+    nodes: int
+    workload: str
+    scheduler: str
+    pods: int
+    bound: int
+    seconds: float
+    pods_per_s: float
+    gang_p50: float
+    gang_p99: float
+    cpu_seconds: float
+    peak_rss_mib: float
+    api_per_pod: float
+    api_by_kind: dict[str, float]
+    apiserver_cores: float
+    etcd_cores: float
+
+
+class AuditReader:
+    """The audit log read once, from where the last scenario left off."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def entries(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        with self.path.open() as log:
+            log.seek(self.offset)
+            lines = log.readlines()
+            self.offset = log.tell()
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def _stamp(text: str) -> float:
+    return audit._seconds(text)
+
+
+class Bench:
+    """One API server with its nodes, where the schedulers take turns."""
+
+    def __init__(self, server: ApiServer, nodes: int, workdir: Path, qps: float) -> None:
+        self.server = server
+        self.kube: KubeCluster = server.cluster(qps=5000, burst=5000,
+                                                user_agent=audit.BENCH_AGENT)
+        self.nodes = nodes
+        self.workdir = workdir
+        self.limits = (qps, int(qps))
+        self.audit = AuditReader(workdir / "audit.log")
+        _in_parallel(lambda i: self.kube.create("nodes", _node(i)), list(range(nodes)))
+        for name, value in (("bench-low", 10), ("bench-high", 1000)):
+            self.kube.create("priorityclasses", {"metadata": {"name": name}, "value": value})
+
+    def unbound(self, namespace: str) -> bool:
+        page = self.kube._call("GET", f"/api/v1/namespaces/{namespace}/pods", query={
+            "fieldSelector": "spec.nodeName=", "limit": 1})
+        return bool(page.get("items"))
+
+    def wait_bound(self, namespace: str, timeout: float = TIMEOUT) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.unbound(namespace):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def create(self, batch: Batch, namespace: str) -> dict[str, float]:
+        """Create the batch's PodGroups, then its pods; each pod's creation time."""
+        for group in batch.groups:
+            self.kube.create("podgroups", group, namespace)
+        created: dict[str, float] = {}
+
+        def one(pod: dict[str, Any]) -> None:
+            self.kube.create("pods", pod, namespace)
+            created[pod["metadata"]["name"]] = time.time()
+        _in_parallel(one, batch.pods)
+        return created
+
+    def stream(self, batch: Batch, namespace: str) -> dict[str, float]:
+        """Create the batch at :data:`STREAM_RATE` pods a second (a gang's PodGroup first)."""
+        created: dict[str, float] = {}
+        groups = {g["metadata"]["name"]: g for g in batch.groups}
+        started = time.monotonic()
+        for i, pod in enumerate(batch.pods):
+            gang = batch.gang_of[pod["metadata"]["name"]]
+            if gang in groups:
+                self.kube.create("podgroups", groups.pop(gang), namespace)
+            delay = started + i / STREAM_RATE - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self.kube.create("pods", pod, namespace)
+            created[pod["metadata"]["name"]] = time.time()
+        return created
+
+    def scenario(self, peer: Peer, workload: str, pods: int) -> Result:
+        namespace = f"{workload}-{peer.name}-{int(time.time() * 1000) % 10**8}"
+        ensure_namespace(self.kube, namespace)
+        batch = WORKLOADS[workload](peer.scheduler_name, self.nodes, pods)
+        with peer.running(self.server, self.limits, self.workdir) as process:
+            self.kube.create("pods", _pod("probe", peer.scheduler_name), namespace)
+            if not self.wait_bound(namespace, 300):
+                raise SystemExit(f"{peer.name} bound no probe pod; see {self.workdir}")
+            self.kube.delete("pods", "probe", namespace, grace_period_seconds=0)
+            if workload == "preemption":
+                self.create(preemption_setup(peer.scheduler_name, self.nodes), namespace)
+                if not self.wait_bound(namespace, TIMEOUT):
+                    raise SystemExit(f"{peer.name} did not place the low-priority pods")
+            self.audit.entries()  # skip what came before the timed window
+            if workload in STREAMED:
+                before = self._cpu(process.pid)
+                start = time.time()
+                created = self.stream(batch, namespace)
+            else:
+                os.kill(process.pid, signal.SIGSTOP)
+                self.create(batch, namespace)
+                before = self._cpu(process.pid)
+                start = time.time()
+                os.kill(process.pid, signal.SIGCONT)
+                created = {name: start for name in created_names(batch)}
+            done = self.wait_bound(namespace, TIMEOUT)
+            end = time.time()
+            after = self._cpu(process.pid)
+            peak = _peak_rss_mib(process.pid)
+        result = self._result(peer, workload, batch, created, start, end, before, after, peak,
+                              namespace, done)
+        self.clean(namespace)
+        return result
+
+    def _cpu(self, pid: int) -> dict[str, float]:
+        figures = {"scheduler": _cpu_seconds(pid)}
+        for name in ("kube-apiserver", "etcd"):
+            process = self.server.processes.get(name)
+            if process is not None:
+                figures[name] = _cpu_seconds(process.pid)
+        return figures
+
+    def _result(self, peer: Peer, workload: str, batch: Batch, created: dict[str, float],
+                start: float, end: float, before: dict[str, float], after: dict[str, float],
+                peak: float, namespace: str, done: bool) -> Result:
+        bound_at: dict[str, float] = {}
+        kinds: Counter[str] = Counter()
+        for entry in self.audit.entries():
+            agent = audit._agent(entry.get("userAgent", ""))
+            received = _stamp(entry["requestReceivedTimestamp"])
+            if agent == audit.BENCH_AGENT or agent.startswith("kube-apiserver") \
+                    or received < start or received > end + 1:
+                continue
+            ref = entry.get("objectRef") or {}
+            resource = ref.get("resource", "?") + (
+                "/" + ref["subresource"] if ref.get("subresource") else "")
+            kinds[f"{entry.get('verb')} {resource}"] += 1
+            if resource == "pods/binding" and entry.get("verb") == "create" \
+                    and ref.get("namespace") == namespace \
+                    and (entry.get("responseStatus") or {}).get("code", 201) < 300:
+                bound_at[ref.get("name", "")] = _stamp(entry["stageTimestamp"])
+        mine = {name for name in batch.gang_of}
+        binds = [t for name, t in bound_at.items() if name in mine]
+        last = max(binds) if binds else end
+        first_arrival = min(created.values()) if created else start
+        seconds = max(1e-3, last - first_arrival)
+        gangs: dict[str, list[str]] = {}
+        for name, gang in batch.gang_of.items():
+            gangs.setdefault(gang, []).append(name)
+        latencies = [max(bound_at[m] for m in members) - min(created[m] for m in members)
+                     for members in gangs.values()
+                     if all(m in bound_at for m in members)]
+        window = max(1e-3, end - start)
+        total = sum(kinds.values())
+        pods = len(batch.pods)
+        return Result(
+            nodes=self.nodes, workload=workload, scheduler=peer.name, pods=pods,
+            bound=len(binds), seconds=round(seconds, 2),
+            pods_per_s=round(len(binds) / seconds, 1) if done else 0.0,
+            gang_p50=round(_percentile(latencies, 0.5), 2),
+            gang_p99=round(_percentile(latencies, 0.99), 2),
+            cpu_seconds=round(after["scheduler"] - before["scheduler"], 1),
+            peak_rss_mib=round(peak),
+            api_per_pod=round(total / pods, 2),
+            api_by_kind={k: round(v / pods, 3) for k, v in kinds.most_common(8)},
+            apiserver_cores=round((after.get("kube-apiserver", 0) - before.get(
+                "kube-apiserver", 0)) / window, 2),
+            etcd_cores=round((after.get("etcd", 0) - before.get("etcd", 0)) / window, 2),
+        )
+
+    def clean(self, namespace: str) -> None:
+        """Delete the workload's pods and PodGroups (no namespace controller runs here)."""
+        names = [p["metadata"]["name"] for p in self.kube.list("pods", namespace).items]
+        _in_parallel(lambda n: self.kube.delete("pods", n, namespace, grace_period_seconds=0),
+                     names)
+        for group in self.kube.list("podgroups", namespace).items:
+            self.kube.delete("podgroups", group["metadata"]["name"], namespace)
+
+
+def created_names(batch: Batch) -> list[str]:
+    return [pod["metadata"]["name"] for pod in batch.pods]
+
+
+def _row(r: Result) -> str:
+    return (f"{r.nodes:5d} {r.workload:12} {r.scheduler:14} {r.bound:6d}/{r.pods:<6d} "
+            f"{r.pods_per_s:8.1f} pods/s  gang p50 {r.gang_p50:7.2f} p99 {r.gang_p99:7.2f} s  "
+            f"cpu {r.cpu_seconds:7.1f} s  rss {r.peak_rss_mib:6.0f} MiB  "
+            f"api {r.api_per_pod:5.2f}/pod  apiserver {r.apiserver_cores:.2f} "
+            f"etcd {r.etcd_cores:.2f} cores")
+
+
+def table(results: list[Result]) -> str:
+    """Both schedulers side by side, one line per node count and workload."""
+    lines = ["| nodes | workload | pods | kube-scheduler pods/s | Fluence pods/s | ratio | "
+             "gang p50/p99 s (ks / fl) | CPU s (ks / fl) | peak RSS MiB (ks / fl) | "
+             "API calls/pod (ks / fl) | API server cores (ks / fl) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    paired: dict[tuple[int, str], dict[str, Result]] = {}
+    for r in results:
+        paired.setdefault((r.nodes, r.workload), {})[r.scheduler] = r
+    for (nodes, workload), pair in paired.items():
+        ks, fl = pair.get("kube-scheduler"), pair.get("fluence")
+        if ks is None or fl is None:
+            continue
+        ratio = fl.pods_per_s / ks.pods_per_s if ks.pods_per_s else 0.0
+        lines.append(
+            f"| {nodes} | {workload} | {fl.pods} | {ks.pods_per_s:.1f} | {fl.pods_per_s:.1f} | "
+            f"{ratio:.2f}x | {ks.gang_p50:.2f}/{ks.gang_p99:.2f} / "
+            f"{fl.gang_p50:.2f}/{fl.gang_p99:.2f} | {ks.cpu_seconds:.0f} / {fl.cpu_seconds:.0f} | "
+            f"{ks.peak_rss_mib:.0f} / {fl.peak_rss_mib:.0f} | {ks.api_per_pod:.2f} / "
+            f"{fl.api_per_pod:.2f} | {ks.apiserver_cores:.2f} / {fl.apiserver_cores:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", default="500,1000", help="node counts, comma-separated")
+    parser.add_argument("--pods", type=int, default=2000,
+                        help="pods of basic, gangs3, spread and mixed")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help=f"comma-separated, from {', '.join(WORKLOADS)}")
+    parser.add_argument("--qps", type=float, default=5000.0,
+                        help="both schedulers' client QPS (and burst)")
+    parser.add_argument("--schedulers", default="kube-scheduler,fluence")
+    parser.add_argument("--json", type=Path, default=Path("bench-scale.json"))
+    args = parser.parse_args()
+    workloads = args.workloads.split(",")
+    unknown = [w for w in workloads if w not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"unknown workloads {unknown}: choose from {list(WORKLOADS)}")
+    assets, reason = find_assets()
+    if assets is None:
+        raise SystemExit(f"needs a real API server: {reason}")
+    binary = Path(os.environ.get("KUBE_SCHEDULER") or assets / "kube-scheduler")
+    wanted = args.schedulers.split(",")
+    if "kube-scheduler" in wanted and not os.access(binary, os.X_OK):
+        raise SystemExit(f"no kube-scheduler at {binary} (set KUBE_SCHEDULER)")
+    results: list[Result] = []
+    for nodes in (int(n) for n in args.nodes.split(",")):
+        with tempfile.TemporaryDirectory() as tmp, \
+                start_apiserver(assets, Path(tmp), controller_manager=False,
+                                apiserver_flags=audit.flags(Path(tmp))) as server:
+            bench = Bench(server, nodes, Path(tmp), args.qps)
+            kubeconfig = server.kubeconfig()
+            peers = {"kube-scheduler": kube_scheduler_peer(binary, kubeconfig),
+                     "fluence": fluence_peer(kubeconfig)}
+            for workload in workloads:
+                for name in wanted:
+                    result = bench.scenario(peers[name], workload, args.pods)
+                    results.append(result)
+                    print(_row(result), flush=True)
+                    args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
