@@ -79,8 +79,10 @@ class Fallback:
                 allocations[_free_kind(kind, allocations)] = allocation
             bound.append(name)
             node = pod["spec"]["nodeName"]
-            message = (f"fluence holds {namespace}/{name} on {node} from what it requests "
-                       f"({hold.describe()}): {where} {why}")
+            held = (f"holds {namespace}/{name} on {node} from what it requests "
+                    f"({hold.describe()})" if hold.allocations
+                    else f"leaves {namespace}/{name} on {node} running, holding nothing for it")
+            message = f"fluence {held}: {where} {why}"
             if hold.problems:
                 message += f"; not held: {'; '.join(hold.problems)}"
             logger.warning("%s", message)

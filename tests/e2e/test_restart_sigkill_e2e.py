@@ -1,4 +1,5 @@
-"""``fluence up`` SIGKILLed twice while gangs bind, on a real API server (issue 15's run).
+"""``fluence up`` SIGKILLed twice while gangs bind, on a real API server (issue 15's run);
+and SIGKILLed with a millicore pod holding the only qpu (issue 27's run).
 
 4 nodes of 4 cores; 16 gangs of 2 to 5 one-core pods, more than fits at once.
 The test watches the pods; a gang is finished (its pods Succeeded) a moment
@@ -31,7 +32,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -236,3 +238,136 @@ def test_sigkill_twice_while_gangs_bind(kube: KubeCluster, kube_namespace: str,
     assert others[worst] < 1.0, f"gang {worst} took {others[worst]:.3f} s to bind whole"
     for gang, size in gangs.items():
         assert len(bound_at[gang]) == size, f"{gang} ended with {len(bound_at[gang])} of {size}"
+
+
+# -- issue 27: a restart never loses a pod -----------------------------------------------------
+
+QPU = "fluxion.flux-framework.org/qpu"
+SHAPES_27: dict[str, tuple[dict[str, str], dict[str, str]]] = {
+    # name: (app requests, a native sidecar's requests or {})
+    "holder": ({"cpu": "100m", QPU: "1"}, {}),
+    "two": ({"cpu": "2"}, {}),
+    "milli-a": ({"cpu": "300m"}, {}),
+    "milli-b": ({"cpu": "700m"}, {}),
+    "mem": ({"memory": "5Gi"}, {}),
+    "side": ({"cpu": "1"}, {"cpu": "500m"}),
+}
+"""The mixed run of issue 27 (the gang of two millicore pods is made beside them)."""
+
+
+def _pod_27(name: str, ns: str, app: dict[str, str], sidecar: dict[str, str],
+            group: str | None = None) -> dict[str, object]:
+    def container(cname: str, requests: dict[str, str]) -> dict[str, object]:
+        limits = {k: v for k, v in requests.items() if "/" in k}
+        return {"name": cname, "image": "busybox",
+                "resources": {"requests": requests, "limits": limits}}
+
+    spec: dict[str, object] = {"schedulerName": names.SCHEDULER_NAME,
+                               "nodeSelector": {"e2e-ns": ns},
+                               "containers": [container("app", app)]}
+    if sidecar:
+        spec["initContainers"] = [{**container("side", sidecar), "restartPolicy": "Always"}]
+    if group:
+        spec["schedulingGroup"] = {"podGroupName": group}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def _wait(what: str, check: Callable[[], bool], process: Process, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert process.popen.poll() is None, "fluence up exited:\n" + "".join(process.log[-30:])
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; log tail:\n" + \
+            "".join(process.log[-30:])
+        time.sleep(0.1)
+
+
+def _placed(kube: KubeCluster, ns: str) -> dict[str, tuple[str, str]]:
+    """Pod -> (uid, node) of the namespace's bound, unfinished pods."""
+    return {p["metadata"]["name"]: (p["metadata"]["uid"], p["spec"]["nodeName"])
+            for p in kube.list("pods", ns).items
+            if (p.get("spec") or {}).get("nodeName")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
+
+
+def _stop(process: Process) -> None:
+    process.popen.send_signal(signal.SIGTERM)
+    try:
+        process.popen.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.popen.kill()
+
+
+def _show(title: str, process: Process) -> None:
+    """The log lines that tell the story (printed with ``pytest -s``, for the record)."""
+    keep = ("restored jobids", "cannot restore", "deleting", "released", "Cancel jobid",
+            "holds", "keeping the record", "ERROR", "WARNING")
+    print(f"--- {title}")
+    for line in process.log:
+        if any(word in line for word in keep):
+            print("   ", line.rstrip())
+
+
+@pytest.fixture
+def qpu_env(env: dict[str, str], kube_namespace: str,
+            tmp_path: Path) -> dict[str, str]:
+    resources = tmp_path / "resources.yaml"
+    resources.write_text(f"resources:\n  - type: qpu\n    name: qpu-{kube_namespace}\n")
+    return {**env, "FLUENCE_RESOURCES": str(resources)}
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["lone-holder", "mixed-shapes"])
+def test_sigkill_keeps_a_millicore_qpu_holder_running_and_its_qpu_held(
+    kube: KubeCluster, kube_namespace: str, nodes: list[str], qpu_env: dict[str, str],
+    mixed: bool,
+) -> None:
+    ns = kube_namespace
+    app, sidecar = SHAPES_27["holder"]
+    kube.create("pods", _pod_27("holder", ns, app, sidecar), ns)
+    first = spawn(qpu_env)
+    restarted: Process | None = None
+    try:
+        _wait("the holder bound", lambda: "holder" in _placed(kube, ns), first)
+        holder = kube.get("pods", "holder", ns)
+        assert holder is not None
+        backend = holder["metadata"]["annotations"][names.BACKEND_ANNOTATION]
+        assert backend == f"qpu-{ns}"
+        expected = {"holder"}
+        if mixed:
+            for name, (app, sidecar) in SHAPES_27.items():
+                if name != "holder":
+                    kube.create("pods", _pod_27(name, ns, app, sidecar), ns)
+            kube.create("podgroups", {"metadata": {"name": "gm"}, "spec": {
+                "schedulingPolicy": {"gang": {"minCount": 2}}}}, ns)
+            for i in range(2):
+                kube.create("pods", _pod_27(f"gm-{i}", ns, {"cpu": "200m"}, {}, "gm"), ns)
+            expected = set(SHAPES_27) | {"gm-0", "gm-1"}
+            _wait("every shape bound", lambda: set(_placed(kube, ns)) == expected, first)
+        before = _placed(kube, ns)
+        first.popen.send_signal(signal.SIGKILL)
+        first.popen.wait()
+        restarted = spawn(qpu_env)
+        _wait("the restarted scheduler read the cluster", lambda: restarted is not None
+              and restarted.started is not None, restarted)
+        kube.create("pods", _pod_27("second", ns, {"cpu": "100m", QPU: "1"}, {}), ns)
+        time.sleep(3)  # several cycles of the restarted scheduler
+        after = _placed(kube, ns)
+        _show("the first scheduler (SIGKILLed)", first)
+        _show("the restarted scheduler", restarted)
+        deleting = sorted(p["metadata"]["name"] for p in kube.list("pods", ns).items
+                          if p["metadata"].get("deletionTimestamp"))
+        assert not deleting, f"the restarted scheduler deleted {deleting}"
+        assert after == before, f"bound pods changed across the restart: {before} -> {after}"
+        assert "second" not in after, "the only qpu is the holder's while it runs"
+        kube.patch_status("pods", "holder", {"status": {"phase": "Succeeded"}}, ns)
+        _wait("the second pod bound once the holder ended",
+              lambda: "second" in _placed(kube, ns), restarted)
+        second = kube.get("pods", "second", ns)
+        assert second is not None
+        assert second["metadata"]["annotations"][names.BACKEND_ANNOTATION] == backend
+        assert not any("deleting" in line for line in restarted.log)
+    finally:
+        for process in (first, restarted):
+            if process is not None and process.popen.poll() is None:
+                _stop(process)
+        for pod in kube.list("pods", ns).items:  # nothing left for later tests' schedulers
+            kube.delete("pods", pod["metadata"]["name"], ns, grace_period_seconds=0)
