@@ -15,7 +15,10 @@ cores) is matched and cancelled ``--repeat`` times in each way:
 
 Each way reports the median and worst wall time of ``match_group`` (jobspecs, match and
 reading back a node per pod), its ratio to ``flat``, and where the gang went (racks used).
-The Fluxion matcher joins when ``FLUENCE_FLUXION_LIB`` names libreapi_cli.so.
+Then ``--singles`` lone pods (1 core, and 500m from the shared pool) are matched on the
+empty cluster behind the shared pool, as the scheduler runs them, with levels and flat:
+what the default best fit costs a single pod. The Fluxion matcher joins when
+``FLUENCE_FLUXION_LIB`` names libreapi_cli.so.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.base import Matcher
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.matcher.group import GroupMatch, match_group
+from fluence_core.matcher.pooled import pooled
 from fluence_core.models import Group, NodeInfo, PodRequest
 from fluence_core.topology import Constraint, Level
 
@@ -106,6 +110,25 @@ def run(make: Callable[[ResourceGraph], Matcher], args: argparse.Namespace) -> d
     return found
 
 
+def singles(make: Callable[[ResourceGraph], Matcher], args: argparse.Namespace) -> None:
+    infos = cluster(args.nodes, args.per_rack, args.cores)
+    print(f"  {args.singles} singles, ms per pod:  {'levels':>8} {'flat':>8} {'ratio':>6}")
+    for kind, pod in (("1 core", dict(cores=1)), ("500m", dict(cores=0, millicores=500))):
+        took = {}
+        for way, levels in (("levels", (ZONE, RACK)), ("flat", ())):
+            graph = ResourceGraph(infos, levels=levels)
+            matcher = pooled(make(graph), graph)
+            started = time.perf_counter()
+            for i in range(args.singles):
+                one = PodRequest(f"s{i}", memory_mib=256, **pod)  # type: ignore[arg-type]
+                if not isinstance(match_group(Group(f"s{i}", (one,)), graph, matcher),
+                                  GroupMatch):
+                    raise SystemExit(f"single {i} ({kind}) did not fit")
+            took[way] = (time.perf_counter() - started) / args.singles
+        print(f"  {kind:<30} {took['levels'] * 1000:>8.2f} {took['flat'] * 1000:>8.2f} "
+              f"{took['levels'] / took['flat']:>6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=5000)
@@ -116,6 +139,7 @@ def main() -> None:
     parser.add_argument("--fill", type=float, default=0.6)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--singles", type=int, default=500)
     args = parser.parse_args()
     print(f"{args.nodes} nodes x {args.cores} cores, racks of {args.per_rack}, zones of 10 "
           f"racks; gang of {args.gang} x {args.pod_cores}-core pods; racks filled 0-"
@@ -142,6 +166,8 @@ def main() -> None:
             print(f"  {way:<14} {'yes':>6} {row['median_s'] * 1000:>10.1f} "
                   f"{row['worst_s'] * 1000:>9.1f} {row['median_s'] / base:>7.2f}  "
                   f"{row['racks_used']}")
+        if args.singles:
+            singles(make, args)
 
 
 if __name__ == "__main__":
