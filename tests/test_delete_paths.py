@@ -41,10 +41,10 @@ DELETE_SITES = (
     DeleteSite("fluence_core/webhook/cleanup.py:PodGroupCleanup.sweep", "PodGroups",
                "a bare gang's PodGroup the webhook made, once no live pod points at it and "
                "it is older than FLUENCE_WEBHOOK_PODGROUP_GRACE"),
-    DeleteSite("fluence_core/webhook/quantum.py:QuantumSplitHandler._drop_orphan.delete",
+    DeleteSite("fluence_core/webhook/controller.py:Controller._drop_job_controller_group.drop",
                "PodGroups",
-               "the quantum split replaces the PodGroup a Job's controller made (only one its "
-               "Job controls)"),
+               "a shared-quantum split pod's Job: the PodGroups that Job controls but Fluence's "
+               "own (<group>, <group>-scout), the job controller's gang the split left empty"),
     DeleteSite("fluence_core/kube.py:KubeCluster.delete", "anything",
                "the Kubernetes wrapper's own DELETE: what its callers (this list) ask"),
     DeleteSite("fluence_core/testing_apiserver.py:webhook_beside",
