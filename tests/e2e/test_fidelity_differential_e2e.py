@@ -10,7 +10,8 @@ under kube-scheduler. The agreement table is printed (``-s`` shows it).
 
 Fixed cases for a pod's size (:func:`fidelity_cases.sizing_cases`: sidecars, init
 containers, pod-level requests, overhead) are compared the same way, each also
-checked against the answer kube-scheduler must give.
+checked against the answer kube-scheduler must give, and node by node through the
+feasibility filters (NodeResourcesFit counting CPU and memory, as kube-scheduler's).
 
 Skipped without ``KUBEBUILDER_ASSETS`` or without kube-scheduler (beside the API
 server, or ``KUBE_SCHEDULER``).
@@ -264,6 +265,44 @@ def test_feasible_node_sets_equal_kube_schedulers_filters(control_plane: ApiServ
             _tear_down(kube, case)
     print(f"\nfeasible sets: {compared} cases ({nodes_compared} nodes) compared, "
           f"{len(disagreements)} differ; {skipped} with a hard spread constraint left out")
+    for line in disagreements:
+        print("  DISAGREE " + line)
+    assert not disagreements, "\n".join(disagreements)
+
+
+def test_feasible_node_sets_size_pods_as_kube_scheduler_does(control_plane: ApiServer) -> None:
+    """Per node, for the sizing cases: NodeResourcesFit (CPU and memory included, as in
+    kube-scheduler's own filters) versus kube-scheduler given only that node. Fluence
+    reads the pod as the API server stored it (its RuntimeClass's overhead filled in),
+    from a copy no scheduler serves."""
+    kube = control_plane.cluster(qps=1000, burst=1000)
+    ensure_namespace(kube, NAMESPACE)
+    _ensure_overhead_class(kube)
+    disagreements = []
+    for case in sizing_cases():
+        _set_up(kube, case)
+        stored = copy.deepcopy(case.pod)
+        stored["metadata"]["name"] = f"c{case.index}-stored"
+        stored["spec"]["schedulerName"] = "nobody"
+        stored = kube.create("pods", stored, NAMESPACE)
+        time.sleep(0.2)
+        try:
+            snapshot = Snapshot.from_kube(kube.list("nodes").items,
+                                          kube.list("pods", NAMESPACE).items,
+                                          namespaces=kube.list("namespaces").items)
+            ours = set(feasible(PodFacts.from_kube(stored), snapshot).nodes)
+            theirs = set()
+            for node in case.nodes:
+                name = node["metadata"]["name"]
+                bound, _ = _place_with_kube(kube, _pinned(case.pod, name), f"c{case.index}-{name}")
+                if bound:
+                    theirs.add(name)
+            if ours != theirs:
+                disagreements.append(f"case {case.index} ({', '.join(sorted(case.features))}): "
+                                     f"fluence {sorted(ours)}, kube-scheduler {sorted(theirs)}")
+        finally:
+            kube.delete("pods", f"c{case.index}-stored", NAMESPACE, grace_period_seconds=0)
+            _tear_down(kube, case)
     for line in disagreements:
         print("  DISAGREE " + line)
     assert not disagreements, "\n".join(disagreements)
