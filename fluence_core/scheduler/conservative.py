@@ -23,6 +23,7 @@ from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.base import Allocation, Matcher
 from fluence_core.matcher.jobspec import COMPUTE, compute_jobspec, virtual_jobspec
 from fluence_core.models import PodRequest
+from fluence_core.scheduler.leftover import hold_what_is_left
 
 
 @dataclass
@@ -47,7 +48,9 @@ def hold_running(graph: ResourceGraph, matcher: Matcher, pod: Mapping[str, Any])
     Each part is held alone (one job each), so a part that cannot be held (its node is
     not in the graph or has no room left, its virtual type is unknown or every vertex of
     its backend is taken) is named in :attr:`RunningHold.problems` and the rest is still
-    held. The caller cancels the jobs when it no longer needs them.
+    held. A node with no room left for the pod is overcommitted: what it has left is held
+    instead (:func:`~fluence_core.scheduler.leftover.hold_what_is_left`), so it is full.
+    The caller cancels the jobs when it no longer needs them.
     """
     hold = RunningHold()
     node = str((pod.get("spec") or {}).get("nodeName") or "")
@@ -61,7 +64,12 @@ def hold_running(graph: ResourceGraph, matcher: Matcher, pod: Mapping[str, Any])
     else:
         compute = matcher.match_allocate(compute_jobspec([request], {"hostlist": [node]}))
         if compute is None:
-            hold.problems.append(f"{node} has no room left for what it requests")
+            # The node is overcommitted: hold what it has left, so it looks full
+            left = hold_what_is_left(matcher, node, request)
+            for index, part in enumerate(left):
+                hold.allocations[f"{COMPUTE}-{index}" if index else COMPUTE] = part
+            hold.problems.append(f"{node} has no room left for what it requests"
+                                 + (", so what it has left is held" if left else ""))
         else:
             hold.allocations[COMPUTE] = compute
     annotations = (pod.get("metadata") or {}).get("annotations") or {}

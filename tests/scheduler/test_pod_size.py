@@ -98,3 +98,50 @@ def test_the_simulators_baseline_sizes_pods_by_the_same_rule(
     baseline = FirstFitScheduler(h.cluster, clock=lambda: 0.0)
     baseline.start()
     assert baseline.schedule_once() == {"default/small": "n0"}
+
+
+def test_a_node_overcommitted_by_a_foreign_pod_takes_no_more_pods(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    # bound by name past its node's 4 cpu: kube-scheduler sees the node full
+    h = harness_factory(node("n0", cpu=4),
+                        pod("theirs", "6", scheduler="default-scheduler", node_name="n0"),
+                        pod("whole", "1"), pod("share", "500m"))
+    h.cycle()
+    assert (h.node_of("whole"), h.node_of("share")) == (None, None)
+
+
+def test_an_overcommitted_nodes_room_comes_back_when_the_foreign_pod_goes(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    h = harness_factory(node("n0", cpu=4),
+                        pod("theirs", "6", scheduler="default-scheduler", node_name="n0"))
+    h.cycle()
+    h.cluster.delete(PODS, "theirs", "default")
+    h.add(pod("whole", "4"))
+    h.cycle()
+    assert h.node_of("whole") == "n0"
+
+
+def test_a_node_overcommitted_in_memory_takes_no_pod_asking_memory(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    h = harness_factory(node("n0", cpu=4, memory="4Gi"),
+                        pod("theirs", "1", scheduler="default-scheduler", node_name="n0",
+                            requests={"memory": "8Gi"}),
+                        pod("mine", "1", requests={"memory": "256Mi"}))
+    h.cycle()
+    assert h.node_of("mine") is None
+
+
+def test_a_foreign_pod_that_fits_in_part_leaves_the_rest_of_the_node_to_others(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    # 3 of 4 cpu by a pod already there, then one asking 3 more bound by name: the node
+    # holds 6 of 4; the first pod is held in full, the second for the 1 cpu left
+    h = harness_factory(node("n0", cpu=4), node("n1", cpu=4),
+                        pod("first", "3", scheduler="default-scheduler", node_name="n0"),
+                        pod("second", "3", scheduler="default-scheduler", node_name="n0"),
+                        pod("mine", "1"))
+    h.cycle()
+    assert h.node_of("mine") == "n1"  # not n0, though partly used nodes are filled first
