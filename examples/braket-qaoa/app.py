@@ -125,7 +125,8 @@ def worker(args: argparse.Namespace) -> int:
     ]
     best = max(scored)
     print(json.dumps({"role": "worker", "scout_task": job_id, "scout_result": how,
-                      "scout_cut": expected_cut(counts), "best": best}))
+                      "scout_cut": expected_cut(counts), "best": best,
+                      "backend": os.environ.get("FLUXION_BACKEND")}))
     return 0
 
 

@@ -12,7 +12,9 @@
 #                                               repository ($FLUX_PREFIX, default /opt/flux) and
 #                                               the Debian libraries it links against
 #   localhost/fluence-local/pause:1             the pod sandbox image (pause.c, static)
-#   ghcr.io/flux-framework/fluence:0.1.0        the Containerfile, built from the two bases
+#   ghcr.io/flux-framework/fluence:0.1.0        the Containerfile, built from the two bases,
+#                                               also tagged localhost/fluence-local/fluence:0.1.0
+#                                               (the name tests/cluster/overlay deploys)
 #   ghcr.io/flux-framework/fluence-example-braket-qaoa:0.1.0   (braket) the QAOA example
 #
 # Needs: podman, mmdebstrap, gcc (static glibc), and a flux-sched install under $FLUX_PREFIX
@@ -31,6 +33,7 @@ DEBIAN_IMAGE=localhost/fluence-local/debian:bookworm
 FLUX_IMAGE=localhost/fluence-local/flux-sched:bookworm
 PAUSE_IMAGE=localhost/fluence-local/pause:1
 FLUENCE_IMAGE=ghcr.io/flux-framework/fluence:$VERSION
+LOCAL_FLUENCE_IMAGE=localhost/fluence-local/fluence:$VERSION   # tests/cluster/overlay's name
 BRAKET_IMAGE=ghcr.io/flux-framework/fluence-example-braket-qaoa:$VERSION
 
 say() { printf '[images] %s\n' "$*" >&2; }
@@ -68,6 +71,7 @@ debian_base() {
         --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
         "${hooks[@]}" bookworm "$tar"
     podman import --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' \
+        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         "$tar" "$DEBIAN_IMAGE" >/dev/null
     rm -f "$tar"
     say "$DEBIAN_IMAGE: $(podman run --rm "$DEBIAN_IMAGE" python3 --version)"
@@ -126,7 +130,7 @@ pause_image() {
 
 fluence_image() {
     say "podman build $FLUENCE_IMAGE from $REPO/Containerfile"
-    podman build --layers -t "$FLUENCE_IMAGE" -f "$REPO/Containerfile" \
+    podman build --layers -t "$FLUENCE_IMAGE" -t "$LOCAL_FLUENCE_IMAGE" -f "$REPO/Containerfile" \
         --build-arg "PYTHON_IMAGE=$DEBIAN_IMAGE" --build-arg "FLUX_SCHED_IMAGE=$FLUX_IMAGE" \
         "$REPO"
 }
@@ -141,7 +145,7 @@ braket_image() {
 archives() {
     mkdir -p "$STATE/images"
     local image file
-    for image in "$PAUSE_IMAGE" "$DEBIAN_IMAGE" "$FLUENCE_IMAGE" "$BRAKET_IMAGE"; do
+    for image in "$PAUSE_IMAGE" "$DEBIAN_IMAGE" "$LOCAL_FLUENCE_IMAGE" "$BRAKET_IMAGE"; do
         have_image "$image" || { say "skip archive of $image (not built)"; continue; }
         file=$STATE/images/$(echo "$image" | tr '/:' '__').tar
         rm -f "$file"

@@ -1,0 +1,234 @@
+"""Fluence installed from deploy/ on a real two-kubelet cluster, running real pods.
+
+Each test prints what it saw (pod phases and nodes, node capacity, the workers'
+FLUXION_BACKEND lines); ``pytest -s tests/cluster`` shows it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from fluence_core import names
+from fluence_core.quantity import parse_quantity
+
+from tests.cluster.harness import BRAKET_ARCHIVE, IMAGES, REPO, WORKLOAD_IMAGE, Cluster, wait
+
+pytestmark = pytest.mark.timeout(1200)
+SYSTEM = "fluence-system"
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True"
+               for c in pod.get("status", {}).get("conditions", []))
+
+
+def _pods(cluster: Cluster, namespace: str, *selector: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.get("-n", namespace, "pods", *selector)["items"]
+    return items
+
+
+def _show(pods: list[dict[str, Any]]) -> None:
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        print(f"  {pod['metadata']['name']:48} {pod['status'].get('phase', '?'):10} "
+              f"{pod['spec'].get('nodeName', '-')}")
+
+
+def _capacity(cluster: Cluster) -> dict[str, dict[str, int]]:
+    """Each node's virtual types and their counts (the API writes 1000 as "1k")."""
+    return {node["metadata"]["name"]: {k: int(parse_quantity(v))
+                                       for k, v in node["status"]["capacity"].items()
+                                       if k.startswith(names.RESOURCE_DOMAIN)}
+            for node in cluster.get("nodes")["items"]}
+
+
+def gang_job(name: str, size: int, cpu: str, seconds: int = 3) -> str:
+    """An Indexed Job of ``size`` grouped pods for Fluence, each printing where it ran."""
+    return yaml.safe_dump({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+        "spec": {
+            "completionMode": "Indexed", "completions": size, "parallelism": size,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {names.GROUP_LABEL: name}},
+                "spec": {
+                    "schedulerName": names.SCHEDULER_NAME, "restartPolicy": "Never",
+                    "containers": [{
+                        "name": "work", "image": WORKLOAD_IMAGE,
+                        "command": ["sh", "-c",
+                                    f'echo "rank $JOB_COMPLETION_INDEX on $NODE"; sleep {seconds}'],
+                        "env": [{"name": "NODE",
+                                 "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                        "resources": {"requests": {"cpu": cpu, "memory": "32Mi"}}}]}}}})
+
+
+def test_the_scheduler_webhook_and_device_plugins_become_ready_from_the_manifests(
+        cluster: Cluster) -> None:
+    pods = _pods(cluster, SYSTEM)
+    print("\nfluence-system after kubectl apply -k tests/cluster/overlay:")
+    _show(pods)
+    apps: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        apps.setdefault(pod["metadata"]["labels"]["app.kubernetes.io/name"], []).append(pod)
+    assert sorted((app, len(found)) for app, found in apps.items()) == [
+        ("fluence", 2), ("fluence-device-plugin", 2), ("fluence-webhook", 1)]
+    assert all(_ready(pod) for pod in pods)
+    assert {p["spec"]["nodeName"] for p in apps["fluence-device-plugin"]} == {"node-1", "node-2"}
+    assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {
+        "localhost/fluence-local/fluence:0.1.0"}
+
+
+def test_the_scheduler_holds_its_lease_in_cluster(cluster: Cluster) -> None:
+    scheduler_pods = {p["metadata"]["name"] for p in
+                      _pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")}
+    lease = wait(lambda: cluster.get("-n", SYSTEM, "lease", "fluence-scheduler"),
+                 "the scheduler's Lease", timeout=60)
+    print(f"\nLease {SYSTEM}/fluence-scheduler held by {lease['spec']['holderIdentity']}")
+    assert lease["spec"]["holderIdentity"] in scheduler_pods
+
+
+def test_the_api_server_reaches_the_webhook_through_its_service(cluster: Cluster) -> None:
+    namespace = cluster.namespace("webhook-path")
+    service = cluster.get("-n", SYSTEM, "service", "fluence-webhook")
+    cluster.apply(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "single", "labels": {names.GROUP_LABEL: "single"},
+                     "annotations": {names.GROUP_SIZE_ANNOTATION: "1"}},
+        "spec": {"schedulerName": names.SCHEDULER_NAME, "restartPolicy": "Never",
+                 "containers": [{"name": "c", "image": WORKLOAD_IMAGE,
+                                 "command": ["true"],
+                                 "resources": {"requests": {"cpu": "10m"}}}]}}), namespace)
+    pod = cluster.get("-n", namespace, "pod", "single")
+    print(f"\nwebhook Service {service['spec']['clusterIP']}:443; the pod as stored: "
+          f"schedulingGroup={pod['spec'].get('schedulingGroup')}")
+    # Only the webhook (reached through the Service, the one clientConfig) sets it.
+    assert pod["spec"].get("schedulingGroup", {}).get("podGroupName") == "single"
+    done = wait(lambda: (p := cluster.get("-n", namespace, "pod", "single"))["status"].get(
+        "phase") in ("Succeeded", "Failed") and p, "the single pod to finish")
+    print(f"  phase {done['status']['phase']} on {done['spec'].get('nodeName')}")
+    assert done["status"]["phase"] == "Succeeded"
+
+
+def test_a_gang_of_four_runs_on_both_nodes_and_completes(cluster: Cluster) -> None:
+    namespace = cluster.namespace("gang")
+    # 4 x 600m = 2.4 CPUs: more than either node's 2, so the gang must span both.
+    cluster.apply(gang_job("gang", 4, "600m"), namespace)
+    cluster.run("-n", namespace, "wait", "--for=condition=Complete", "job/gang",
+                "--timeout=240s", timeout=260)
+    pods = _pods(cluster, namespace)
+    print("\ngang of 4 (Indexed Job, 600m each):")
+    _show(pods)
+    assert [p["status"]["phase"] for p in pods] == ["Succeeded"] * 4
+    assert {p["spec"]["nodeName"] for p in pods} == {"node-1", "node-2"}
+    group = cluster.get("-n", namespace, "podgroup", "gang")
+    assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
+    for pod in pods:
+        line = cluster.logs(namespace, pod["metadata"]["name"]).strip()
+        print(f"  {line}")
+        assert line.endswith(f"on {pod['spec']['nodeName']}")
+
+
+def test_each_kubelet_advertises_the_virtual_types_and_follows_the_configmap(
+        cluster: Cluster) -> None:
+    domain = names.RESOURCE_DOMAIN
+    expected = {f"{domain}/{t}": 1000 for t in ("qdevice", "qpu", "qubit")}
+    capacity = wait(lambda: (c := _capacity(cluster)) and all(
+        v == expected for v in c.values()) and c, "every node to advertise qdevice/qpu/qubit",
+        timeout=120)
+    print(f"\nnode capacity from the device plugin: {json.dumps(capacity, indent=1)}")
+    original = cluster.get("-n", SYSTEM, "configmap", "fluence-resources")
+    config = yaml.safe_load(original["data"]["resources.yaml"])
+    config["resources"].append({"type": "licence", "name": "solver", "count": 4})
+    edited = {**original, "data": {"resources.yaml": yaml.safe_dump(config)}}
+    try:
+        cluster.run("replace", "-f", "-", input=json.dumps(edited))
+        after = wait(lambda: (c := _capacity(cluster)) and all(
+            v.get(f"{domain}/licence") == 1000 for v in c.values()) and c,
+            "every node to advertise the added licence type", timeout=240, every=2)
+        print(f"after adding type licence to the ConfigMap: {json.dumps(after, indent=1)}")
+    finally:
+        current = cluster.get("-n", SYSTEM, "configmap", "fluence-resources")
+        current["data"] = original["data"]
+        cluster.run("replace", "-f", "-", input=json.dumps(current))
+
+
+def _leader_log(cluster: Cluster) -> tuple[str, str]:
+    holder = cluster.get("-n", SYSTEM, "lease", "fluence-scheduler")["spec"]["holderIdentity"]
+    return holder, cluster.logs(SYSTEM, holder)
+
+
+def test_the_braket_example_runs_on_its_local_simulator_scout_then_ungated_workers(
+        cluster: Cluster) -> None:
+    if not (IMAGES / BRAKET_ARCHIVE).is_file():
+        pytest.skip(f"the QAOA example's image is not built ({IMAGES / BRAKET_ARCHIVE}: "
+                    "tests/cluster/images.sh braket archives)")
+    original = cluster.get("-n", SYSTEM, "configmap", "fluence-resources")
+    local = (REPO / "config" / "resources-local.yaml").read_text()
+    _, before = _leader_log(cluster)
+    applied = before.count("resources config applied")
+    cluster.run("replace", "-f", "-", input=json.dumps(
+        {**original, "data": {"resources.yaml": local}}))
+    try:
+        wait(lambda: _leader_log(cluster)[1].count("resources config applied") > applied,
+             "the scheduler to apply config/resources-local.yaml", timeout=240, every=3)
+        namespace = cluster.namespace("qaoa")
+        job = yaml.safe_load((REPO / "examples" / "braket-qaoa" / "job.yaml").read_text())
+        # The example asks 2 CPUs a pod; each node here has 2 in all.
+        job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"].update(
+            cpu="200m", memory="512Mi")
+        cluster.apply(yaml.safe_dump(job), namespace)
+        cluster.run("-n", namespace, "wait", "--for=condition=Complete", "job/qaoa",
+                    "--timeout=480s", timeout=500)
+        pods = _pods(cluster, namespace)
+        print("\nQAOA on the Braket LocalSimulator (Indexed Job of 4, coordination shared):")
+        _show(pods)
+        roles = {p["metadata"]["name"]: p["metadata"]["labels"].get(names.ROLE_LABEL)
+                 for p in pods}
+        (scout,) = [p for p in pods if roles[p["metadata"]["name"]] == names.ROLE_SCOUT]
+        workers = [p for p in pods if roles[p["metadata"]["name"]] == names.ROLE_WORKER]
+        assert len(workers) == 3
+        assert all(p["status"]["phase"] == "Succeeded" for p in pods)
+        status = scout["metadata"]["annotations"].get(names.SCOUT_STATUS_ANNOTATION)
+        print(f"  scout {scout['metadata']['name']}: {names.SCOUT_STATUS_ANNOTATION}={status}")
+        print("  " + cluster.logs(namespace, scout["metadata"]["name"], "-c", "app")
+              .strip().replace("\n", "\n  "))
+        assert status == names.SCOUT_STATUS_READY  # the sidecar's report was accepted
+        for worker in workers:
+            assert not worker["spec"].get("schedulingGates")
+            line = cluster.logs(namespace, worker["metadata"]["name"], "-c", "app").strip()
+            report = json.loads(line.splitlines()[-1])
+            print(f"  worker {worker['metadata']['name']}: FLUXION_BACKEND={report['backend']} "
+                  f"scout_task={report['scout_task']}")
+            assert report["backend"] == "braket_local"
+            assert report["scout_task"]
+    finally:
+        current = cluster.get("-n", SYSTEM, "configmap", "fluence-resources")
+        current["data"] = original["data"]
+        cluster.run("replace", "-f", "-", input=json.dumps(current))
+
+
+def test_a_gang_survives_its_scheduler_pod_being_deleted_while_it_binds(
+        cluster: Cluster) -> None:
+    namespace = cluster.namespace("failover")
+    holder, _ = _leader_log(cluster)
+    cluster.apply(gang_job("survivor", 4, "600m", seconds=5), namespace)
+    cluster.run("-n", SYSTEM, "delete", "pod", holder, "--wait=false")
+    print(f"\ndeleted the leader {holder} just after creating gang 'survivor'")
+    cluster.run("-n", namespace, "wait", "--for=condition=Complete", "job/survivor",
+                "--timeout=300s", timeout=320)
+    pods = _pods(cluster, namespace)
+    _show(pods)
+    assert len(pods) == 4  # none lost, none replaced
+    assert [p["status"]["phase"] for p in pods] == ["Succeeded"] * 4
+    assert {p["spec"]["nodeName"] for p in pods} == {"node-1", "node-2"}
+    wait(lambda: [p for p in _pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")
+                  if _ready(p) and p["metadata"]["name"] != holder][1:],
+         "the Deployment to have two ready replicas again", timeout=180)
+    new_holder, _ = _leader_log(cluster)
+    replicas = _pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")
+    print(f"  Lease now held by {new_holder}; scheduler pods: "
+          f"{[p['metadata']['name'] for p in replicas]}")
+    assert new_holder != holder
