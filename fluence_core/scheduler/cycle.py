@@ -69,6 +69,7 @@ class Cycle:
         with view.lock:
             self.binder.settle()
             self.feasible.begin()
+            self.preemptor.begin()
             in_flight = self.binder.in_flight
             unplaced = (p for k, p in view.unplaced.items() if k not in in_flight)
             held = self.records.held_members(view.alive)

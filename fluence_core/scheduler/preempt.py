@@ -16,6 +16,7 @@ domain the gang will not use.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 
 from fluence_core import names
@@ -44,6 +45,24 @@ class Preemptor:
         self.events = events or EventRecorder(cluster)
         self.view = view
         self.records = records
+        self._candidates: list[_Victim] | None = None
+        """Every held record that could be a victim (live pods, none protected), lowest
+        priority first: read once per cycle, at the first preemption (it was read again
+        for every group that needed room, a walk of every record per waiting pod)."""
+        self._tops: list[int] = []
+        self._evicted: set[int] = set()
+        """Records (by identity) evicted since the candidates were read."""
+
+    def begin(self) -> None:
+        """A new cycle: the candidates are read again when first needed.
+
+        Within a cycle the view does not change, and a record committed earlier in it
+        belongs to a group of at least the priority of any group after it (groups go by
+        priority), so it is never a victim of those: the candidates read at the first
+        preemption hold for the rest of the cycle, less what was evicted.
+        """
+        self._candidates = None
+        self._evicted = set()
 
     def make_room(
         self, pending: g.PendingGroup, group: Group,
@@ -80,6 +99,8 @@ class Preemptor:
         inside: dict[Domain, list[_Victim]] = {domain: [] for domain in found}
         winnable = {domain: room.free_cores for domain, room in found.items()}
         for victim in victims:
+            if id(victim[2]) in self._evicted:
+                continue
             touched: dict[Domain, int] = {}
             for allocation in victim[2].allocations.values():
                 for share in allocation.nodes:
@@ -99,6 +120,8 @@ class Preemptor:
         matcher = self.view.matcher
         taken: list[tuple[g.Owner, HeldPlacement, list[KubeDict]]] = []
         for _, owner, record, live in victims:
+            if id(record) in self._evicted:
+                continue
             for allocation in record.allocations.values():
                 matcher.cancel(allocation.jobid)
             taken.append((owner, record, live))
@@ -114,7 +137,14 @@ class Preemptor:
         return None
 
     def _victims(self, priority: int) -> list[_Victim]:
-        victims: list[_Victim] = []
+        """The candidates of a lower priority than ``priority``, lowest first."""
+        if self._candidates is None:
+            self._candidates = sorted(self._read_candidates(), key=lambda v: v[0])
+            self._tops = [v[0] for v in self._candidates]
+        return self._candidates[:bisect_left(self._tops, priority)]
+
+    def _read_candidates(self) -> list[_Victim]:
+        candidates: list[_Victim] = []
         for owner, records in self.records.held.items():
             for record in records:
                 live = [p for p in (self.view.pods.get((owner[1], name)) for name in record.pods)
@@ -124,13 +154,17 @@ class Preemptor:
                 top = max(g.priority(p) for p in live)
                 protected = any(g.annotations_of(p).get(names.PROTECTED_ANNOTATION) == "true"
                                 for p in live)
-                if top < priority and not protected:
-                    victims.append((top, owner, record, live))
-        return victims
+                if not protected:
+                    candidates.append((top, owner, record, live))
+        return candidates
 
     def _evict(self, pending: g.PendingGroup, owner: g.Owner, record: HeldPlacement,
                pods: list[KubeDict]) -> None:
-        self.records.held[owner].remove(record)
+        self._evicted.add(id(record))
+        held = self.records.held
+        held[owner].remove(record)
+        if not held[owner]:
+            del held[owner]  # no empty entry left behind
         self.records.write(owner)
         for pod in pods:
             namespace, name = g.pod_key(pod)

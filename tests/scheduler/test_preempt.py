@@ -40,7 +40,7 @@ def test_the_lowest_priority_placement_goes_first_and_only_as_many_as_needed() -
     assert cluster.get(PODS, "low", "default") is None
     assert cluster.get(PODS, "mid", "default") is not None
     assert cluster.events(reason="Preempted", involved_name="low")
-    assert view.records.held[("pods", "default", "low")] == []
+    assert ("pods", "default", "low") not in view.records.held, "no empty entry left behind"
 
 
 def test_nothing_is_evicted_when_even_every_victim_would_not_make_room() -> None:
@@ -107,3 +107,24 @@ def test_a_rack_required_gang_is_never_placed_across_racks_by_preemption() -> No
     assert Preemptor(cluster, view, view.records).make_room(pending, pending.requests()) is None
     assert all(cluster.get(PODS, name, "default") is not None for name in ("a", "b"))
     assert dict(view.matcher.allocations()).keys() == held.keys()
+
+
+def test_groups_preempting_in_one_cycle_take_different_victims() -> None:
+    from fluence_core.scheduler.core import Scheduler
+    from fluence_core.settings import load_settings
+
+    cluster = cluster_of(node("n0", cpu=2), pod("low0", "1", priority=1),
+                         pod("low1", "1", priority=1))
+    scheduler = Scheduler(cluster, load_settings())
+    scheduler.start()
+    scheduler.schedule_once()
+    scheduler.pump()
+    for i in range(2):
+        cluster.create(PODS, pod(f"high{i}", "1", priority=100), "default")
+    scheduler.pump()
+    results = scheduler.schedule_once()
+    assert sorted(r.group for r in results if r.placed) == ["default/high0", "default/high1"]
+    assert cluster.get(PODS, "low0", "default") is None
+    assert cluster.get(PODS, "low1", "default") is None
+    assert scheduler.records.held.keys() == {("pods", "default", "high0"),
+                                             ("pods", "default", "high1")}
