@@ -15,6 +15,9 @@ cannot be kept (:mod:`~fluence_core.scheduler.promises`), :class:`Fallback`:
   placed like any other pod (a gang's with the minCount its bound members leave);
 * logs a WARNING that says why, and posts an Event on every member it acts on.
 
+A running member of a group that no record names at all (the record annotation
+was removed) is held the same way, with its group.
+
 It never deletes, evicts or releases a bound pod.
 """
 
@@ -46,14 +49,24 @@ class Fallback:
         """None for a read-only view (``fluence status``): nothing is posted."""
 
     def account_unrestored(self) -> None:
-        """Hold the pods of every record :meth:`RecordBook.restore` could not restore or read
-        (at start, after the restore and before foreign pods are pinned)."""
+        """Hold the pods of every record :meth:`RecordBook.restore` could not restore or read,
+        and the running members of a group no record names (its record was removed), at
+        start, after the restore and before foreign pods are pinned: held with their group,
+        they count toward its minCount."""
         unrestored, self.records.unrestored = self.records.unrestored, []
         for owner, record, why in unrestored:
             self.rehold(owner, record.pods, f"its record cannot be restored: {why}")
         unreadable, self.records.unreadable = self.records.unreadable, []
         for owner, why in unreadable:
             self.rehold(owner, self._members_of(owner), f"its record cannot be read: {why}")
+        unrecorded: dict[g.Owner, list[str]] = {}
+        for key, pod in self.view.pods.items():
+            group = g.pod_group_name(pod)
+            if (group and g.is_ours(pod) and g.is_bound(pod) and not g.is_finished(pod)
+                    and not self.records.covers(key, pod)):
+                unrecorded.setdefault(("podgroups", key[0], group), []).append(key[1])
+        for owner, members in unrecorded.items():
+            self.rehold(owner, members, "has no record naming these running members")
 
     def rehold(self, owner: g.Owner, members: list[str], why: str) -> None:
         """Hold ``owner``'s bound ``members`` from what they request, release the unbound ones

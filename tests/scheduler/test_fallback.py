@@ -170,3 +170,21 @@ def test_a_pod_of_another_scheduler_holding_a_qpu_is_pinned_with_it(
     h.finish("theirs")
     h.cycle()
     assert h.node_of("mine") == "n0"
+
+
+def test_running_gang_members_no_record_names_are_held_with_their_group(
+    harness_factory: Factory,
+) -> None:
+    h = harness_factory(node("n0"), node("n1"), pod_group("g", 3),
+                        *(pod(f"g-{i}", "2", group="g") for i in range(3)))
+    h.cycle()
+    h.cluster.delete(PODS, "g-2", "default")
+    h.add(pod("g-2", "2", group="g"))
+    h.cluster.patch(PODGROUPS, "g", {"metadata": {"annotations": {
+        names.ALLOCATION_ANNOTATION: None, names.JOBIDS_ANNOTATION: None}}}, "default")
+    h.restart()
+    h.cycle()
+    held = h.scheduler.records.held[("podgroups", "default", "g")]
+    assert sorted(p for r in held for p in r.pods) == ["g-0", "g-1", "g-2"]
+    assert h.cluster.events(reason=HELD_FROM_POD, involved_name="g-0")
+    assert not h.scheduler.view.pins, "held with their group, not pinned apart"

@@ -14,7 +14,9 @@ The cross product:
   when ``FLUENCE_FLUXION_LIB`` names its library;
 * **kill points**: before each write of the first scheduler (so after each write too,
   and after the last), again at a write of the second; each restart is a new
-  Scheduler on what the fake cluster kept.
+  Scheduler on what the fake cluster kept;
+* **spoiled records** (a third test): after a kill, one record is made unreadable,
+  removed, or given another record's job ids, so it cannot be restored exactly.
 
 After every restart (run until nothing changes) the invariants hold: no bound pod was
 deleted or moved; no node's CPU or memory and no virtual resource is booked twice; every
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import os
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -35,7 +38,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from fluence_core import hookimpl, names
@@ -49,6 +52,7 @@ from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.resource_config import ResourceConfig, parse_resource_config
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.core import Scheduler
+from fluence_core.scheduler.fallback import HELD_FROM_POD
 from fluence_core.settings import load_settings
 from tests.scheduler.conftest import node, pod_group
 from tests.scheduler.faults import Faulty, Killed
@@ -277,12 +281,57 @@ def bound_pods(cluster: FakeCluster) -> dict[str, str]:
             if g.is_bound(p) and not g.is_finished(p)}
 
 
+# -- records a user or a bug spoiled -------------------------------------------------------
+
+CORRUPTIONS = ("garble", "remove", "clash")
+"""How a record is spoiled before the final restart: unreadable JSON; the annotation removed;
+the job ids of another record (so it cannot be restored beside it)."""
+
+
+def _recorded_owners(cluster: FakeCluster) -> list[tuple[Any, dict[str, Any]]]:
+    owners = []
+    for resource in (PODGROUPS, PODS):
+        for obj in cluster.list(resource, "default").items:
+            if names.ALLOCATION_ANNOTATION in (obj["metadata"].get("annotations") or {}):
+                owners.append((resource, obj))
+    return owners
+
+
+def spoil(cluster: FakeCluster, how: str, which: int) -> str | None:
+    """Spoil the record of the ``which``-th owner carrying one (modulo); the group whose
+    members it holds (None when it is a lone pod's, or no record exists)."""
+    owners = _recorded_owners(cluster)
+    if not owners:
+        return None
+    resource, obj = owners[which % len(owners)]
+    raw = obj["metadata"]["annotations"][names.ALLOCATION_ANNOTATION]
+    value: str | None = "{not json"
+    if how == "remove":
+        value = None
+    elif how == "clash" and len(owners) > 1:
+        other = owners[(which + 1) % len(owners)][1]
+        ids = [a["jobid"] for entry in json.loads(
+            other["metadata"]["annotations"][names.ALLOCATION_ANNOTATION])
+            for a in entry["allocations"].values()]
+        records = json.loads(raw)
+        for entry in records:
+            for i, allocation in enumerate(entry["allocations"].values()):
+                allocation["jobid"] = ids[i % len(ids)]
+        value = json.dumps(records)
+    cluster.patch(resource, obj["metadata"]["name"], {"metadata": {"annotations": {
+        names.ALLOCATION_ANNOTATION: value, names.JOBIDS_ANNOTATION: None}}}, "default")
+    return obj["metadata"]["name"] if resource is PODGROUPS else None
+
+
 # -- the invariants -------------------------------------------------------------------------
 
 
 def check_after_restart(cluster: FakeCluster, scheduler: Scheduler,
-                        before: Mapping[str, str], writes: list[str]) -> None:
-    """The four invariants of issue 27, and no deletion at all."""
+                        before: Mapping[str, str], writes: list[str],
+                        spoiled: str | None = None) -> None:
+    """The four invariants of issue 27, and no deletion at all. The ``spoiled`` group (its
+    record was spoiled) keeps its running members whatever its size: only its members not
+    yet bound may wait, and only when its running ones were bound before."""
     assert not [w for w in writes if w.startswith("delete")], f"Fluence deleted: {writes}"
     now = bound_pods(cluster)
     for name, node_name in before.items():
@@ -320,6 +369,8 @@ def check_after_restart(cluster: FakeCluster, scheduler: Scheduler,
         group = pod_group_obj["metadata"]["name"]
         members = [p for p in live if g.pod_group_name(p) == group]
         placed = [p for p in members if g.is_bound(p)]
+        if group == spoiled and all(p["metadata"]["name"] in before for p in placed):
+            continue
         assert not placed or len(placed) == len(members), \
             f"gang {group} split: {len(placed)} of {len(members)} bound"
 
@@ -352,9 +403,11 @@ def finish_unit(cluster: FakeCluster, unit: Unit) -> None:
             cluster.patch_status(PODS, name, {"status": {"phase": "Succeeded"}}, "default")
 
 
-def restart_scenario(units: list[Unit], matcher: str, first_kill: int, second_kill: int) -> None:
-    """Kill a scheduler at ``first_kill`` (and another at ``second_kill``, 0: none), restart,
-    check; then finish unit by unit, restart once more, check each time."""
+def restart_scenario(units: list[Unit], matcher: str, first_kill: int, second_kill: int,
+                     spoiling: tuple[str, int] | None = None) -> None:
+    """Kill a scheduler at ``first_kill`` (and another at ``second_kill``, 0: none), spoil a
+    record if asked, restart, check; then finish unit by unit, restart once more, check each
+    time."""
     cluster = populated(units)
     writes: list[str] = []
     before: dict[str, str] = {}
@@ -365,16 +418,20 @@ def restart_scenario(units: list[Unit], matcher: str, first_kill: int, second_ki
         run_until_killed(scheduler_on(faulty, matcher), cluster, units)
         writes += faulty.writes
         before.update(bound_pods(cluster))
+    spoiled = spoil(cluster, *spoiling) if spoiling else None
     faulty = Faulty(cluster)
     final = scheduler_on(faulty, matcher)
     final.start()
     quiesce(final, cluster, units)
-    check_after_restart(cluster, final, before, writes + faulty.writes)
+    check_after_restart(cluster, final, before, writes + faulty.writes, spoiled)
+    if spoiling:
+        held = len(cluster.events(reason=HELD_FROM_POD))
+        event(f"{spoiling[0]}: {'some' if held else 'no'} pod held from what it requests")
     for unit in units:
         before = bound_pods(cluster)
         finish_unit(cluster, unit)
         quiesce(final, cluster, units)
-        check_after_restart(cluster, final, before, faulty.writes)
+        check_after_restart(cluster, final, before, faulty.writes, spoiled)
     before = bound_pods(cluster)
     again = Faulty(cluster)
     restarted = scheduler_on(again, matcher)
@@ -438,6 +495,17 @@ def workloads(draw: st.DrawFn) -> tuple[list[Unit], int, int]:
             shapes = (scout, *workers)
         units.append(Unit(f"u{i}", kind, shapes))
     return units, draw(st.integers(1, 60)), draw(st.integers(0, 30))
+
+
+@pytest.mark.parametrize("matcher", MATCHERS)
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=workloads(), how=st.sampled_from(CORRUPTIONS), which=st.integers(0, 9))
+def test_a_spoiled_record_after_a_kill_loses_no_pod_and_books_nothing_twice(
+    matcher: str, case: tuple[list[Unit], int, int], how: str, which: int,
+) -> None:
+    units, first_kill, _ = case
+    restart_scenario(units, matcher, first_kill, 0, (how, which))
 
 
 @pytest.mark.parametrize("matcher", MATCHERS)
