@@ -47,14 +47,32 @@ def lease_namespace(settings: Settings, in_cluster_namespace: Path = SERVICE_ACC
     return names.KUBE_SYSTEM
 
 
+def _content(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
 def watch_resources(path: Path, scheduler: Any, stop: threading.Event) -> None:
-    """Apply valid changes of the resources file; log and ignore invalid ones."""
+    """Apply valid changes of the resources file; log and ignore invalid ones.
+
+    The folder is watched, not the file: a ConfigMap volume's file is a link through
+    ``..data``, which the kubelet swaps to a new folder at each edit and then removes the
+    old one, so a watch on the file sees the first edit and then nothing (it follows
+    the removed file). Any change in the folder re-reads the file; the content applied
+    last is not applied again (the first change always is).
+    """
     from watchfiles import watch
 
+    seen: bytes | None = None
     while not stop.is_set():
         try:
-            for _ in watch(path, stop_event=stop, debounce=500):
-                apply_resources(path, scheduler)
+            for _ in watch(path.parent, stop_event=stop, debounce=500):
+                content = _content(path)
+                if content != seen:
+                    seen = content
+                    apply_resources(path, scheduler)
             stop.wait(1.0)
         except Exception:  # the watcher outlives a vanished folder or a broken inotify
             log.logger.exception("watching %s broke; watching again", path)
