@@ -109,11 +109,12 @@ class RecordBook:
         self.read_only = read_only
         self.held: dict[g.Owner, list[HeldPlacement]] = {}
         self.unrestored: list[tuple[g.Owner, HeldPlacement, str]] = []
-        """Records :meth:`restore` could not hold again, and why: promises already broken
-        (:class:`~fluence_core.scheduler.promises.PromiseKeeper` releases their gangs)."""
+        """Records :meth:`restore` could not hold again, and why: their bound pods are held
+        from what they request, their unbound ones released
+        (:class:`~fluence_core.scheduler.fallback.Fallback`); no pod is deleted."""
         self.unreadable: list[tuple[g.Owner, str]] = []
         """Owners whose record annotation could not be read, and why: their bound pods are
-        pinned from what they request."""
+        held from what they request (:class:`~fluence_core.scheduler.fallback.Fallback`)."""
         self._written: set[g.Owner] = set()
         """Owners whose object carries a record now (read at start or written since)."""
 
@@ -166,7 +167,7 @@ class RecordBook:
         id a record holds, whatever order the owners come in. A record that still
         cannot be held gives back only the jobs *it* restored (never an id it merely
         names) and goes to :attr:`unrestored`: its pods are then held from what the
-        cluster says.
+        cluster says (:mod:`~fluence_core.scheduler.fallback`), never deleted.
         """
         entries: list[_Restoring] = []
         for owner_resource, obj in owners:
