@@ -69,6 +69,19 @@ PENDING = [  # pending pods of ours: refused with an event on the pod
         shaped("h", nodeSelector=["a"]),
         "spec.nodeSelector is not a mapping",
     ),
+    Case("pod-level-a-list", shaped("h", resources=["cpu"]), "spec.resources is not an object"),
+    Case(
+        "pod-level-cpu-text",
+        shaped("h", resources={"requests": {"cpu": "lots"}}),
+        r"spec\.resources\.requests\.cpu: not a Kubernetes quantity: 'lots'",
+    ),
+    Case("overhead-a-string", shaped("h", overhead="500m"), "spec.overhead is not an object"),
+    Case(
+        "sidecar-memory-9Ei",
+        shaped("h", initContainers=[{"name": "s", "restartPolicy": "Always",
+                                     "resources": {"requests": {"memory": "9Ei"}}}]),
+        r"spec\.initContainers\[0\]\.resources\.requests\.memory: quantity '9Ei' is too large",
+    ),
 ]
 
 LOGGED = [  # other objects: logged with the object named, the rest goes on
