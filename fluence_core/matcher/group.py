@@ -19,11 +19,15 @@ nodes differently from that traversal can still be missed.
 **Topology.** With topology levels in the graph a group is matched level by level
 (:func:`fluence_core.topology.attempts`): at a level, every compute jobspec is held to
 one domain of it. A joint matcher gets the level in the jobspecs and chooses the domain
-itself; another matcher gets it too when the group has one compute jobspec (Fluxion's
-``rack count:1``). Otherwise (several shapes on Fluxion, or shared pods, which the pooled
-layer places apart) the domains are tried one by one, best fit first, each as a
-``hostlist``. A required level is never left: the group misses, and the miss names the
-best domain and what it lacks (:func:`.domains.short_of`).
+itself. Any other matcher (Fluxion), and shared pods (which the pooled layer places
+apart), get the domains one by one, best fit first, each as a ``hostlist``: real Fluxion
+(flux-sched's libreapi_cli) matches a jobspec's resources below its first matched vertex
+against that vertex's children only, so ``rack count:1 -> slot -> core`` finds no core
+under a rack whose children are nodes (it answers "busy" on an empty graph, "can never
+fit" at a wider level, and fails with "traverser: Success" when the slot asks for memory
+too); ``rack -> node -> slot`` would put every pod on one node. A required level is
+never left: the group misses, and the miss names the best domain and what it lacks
+(:func:`.domains.short_of`).
 """
 
 from __future__ import annotations
@@ -166,10 +170,10 @@ def _match_at(
 
 def _domain_by_domain(group: Group, matcher: Matcher) -> bool:
     """Whether the domains of a level must be tried here, one by one: the matcher cannot
-    hold the group's compute jobspecs to one domain itself."""
+    hold the group's compute jobspecs to one domain itself (see the module docstring)."""
     if any(pod.shared for pod in group.pods):
         return True
-    return not _matches_jointly(matcher) and len(compute_parts(list(group.pods))) > 1
+    return not _matches_jointly(matcher)
 
 
 def _match_domain_by_domain(

@@ -272,3 +272,39 @@ def test_a_rack_required_gang_is_placed_whenever_one_rack_can_hold_it(  # type: 
         assert exists, "the matcher placed a gang the solver calls impossible in one rack"
     else:
         assert not exists, f"one rack can hold it but the matcher refused: {result.reason}"
+
+
+# -- a matcher that takes one jobspec at a time (Fluxion's way) ----------------------------------
+
+class OneJobspecAtATime:
+    """The embedded matcher seen through :class:`Matcher` only (no joint match), noting every
+    jobspec it is sent, as real Fluxion is driven."""
+
+    def __init__(self, graph: ResourceGraph) -> None:
+        self.inner = EmbeddedMatcher(graph, "first")
+        self.sent: list[dict[str, object]] = []
+
+    def match_allocate(self, jobspec):  # type: ignore[no-untyped-def]
+        self.sent.append(jobspec)
+        return self.inner.match_allocate(jobspec)
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        if name == "match_allocate_all":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def test_a_matcher_without_a_joint_match_gets_each_rack_as_a_hostlist_not_a_rack_jobspec() -> None:
+    # real Fluxion matches below a rack vertex against its children only: a slot under
+    # "rack count:1" finds no core (they are under the nodes) and never fits
+    graph = ResourceGraph(racks(2, 2), levels=RACK_ONLY)
+    matcher = OneJobspecAtATime(graph)
+    assert isinstance(match_group(gang(3, cores=4, name="a"), graph, matcher), GroupMatch)
+    result = match_group(gang(4, cores=1, constraint=REQUIRED_RACK, name="b"), graph, matcher)
+    assert isinstance(result, GroupMatch) and len(racks_of(graph, result)) == 1
+    assert matcher.sent, "the matcher was asked"
+    for jobspec in matcher.sent:
+        top = {r["type"] for r in jobspec["resources"]}  # type: ignore[index, attr-defined]
+        assert top <= {"slot"}, f"a level-wrapped jobspec was sent: {jobspec}"
+    constraints = matcher.sent[-1]["attributes"]["system"]["constraints"]  # type: ignore[index]
+    assert "hostlist" in str(constraints)
