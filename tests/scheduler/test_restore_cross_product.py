@@ -68,6 +68,8 @@ resources:
 """
 INSTANCES = {("qpu", "cepheus"): 1, ("lic", "lic"): 3}
 NODE_COUNT, NODE_CPU, NODE_MEMORY_MIB = 3, 4, 8192
+CHUNK_MIB = NODE_MEMORY_MIB // NODE_CPU
+"""One memory chunk per core (the default ``memory_chunks_per_core``)."""
 
 SHAPES: dict[str, dict[str, Any]] = {
     "whole": {"containers": [{"cpu": "1"}]},
@@ -346,6 +348,7 @@ def check_after_restart(cluster: FakeCluster, scheduler: Scheduler,
     # no node and no virtual resource booked twice
     cpu: Counter[str] = Counter()
     memory: Counter[str] = Counter()
+    memory_at_most: Counter[str] = Counter()
     virtual: Counter[tuple[str, str]] = Counter()
     for pod in running:
         request = requests[pod["metadata"]["name"]]
@@ -353,6 +356,9 @@ def check_after_restart(cluster: FakeCluster, scheduler: Scheduler,
         cpu[node_name] += request.millicores if request.millicores is not None \
             else 1000 * request.cores
         memory[node_name] += request.memory_mib
+        chunks = -(-request.memory_mib // CHUNK_MIB)  # whole cores hold whole memory chunks
+        memory_at_most[node_name] += request.memory_mib if request.shared \
+            else chunks * CHUNK_MIB
         backend = (pod["metadata"].get("annotations") or {}).get(names.BACKEND_ANNOTATION)
         for vtype, count in request.virtual.items():
             assert backend, f"{pod['metadata']['name']} holds {vtype} but names no backend"
@@ -390,8 +396,8 @@ def check_after_restart(cluster: FakeCluster, scheduler: Scheduler,
         f"the matcher holds {dict(held_cpu)} millicores, the pods request {dict(cpu)}"
     for node_name in set(held_memory) | set(memory):
         assert held_memory[node_name] >= memory[node_name], f"{node_name}: memory unheld"
-        assert held_memory[node_name] - memory[node_name] < 2048 * max(1, len(running)), \
-            f"{node_name}: memory held by nobody"
+        assert held_memory[node_name] <= memory_at_most[node_name], \
+            f"{node_name}: {held_memory[node_name] - memory[node_name]} MiB held by nobody"
     assert held_virtual == virtual, \
         f"the matcher holds {dict(held_virtual)}, the pods hold {dict(virtual)}"
 
