@@ -299,8 +299,8 @@ def _stop(process: Process) -> None:
 
 def _show(title: str, process: Process) -> None:
     """The log lines that tell the story (printed with ``pytest -s``, for the record)."""
-    keep = ("restored jobids", "cannot restore", "deleting", "released", "Cancel jobid",
-            "holds", "keeping the record", "ERROR", "WARNING")
+    keep = ("matcher: ", "restored jobids", "cannot restore", "deleting", "released",
+            "Cancel jobid", "holds", "keeping the record", "ERROR", "WARNING")
     print(f"--- {title}")
     for line in process.log:
         if any(word in line for word in keep):
@@ -312,7 +312,9 @@ def qpu_env(env: dict[str, str], kube_namespace: str,
             tmp_path: Path) -> dict[str, str]:
     resources = tmp_path / "resources.yaml"
     resources.write_text(f"resources:\n  - type: qpu\n    name: qpu-{kube_namespace}\n")
-    return {**env, "FLUENCE_RESOURCES": str(resources)}
+    matcher = {"FLUENCE_FLUXION_LIB": os.environ["FLUENCE_FLUXION_LIB"]} \
+        if os.environ.get("FLUENCE_FLUXION_LIB") else {}  # Fluxion's matcher when it is set
+    return {**env, **matcher, "FLUENCE_RESOURCES": str(resources)}
 
 
 @pytest.mark.parametrize("mixed", [False, True], ids=["lone-holder", "mixed-shapes"])
