@@ -29,17 +29,20 @@ from fluence_core.runtime.sidecar import Outcome as SidecarOutcome
 from fluence_core.runtime.sidecar import Sidecar, SidecarConfig, VirtualClock
 from fluence_core.testing_apiserver import find_assets, start_apiserver, wait_for
 from fluence_core.webhook import build_service, tls
+from fluence_core.webhook.informer import watched_for
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.server import WebhookServer, server_context
+from fluence_core.webhook.writer import BackgroundWriter
 
 __all__ = [
-    "BRAKET_EXAMPLE", "AdmissionService", "EmbeddedMatcher", "FakeCluster", "FakeQueueProvider",
-    "FakeTask", "FluencePluginManager", "Sidecar", "SidecarConfig", "SidecarOutcome", "TaskState",
-    "VendorDouble", "VirtualClock", "WebhookServer", "braket_config", "build_service",
-    "compute_jobspec", "fake_cluster", "fake_vendor_queue", "find_assets", "get_plugin_manager",
-    "indexed_job_pods", "make_node_dict", "make_nodes", "make_pod_dict", "make_pod_group_dict",
-    "parse_resource_config", "pod_group", "provider_conformance", "server_context",
-    "small_graph", "start_apiserver", "tls", "vendor_clock", "virtual_jobspec", "wait_for",
+    "AdmissionService", "BRAKET_EXAMPLE", "BackgroundWriter", "EmbeddedMatcher", "FakeCluster",
+    "FakeQueueProvider", "FakeTask", "FluencePluginManager", "Sidecar", "SidecarConfig",
+    "SidecarOutcome", "TaskState", "VendorDouble", "VirtualClock", "WebhookServer",
+    "braket_config", "build_service", "compute_jobspec", "fake_cluster", "fake_vendor_queue",
+    "find_assets", "get_plugin_manager", "indexed_job_pods", "make_node_dict", "make_nodes",
+    "make_pod_dict", "make_pod_group_dict", "parse_resource_config", "pod_group",
+    "provider_conformance", "server_context", "small_graph", "start_apiserver", "tls",
+    "vendor_clock", "virtual_jobspec", "wait_for", "watched_for",
 ]
 
 BRAKET_EXAMPLE = """

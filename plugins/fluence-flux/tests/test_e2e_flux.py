@@ -28,6 +28,7 @@ from flux_helpers import job, jobset
 
 from fluence_core.api import ApiError, Resource, load_settings, names
 from fluence_core.testing import (
+    BackgroundWriter,
     WebhookServer,
     build_service,
     find_assets,
@@ -35,6 +36,7 @@ from fluence_core.testing import (
     server_context,
     start_apiserver,
     tls,
+    watched_for,
 )
 
 pytestmark = pytest.mark.e2e
@@ -112,10 +114,17 @@ def env(tmp_path_factory):
         assert established, "the JobSet CRD never became established"
         settings = load_settings(webhook_config="fluence-flux-e2e")
         cert = tls.generate(["localhost"], work / "tls", ip_addresses=["127.0.0.1"])
-        service = build_service(settings, get_plugin_manager(settings), kube)
+        # As fluence webhook: admission only answers; the controller's informers make the
+        # PodGroups and the Flux objects from what the API server stored.
+        service = build_service(settings, get_plugin_manager(settings), kube,
+                                writer=BackgroundWriter(), watched=watched_for(kube))
+        informers = service.controller.informers()
         httpd = WebhookServer(("127.0.0.1", 0), service,
-                              ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+                              ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
+                              loops=informers)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        for informer in informers:
+            assert informer.wait_synced(30), "the webhook's informers never synced"
         # The entries of deploy/webhook.yaml as shipped (rules, matchConditions), pointed here.
         entries = []
         for name in SHIPPED_ENTRIES:
@@ -129,6 +138,8 @@ def env(tmp_path_factory):
         tls.patch_ca_bundle(kube, "fluence-flux-e2e", cert.ca_pem)
         yield server, kube, assets
         httpd.shutdown()
+        httpd.server_close()
+        service.writer.close()
         kube.close()
 
 
@@ -397,6 +408,8 @@ def test_a_trainjob_whose_runtime_sets_ml_policy_flux_has_its_jobset_rewritten(e
 
     assert until(lambda: len(pods()) == 3, 60)
     assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods()} == {"tj"}
+    # The webhook's controller makes the PodGroup from the stored Job, a moment after it.
+    assert until(lambda: kube.get("podgroups", "tj", NAMESPACE) is not None, 30)
     group = kube.get("podgroups", "tj", NAMESPACE)
     assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
 
