@@ -37,7 +37,9 @@ its rack-span (racks used / the fewest racks its pods fit in), the lowest common
 and its time to place (creation of its PodGroup to the last member seen bound, so
 +-0.5 s); rack-required gangs placed across racks (violations); whole free racks at the
 end. The rack-span share is given for gangs that fit one empty rack, split by whether
-they stated the constraint. Figures are printed as a table and written to ``--json``.
+they stated the constraint. Figures are printed as a table and written to ``--json``
+(with the names of the gangs each scheduler left unplaced). ``BENCH_KEEP_LOGS=<folder>``
+keeps the schedulers' and the API server's logs there.
 """
 
 from __future__ import annotations
