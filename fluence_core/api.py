@@ -87,6 +87,8 @@ from fluence_core.models import Group, NodeInfo, PodRequest
 from fluence_core.matcher.readback import PodPlacement
 from fluence_core.pod_requests import pod_requests
 from fluence_core.resource_config import ResourceConfig, load_resource_config
+from fluence_core.topology import Constraint as TopologyConstraint
+from fluence_core.topology import Level
 from fluence_core.runtime.provider import (
     BEYOND_REPORTED,
     Backend,
@@ -139,6 +141,7 @@ __all__ = [
     "Handler",
     "JsonPatch",
     "KubeDict",
+    "Level",
     "MatchOutcome",
     "MatchPolicy",
     "Matcher",
@@ -165,6 +168,7 @@ __all__ = [
     "SettingsError",
     "Snapshot",
     "Switch",
+    "TopologyConstraint",
     "VirtualShare",
     "add_all_to_list",
     "conditions",

@@ -12,6 +12,9 @@ Flags that matter, and why:
 * ``GenericWorkload,GangScheduling,WorkloadWithJob`` feature gates and the
   ``scheduling.k8s.io/v1alpha2`` runtime config serve PodGroups (and let the
   Job controller create them for Indexed Jobs).
+* ``TopologyAwareWorkloadScheduling`` keeps a PodGroup's
+  ``spec.schedulingConstraints`` (without it the API server drops the field on
+  write), and turns on kube-scheduler's topology-aware placement of gangs.
 * ``TaintNodesByCondition`` is disabled: with no kubelet, hand-made Nodes would
   otherwise be tainted not-ready forever.
 * etcd 3.4 needs ``--experimental-watch-progress-notify-interval``, else a watch
@@ -63,7 +66,8 @@ from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.server import Loop, WebhookServer, server_context
 
 ASSETS_ENV: Final = "KUBEBUILDER_ASSETS"
-FEATURE_GATES: Final = "GenericWorkload=true,GangScheduling=true,WorkloadWithJob=true"
+FEATURE_GATES: Final = ("GenericWorkload=true,GangScheduling=true,WorkloadWithJob=true,"
+                         "TopologyAwareWorkloadScheduling=true")
 RUNTIME_CONFIG: Final = "scheduling.k8s.io/v1alpha2=true"
 ADMIN_TOKEN: Final = "fluence-e2e-admin-token"
 SERVICE_CIDR: Final = "10.0.0.0/24"

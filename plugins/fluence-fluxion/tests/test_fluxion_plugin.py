@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fluence_core.api import (
+    Level,
     MatcherError,
     MatchOutcome,
     NodeInfo,
@@ -176,3 +177,29 @@ def test_fluence_plugins_check_names_an_inactive_fluxion(tmp_path: Path) -> None
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert f"plugins not working: fluxion (inactive: cannot load {missing}" in done.stderr
+
+
+def test_a_held_vertex_belongs_to_the_nearest_node_above_it_at_any_depth() -> None:
+    from fluence_fluxion.matcher import _owning_node
+
+    at = {"/cluster0/z1/r1/n0": "n0", "/cluster0/n1": "n1"}
+    assert _owning_node("/cluster0/z1/r1/n0/core3", at) == "n0"
+    assert _owning_node("/cluster0/z1/r1/n0/socket0/core3", at) == "n0"
+    assert _owning_node("/cluster0/n1/memory0", at) == "n1"
+    with pytest.raises(MatcherError, match="under no known node"):
+        _owning_node("/cluster0/z1/r1/n9/core0", at)
+
+
+@needs_library
+def test_a_racked_graph_loads_and_a_rack_jobspec_stays_in_one_rack() -> None:
+    rack = "topology.kubernetes.io/rack"
+    nodes = [NodeInfo(f"r{r}-n{n}", 4, 4096, labels={rack: f"r{r}"})
+             for r in range(2) for n in range(2)]
+    graph = ResourceGraph(nodes, levels=[Level(rack, "rack")])
+    matcher = FluxionMatcher(graph, "first", load_library(LIBRARY or ""))
+    spec = compute_jobspec([PodRequest(f"p{i}", cores=4) for i in range(2)], None, "rack")
+    allocation = matcher.match_allocate(spec)
+    assert allocation is not None
+    assert len({graph.node(s.node).labels[rack] for s in allocation.nodes}) == 1
+    too_big = compute_jobspec([PodRequest(f"p{i}", cores=4) for i in range(3)], None, "rack")
+    assert matcher.match_allocate(too_big) is None
