@@ -140,19 +140,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--singles", type=int, default=500)
+    parser.add_argument("--policy", default="first", help="the matchers' policy")
     args = parser.parse_args()
     print(f"{args.nodes} nodes x {args.cores} cores, racks of {args.per_rack}, zones of 10 "
           f"racks; gang of {args.gang} x {args.pod_cores}-core pods; racks filled 0-"
-          f"{args.fill:.0%}; {args.repeat} matches each")
+          f"{args.fill:.0%}; {args.repeat} matches each; policy {args.policy}")
     makers: dict[str, Callable[[ResourceGraph], Matcher]] = {
-        "embedded": lambda graph: EmbeddedMatcher(graph, "first"),
+        "embedded": lambda graph: EmbeddedMatcher(graph, args.policy),
     }
     library = os.environ.get("FLUENCE_FLUXION_LIB")
     if library:
         from fluence_fluxion.matcher import FluxionMatcher, load_library
 
         lib = load_library(library)
-        makers["fluxion"] = lambda graph: FluxionMatcher(graph, "first", lib)
+        makers["fluxion"] = lambda graph: FluxionMatcher(graph, args.policy, lib)
     for kind, make in makers.items():
         found = run(make, args)
         base = found["flat"]["median_s"]

@@ -484,10 +484,9 @@ class EmbeddedMatcher:
         within = self._within
         if within is None:
             return self._order.candidates(cores, cursor)
-        if not isinstance(self._order, RankOrder):
-            members = set(within)
-            return (p for p in self._order.candidates(cores, cursor) if p in members)
         states = self._states
+        if not isinstance(self._order, RankOrder):
+            return iter(self._by_free_core_id(within, cores))
         if self.policy is MatchPolicy.HINODE:
             end = len(within) if cursor is None else bisect_right(within, cursor)
             ordered: Iterator[int] = reversed(within[:end])
@@ -496,6 +495,23 @@ class EmbeddedMatcher:
             ordered = iter(within[start:])
         return (p for p in ordered
                 if states[p].usable and states[p].free_cores.bit_count() >= cores)
+
+    def _by_free_core_id(self, within: Sequence[int], cores: int) -> list[int]:
+        """The domain's nodes with ``cores`` free in :class:`IdOrder`'s order (lowest, or
+        highest, free core id first, then rank), sorted here: filtering the whole graph's
+        order by domain would walk every node for every pod."""
+        states = self._states
+        high = self.policy is MatchPolicy.HIGH
+        fit = [p for p in within if states[p].usable and states[p].free_cores
+               and states[p].free_cores.bit_count() >= cores]
+
+        def key(position: int) -> tuple[int, int]:
+            free = states[position].free_cores
+            if high:
+                return (-(free.bit_length() - 1), position)
+            return ((free & -free).bit_length() - 1, position)
+
+        return sorted(fit, key=key)
 
     def _search(self, shapes: Sequence[_Shape], order: Sequence[int]) -> _Found:
         placer = _Placer(self, shapes)

@@ -24,6 +24,7 @@ from fluence_core.topology import Constraint, Level
 from tests.matcher.test_mixed_groups import Free, brute_force, check_capacity, free_after
 
 Factory = Callable[[ResourceGraph, str], Matcher]
+POLICIES = ["first", "lonode", "hinode", "low", "high"]
 ZONE = Level("topology.kubernetes.io/zone", "zone")
 BLOCK = Level("example.com/block", "block")
 RACK = Level(names.RACK_LABEL, "rack")
@@ -227,8 +228,11 @@ shape = st.tuples(st.integers(1, 2), st.sampled_from([0, 1000, 2048]), st.sample
 node = st.tuples(st.integers(1, 4), st.sampled_from([1024, 2048, 4096]), st.integers(0, 2))
 
 
+Case = tuple[list[NodeInfo], list[PodRequest], list[PodRequest], str]
+
+
 @st.composite
-def rack_cases(draw: st.DrawFn) -> tuple[list[NodeInfo], list[PodRequest], list[PodRequest], str]:
+def rack_cases(draw: st.DrawFn) -> Case:
     drawn = draw(st.lists(st.tuples(node, st.integers(0, 2)), min_size=2, max_size=6))
     nodes = [NodeInfo(f"n{i}", c, m, g, labels={RACK.label: f"r{r}"})
              for i, ((c, m, g), r) in enumerate(drawn)]
@@ -242,7 +246,7 @@ def rack_cases(draw: st.DrawFn) -> tuple[list[NodeInfo], list[PodRequest], list[
         c, m, g = background_shape
         background = [PodRequest(f"b{i}", cores=c, memory_mib=m, gpus=g)
                       for i in range(draw(st.integers(1, 2)))]
-    return nodes, pods, background, draw(st.sampled_from(["first", "lonode", "hinode", "low"]))
+    return nodes, pods, background, draw(st.sampled_from(POLICIES))
 
 
 @settings(max_examples=300, deadline=None,
@@ -308,3 +312,42 @@ def test_a_matcher_without_a_joint_match_gets_each_rack_as_a_hostlist_not_a_rack
         assert top <= {"slot"}, f"a level-wrapped jobspec was sent: {jobspec}"
     constraints = matcher.sent[-1]["attributes"]["system"]["constraints"]  # type: ignore[index]
     assert "hostlist" in str(constraints)
+
+
+@st.composite
+def small_rack_cases(draw: st.DrawFn) -> Case:
+    """At most 5 nodes: the whole-cluster search is exact there (see matcher/search.py)."""
+    nodes, pods, background, policy = draw(rack_cases())
+    return nodes[:5], pods, background, policy
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=small_rack_cases())
+def test_a_rack_preferred_gang_is_in_one_rack_when_one_can_hold_it_else_anywhere_it_fits(  # type: ignore[no-untyped-def]
+    case,
+) -> None:
+    nodes, pods, background, policy = case
+    graph = ResourceGraph(nodes, levels=RACK_ONLY)
+    matcher = EmbeddedMatcher(graph, policy)
+    held = None
+    if background:
+        first = match_group(Group("background", tuple(background)), graph, matcher)
+        held = first if isinstance(first, GroupMatch) else None
+    free = free_after(graph, held)
+    by_rack: dict[str, list[Free]] = {}
+    for info, room in zip(graph.nodes, free):
+        by_rack.setdefault(info.labels[RACK.label], []).append(room)
+    in_one_rack = any(brute_force(pods, rooms) for rooms in by_rack.values())
+    anywhere = brute_force(pods, free)
+    preferred = Constraint(preferred=(RACK.label,))
+    result = match_group(Group("g", tuple(pods), topology=preferred), graph, matcher)
+    event(f"one rack {'fits' if in_one_rack else 'refuses'}, "
+          f"cluster {'fits' if anywhere else 'refuses'}")
+    if isinstance(result, GroupMatch):
+        check_capacity(graph, result, free, pods)
+        assert anywhere, "the matcher placed a gang the solver calls impossible"
+        if in_one_rack:
+            assert len(racks_of(graph, result)) == 1, "one rack could hold it, yet it spans"
+    else:
+        assert not anywhere, f"the cluster can hold it but the matcher refused: {result.reason}"
