@@ -191,15 +191,17 @@ def test_a_held_vertex_belongs_to_the_nearest_node_above_it_at_any_depth() -> No
 
 
 @needs_library
-def test_a_racked_graph_loads_and_a_rack_jobspec_stays_in_one_rack() -> None:
+def test_a_racked_graph_loads_and_what_it_allocates_is_read_back_to_its_nodes() -> None:
     rack = "topology.kubernetes.io/rack"
     nodes = [NodeInfo(f"r{r}-n{n}", 4, 4096, labels={rack: f"r{r}"})
              for r in range(2) for n in range(2)]
     graph = ResourceGraph(nodes, levels=[Level(rack, "rack")])
     matcher = FluxionMatcher(graph, "first", load_library(LIBRARY or ""))
-    spec = compute_jobspec([PodRequest(f"p{i}", cores=4) for i in range(2)], None, "rack")
-    allocation = matcher.match_allocate(spec)
+    in_r1 = {"hostlist": ["r1-n0", "r1-n1"]}
+    allocation = matcher.match_allocate(
+        compute_jobspec([PodRequest(f"p{i}", cores=4) for i in range(2)], in_r1))
     assert allocation is not None
-    assert len({graph.node(s.node).labels[rack] for s in allocation.nodes}) == 1
-    too_big = compute_jobspec([PodRequest(f"p{i}", cores=4) for i in range(3)], None, "rack")
-    assert matcher.match_allocate(too_big) is None
+    assert sorted(s.node for s in allocation.nodes) == ["r1-n0", "r1-n1"]
+    assert all(len(s.cores) == 4 for s in allocation.nodes)
+    matcher.set_node_down("r0-n0")  # a node path of depth 3 is found by its status call
+    assert matcher.cancel(allocation.jobid)
