@@ -51,6 +51,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,6 +71,7 @@ from fluence_core.testing_apiserver import (  # noqa: E402
     ApiServer, ensure_namespace, find_assets, start_apiserver,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 TICK = os.sysconf("SC_CLK_TCK")
 ZONES = 3
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -442,8 +444,8 @@ def table(results: list[Result]) -> str:
     """Both schedulers side by side, one line per node count and workload."""
     lines = ["| nodes | workload | pods | kube-scheduler pods/s | Fluence pods/s | ratio | "
              "gang p50/p99 s (ks / fl) | CPU s (ks / fl) | peak RSS MiB (ks / fl) | "
-             "API calls/pod (ks / fl) | API server cores (ks / fl) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "API calls/pod (ks / fl) | API server cores (ks / fl) | before pods/s (ratio) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     paired: dict[tuple[int, str], dict[str, Result]] = {}
     for r in results:
         paired.setdefault((r.nodes, r.workload), {})[r.scheduler] = r
@@ -452,12 +454,16 @@ def table(results: list[Result]) -> str:
         if ks is None or fl is None:
             continue
         ratio = fl.pods_per_s / ks.pods_per_s if ks.pods_per_s else 0.0
+        before = pair.get("before")
+        then = (f"{before.pods_per_s:.1f} ({before.pods_per_s / ks.pods_per_s:.2f}x)"
+                if before is not None and ks.pods_per_s else "")
         lines.append(
             f"| {nodes} | {workload} | {fl.pods} | {ks.pods_per_s:.1f} | {fl.pods_per_s:.1f} | "
             f"{ratio:.2f}x | {ks.gang_p50:.2f}/{ks.gang_p99:.2f} / "
             f"{fl.gang_p50:.2f}/{fl.gang_p99:.2f} | {ks.cpu_seconds:.0f} / {fl.cpu_seconds:.0f} | "
             f"{ks.peak_rss_mib:.0f} / {fl.peak_rss_mib:.0f} | {ks.api_per_pod:.2f} / "
-            f"{fl.api_per_pod:.2f} | {ks.apiserver_cores:.2f} / {fl.apiserver_cores:.2f} |")
+            f"{fl.api_per_pod:.2f} | {ks.apiserver_cores:.2f} / {fl.apiserver_cores:.2f} | "
+            f"{then} |")
     return "\n".join(lines)
 
 
@@ -471,6 +477,8 @@ def main() -> None:
     parser.add_argument("--qps", type=float, default=5000.0,
                         help="both schedulers' client QPS (and burst)")
     parser.add_argument("--schedulers", default="kube-scheduler,fluence")
+    parser.add_argument("--baseline", help="Fluence at this git ref takes its turn too, as "
+                        "'before' (from a worktree of its own)")
     parser.add_argument("--json", type=Path, default=Path("bench-scale.json"))
     args = parser.parse_args()
     workloads = args.workloads.split(",")
@@ -485,6 +493,25 @@ def main() -> None:
     if "kube-scheduler" in wanted and not os.access(binary, os.X_OK):
         raise SystemExit(f"no kube-scheduler at {binary} (set KUBE_SCHEDULER)")
     results: list[Result] = []
+    with tempfile.TemporaryDirectory() as trees:
+        baseline = None
+        if args.baseline:
+            baseline = Path(trees) / "baseline"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(baseline),
+                            args.baseline], check=True, capture_output=True)
+            wanted.append("before")
+        try:
+            run(args, assets, binary, wanted, baseline, results)
+        finally:
+            if baseline is not None:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                                str(baseline)], check=False, capture_output=True)
+    print(table(results))
+
+
+def run(args: argparse.Namespace, assets: Path, binary: Path, wanted: list[str],
+        baseline: Path | None, results: list[Result]) -> None:
+    workloads = args.workloads.split(",")
     for nodes in (int(n) for n in args.nodes.split(",")):
         with tempfile.TemporaryDirectory() as tmp, \
                 start_apiserver(assets, Path(tmp), controller_manager=False,
@@ -493,13 +520,14 @@ def main() -> None:
             kubeconfig = server.kubeconfig()
             peers = {"kube-scheduler": kube_scheduler_peer(binary, kubeconfig),
                      "fluence": fluence_peer(kubeconfig)}
+            if baseline is not None:
+                peers["before"] = fluence_peer(kubeconfig, "before", baseline)
             for workload in workloads:
                 for name in wanted:
                     result = bench.scenario(peers[name], workload, args.pods)
                     results.append(result)
                     print(_row(result), flush=True)
                     args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
-    print(table(results))
 
 
 if __name__ == "__main__":
