@@ -88,7 +88,7 @@ from fluence_core.matcher.readback import PodPlacement
 from fluence_core.pod_requests import pod_requests
 from fluence_core.resource_config import ResourceConfig, load_resource_config
 from fluence_core.topology import Constraint as TopologyConstraint
-from fluence_core.topology import Level
+from fluence_core.topology import RESERVED_TYPES, Level
 from fluence_core.runtime.provider import (
     BEYOND_REPORTED,
     Backend,
@@ -123,6 +123,7 @@ __all__ = [
     "NODES",
     "PODS",
     "PRIORITY_CLASSES",
+    "RESERVED_TYPES",
     "SECRETS",
     "SERVICES",
     "AdmissionContext",

@@ -14,6 +14,11 @@ Facts of the library this module is written around:
   (``match_with_jobid``) and a restore can re-hold any recorded id;
 * a property value that is not a string aborts the process, so the graph is
   checked before it is loaded;
+* it interns vertex type names in one process-wide table that every
+  ``reapi_cli_initialize`` closes, so the first graph a process loads fixes the
+  types any later graph or jobspec may name; :func:`fluence_fluxion.types.ensure_types`
+  primes it once with every type Fluence may emit and refuses, by name, a type
+  the process never interned (a restart is needed);
 * every string it returns (R, R_out, error messages, modes) is ``strdup``-ed and
   freed here;
 * ``update_allocate`` does not refuse an allocation that overlaps a held one,
@@ -43,6 +48,7 @@ from fluence_core.api import (
 )
 
 from fluence_fluxion.binding import Library, ffi, library_path
+from fluence_fluxion.types import ensure_types
 
 _ERRNO_OUTCOME = {errno.EBUSY: MatchOutcome.BUSY, errno.ENODEV: MatchOutcome.UNSATISFIABLE}
 
@@ -91,6 +97,11 @@ class FluxionMatcher:
             self.lib.api.reapi_cli_destroy(self._ctx)
         jgf = self.graph.to_jgf()
         check_jgf(jgf)
+        ensure_types(
+            self.lib,
+            {v["metadata"]["type"] for v in jgf["graph"]["nodes"]}
+            | {level.type for level in self.graph.levels},
+        )
         self._virtual_by_path = {v.path: v for v in self.graph.virtual}
         self._node_at = {self.graph.node_path(n.name): n.name for n in self.graph.nodes}
         self._vertex_by_path = {

@@ -205,3 +205,60 @@ def test_a_racked_graph_loads_and_what_it_allocates_is_read_back_to_its_nodes() 
     assert all(len(s.cores) == 4 for s in allocation.nodes)
     matcher.set_node_down("r0-n0")  # a node path of depth 3 is found by its status call
     assert matcher.cancel(allocation.jobid)
+
+
+# -- Fluxion's vertex types are fixed at a process's first graph load ----------------------------
+
+_FLAT_THEN_LEVELLED = """
+import sys
+from fluence_core.api import Level, NodeInfo, PodRequest, ResourceGraph
+from fluence_core.testing import compute_jobspec
+from fluence_fluxion.matcher import FluxionMatcher, load_library
+
+library = load_library(sys.argv[1])
+label = sys.argv[2]
+flat = FluxionMatcher(ResourceGraph([NodeInfo("n0", 2, 2048)]), "first", library)
+assert flat.match_allocate(compute_jobspec([PodRequest("a", cores=2)])) is not None
+nodes = [NodeInfo(f"n{i}", 2, 2048, labels={label: f"d{i}"}) for i in range(2)]
+levelled = FluxionMatcher(ResourceGraph(nodes, levels=[Level(label, sys.argv[3])]),
+                          "first", library)
+allocation = levelled.match_allocate(
+    compute_jobspec([PodRequest("b", cores=2)], {"hostlist": ["n1"]}))
+assert allocation is not None, levelled.last_error
+print("placed on", [share.node for share in allocation.nodes])
+"""
+
+
+def _in_a_fresh_process(level_label: str, level_type: str) -> subprocess.CompletedProcess[str]:
+    """Runs the flat-then-levelled script where no graph was loaded before (the interner is
+    per process, and this test process has loaded graphs already)."""
+    return subprocess.run(
+        [sys.executable, "-c", _FLAT_THEN_LEVELLED, str(LIBRARY), level_label, level_type],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+@needs_library
+def test_a_graph_with_a_zone_level_loads_after_a_flat_graph_in_one_process() -> None:
+    done = _in_a_fresh_process("topology.kubernetes.io/zone", "zone")
+    assert done.returncode == 0, done.stderr
+    assert "placed on ['n1']" in done.stdout
+
+
+@needs_library
+def test_a_level_type_new_to_the_process_is_refused_by_name_with_a_restart_asked() -> None:
+    done = _in_a_fresh_process("example.com/cabinet", "cabinet")
+    assert done.returncode != 0
+    assert "MatcherError: Fluxion cannot load vertex type 'cabinet'" in done.stderr
+    assert "restart Fluence" in done.stderr
+    assert "interner is finalized" not in done.stderr
+
+
+def test_the_primer_graph_holds_one_vertex_of_each_type_under_the_cluster() -> None:
+    from fluence_fluxion.types import primer_jgf
+
+    jgf = primer_jgf({"cluster", "node", "zone"})
+    kinds = [v["metadata"]["type"] for v in jgf["graph"]["nodes"]]
+    assert kinds == ["cluster", "node", "zone"]
+    assert [e["source"] for e in jgf["graph"]["edges"]] == ["0", "0"]
+    check_jgf(jgf)
