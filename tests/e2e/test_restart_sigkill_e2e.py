@@ -243,6 +243,9 @@ def test_sigkill_twice_while_gangs_bind(kube: KubeCluster, kube_namespace: str,
 # -- issue 27: a restart never loses a pod -----------------------------------------------------
 
 QPU = "fluxion.flux-framework.org/qpu"
+"""Stands for this test's own qpu type in the shapes (:func:`_qpu_of`): a type named after the
+namespace, so pending qpu pods that earlier tests left on the shared API server, which the
+scheduler started here also sees, cannot take the only qpu."""
 SHAPES_27: dict[str, tuple[dict[str, str], dict[str, str]]] = {
     # name: (app requests, a native sidecar's requests or {})
     "holder": ({"cpu": "100m", QPU: "1"}, {}),
@@ -270,6 +273,16 @@ def _pod_27(name: str, ns: str, app: dict[str, str], sidecar: dict[str, str],
     if group:
         spec["schedulingGroup"] = {"podGroupName": group}
     return {"metadata": {"name": name}, "spec": spec}
+
+
+def _qpu_type(ns: str) -> str:
+    return f"qpu-{ns}"
+
+
+def _qpu_of(ns: str, requests: dict[str, str]) -> dict[str, str]:
+    """``requests`` with :data:`QPU` replaced by the namespace's own qpu type."""
+    own = f"{QPU.rpartition('/')[0]}/{_qpu_type(ns)}"
+    return {(own if key == QPU else key): value for key, value in requests.items()}
 
 
 def _wait(what: str, check: Callable[[], bool], process: Process, timeout: float = 30) -> None:
@@ -311,7 +324,8 @@ def _show(title: str, process: Process) -> None:
 def qpu_env(env: dict[str, str], kube_namespace: str,
             tmp_path: Path) -> dict[str, str]:
     resources = tmp_path / "resources.yaml"
-    resources.write_text(f"resources:\n  - type: qpu\n    name: qpu-{kube_namespace}\n")
+    resources.write_text(f"resources:\n  - type: {_qpu_type(kube_namespace)}\n"
+                         f"    name: qpu-{kube_namespace}\n")
     matcher = {"FLUENCE_FLUXION_LIB": os.environ["FLUENCE_FLUXION_LIB"]} \
         if os.environ.get("FLUENCE_FLUXION_LIB") else {}  # Fluxion's matcher when it is set
     return {**env, **matcher, "FLUENCE_RESOURCES": str(resources)}
@@ -324,7 +338,7 @@ def test_sigkill_keeps_a_millicore_qpu_holder_running_and_its_qpu_held(
 ) -> None:
     ns = kube_namespace
     app, sidecar = SHAPES_27["holder"]
-    kube.create("pods", _pod_27("holder", ns, app, sidecar), ns)
+    kube.create("pods", _pod_27("holder", ns, _qpu_of(ns, app), sidecar), ns)
     first = spawn(qpu_env)
     restarted: Process | None = None
     try:
@@ -350,7 +364,8 @@ def test_sigkill_keeps_a_millicore_qpu_holder_running_and_its_qpu_held(
         restarted = spawn(qpu_env)
         _wait("the restarted scheduler read the cluster", lambda: restarted is not None
               and restarted.started is not None, restarted)
-        kube.create("pods", _pod_27("second", ns, {"cpu": "100m", QPU: "1"}, {}), ns)
+        kube.create("pods", _pod_27("second", ns, _qpu_of(ns, {"cpu": "100m", QPU: "1"}), {}),
+                    ns)
         time.sleep(3)  # several cycles of the restarted scheduler
         after = _placed(kube, ns)
         _show("the first scheduler (SIGKILLed)", first)
