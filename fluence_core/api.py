@@ -25,7 +25,9 @@ What is here, by the hook that needs it:
   nodes for :data:`NodeScores`, 0 to :data:`MAX_NODE_SCORE`, or nothing), with
   kube-scheduler's :func:`default_normalize`;
 * ``fluence_settings``: :class:`PluginSettings` subclasses (and :class:`Switch`);
-* ``fluence_webhook_handlers`` and ``fluence_admit``: :class:`Handler`,
+* ``fluence_webhook_handlers`` and ``fluence_admit``: :class:`Handler`, :class:`Reconciler`
+  and :class:`StoredContext` (a handler that makes objects makes them from the stored
+  object, never at admission),
   :class:`AdmissionContext`, :class:`AdmissionDenied`, the JSON patch helpers
   (:data:`JsonPatch`, :func:`pointer`, :func:`apply_patch`,
   :func:`add_all_to_list`), pod accessors,
@@ -100,6 +102,7 @@ from fluence_core.settings import MatchPolicy, PluginSettings, Settings, Switch,
 from fluence_core.webhook import conditions
 from fluence_core.webhook._patch import JsonPatch, apply_patch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler, ServiceState
+from fluence_core.webhook.controller import Reconciler, StoredContext
 from fluence_core.webhook.conditions import judges
 from fluence_core.webhook.env import add_all_to_list
 from fluence_core.webhook.pods import (
@@ -127,6 +130,8 @@ __all__ = [
     "SECRETS",
     "SERVICES",
     "AdmissionContext",
+    "Reconciler",
+    "StoredContext",
     "AdmissionDenied",
     "Allocation",
     "ApiError",

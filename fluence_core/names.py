@@ -172,6 +172,9 @@ KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-unconstr
 
 # A Flux cluster inside an Indexed Job or JobSet (plugin fluence-flux).
 FLUX_ANNOTATION: Final = f"{DOMAIN}/flux"
+FLUX_LABEL: Final = f"{DOMAIN}/flux"
+"""On a Job or JobSet the flux handler rewrote: the webhook's controller makes its ConfigMap,
+Secret and Service from the stored object it selects by this label."""
 """``"true"`` on a Job or JobSet: run a Flux instance across its pods, the command under it."""
 FLUX_TASKS_PER_NODE_ANNOTATION: Final = f"{DOMAIN}/flux-num-proc-per-node"
 """Tasks per pod for ``flux submit --tasks-per-node`` (default 1)."""

@@ -453,7 +453,7 @@ def webhook_entry(resource: str, url: str, namespace: str, *,
         "rules": [{"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"],
                    "resources": [resource]}],
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-        "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10,
+        "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10,
         "reinvocationPolicy": reinvocation}
     if match_conditions:
         entry["matchConditions"] = [dict(c) for c in match_conditions]

@@ -18,7 +18,7 @@ def test_a_pods_entry_sends_creates_in_one_namespace_to_the_url_and_fails_closed
     assert entry["namespaceSelector"] == {
         "matchLabels": {"kubernetes.io/metadata.name": "ns1"}}
     assert (entry["failurePolicy"], entry["sideEffects"], entry["reinvocationPolicy"]) == (
-        "Fail", "NoneOnDryRun", "Never")
+        "Fail", "None", "Never")
     assert "matchConditions" not in entry
 
 

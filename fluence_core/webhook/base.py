@@ -7,9 +7,11 @@ an optional ``resources`` attribute — ``"group/plural"`` strings, ``"pods"`` f
 the core group — and then receives those objects instead; without it a handler
 sees pods only. Handlers must be idempotent: the API server may call the
 webhook again for a pod Fluence already mutated, and the answer must then be an
-empty patch. Handlers never touch the cluster directly while mutating; they
-``ctx.defer`` their side effects (PodGroups, RBAC objects), which run only once
-every handler has succeeded and never for a dry-run request.
+empty patch. Handlers never write to the cluster: admission has no side effects
+(the webhook configuration says ``sideEffects: None``), since anyone who reaches
+the webhook's port can POST a review. What an admitted object needs is made from
+the stored object by the webhook's controller (:mod:`~fluence_core.webhook.controller`;
+a plugin's handler joins it as a :class:`~fluence_core.webhook.controller.Reconciler`).
 
 The same :class:`AdmissionContext` is what ``fluence_admit`` receives: besides
 the request it carries the host's clock and the service's :class:`ServiceState`,
@@ -115,21 +117,6 @@ class ServiceState:
 
 
 @dataclass
-class Deferred:
-    handler: str
-    description: str
-    action: Callable[[], None]
-    background: Hashable | None = None
-    """Set: the key of what ``action`` makes, which may be made after the answer."""
-    patience: float = 0.0
-    """Set (seconds): ``action`` needs the admitted object stored (it raises
-    :class:`~fluence_core.webhook.writer.NotYet` until then), so it is made only after the
-    answer, tried again for this long; with no background writer to take it, ``fallback``
-    runs on the request path instead (nothing when None)."""
-    fallback: Callable[[], None] | None = None
-
-
-@dataclass
 class AdmissionContext:
     """What a handler knows about the request beyond the pod."""
 
@@ -140,7 +127,6 @@ class AdmissionContext:
     resource_config: ResourceConfig = field(default_factory=ResourceConfig)
     uid: str = ""
     warnings: list[str] = field(default_factory=list)
-    deferred: list[Deferred] = field(default_factory=list)
     current_handler: str = ""
     clock: Callable[[], float] = time.monotonic
     """The host's clock in seconds: monotonic in the webhook, virtual in ``fluence sim``."""
@@ -148,25 +134,9 @@ class AdmissionContext:
     """What plugins keep across this service's requests."""
     writing: Callable[[Hashable], bool] = field(default=lambda key: False)
     """Whether the service's background writer holds a write of ``key`` (queued or being
-    made): what such a write makes needs no second one, nor what it takes to build it."""
+    made by the controller): what such a write makes is on its way."""
     watched: Watched = field(default_factory=Watched)
     """The service's informers: PodGroups and labelled Jobs looked up without a call."""
-
-    def defer(self, description: str, action: Callable[[], None], *,
-              background: Hashable | None = None, patience: float = 0.0,
-              fallback: Callable[[], None] | None = None) -> None:
-        """Run ``action`` after every handler succeeded, unless the request is a dry run.
-
-        ``background``, a key naming what ``action`` makes, says the answer need not
-        wait for it: the service's background writer makes it (once per key at a
-        time, retried; :mod:`fluence_core.webhook.writer`) and a failure is logged
-        instead of refusing the request. Only for an idempotent action whose object
-        nothing needs before the admitted object is stored. ``patience`` (with
-        ``background``): the action needs the admitted object stored, see
-        :attr:`Deferred.patience`.
-        """
-        self.deferred.append(Deferred(self.current_handler, description, action, background,
-                                      patience, fallback))
 
     def warn(self, message: str) -> None:
         """A warning the API server shows the user (kubectl prints it)."""

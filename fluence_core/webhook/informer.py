@@ -127,8 +127,10 @@ class Informer(Generic[T]):
 
     def _tell(self, event: str, obj: Any) -> None:
         """Hand a stored object to the listeners; none of their failures stops the watch."""
-        if not isinstance(obj, Mapping):
+        if not isinstance(obj, Mapping) or not self.listeners:
             return
+        if "kind" not in obj:  # a list's items carry neither: listeners read them as events
+            obj = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, **obj}
         for listener in self.listeners:
             try:
                 listener(event, obj)

@@ -19,7 +19,6 @@ import orjson
 
 from fluence_core import names
 from fluence_core.cluster_api import ClusterAPI
-from fluence_core.errors import FluenceError
 from fluence_core.log import logger
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings
@@ -38,11 +37,7 @@ from fluence_core.webhook.base import (
     resources_of,
 )
 from fluence_core.webhook.controller import Controller, Reconciler
-from fluence_core.webhook.writer import BackgroundWriter, Write
-
-STORED_SOON = 0.05
-"""Seconds after the answer before a step waiting for the admitted object first looks for it:
-the API server stores the object a few milliseconds after the last webhook answers."""
+from fluence_core.webhook.writer import BackgroundWriter
 
 API_VERSION = "admission.k8s.io/v1"
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
@@ -257,7 +252,7 @@ class AdmissionService:
 
     def _run(self, uid: str, obj: dict[str, Any], ctx: AdmissionContext,
              handlers: Sequence[Handler]) -> dict[str, Any]:
-        """Each handler in turn on the working copy, then the deferred side effects."""
+        """Each handler in turn on the working copy: a patch or a refusal, nothing else."""
         patch: JsonPatch = []
         for handler in handlers:
             ctx.current_handler = handler.name
@@ -281,28 +276,6 @@ class AdmissionService:
                     warnings=ctx.warnings,
                 )
             patch += ops
-        if not ctx.dry_run:
-            for step in ctx.deferred:
-                if step.background is not None and self.writer is not None and self.writer.submit(
-                        Write(step.background, step.description, step.action,
-                              patience=step.patience,
-                              first_delay=STORED_SOON if step.patience else 0.0)):
-                    continue
-                action = step.action
-                if step.patience:  # needs the admitted object stored: not on the request path
-                    if step.fallback is None:
-                        continue
-                    action = step.fallback
-                try:
-                    action()
-                except Exception as error:
-                    logger.error(
-                        "webhook: %s (handler %s) failed: %s", step.description, step.handler, error
-                    )
-                    message = error.message if isinstance(error, FluenceError) and hasattr(
-                        error, "message") else str(error)
-                    return deny(uid, f"fluence webhook handler {step.handler}: "
-                                     f"{step.description}: {message}", warnings=ctx.warnings)
         if patch:
             logger.debug("webhook: %s patched by %d ops", pods.pod_label(obj), len(patch))
         return allow(uid, patch, ctx.warnings)

@@ -1,35 +1,30 @@
-"""Side effects an answer need not wait for, made by a bounded background writer.
+"""The webhook controller's writes, made by a bounded background writer.
 
-Issue 20: under 20 concurrent pod creates, nine tenths of a review's wall time
-was its group's PodGroup create (py-spy on ``benchmarks/bench_webhook.py``):
-the first pod of a group made it through the rate-limited client while its
-siblings waited on the create's lock. Nothing needs the PodGroup before the
-pod is stored: the scheduler leaves a group whose PodGroup is missing waiting
-(``scheduler/groups.py``, ``pending_groups``) and looks again when the
-PodGroup's watch event arrives. So a handler may mark a deferred step as one
-that can run after the answer (``ctx.defer(..., background=key)``), and the
-service hands it here instead of running it on the request path.
+Issue 20 measured that a PodGroup create on a review's path cost nine tenths of
+its wall time; issue 32 took every write off the request path altogether: the
+webhook's controller (:mod:`.controller`) makes what stored objects need
+(PodGroups, a Flux workload's objects) and hands each write here, so its informer
+threads never wait on the API server's rate limit.
 
 What stays true:
 
-* dry run: nothing is submitted (deferred steps never run for a dry run);
-* reinvocation: a key queued or being written is not queued again, and the
-  step itself is idempotent ("already exists" counts as made);
+* one write per key at a time: a key queued or being written is not queued
+  again, and the step itself is idempotent ("already exists" counts as made);
 * bounded: at most ``capacity`` steps wait; when full (or closing),
-  :meth:`submit` says no and the service runs the step on the request path as
-  before: slower, never lost;
+  :meth:`submit` says no and the controller makes the step on its own thread:
+  slower, never lost;
 * failures: a transient one (no answer, 429, 5xx) is retried with backoff;
   the last one, or a permanent one (403, 422, ...), is logged at ERROR naming
-  the object and what waits for it;
-* not yet: a step whose object needs another one stored first (a Job's PodGroup,
-  owned by the Job, needs the Job's uid, which exists once the API server stored
-  the Job after every webhook answered) raises :class:`NotYet`; it is tried again
-  after a short delay, doubling, holding no thread meanwhile, until the write's
-  ``patience`` runs out (then it is dropped, logged: what it waited for never came);
+  the object and what waits for it (the object's next event, or the repair, tries
+  again);
+* not yet: a step whose object needs another one stored first raises
+  :class:`NotYet`; it is tried again after a short delay, doubling, holding no
+  thread meanwhile, until the write's ``patience`` runs out (then it is dropped,
+  logged: what it waited for never came);
 * stop: :meth:`close` writes what is queued first, and tries what waits once more,
-  so a graceful restart loses nothing. A killed process loses what was queued (milliseconds of
-  work); its pods wait with the scheduler's "does not exist yet" reason until
-  the next webhook's repair (:mod:`.repair`, at start) makes those PodGroups.
+  so a graceful restart loses nothing. A killed process loses what was queued
+  (milliseconds of work); the next webhook's informers list every stored object
+  at start, and the controller makes what is missing.
 """
 
 from __future__ import annotations

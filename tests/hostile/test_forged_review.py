@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fluence_core import names
-from fluence_core.cluster_api import PODGROUPS
+from fluence_core.cluster_api import CONFIGMAPS, PODGROUPS, SECRETS, SERVICES
 from fluence_core.fake_cluster import FakeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
@@ -100,3 +100,11 @@ def test_a_forged_gang_pod_review_makes_no_pod_group_and_leaves_no_memory(
     assert cluster.list(PODGROUPS, VICTIM).items == []
     real = service.review(_forge(gang_pod(4), "pods")).response
     assert real["allowed"] is True, real.get("status")
+def test_a_forged_flux_job_review_makes_no_configmap_secret_or_service(
+        service: AdmissionService, cluster: FakeCluster) -> None:
+    flux = _job("sim", 2, **{names.FLUX_ANNOTATION: "true"})
+    answer = service.review(_forge(flux, "jobs", "batch")).response
+    assert answer["allowed"] is True, answer.get("status")
+    _settle(service)
+    for resource in (CONFIGMAPS, SECRETS, SERVICES, PODGROUPS):
+        assert cluster.list(resource, VICTIM).items == [], resource.plural

@@ -32,9 +32,9 @@ CASES = [
     ),
     Case("flux-broker-port", {"FLUENCE_FLUX_BROKER_PORT": "99999"}, "FLUENCE_FLUX_BROKER_PORT"),
     Case(
-        "flux-adopt-timeout-inf",
-        {"FLUENCE_FLUX_ADOPT_TIMEOUT": "inf"},
-        "FLUENCE_FLUX_ADOPT_TIMEOUT='inf'",
+        "flux-start-timeout-zero",
+        {"FLUENCE_FLUX_START_TIMEOUT": "0"},
+        "FLUENCE_FLUX_START_TIMEOUT='0'",
     ),
     Case("capacity-zero", {"FLUENCE_RESOURCE_CAPACITY": "0"}, "FLUENCE_RESOURCE_CAPACITY='0'"),
     Case(

@@ -292,7 +292,8 @@ def test_a_pod_the_conditions_skip_would_have_been_allowed_unchanged(installed,
     if sent:
         return
     counting.calls.clear()
-    response, out = admit(service, copy.deepcopy(candidate), uid=f"u-{id(candidate)}")
+    response, out = admit(service, copy.deepcopy(candidate), uid=f"u-{id(candidate)}",
+                          store=False)
     assert response == {"uid": f"u-{id(candidate)}", "allowed": True}, response
     assert out == candidate
     group = made_with_its_job(candidate)
@@ -319,9 +320,6 @@ def test_each_handler_leaves_alone_every_pod_its_condition_excludes(installed,
         except AdmissionDenied as refusal:
             pytest.fail(f"{handler.name} refuses a pod its condition excludes: {refusal}")
         assert patch == [], f"{handler.name} patches a pod its condition excludes"
-        group = made_with_its_job(candidate)
-        allowed = [] if group is None else [f"PodGroup default/{group}"]
-        assert [step.description for step in ctx.deferred] in ([], allowed), handler.name
 
 
 @hyp_settings(max_examples=200, deadline=None)

@@ -84,7 +84,7 @@ def test_bootstrap_patches_the_ca_bundle_of_every_webhook(settings, cluster):
                 {
                     "name": f"w{i}.fluence.flux-framework.org",
                     "admissionReviewVersions": ["v1"],
-                    "sideEffects": "NoneOnDryRun",
+                    "sideEffects": "None",
                     "clientConfig": {
                         "service": {"name": "fluence-webhook", "namespace": "fluence-system"}
                     },

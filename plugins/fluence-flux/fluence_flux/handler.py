@@ -13,9 +13,12 @@ On CREATE the pod template gets, without touching the user's image:
 * networking: ``subdomain`` and a headless Service named for the Job (a JobSet
   gets ``network.enableDNSHostnames: true`` and its controller makes the Service).
 
-The ConfigMap, Secret and Service are created as deferred side effects (never
-on a dry run) and owned by the workload once it is stored; see
-:mod:`fluence_flux.adopt`.
+The ConfigMap, Secret and Service are made by the webhook's controller from the
+stored workload (:meth:`FluxHandler.reconcile`; the handler labels what it rewrote
+with :data:`~fluence_core.api.names.FLUX_LABEL`, which the controller selects by),
+owned by it from their creation, so the garbage collector deletes them with it.
+Admission makes nothing (issue 32: a forged review made them in any namespace);
+it only refuses a workload whose objects' names are taken by someone else's.
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ from fluence_core.api import (
     SERVICES,
     AdmissionContext,
     AdmissionDenied,
+    ClusterAPI,
     Conflict,
     FluenceError,
     Handler,
     JsonPatch,
     Resource,
+    StoredContext,
     add_all_to_list,
     logger,
     names,
@@ -45,7 +50,6 @@ from fluence_core.api import (
 )
 from fluence_flux import scripts, trainer
 from fluence_flux import workload as wl
-from fluence_flux.adopt import Adopter, Adoption
 from fluence_flux.curve import curve_certificate
 from fluence_flux.settings import FluxSettings
 
@@ -79,12 +83,15 @@ class FluxHandler(Handler):
     """Before ``job-group`` (5): that handler then names the gang this one adds on a Job."""
     resources = ("batch/jobs", "jobset.x-k8s.io/jobsets")
 
-    def __init__(
-        self, settings: FluxSettings | None = None, adopter: Adopter | None = None
-    ) -> None:
+    stored_selector = names.FLUX_LABEL
+    """The controller hands :meth:`reconcile` the stored Jobs and JobSets carrying it."""
+    REMEMBERED = 4096
+    """Workloads (by uid) whose objects are known made: their later events cost no call."""
+
+    def __init__(self, settings: FluxSettings | None = None) -> None:
         self.settings = settings or FluxSettings()
-        self.adopter = adopter or Adopter()
         self.node_terms = node_affinity_terms(self.settings.node_affinity)
+        self._made: dict[str, None] = {}  # uids, oldest first
 
     def applies(self, obj: Mapping[str, Any]) -> bool:
         return wl.opted_in(obj) or (
@@ -150,8 +157,19 @@ class FluxHandler(Handler):
         ops += add_all_to_list(spec, base, "volumes", volumes)
         ops += self._container(work, base, mounts_shm)
         ops += self._affinity(work, spec, base, ctx)
-        self._defer_objects(work, ctx)
-        return ops
+        self._check_names(work, ctx)
+        return ops + self._labelled(obj)
+
+    @staticmethod
+    def _labelled(obj: Mapping[str, Any]) -> JsonPatch:
+        """The label the controller finds the stored workload by (:meth:`reconcile`)."""
+        labels = (obj.get("metadata") or {}).get("labels")
+        if not isinstance(labels, Mapping):
+            return [{"op": "add", "path": "/metadata/labels", "value": {names.FLUX_LABEL: "true"}}]
+        if labels.get(names.FLUX_LABEL) == "true":
+            return []
+        return [{"op": "add", "path": pointer("metadata", "labels", names.FLUX_LABEL),
+                 "value": "true"}]
 
     @staticmethod
     def _job_shape(work: wl.FluxWorkload) -> JsonPatch:
@@ -336,29 +354,61 @@ class FluxHandler(Handler):
             )
         return made
 
-    def _defer_objects(self, work: wl.FluxWorkload, ctx: AdmissionContext) -> None:
+    def _check_names(self, work: wl.FluxWorkload, ctx: AdmissionContext) -> None:
+        """Refuse a workload whose ConfigMap, Secret or Service name someone else's object
+        holds (reads only: what is made is made from the stored workload)."""
+        if ctx.cluster is None or ctx.dry_run:
+            return
+        for resource, body in self.objects(work):
+            name = body["metadata"]["name"]
+            existing = ctx.cluster.get(resource, name, work.namespace)
+            if existing is not None and not _fluences(existing):
+                raise AdmissionDenied(
+                    f"{resource.kind} {work.namespace}/{name} exists and is not Fluence's; "
+                    f"rename the {work.kind} or delete it"
+                )
+
+    # -- the stored workload ---------------------------------------------------------------
+
+    def reconcile(self, obj: Mapping[str, Any], ctx: StoredContext) -> None:
+        """Make the ConfigMap, Secret and Service of a stored workload this handler rewrote,
+        owned by it; nothing for one being deleted, not rewritten (labelled by its user, not
+        by this handler), or whose objects are made already."""
+        meta = obj.get("metadata") or {}
+        uid, namespace = str(meta.get("uid") or ""), str(meta.get("namespace") or "")
+        if not uid or not namespace or meta.get("deletionTimestamp") or uid in self._made:
+            return
+        admission = AdmissionContext(settings=ctx.settings, cluster=ctx.cluster,
+                                     namespace=namespace)
+        try:
+            work = self.workload(obj, admission)
+        except FluenceError as error:
+            logger.warning("flux: stored %s %s/%s is not a Flux workload Fluence can run: %s",
+                           obj.get("kind"), namespace, meta.get("name"), error)
+            return
+        spec = (work.template.get("spec") or {}) if work is not None else {}
+        if work is None or not any(c.get("name") == INIT_CONTAINER
+                                   for c in spec.get("initContainers") or []):
+            return
         owner = JOBS if work.kind == wl.JOB_KIND else JOBSETS
+        reference = {"apiVersion": owner.api_version, "kind": owner.kind,
+                     "name": work.name, "uid": uid}
+        cluster = ctx.cluster
 
-        def create() -> None:
-            cluster = ctx.require_cluster()
-            if cluster.get(owner, work.name, work.namespace) is not None:
-                return  # the API server refuses this create (already exists): make nothing
-            if self.adopter.full:
-                raise FluenceError(f"{self.adopter.capacity} Flux workloads are waiting to be"
-                                   " stored already; try again shortly")
-            made = []
+        def make() -> None:
             for resource, body in self.objects(work):
-                self._ensure(cluster, resource, body, work)
-                made.append((resource, body["metadata"]["name"]))
-            self.adopter.submit(Adoption(cluster, owner, work.name, work.namespace, made,
-                                         self.settings.adopt_timeout))
+                body["metadata"]["ownerReferences"] = [dict(reference)]
+                self._ensure(cluster, resource, body, work, uid)
+            self._made[uid] = None
+            while len(self._made) > self.REMEMBERED:
+                self._made.pop(next(iter(self._made)))
 
-        ctx.defer(f"Flux ConfigMap, Secret and Service for {work.label}", create)
+        ctx.make(("flux", namespace, work.name, uid),
+                 f"Flux ConfigMap, Secret and Service for {work.label}", make)
 
     @staticmethod
-    def _ensure(
-        cluster: Any, resource: Resource, body: dict[str, Any], work: wl.FluxWorkload
-    ) -> None:
+    def _ensure(cluster: ClusterAPI, resource: Resource, body: dict[str, Any],
+                work: wl.FluxWorkload, uid: str) -> None:
         name = body["metadata"]["name"]
         try:
             cluster.create(resource, body, work.namespace)
@@ -367,15 +417,22 @@ class FluxHandler(Handler):
         except Conflict:
             pass
         existing = cluster.get(resource, name, work.namespace) or {}
-        existing_labels = (existing.get("metadata") or {}).get("labels") or {}
-        if existing_labels.get(names.MANAGED_BY_LABEL) != names.SCHEDULER_NAME:
-            raise AdmissionDenied(
-                f"{resource.kind} {work.namespace}/{name} exists and is not Fluence's; "
-                f"rename the {work.kind} or delete it"
-            )
+        if not _fluences(existing):
+            logger.error("flux: %s %s/%s exists and is not Fluence's: %s cannot start",
+                         resource.kind, work.namespace, name, work.label)
+            return
+        owners = (existing.get("metadata") or {}).get("ownerReferences") or []
+        if any(isinstance(o, Mapping) and o.get("uid") == uid for o in owners):
+            return  # made for this very workload already
         # A leftover of an earlier workload of the same name: take it over, fresh content.
-        update: dict[str, Any] = {"metadata": {"ownerReferences": None,
-                                               "annotations": body["metadata"]["annotations"]}}
+        update: dict[str, Any] = {"metadata": {
+            "ownerReferences": body["metadata"]["ownerReferences"],
+            "annotations": body["metadata"]["annotations"]}}
         if "data" in body:
             update["data"] = body["data"]
         cluster.patch(resource, name, update, work.namespace)
+
+
+def _fluences(obj: Mapping[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(names.MANAGED_BY_LABEL) == names.SCHEDULER_NAME)

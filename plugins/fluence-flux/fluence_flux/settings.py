@@ -38,11 +38,6 @@ class FluxSettings(PluginSettings):
         description="Seconds rank 0 waits for every broker to join before it fails the Job "
                     "(a rank whose pod never starts must not hang the instance).",
     )
-    adopt_timeout: float = Field(
-        default=60.0, gt=0,
-        description="Seconds to wait for an admitted Job/JobSet to be stored before its "
-                    "ConfigMap, Secret and Service are owned by it (else they are deleted).",
-    )
 
 
 def load_flux_settings(**overrides: object) -> FluxSettings:

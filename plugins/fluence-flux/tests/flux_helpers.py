@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonpatch
 
-from fluence_core.api import names
+from fluence_core.api import Reconciler, names
 from fluence_core.testing import AdmissionService
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
@@ -69,7 +69,13 @@ def review(obj: Any, *, group: str, resource: str, operation: str = "CREATE",
 def admit(
     service: AdmissionService, obj: dict[str, Any], **kw: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(response, the object after applying the patch with the jsonpatch library)."""
+    """(response, the object after applying the patch with the jsonpatch library).
+
+    An allowed object is then stored as the API server would (not on a dry run, nor with
+    ``store=False``; one of the same name stored already is replaced), and the service's
+    controller hands it to the handlers that reconcile stored objects, as from their
+    informer: what the workload needs is made from the stored object."""
+    store = kw.pop("store", True)
     if obj.get("kind") == "JobSet":
         kw.setdefault("group", "jobset.x-k8s.io")
         kw.setdefault("resource", "jobsets")
@@ -80,4 +86,21 @@ def admit(
     assert outcome.status == 200
     response = outcome.body["response"]
     patch = json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
-    return response, jsonpatch.apply_patch(copy.deepcopy(obj), patch)
+    patched = jsonpatch.apply_patch(copy.deepcopy(obj), patch)
+    if store and response["allowed"] and not kw.get("dry_run") and service.cluster is not None:
+        stored_workload(service, patched)
+    return response, patched
+
+
+def stored_workload(service: AdmissionService, obj: dict[str, Any]) -> dict[str, Any]:
+    """Store ``obj`` (replacing one of its name) and hand it to the reconciling handlers."""
+    cluster = service.cluster
+    assert cluster is not None
+    plural = "jobsets" if obj.get("kind") == "JobSet" else "jobs"
+    name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace", "default")
+    cluster.delete(plural, name, namespace)
+    stored = cluster.create(plural, obj, namespace)
+    for handler in service.handlers:
+        if isinstance(handler, Reconciler):
+            service.controller.stored(handler, stored)
+    return stored

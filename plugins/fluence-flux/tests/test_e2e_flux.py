@@ -181,7 +181,7 @@ def test_the_lammps_example_is_stored_rewritten_with_its_service_and_owned_confi
     assert app["args"][:2] == ["lmp", "-v"]
     assert spec["subdomain"] == "flux-lammps"
     assert {v["name"] for v in spec["volumes"]} == {"flux-view", "flux-scripts", "flux-shm"}
-    svc = kube.get("services", "flux-lammps", NAMESPACE)
+    svc = until(lambda: kube.get("services", "flux-lammps", NAMESPACE))  # made once stored
     assert svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["selector"] == {"batch.kubernetes.io/job-name": "flux-lammps"}
     want = [
@@ -389,7 +389,7 @@ def test_a_trainjob_whose_runtime_sets_ml_policy_flux_has_its_jobset_rewritten(e
     assert pod["metadata"]["labels"][names.GROUP_LABEL] == "tj"
     assert pod["metadata"]["annotations"][names.GROUP_SIZE_ANNOTATION] == "3"
     assert stored["spec"]["network"] == {"enableDNSHostnames": True}
-    script = kube.get("configmaps", "tj-flux", NAMESPACE)["data"]["entrypoint.sh"]
+    script = until(lambda: kube.get("configmaps", "tj-flux", NAMESPACE))["data"]["entrypoint.sh"]
     assert "nodes=3" in script and "tasks_per_node=2" in script
     init = kube.get("configmaps", "tj-flux", NAMESPACE)["data"]["init.sh"]
     assert 'host = "tj-node-0-[0-2]"' in init
@@ -497,7 +497,7 @@ def test_the_brokers_of_a_flux_job_are_placed_whole_or_not_at_all(env, tmp_path)
         # Two nodes of two CPUs hold two of the three brokers: Fluence binds none of them.
         assert until(lambda: len(pods()) == 3 and all(waiting(p) for p in pods()), 90), \
             diagnose(kube, tmp_path)
-        group = kube.get("podgroups", "ranks", NAMESPACE)
+        group = until(lambda: kube.get("podgroups", "ranks", NAMESPACE))
         print("PodGroup ranks:", json.dumps(group["spec"]))
         assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
         assert [p["spec"].get("nodeName") for p in pods()] == [None] * 3

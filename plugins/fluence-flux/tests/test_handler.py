@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 
 import pytest
-from fluence_flux.adopt import Adopter
 from fluence_flux.handler import (
     INIT_CONTAINER,
     SCRIPTS_VOLUME,
@@ -22,51 +21,19 @@ from fluence_core.api import load_settings, names
 from fluence_core.testing import AdmissionService, FakeCluster
 
 
-class Later:
-    """An Adopter spawn that keeps the work until the test says run."""
-
-    def __init__(self) -> None:
-        self.pending: list = []
-
-    def __call__(self, work) -> None:
-        self.pending.append(work)
-
-    def run(self) -> None:
-        while self.pending:
-            self.pending.pop(0)()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def cluster() -> FakeCluster:
     return FakeCluster()
 
 
-@pytest.fixture
-def later() -> Later:
-    return Later()
-
-
-def make_service(cluster, later, **flux_settings) -> tuple[AdmissionService, FluxHandler]:
-    clock = Clock()
-    handler = FluxHandler(FluxSettings(**flux_settings),
-                          Adopter(spawn=later, clock=clock, sleep=clock.sleep))
+def make_service(cluster, **flux_settings) -> tuple[AdmissionService, FluxHandler]:
+    handler = FluxHandler(FluxSettings(**flux_settings))
     return AdmissionService(load_settings(), [handler], cluster=cluster), handler
 
 
 @pytest.fixture
-def service(cluster, later) -> AdmissionService:
-    return make_service(cluster, later)[0]
+def service(cluster) -> AdmissionService:
+    return make_service(cluster)[0]
 
 
 def as_v1_job(obj):
@@ -108,9 +75,13 @@ def test_an_opted_in_job_gets_the_flux_view_init_container_and_the_wrapped_comma
     assert spec.affinity.node_affinity is None
 
 
-def test_the_configmap_secret_and_service_are_made_at_admission_and_owned_once_the_job_is_stored(
-        service, cluster, later):
-    admit(service, job())
+def test_the_configmap_secret_and_service_are_made_for_the_stored_job_and_owned_by_it(
+        service, cluster):
+    admit(service, job(), store=False)
+    assert cluster.list("configmaps", "default").items == []  # the review makes nothing
+    _, rewritten = admit(service, job())  # stored, and the controller hears of it
+    stored = cluster.get("jobs", "lmp", "default")
+    assert stored["metadata"]["labels"] == {names.FLUX_LABEL: "true"}
     config = cluster.get("configmaps", "lmp-flux", "default")
     assert set(config["data"]) == {"init.sh", "entrypoint.sh"}
     assert "-N \"$nodes\" --tasks-per-node" in config["data"]["entrypoint.sh"]
@@ -121,9 +92,6 @@ def test_the_configmap_secret_and_service_are_made_at_admission_and_owned_once_t
     svc = cluster.get("services", "lmp", "default")
     assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
     assert svc["spec"]["selector"] == {"batch.kubernetes.io/job-name": "lmp"}
-    assert "ownerReferences" not in config["metadata"]  # the Job has no uid yet
-    stored = cluster.create("jobs", job(), "default")  # what the API server does after admission
-    later.run()
     for kind, name in (
         ("configmaps", "lmp-flux"),
         ("secrets", "lmp-flux-curve"),
@@ -134,27 +102,19 @@ def test_the_configmap_secret_and_service_are_made_at_admission_and_owned_once_t
                          "uid": stored["metadata"]["uid"]}]
 
 
-def test_objects_for_a_job_that_is_never_stored_are_deleted_after_the_timeout(cluster, later):
-    service, _ = make_service(cluster, later, adopt_timeout=5)
-    admit(service, job())
-    assert cluster.get("configmaps", "lmp-flux", "default") is not None
-    later.run()  # virtual clock: polls until the deadline, then abandons
-    assert cluster.get("configmaps", "lmp-flux", "default") is None
-    assert cluster.get("secrets", "lmp-flux-curve", "default") is None
-    assert cluster.get("services", "lmp", "default") is None
+def test_a_stored_job_its_user_labelled_but_flux_did_not_rewrite_gets_nothing(
+        service, cluster):
+    labelled = job()
+    labelled["metadata"]["labels"] = {names.FLUX_LABEL: "true"}
+    stored = cluster.create("jobs", labelled, "default")
+    service.controller.stored(service.handlers[0], stored)
+    assert cluster.list("configmaps", "default").items == []
 
 
-def test_a_dry_run_patches_but_creates_nothing(service, cluster, later):
+def test_a_dry_run_patches_but_creates_nothing(service, cluster):
     response, out = admit(service, job(), dry_run=True)
     assert pod_spec(out)["initContainers"][0]["name"] == INIT_CONTAINER
-    assert cluster.get("configmaps", "lmp-flux", "default") is None and not later.pending
-
-
-def test_a_job_that_already_exists_gets_no_new_objects(service, cluster, later):
-    cluster.create("jobs", job(), "default")
-    response, _ = admit(service, job())
-    assert response["allowed"] is True  # the API server answers AlreadyExists
-    assert cluster.get("configmaps", "lmp-flux", "default") is None and not later.pending
+    assert cluster.get("configmaps", "lmp-flux", "default") is None
 
 
 def test_a_rewritten_job_comes_back_unchanged_when_reinvoked(service):
@@ -268,12 +228,14 @@ def test_a_leftover_configmap_of_an_earlier_job_is_taken_over(service, cluster):
     assert response["allowed"] is True
     stored = cluster.get("configmaps", "lmp-flux", "default")
     assert "tasks_per_node=6" in stored["data"]["entrypoint.sh"]
-    assert not stored["metadata"].get("ownerReferences")
+    job_now = cluster.get("jobs", "lmp", "default")  # the second Job, stored after the first
+    assert [r["uid"] for r in stored["metadata"]["ownerReferences"]] == [
+        job_now["metadata"]["uid"]]
 
 
-def test_the_node_affinity_setting_is_required_and_a_users_affinity_is_kept(cluster, later):
+def test_the_node_affinity_setting_is_required_and_a_users_affinity_is_kept(cluster):
     service, _ = make_service(
-        cluster, later, node_affinity="node.kubernetes.io/instance-type=c5.4xl|c6.4xl"
+        cluster, node_affinity="node.kubernetes.io/instance-type=c5.4xl|c6.4xl"
     )
     _, out = admit(service, job())
     terms = pod_spec(out)["affinity"]["nodeAffinity"][
@@ -322,7 +284,7 @@ def test_the_flux_container_annotation_chooses_which_container_runs_flux(service
     assert main["args"] == ["lmp", "-in", "in.lj"]
 
 
-def test_a_jobset_gets_dns_hostnames_and_the_hosts_of_its_node_job(service, cluster, later):
+def test_a_jobset_gets_dns_hostnames_and_the_hosts_of_its_node_job(service, cluster):
     obj = jobset(annotations={names.FLUX_ANNOTATION: "true"})
     response, out = admit(service, obj)
     assert response["allowed"] is True
@@ -341,11 +303,9 @@ def test_a_jobset_gets_dns_hostnames_and_the_hosts_of_its_node_job(service, clus
     init = cluster.get("configmaps", "train-flux", "default")["data"]["init.sh"]
     assert 'host = "train-node-0-[0-1]"' in init and "tcp://%h.train:%p" in init
     assert cluster.get("services", "train", "default") is None
-    stored = cluster.create("jobsets", obj, "default")
-    later.run()
+    stored = cluster.get("jobsets", "train", "default")
     refs = cluster.get("configmaps", "train-flux", "default")["metadata"]["ownerReferences"]
     assert refs[0]["kind"] == "JobSet" and refs[0]["uid"] == stored["metadata"]["uid"]
-
 
 
 def test_a_jobset_keeps_its_network_settings_and_subdomain(service, cluster):
