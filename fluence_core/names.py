@@ -44,6 +44,9 @@ SCOUT_STATUS_LOST: Final = "scout-lost"
 before it reported a release, so its workers are let go without the scout's task."""
 SCOUT_QUEUE_POSITION_ANNOTATION: Final = f"{DOMAIN}/scout-queue-position"
 """On the scout: its task's queue position when the sidecar found it."""
+SCOUT_ANNOTATION_PREFIX: Final = f"{DOMAIN}/scout-"
+"""Every scout-* annotation: written by Fluence at a scout's report or sweep, never by users."""
+
 
 # The scout's reports to Fluence (docs/scout-report.md).
 REPORT_PATH: Final = "/v1/scout-report"
@@ -127,6 +130,21 @@ IMAGE: Final = "ghcr.io/flux-framework/fluence:0.1.0"
 """The Fluence image (Containerfile): the scheduler, webhook and device plugin run it, and
 the webhook's stage init container and sidecar use it (FLUENCE_RUNTIME_IMAGE's default).
 Its tag is fluence-core's version."""
+
+# Who may write what (issue 32): fluence_core/webhook/owned.py, deploy/admission-policy.yaml.
+SCHEDULER_ONLY_ANNOTATIONS: Final = (ALLOCATION_ANNOTATION, JOBIDS_ANNOTATION,
+                                     BACKEND_ANNOTATION)
+"""Written by Fluence after admission only (with :data:`SCHEDULER_ONLY_PREFIXES`): the webhook
+strips them from every Fluence pod it admits, and the admission policy refuses a CREATE
+that carries one from anyone but Fluence."""
+SCHEDULER_ONLY_PREFIXES: Final = (ATTR_ANNOTATION_PREFIX, SCOUT_ANNOTATION_PREFIX)
+OWNED_ANNOTATIONS: Final = (*SCHEDULER_ONLY_ANNOTATIONS, PROTECTED_ANNOTATION,
+                            PROMISED_CORES_ANNOTATION)
+"""With :data:`SCHEDULER_ONLY_PREFIXES` and the role label: what only Fluence may set or
+change once an object exists (the admission policy refuses anyone else's UPDATE of it)."""
+FLUENCE_USERS: Final = ("system:serviceaccount:fluence-system:fluence",
+                        "system:serviceaccount:fluence-system:fluence-webhook")
+"""The ServiceAccounts of deploy/ that write Fluence's own annotations (scheduler, webhook)."""
 
 RUNTIME_MOUNT: Final = "/fluence-runtime"
 """emptyDir the stage init container fills with the interceptor (sitecustomize)."""

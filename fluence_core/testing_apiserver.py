@@ -483,7 +483,8 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
     exit the configuration is deleted first (no request then reaches a closed port),
     then the server stops and the writer finishes. ``loops`` (the orphan sweep) run while
     the server serves, as in ``fluence webhook``, and so do the default service's informers
-    (:func:`~fluence_core.webhook.informer.watched_for`), synced before it yields. With
+    (:func:`~fluence_core.webhook.informer.watched_for`, of ``namespace`` only, and the
+    controller acting on what is stored there), synced before it yields. With
     ``match_conditions`` the pod webhook is registered as deploy/webhook.yaml has it
     (Fluence pods only) and then given the conditions the service's handlers declare by
     :func:`publish_match_conditions`, as ``fluence webhook`` does at start; without, every
@@ -493,10 +494,10 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
     if settings.report_ca is None:  # as fluence webhook does: scouts trust its serving CA
         settings = settings.model_copy(update={"report_ca": cert.ca_pem.decode()})
     if service is None:
-        watched = watched_for(kube)
+        watched = watched_for(kube, namespace)  # this webhook's namespace: tests share a server
         service = build_service(settings, get_plugin_manager(settings), kube,
                                 writer=BackgroundWriter(), watched=watched)
-    informers = service.controller.informers()  # PodGroups and more from stored objects
+    informers = service.controller.informers(namespace)  # what is stored there needs
     server = WebhookServer(("127.0.0.1", 0), service,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
                            reports=ReportEndpoint(kube, settings), loops=[*informers, *loops])

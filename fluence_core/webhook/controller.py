@@ -186,12 +186,14 @@ class Controller:
 
     # -- wiring ----------------------------------------------------------------------------
 
-    def informers(self) -> list[Informer[dict[str, Any]]]:
+    def informers(self, namespace: str | None = None) -> list[Informer[dict[str, Any]]]:
         """The informers to start, listening: the watched ones (their Jobs and pods come here)
-        and one per plugin reconciler's kind and selector. Call once."""
+        and one per plugin reconciler's kind and selector; the controller's own watch every
+        namespace, or only ``namespace`` (a test's webhook, registered for it alone). Call
+        once."""
         if self._informers or self.cluster is None:
             return self._informers
-        own = watched_for(self.cluster)  # what the service's informers lack, the controller's
+        own = watched_for(self.cluster, namespace)  # what the service's informers lack
         jobs = self.watched.jobs if self.watched.jobs is not None else own.jobs
         stored_pods = self.watched.pods if self.watched.pods is not None else own.pods
         assert jobs is not None and stored_pods is not None
@@ -204,7 +206,8 @@ class Controller:
                 informer = extra.get((kind, reconciler.stored_selector))
                 if informer is None:
                     informer = Informer(self.cluster, resource, slim_nothing,
-                                        label_selector=reconciler.stored_selector)
+                                        label_selector=reconciler.stored_selector,
+                                        namespace=namespace)
                     extra[(kind, reconciler.stored_selector)] = informer
                 informer.listeners.append(self._listener(reconciler))
         watched = self.watched.informers()
@@ -284,7 +287,12 @@ class Controller:
             informer.wait_synced(SYNC_WAIT)
         if self.exists(namespace, name, writing=False):
             return
-        count = wanted.min_count() if callable(wanted.min_count) else wanted.min_count
+        try:
+            count = wanted.min_count() if callable(wanted.min_count) else wanted.min_count
+        except FluenceError as error:  # a bad group-size, a Job over the limit: no retry helps
+            logger.error("webhook: PodGroup %s/%s is missing, but %s cannot say its size: %s",
+                         namespace, name, wanted.source, error)
+            return
         try:
             cluster.create(PODGROUPS, pods.pod_group_body(name, namespace, count, wanted.owner),
                            namespace)

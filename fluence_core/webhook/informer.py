@@ -76,8 +76,11 @@ class Informer(Generic[T]):
 
     def __init__(self, cluster: ClusterAPI, resource: ResourceRef,
                  keep: Callable[[Mapping[str, Any]], T], *,
-                 label_selector: str | None = None, field_selector: str | None = None) -> None:
+                 label_selector: str | None = None, field_selector: str | None = None,
+                 namespace: str | None = None) -> None:
         self.cluster = cluster
+        self.namespace = namespace
+        """None: every namespace (``fluence webhook``); one: a test's webhook's own."""
         self.resource = resolve(resource)
         self.keep = keep
         self.label_selector = label_selector
@@ -127,8 +130,8 @@ class Informer(Generic[T]):
 
     def _tell(self, event: str, obj: Any) -> None:
         """Hand a stored object to the listeners; none of their failures stops the watch."""
-        if not isinstance(obj, Mapping) or not self.listeners:
-            return
+        if not isinstance(obj, Mapping) or not self.listeners or self._stop.is_set():
+            return  # stopped: a watch still draining acts on nothing
         if "kind" not in obj:  # a list's items carry neither: listeners read them as events
             obj = {"apiVersion": self.resource.api_version, "kind": self.resource.kind, **obj}
         for listener in self.listeners:
@@ -142,7 +145,8 @@ class Informer(Generic[T]):
 
     def sync(self) -> None:
         """List everything afresh; lookups answer from then on."""
-        listed = self.cluster.list(self.resource, label_selector=self.label_selector,
+        listed = self.cluster.list(self.resource, self.namespace,
+                                   label_selector=self.label_selector,
                                    field_selector=self.field_selector)
         self._replace(listed.items, listed.resource_version or None)
         self._synced.set()
@@ -211,7 +215,8 @@ class Informer(Generic[T]):
 
     def follow(self, timeout: float | None = WATCH_SECONDS) -> None:
         """Apply the watch's events from the last version seen, for ``timeout`` seconds."""
-        for event, obj in self.cluster.watch(self.resource, resource_version=self._version,
+        for event, obj in self.cluster.watch(self.resource, self.namespace,
+                                             resource_version=self._version,
                                              label_selector=self.label_selector,
                                              field_selector=self.field_selector,
                                              timeout=timeout):
@@ -237,6 +242,7 @@ class Informer(Generic[T]):
 
     def _run(self) -> None:
         delay = RETRY_SECONDS
+        unserved = False  # said once that the API server does not serve the kind (a CRD)
         while not self._stop.is_set():
             try:
                 if not self._synced.is_set():
@@ -247,9 +253,18 @@ class Informer(Generic[T]):
                 self._synced.clear()  # unknown until the next list: callers read meanwhile
                 if self._stop.is_set():
                     return
-                logger.warning("webhook: watching %s failed (%s); reading them directly until"
-                               " the next list, in %.0f s", self.resource.plural, error, delay,
-                               exc_info=not isinstance(error, ApiError))
+                missing = isinstance(error, ApiError) and error.status == 404
+                if missing and unserved:
+                    logger.debug("webhook: %s still not served", self.resource.plural)
+                elif missing:
+                    unserved = True
+                    logger.info("webhook: the API server does not serve %s (CRD not installed?);"
+                                " looking again every %.0f s", self.resource.plural,
+                                RETRY_MAX_SECONDS)
+                else:
+                    logger.warning("webhook: watching %s failed (%s); reading them directly"
+                                   " until the next list, in %.0f s", self.resource.plural,
+                                   error, delay, exc_info=not isinstance(error, ApiError))
                 self._stop.wait(delay)
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
 
@@ -333,9 +348,11 @@ def _get(informer: Informer[dict[str, Any]] | None, cluster: ClusterAPI, resourc
     return cluster.get(resource, name, namespace)
 
 
-def watched_for(cluster: ClusterAPI) -> Watched:
-    """The webhook's informers over ``cluster`` (not started: the server starts them)."""
-    return Watched(pod_groups=Informer(cluster, PODGROUPS, slim_pod_group),
-                   jobs=Informer(cluster, JOBS, slim_job, label_selector=names.GROUP_LABEL),
+def watched_for(cluster: ClusterAPI, namespace: str | None = None) -> Watched:
+    """The webhook's informers over ``cluster`` (not started: the server starts them), of
+    every namespace or only ``namespace``."""
+    return Watched(pod_groups=Informer(cluster, PODGROUPS, slim_pod_group, namespace=namespace),
+                   jobs=Informer(cluster, JOBS, slim_job, label_selector=names.GROUP_LABEL,
+                                 namespace=namespace),
                    pods=Informer(cluster, PODS, slim_nothing, label_selector=names.GROUP_LABEL,
-                                 field_selector=UNSCHEDULED))
+                                 field_selector=UNSCHEDULED, namespace=namespace))

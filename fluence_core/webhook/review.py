@@ -22,9 +22,9 @@ from fluence_core.cluster_api import ClusterAPI
 from fluence_core.log import logger
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings
-from fluence_core.webhook import pods
+from fluence_core.webhook import owned, pods
 from fluence_core.webhook._patch import JsonPatch, apply_patch
-from fluence_core.webhook.conditions import Need, pod_match_conditions
+from fluence_core.webhook.conditions import Need, any_of, pod_match_conditions
 from fluence_core.webhook.informer import Watched
 from fluence_core.webhook.base import (
     POD_RESOURCE,
@@ -162,7 +162,8 @@ class AdmissionService:
     def needs(self) -> list[Need]:
         """Which pods each part of a pod review may change, refuse or act on: the review's
         own checks, admission control, then each pod handler in order."""
-        return [Need("the webhook's pod checks", pods.shape_condition()), *self.admit_needs,
+        checks = any_of(pods.shape_condition(), owned.condition())
+        return [Need("the webhook's pod checks", checks), *self.admit_needs,
                 *(Need(f"handler {h.name}", getattr(h, "match_condition", None))
                   for h in self.handlers if POD_RESOURCE in resources_of(h))]
 
@@ -220,6 +221,8 @@ class AdmissionService:
         if problem is not None:
             return deny(uid, f"fluence webhook: {problem}", code=400)
         pod = json_copy(pod)
+        stripped = owned.strip(pod)  # Fluence's records are Fluence's: never a user's
+        apply_patch(pod, json_copy(stripped))
         metadata = pod["metadata"] = pod.get("metadata") or {}
         metadata["namespace"] = namespace
         ctx = self._context(namespace, request, uid)
@@ -232,8 +235,8 @@ class AdmissionService:
             if refusal:
                 return deny(uid, str(refusal), warnings=ctx.warnings)
         return self._run(
-            uid, pod, ctx, [h for h in self.handlers if POD_RESOURCE in resources_of(h)]
-        )
+            uid, pod, ctx, [h for h in self.handlers if POD_RESOURCE in resources_of(h)],
+            stripped)
 
     def _review_object(self, uid: str, request: dict[str, Any], key: str,
                        namespace: str) -> dict[str, Any]:
@@ -251,9 +254,10 @@ class AdmissionService:
         return self._run(uid, obj, ctx, handlers)
 
     def _run(self, uid: str, obj: dict[str, Any], ctx: AdmissionContext,
-             handlers: Sequence[Handler]) -> dict[str, Any]:
-        """Each handler in turn on the working copy: a patch or a refusal, nothing else."""
-        patch: JsonPatch = []
+             handlers: Sequence[Handler], first: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+        """Each handler in turn on the working copy (``first`` applied to it already): a patch
+        or a refusal, nothing else."""
+        patch: JsonPatch = list(first)
         for handler in handlers:
             ctx.current_handler = handler.name
             try:

@@ -1,0 +1,182 @@
+"""Issue 32, attacks 2 and 3, on a real API server with deploy/admission-policy.yaml applied.
+
+A tenant (a ServiceAccount that may edit its namespace) forged a record at CREATE
+(``allocation`` on its own pod: restored after a restart, the pod bound against its
+nodeSelector and two nodes withheld), protected its pod from preemption with
+``kubectl annotate``, and removed a live scout's role label so the orphan sweep
+released its workers. With the policy (bound to this test's namespace only: the
+session's other tests run the scheduler as the admin, which the policy would refuse):
+
+* a CREATE carrying a key only Fluence writes is refused, unless Fluence's webhook
+  admitted the pod: it strips those keys, and validation runs after mutation;
+* an UPDATE setting, changing or removing a Fluence-owned annotation or the role label
+  is refused from the tenant, and allowed from Fluence's own ServiceAccount.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fluence_core import names
+from fluence_core.cluster_api import Resource
+from fluence_core.kube import KubeCluster
+from fluence_core.kube_errors import ApiError, Conflict
+from fluence_core.settings import load_settings
+from fluence_core.testing_apiserver import ApiServer, find_kubectl, webhook_beside
+
+REPO = Path(__file__).resolve().parents[2]
+POLICY_FILE = REPO / "deploy" / "admission-policy.yaml"
+POLICIES = Resource("validatingadmissionpolicies", "ValidatingAdmissionPolicy",
+                    group="admissionregistration.k8s.io", namespaced=False)
+BINDINGS = Resource("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding",
+                    group="admissionregistration.k8s.io", namespaced=False)
+ALLOCATION = names.ALLOCATION_ANNOTATION
+
+
+def _token_cluster(apiserver: ApiServer, namespace: str, account: str) -> KubeCluster:
+    kubectl = find_kubectl()
+    if kubectl is None:
+        pytest.skip("no kubectl beside the API server binaries (kubectl create token)")
+    done = subprocess.run([str(kubectl), f"--kubeconfig={apiserver.kubeconfig()}", "-n",
+                           namespace, "create", "token", account], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return KubeCluster.from_token(apiserver.url, done.stdout.strip(), ca_file=apiserver.ca_file,
+                                  qps=1000, burst=1000)
+
+
+def _account(kube: KubeCluster, namespace: str, name: str, role: str, where: str) -> None:
+    """ServiceAccount ``namespace/name`` bound to ClusterRole ``role`` in namespace ``where``."""
+    try:
+        kube.create("serviceaccounts", {"metadata": {"name": name}}, namespace)
+    except Conflict:
+        pass
+    kube.create("rolebindings", {
+        "metadata": {"name": f"{name}-{role}"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}, where)
+
+
+def _pod(name: str, *, scheduler: str = "default-scheduler",
+         annotations: dict[str, str] | None = None,
+         labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "annotations": dict(annotations or {}),
+                         "labels": dict(labels or {})},
+            "spec": {"schedulerName": scheduler, "nodeSelector": {"no-such-node": "x"},
+                     "containers": [{"name": "c", "image": "busybox"}]}}
+
+
+@pytest.fixture
+def policy(kube: KubeCluster, kube_namespace: str) -> Any:
+    """The shipped policy and binding, the binding narrowed to this test's namespace, in
+    force (a probe pod refused) before the test runs."""
+    documents = [d for d in yaml.safe_load_all(POLICY_FILE.read_text()) if d]
+    by_kind = {d["kind"]: d for d in documents}
+    policy_body = copy.deepcopy(by_kind["ValidatingAdmissionPolicy"])
+    binding = copy.deepcopy(by_kind["ValidatingAdmissionPolicyBinding"])
+    suffix = kube_namespace
+    policy_body["metadata"]["name"] += f"-{suffix}"
+    binding["metadata"]["name"] += f"-{suffix}"
+    binding["spec"]["policyName"] = policy_body["metadata"]["name"]
+    binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": kube_namespace}}}
+    kube.create(POLICIES, policy_body)
+    kube.create(BINDINGS, binding)
+    deadline = time.monotonic() + 30
+    while True:  # the API server loads policies from its own informer, a moment later
+        try:
+            kube.create("pods", _pod("probe", annotations={ALLOCATION: "{}"}), kube_namespace)
+        except ApiError as refused:
+            if "only Fluence writes" in str(refused):
+                break
+            raise
+        kube.delete("pods", "probe", kube_namespace, grace_period_seconds=0)
+        assert time.monotonic() < deadline, "the admission policy never took effect"
+        time.sleep(0.5)
+    yield
+    kube.delete(BINDINGS, binding["metadata"]["name"])
+    kube.delete(POLICIES, policy_body["metadata"]["name"])
+
+
+@pytest.fixture
+def tenant(apiserver: ApiServer, kube: KubeCluster, kube_namespace: str) -> KubeCluster:
+    _account(kube, kube_namespace, "tenant", "edit", kube_namespace)
+    return _token_cluster(apiserver, kube_namespace, "tenant")
+
+
+@pytest.fixture
+def fluence_webhook(apiserver: ApiServer, kube: KubeCluster, kube_namespace: str) -> KubeCluster:
+    """Logged in as deploy/'s webhook ServiceAccount, fluence-system/fluence-webhook."""
+    try:
+        kube.create("namespaces", {"metadata": {"name": "fluence-system"}})
+    except Conflict:
+        pass
+    _account(kube, "fluence-system", "fluence-webhook", "edit", kube_namespace)
+    return _token_cluster(apiserver, "fluence-system", "fluence-webhook")
+
+
+def test_a_tenants_pod_carrying_a_record_is_refused_at_create(
+        policy: None, tenant: KubeCluster, kube_namespace: str) -> None:
+    for key in (ALLOCATION, names.JOBIDS_ANNOTATION, names.BACKEND_ANNOTATION,
+                names.ATTR_ANNOTATION_PREFIX + "region", names.SCOUT_STATUS_ANNOTATION):
+        with pytest.raises(ApiError) as refused:
+            tenant.create("pods", _pod("forger", annotations={key: "x"}), kube_namespace)
+        assert f"only Fluence writes {key}" in str(refused.value)
+    with pytest.raises(ApiError) as refused:
+        tenant.create("podgroups", {
+            "metadata": {"name": "forged", "annotations": {ALLOCATION: "{}"}},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}}, kube_namespace)
+    assert "only Fluence writes" in str(refused.value)
+
+
+def test_a_fluence_pod_carrying_a_record_is_admitted_with_the_record_stripped(
+        policy: None, tenant: KubeCluster, kube: KubeCluster, kube_namespace: str,
+        tmp_path: Path) -> None:
+    settings = load_settings(webhook_config=f"fluence-policy-{kube_namespace}")
+    with webhook_beside(kube, settings, tmp_path / "tls", namespace=kube_namespace,
+                        match_conditions=True):
+        stored = tenant.create("pods", _pod(
+            "fluence-pod", scheduler=names.SCHEDULER_NAME,
+            annotations={ALLOCATION: '{"n1": [0, 1, 2, 3]}', names.BACKEND_ANNOTATION: "evil",
+                         names.SCOUT_STATUS_ANNOTATION: "ready", "team": "a"}), kube_namespace)
+    notes = stored["metadata"].get("annotations") or {}
+    assert notes == {"team": "a"}
+
+
+def test_a_tenant_cannot_protect_its_pod_nor_change_a_scouts_role(
+        policy: None, tenant: KubeCluster, kube_namespace: str) -> None:
+    tenant.create("pods", _pod("mine", labels={names.ROLE_LABEL: names.ROLE_SCOUT}),
+                  kube_namespace)
+    edits = [
+        {"metadata": {"annotations": {names.PROTECTED_ANNOTATION: "true"}}},
+        {"metadata": {"annotations": {names.PROMISED_CORES_ANNOTATION: "64"}}},
+        {"metadata": {"annotations": {names.SCOUT_STATUS_ANNOTATION: "ready"}}},
+        {"metadata": {"labels": {names.ROLE_LABEL: None}}},
+        {"metadata": {"labels": {names.ROLE_LABEL: names.ROLE_WORKER}}},
+    ]
+    for edit in edits:
+        with pytest.raises(ApiError) as refused:
+            tenant.patch("pods", "mine", edit, kube_namespace)
+        assert "only Fluence sets or changes" in str(refused.value), edit
+    tenant.patch("pods", "mine", {"metadata": {"annotations": {"team": "a"}}}, kube_namespace)
+
+
+def test_fluences_own_service_account_writes_its_annotations(
+        policy: None, tenant: KubeCluster, fluence_webhook: KubeCluster,
+        kube_namespace: str) -> None:
+    tenant.create("pods", _pod("scout", labels={names.ROLE_LABEL: names.ROLE_SCOUT}),
+                  kube_namespace)
+    fluence_webhook.patch("pods", "scout", {"metadata": {
+        "annotations": {names.SCOUT_STATUS_ANNOTATION: "ready", ALLOCATION: "{}"},
+        "labels": {names.ROLE_LABEL: None}}}, kube_namespace)
+    with pytest.raises(ApiError):  # and the tenant may not undo it
+        tenant.patch("pods", "scout", {"metadata": {"annotations": {ALLOCATION: None}}},
+                     kube_namespace)
