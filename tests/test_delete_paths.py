@@ -49,9 +49,6 @@ DELETE_SITES = (
                "the Kubernetes wrapper's own DELETE: what its callers (this list) ask"),
     DeleteSite("fluence_core/testing_apiserver.py:webhook_beside",
                "webhook configurations", "the e2e test API server's teardown"),
-    DeleteSite("plugins/fluence-flux/fluence_flux/adopt.py:abandon",
-               "ConfigMaps, Secrets, Services",
-               "what the Flux handler made for a Job or MiniCluster that was never stored"),
 )
 
 
