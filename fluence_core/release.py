@@ -76,28 +76,41 @@ def ungate_patch(
     return ops
 
 
-def _controller(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+def controlling_job(pod: Mapping[str, Any]) -> str | None:
+    """The uid of the Job that controls ``pod`` (its owner reference with ``controller:
+    true``), None without one.
+
+    Issue 32, attack 4: a bare pod a tenant labelled as group ``vqe``'s scout, with a
+    container named like the sidecar and a token bound to it, released Job vqe's
+    workers and stamped them with its own backend. A scout and its workers are the
+    pods of one Indexed Job (the quantum split needs its completion indexes): only
+    pods that Job controls, by uid, are each other's siblings. A uid cannot be guessed
+    from a name, and a tenant cannot make another team's Job control its pod.
+    """
     for ref in _meta(pod).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("kind")), str(ref.get("uid"))
+        if (isinstance(ref, Mapping) and ref.get("controller") is True
+                and ref.get("kind") == "Job" and ref.get("uid")):
+            return str(ref["uid"])
     return None
 
 
 def workers_of(cluster: ClusterAPI, scout: Mapping[str, Any]) -> list[KubeDict]:
-    """The scout's workers: its group's other pods in its namespace, not scouts, and under the
-    scout's own controller (the Job) when it has one."""
+    """The scout's workers: the pods its own controlling Job (by uid) controls in its
+    namespace that Fluence's split marked as workers (role label); none for a scout no
+    Job controls."""
     meta = _meta(scout)
     group = (meta.get("labels") or {}).get(names.GROUP_LABEL)
-    if not group:
+    job = controlling_job(scout)
+    if not group or job is None:
         return []
-    controller = _controller(scout)
     listed = cluster.list(PODS, meta.get("namespace"),
-                          label_selector=f"{names.GROUP_LABEL}={group}")
+                          label_selector=f"{names.GROUP_LABEL}={group},"
+                                         f"{names.ROLE_LABEL}={names.ROLE_WORKER}")
     return [
         pod for pod in listed.items
         if _meta(pod).get("uid") != meta.get("uid") and _meta(pod).get("name") != meta.get("name")
-        and (_meta(pod).get("labels") or {}).get(names.ROLE_LABEL) != names.ROLE_SCOUT
-        and (controller is None or _controller(pod) == controller)
+        and (_meta(pod).get("labels") or {}).get(names.ROLE_LABEL) == names.ROLE_WORKER
+        and controlling_job(pod) == job
     ]
 
 

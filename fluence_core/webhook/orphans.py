@@ -16,6 +16,11 @@ Failed, or being deleted) it releases them through
   creates an Indexed Job's pods in parallel (a worker may be admitted before its
   scout) and replaces a failed scout after a backoff; a scout seen live on the
   second sweep takes the group back.
+* Only Fluence's: a scout and its workers are the pods of one Job, by uid
+  (:func:`~fluence_core.release.controlling_job`); a pod no Job controls is never
+  acted on, and a group whose Job still has a live pod running the sidecar is left
+  gated even when no pod carries the scout's label (issue 32: removing a live
+  scout's label made the sweep release its workers).
 * Idempotent: released workers no longer carry the gate, so a finished group is
   never written to again. No API error or bad object stops the loop.
 """
@@ -30,13 +35,21 @@ from fluence_core import names
 from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
 from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
-from fluence_core.release import RELEASE_STATUSES, TERMINAL_PHASES, release_workers, stamp
+from fluence_core.release import (
+    RELEASE_STATUSES,
+    TERMINAL_PHASES,
+    controlling_job,
+    release_workers,
+    stamp,
+)
 from fluence_core.settings import Settings
 from fluence_core.periodic import Periodic
 
 SELECTOR = (f"{names.ROLE_LABEL} in ({names.ROLE_SCOUT},{names.ROLE_WORKER}),"
             f"{names.GROUP_LABEL}")
 """The shared groups' pods: scouts and workers that carry a group label."""
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+"""The job controller's label on every pod of a Job: its uid."""
 REASON = "ScoutLost"
 """Reason of the Event on each worker released because its scout was lost."""
 
@@ -49,13 +62,13 @@ def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def group_key(pod: Mapping[str, Any]) -> GroupKey:
-    """Which group a pod belongs to: a worker must share its scout's controller
-    (as :func:`fluence_core.release.workers_of` requires)."""
+    """Which group a pod belongs to: a worker must share its scout's controlling Job, by
+    uid (as :func:`fluence_core.release.workers_of` requires); '' for a pod no Job controls,
+    which the sweep never acts on."""
     meta = _meta(pod)
-    controller = next((str(ref.get("uid")) for ref in meta.get("ownerReferences") or []
-                       if ref.get("controller")), "")
     return (str(meta.get("namespace") or ""),
-            str((meta.get("labels") or {}).get(names.GROUP_LABEL) or ""), controller)
+            str((meta.get("labels") or {}).get(names.GROUP_LABEL) or ""),
+            controlling_job(pod) or "")
 
 
 def ended(pod: Mapping[str, Any]) -> bool:
@@ -93,6 +106,8 @@ def orphaned(pods: Iterable[KubeDict], gate: str) -> dict[GroupKey, Orphaned]:
     live: set[GroupKey] = set()
     for pod in pods:
         key = group_key(pod)
+        if not key[2]:
+            continue  # no Job controls it: not a split's pod, whatever its labels say
         role = (_meta(pod).get("labels") or {}).get(names.ROLE_LABEL)
         if role == names.ROLE_SCOUT:
             if ended(pod):
@@ -136,7 +151,21 @@ class OrphanSweep(Periodic):
                                error)
         return released
 
+    def _scout_alive(self, key: GroupKey) -> bool:
+        """Whether a live pod of the group's Job still runs the sidecar, whatever its labels
+        say: a scout whose role label was removed is still the scout (issue 32)."""
+        listed = self.cluster.list(PODS, key[0],
+                                   label_selector=f"{JOB_UID_LABEL}={key[2]}").items
+        return any(not ended(pod) and any(
+            c.get("name") == names.SIDECAR_CONTAINER
+            for c in (pod.get("spec") or {}).get("containers") or []) for pod in listed)
+
     def _release(self, key: GroupKey, group: Orphaned) -> list[str]:
+        if self._scout_alive(key):
+            logger.warning("orphan sweep: group %s/%s has no pod labelled its scout, but a live"
+                           " pod of its Job runs the sidecar; its workers stay gated",
+                           key[0], key[1])
+            return []
         annotations, lost = group.outcome()
         done, _running = release_workers(self.cluster, group.workers, self.gate, annotations)
         if not done:

@@ -14,7 +14,10 @@ checked, in order, and refused with a JSON error and a log line otherwise:
    otherwise;
 4. that pod exists with that uid, runs under that ServiceAccount, and is the
    scout of a shared group (role label and group label, and the sidecar
-   container, all set by the webhook): 403 otherwise.
+   container, all set by the webhook) that a Job controls: 403 otherwise. Its
+   workers are then the pods that same Job (by uid) controls and Fluence marked
+   as workers (:func:`fluence_core.release.workers_of`): a bare pod dressed as a
+   scout (issue 32) matches nothing.
 
 Only then does it act (:func:`fluence_core.release.apply_report`), on the
 scout's own pod and its workers, never on a pod the request names.
@@ -31,7 +34,7 @@ from fluence_core import names
 from fluence_core.cluster_api import PODS, TOKEN_REVIEWS, ClusterAPI, KubeDict
 from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
-from fluence_core.release import apply_report, parse_report
+from fluence_core.release import apply_report, controlling_job, parse_report
 from fluence_core.settings import Settings
 
 MAX_REPORT = 16 * 1024
@@ -158,4 +161,7 @@ class ReportEndpoint:
         ) or not sidecar:
             raise Refused(403, f"pod {caller.namespace}/{caller.pod_name} is not the scout of"
                                " a shared group")
+        if controlling_job(pod) is None:
+            raise Refused(403, f"pod {caller.namespace}/{caller.pod_name} is no Job's pod: a"
+                               " scout is its workers' sibling, one Indexed Job's index 0")
         return pod

@@ -23,10 +23,16 @@ OTHER_GATE = "example.com/other"
 def pod(
     name: str, *, gates: list[str] = (), role: str | None = None, group: str = GROUP
 ) -> dict[str, Any]:  # type: ignore[assignment]
+    """A pod of the group; the split's (with a role) are the pods of one Indexed Job."""
     labels = {names.GROUP_LABEL: group}
     if role:
         labels[names.ROLE_LABEL] = role
-    return make_pod_dict(name, None, labels=labels, gates=gates, image="python:3.11")
+    made = make_pod_dict(name, None, labels=labels, gates=gates, image="python:3.11")
+    if role:
+        made["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
+                                                "name": group, "uid": f"{group}-job-uid",
+                                                "controller": True}]
+    return made
 
 
 @pytest.fixture

@@ -40,17 +40,33 @@ def namespace(kube: KubeCluster) -> str:
     return ensure_namespace(kube, f"sidecar-{next(_namespaces)}")
 
 
-def _pod(name: str, gates: list[str], group: str = "qaoa") -> dict:
-    return {"metadata": {"name": name, "labels": {names.GROUP_LABEL: group}},
+def _pod(name: str, gates: list[str], group: str = "qaoa", role: str | None = None,
+         job: dict | None = None) -> dict:
+    """A pod of the group; a split's (``role``) is controlled by ``job``, as the quantum
+    split's pods are the pods of one Indexed Job."""
+    labels = {names.GROUP_LABEL: group, **({names.ROLE_LABEL: role} if role else {})}
+    meta: dict = {"name": name, "labels": labels}
+    if job is not None:
+        meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "controller": True,
+                                    "name": job["metadata"]["name"],
+                                    "uid": job["metadata"]["uid"]}]
+    return {"metadata": meta,
             "spec": {"schedulerName": "fluence", "schedulingGates": [{"name": g} for g in gates],
                      "containers": [{"name": "app", "image": "python:3.11"}]}}
 
 
 def test_sidecar_ungates_real_gated_pods_at_the_right_moment(kube, namespace, tmp_path) -> None:
-    kube.create("pods", _pod("scout", []), namespace)
+    job = kube.create("jobs", {  # suspended: its pods are these, made by the test
+        "metadata": {"name": "qaoa"},
+        "spec": {"suspend": True, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "app", "image": "busybox"}]}}}},
+        namespace)
+    kube.create("pods", _pod("scout", [], role=names.ROLE_SCOUT, job=job), namespace)
     scout_uid = kube.get("pods", "scout", namespace)["metadata"]["uid"]
-    kube.create("pods", _pod("worker-1", [OTHER_GATE, names.QUANTUM_GATE]), namespace)
-    kube.create("pods", _pod("worker-2", [names.QUANTUM_GATE]), namespace)
+    kube.create("pods", _pod("worker-1", [OTHER_GATE, names.QUANTUM_GATE],
+                             role=names.ROLE_WORKER, job=job), namespace)
+    kube.create("pods", _pod("worker-2", [names.QUANTUM_GATE], role=names.ROLE_WORKER, job=job),
+                namespace)
     kube.create("pods", _pod("stranger", [names.QUANTUM_GATE], group="other"), namespace)
 
     clock = VirtualClock()

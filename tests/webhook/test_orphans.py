@@ -123,14 +123,15 @@ def test_a_late_worker_of_a_scout_that_reported_gets_its_release(cluster) -> Non
     assert cluster.events(reason=REASON) == []
 
 
-def test_one_list_per_sweep(cluster, monkeypatch) -> None:
+def test_one_list_per_sweep_and_one_of_the_jobs_pods_before_a_release(cluster,
+                                                                       monkeypatch) -> None:
     phase(cluster, "qj-0", "Failed")
     calls: list[Any] = []
     real = cluster.list
     monkeypatch.setattr(cluster, "list", lambda *a, **k: calls.append(a) or real(*a, **k))
     sweep = OrphanSweep(cluster, Settings())
     sweep_twice(sweep)
-    assert len(calls) == 2
+    assert len(calls) == 3  # two sweeps, and the orphaned group's Job: no sidecar alive
 
 
 def test_the_loop_sweeps_until_stopped(cluster) -> None:
