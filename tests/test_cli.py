@@ -326,6 +326,19 @@ def test_plugins_check_passes_when_every_plugin_works() -> None:
     ok(fluence("plugins", "--check", FLUENCE_DISABLE_PLUGINS="fluxion"))
 
 
+def test_settings_off_a_terminal_prints_every_name_whole_however_narrow() -> None:
+    from fluence_core.settings import Settings
+
+    result = fluence("settings", COLUMNS="40")  # CliRunner's output is no terminal
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split("\t") == ["variable", "value", "default", "read by", "meaning"]
+    variables = {line.split("\t")[0] for line in lines[1:]}
+    for name in Settings.model_fields:
+        assert f"FLUENCE_{name.upper()}" in variables
+    assert all(len(line.split("\t")) == 5 for line in lines)
+
+
 def test_settings_says_which_component_reads_each_variable() -> None:
     result = fluence("settings", COLUMNS="400")
     assert result.exit_code == 0, result.output

@@ -14,18 +14,27 @@ from fluence_core.settings import setting_rows
 
 def show_settings() -> None:
     """List every FLUENCE_* setting, the core's and each plugin's: value, default, who reads
-    it (settings the sidecar and the scout read reach their pod through the webhook), meaning."""
+    it (settings the sidecar and the scout read reach their pod through the webhook), meaning.
+    On a terminal a table; piped, one tab-separated line per setting, nothing cut."""
     current = settings()
     instances = [current] + [cls.load() for cls in plugin_settings(get_plugin_manager(current))]
-    table = Table(title="Fluence settings (environment variables)")
-    for column in ("variable", "value", "default", "read by", "meaning"):
-        table.add_column(column)
+    columns = ("variable", "value", "default", "read by", "meaning")
+    rows = []
     for instance in instances:
         plugin = instance is not current
         for row in setting_rows(instance):
             readers = ", ".join(row.read_by) or ("its plugin" if plugin else "")
-            table.add_row(row.variable, _plain(row.value), _plain(row.default), readers,
-                          row.meaning)
+            rows.append((row.variable, _plain(row.value), _plain(row.default), readers,
+                         row.meaning))
+    if not console.is_terminal:  # a pipe or a file: whole lines, one per setting, no table
+        for line in (columns, *rows):  # a table cut names to the 80 columns it assumed
+            typer.echo("\t".join(" ".join(cell.split()) for cell in line))
+        return
+    table = Table(title="Fluence settings (environment variables)")
+    for column in columns:
+        table.add_column(column)
+    for cells in rows:
+        table.add_row(*cells)
     console.print(table)
 
 

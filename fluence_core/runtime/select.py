@@ -113,7 +113,7 @@ class Selection:
         if chosen is None:
             why = "no backend passes the policy"
         else:
-            parts = [f"{term} {_key_value(chosen, term)}" for term in self.policy.rankings]
+            parts = [f"{term} {_shown(_key_value(chosen, term))}" for term in self.policy.rankings]
             eligible = sum(c.excluded is None for c in self.ranked)
             why = f"best by {', '.join(parts)} among {eligible} eligible"
         return {
@@ -124,6 +124,11 @@ class Selection:
             "why": why,
             "candidates": [c.record() for c in self.ranked],
         }
+
+
+def _shown(value: Any) -> str:
+    """A ranking figure as ``fluence select`` says it: a figure nobody knows is "unknown"."""
+    return "unknown" if value is None else str(value)
 
 
 def _key_value(candidate: Candidate, term: str) -> Any:

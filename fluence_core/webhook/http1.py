@@ -27,6 +27,8 @@ MAX_HEAD = 64 * 1024
 """Bytes a request's line and headers may take together (http.server allowed 64 KiB a line)."""
 MAX_HEADERS = 100
 """Header fields a request may carry (as http.server)."""
+MAX_LENGTH_DIGITS = 18
+"""Digits a Content-Length may have (any body limit here is far below 10**18 bytes)."""
 
 _TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789"
                    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -76,7 +78,9 @@ class Head:
         if raw is None:
             return None
         if not raw.isdigit() or not raw.isascii():
-            raise BadRequest(400, f"bad Content-Length {raw!r}")
+            raise BadRequest(400, f"bad Content-Length {raw[:40]!r}")
+        if len(raw) > MAX_LENGTH_DIGITS:  # int() refuses 4,300 digits (and would take time)
+            raise BadRequest(413, f"Content-Length of {len(raw)} digits is too large")
         return int(raw)
 
 

@@ -27,10 +27,13 @@ What stays true:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from fluence_core import names
 from fluence_core.cluster_api import PODGROUPS, PODS, ClusterAPI
+from fluence_core.errors import FluenceError
+from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
 from fluence_core.webhook import pods
 from fluence_core.periodic import Periodic
@@ -91,10 +94,17 @@ class PodGroupRepair(Periodic):
         wanted = wanted_for_pod(first, controller._job_size)
         if wanted is None:
             return False
+        try:
+            count = wanted.min_count() if callable(wanted.min_count) else wanted.min_count
+        except (FluenceError, ApiError) as error:
+            logger.error("webhook: PodGroup %s/%s is missing, but pod %s cannot say its size:"
+                         " %s", namespace, target, pods.pod_label(first), error)
+            return False
         logger.warning("webhook: PodGroup %s/%s of group %s in namespace %s is missing while %d"
-                       " unscheduled pod(s) wait for it (a queued write lost?); making it",
-                       namespace, target, group, namespace, len(members))
-        controller.ensure(wanted)
+                       " unscheduled pod(s) wait for it (a queued write lost?); making it"
+                       " (minCount %d)", namespace, target, group, namespace, len(members),
+                       count)
+        controller.ensure(replace(wanted, min_count=count))
         return True
 
     def tick(self) -> object:

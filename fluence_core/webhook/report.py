@@ -34,7 +34,7 @@ from fluence_core import names
 from fluence_core.cluster_api import PODS, TOKEN_REVIEWS, ClusterAPI, KubeDict
 from fluence_core.kube_errors import ApiError
 from fluence_core.log import logger
-from fluence_core.release import apply_report, controlling_job, parse_report
+from fluence_core.release import BadReport, apply_report, controlling_job, parse_report
 from fluence_core.settings import Settings
 
 MAX_REPORT = 16 * 1024
@@ -101,8 +101,10 @@ class ReportEndpoint:
                 report = parse_report(json.loads(body))
             except RecursionError:  # "[[[[..." within MAX_REPORT: json gives up, not ValueError
                 raise Refused(400, "bad report: the JSON nests too deeply") from None
-            except (ValueError, UnicodeDecodeError) as error:
+            except (json.JSONDecodeError, UnicodeDecodeError, BadReport) as error:
                 raise Refused(400, f"bad report: {error}") from None
+            except ValueError:  # int() past 4,300 digits: its message names Python internals
+                raise Refused(400, "bad report: a number in it is too long") from None
             caller = self.authenticate(token)
             scout = self.scout(caller)
             return Reply(200, apply_report(self.cluster, scout, report, self.gate))

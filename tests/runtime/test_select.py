@@ -258,3 +258,9 @@ def test_cli_require_adds_pins_and_refuses_to_contradict_the_manifest(
     assert clash.exit_code == 2
     assert "--require provider=braket contradicts the manifest's require-provider: qrmi" \
         in clash.stderr
+
+
+def test_a_winner_whose_figure_nobody_knows_is_said_unknown_not_none() -> None:
+    candidates = gather(load_resource_config(RESOURCES), "qpu", [], {})  # no prices at all
+    why = rank(candidates, Policy.parse("min-cost"), 1000, "qpu").record()["why"]
+    assert why.startswith("best by min-cost unknown among") and "None" not in why
