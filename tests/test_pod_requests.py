@@ -230,6 +230,7 @@ READS_CONTAINERS_FOR_OTHER_REASONS = {
     "fluence_core/webhook/pods.py": "checks a review's shape; which virtual types are named",
     "fluence_core/webhook/quantum.py": "moves virtual requests to the scout, adds the sidecar",
     "fluence_core/webhook/report.py": "checks the scout carries Fluence's sidecar",
+    "fluence_core/webhook/orphans.py": "looks for a live pod of the Job running the sidecar",
     "plugins/fluence-admission/fluence_admission/control.py":
         "leaves Fluence's own containers out before asking pod_requests",
     "plugins/fluence-flux/fluence_flux/handler.py": "adds Flux's init container and its mounts",

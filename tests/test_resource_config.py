@@ -290,7 +290,7 @@ def test_the_braket_example_is_rigetti_cepheus_qdevice_qpu_and_80_qubits() -> No
     assert (device.type, device.name) == ("qdevice", "rigetti_cepheus")
     assert (qpu.type, qubits.type, qubits.count) == ("qpu", "qubit", 80)
     assert qubits.attributes["provider"] == "braket"
-    assert qubits.attributes["region"] == "us-east-1"
+    assert qubits.attributes["region"] == "us-west-1"
 
 
 def test_the_ibm_qrmi_example_loads_two_backends() -> None:

@@ -380,6 +380,10 @@ class Run:
                 "namespace": NAMESPACE,
                 "labels": labels,
                 "annotations": annotations,
+                # one Indexed Job's pods, as on a cluster: a scout releases only its siblings
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": plan.id,
+                                     "uid": f"sim-job-{plan.id}",
+                                     "controller": True}],
             },
             "spec": {
                 "schedulerName": names.SCHEDULER_NAME if fluence else DEFAULT_SCHEDULER,

@@ -200,9 +200,13 @@ def test_the_sidecar_releases_the_workers_with_a_local_task_and_no_aws(tmp_path,
     task = LocalSimulator().run(Circuit().h(0).cnot(0, 1), shots=10)
     cluster = FakeCluster()
     group = {names.GROUP_LABEL: "qaoa"}
-    cluster.create("pods", {"metadata": {"name": "scout", "labels": group},
+    job = [{"apiVersion": "batch/v1", "kind": "Job", "name": "qaoa", "uid": "job-uid",
+            "controller": True}]  # a scout releases only its own Job's workers
+    cluster.create("pods", {"metadata": {"name": "scout", "ownerReferences": job, "labels": {
+        **group, names.ROLE_LABEL: names.ROLE_SCOUT}},
                             "spec": {"containers": [{"name": "a", "image": "i"}]}})
-    cluster.create("pods", {"metadata": {"name": "w", "labels": group},
+    cluster.create("pods", {"metadata": {"name": "w", "ownerReferences": job, "labels": {
+        **group, names.ROLE_LABEL: names.ROLE_WORKER}},
                             "spec": {"schedulingGates": [{"name": names.QUANTUM_GATE}],
                                      "containers": [{"name": "a", "image": "i"}]}})
     clock = VirtualClock()

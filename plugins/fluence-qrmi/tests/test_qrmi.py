@@ -123,9 +123,13 @@ def test_sidecar_ungates_with_the_session_when_the_job_runs(tmp_path) -> None:
                             status_of=lambda task, backend: statuses.get(clock.now(), RUNNING))
     cluster = FakeCluster()
     group = {names.GROUP_LABEL: "bell"}
-    cluster.create("pods", {"metadata": {"name": "scout", "labels": group},
+    job = [{"apiVersion": "batch/v1", "kind": "Job", "name": "bell", "uid": "job-uid",
+            "controller": True}]  # a scout releases only its own Job's workers
+    cluster.create("pods", {"metadata": {"name": "scout", "ownerReferences": job, "labels": {
+        **group, names.ROLE_LABEL: names.ROLE_SCOUT}},
                             "spec": {"containers": [{"name": "a", "image": "i"}]}})
-    cluster.create("pods", {"metadata": {"name": "w", "labels": group},
+    cluster.create("pods", {"metadata": {"name": "w", "ownerReferences": job, "labels": {
+        **group, names.ROLE_LABEL: names.ROLE_WORKER}},
                             "spec": {"schedulingGates": [{"name": names.QUANTUM_GATE}],
                                      "containers": [{"name": "a", "image": "i"}]}})
     clock.on_sleep = lambda now: (
