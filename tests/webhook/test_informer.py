@@ -203,3 +203,19 @@ def test_a_gang_pod_checks_a_watched_pod_group_and_makes_none(
     assert counting.calls == []  # neither a create answered "already exists" nor a read
 
 
+
+
+def test_a_bare_gangs_pod_whose_pod_group_is_being_deleted_is_refused(settings,
+                                                                      cluster) -> None:
+    """Issue 32: a PodGroup being deleted was still used by a bare gang (its protection
+    finalizer would keep it while the new gang's pods point at it)."""
+    watched = synced(cluster)
+    ending = pod_group_body("train", "default", 4)
+    ending["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert watched.pod_groups is not None
+    watched.pod_groups.apply("MODIFIED", ending)
+    service = AdmissionService(settings, [GangHandler()], cluster=cluster, watched=watched)
+    member = pod("train-0", group="train", annotations={names.GROUP_SIZE_ANNOTATION: "4"})
+    response, _ = admit(service, member, store=False)
+    assert response["allowed"] is False
+    assert "PodGroup default/train (minCount 4) is being deleted" in response["status"]["message"]
