@@ -10,6 +10,7 @@ the core's.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -193,6 +194,12 @@ class Settings(BaseSettings):
         le=65535,
         description="Prometheus metrics port of `fluence up` (0: off).",
     )
+    metrics_bind_address: str = Field(
+        json_schema_extra=_reads(SCHEDULER),
+        default="0.0.0.0",
+        description="IP address the metrics port listens on (127.0.0.1: this host only; "
+        "'::' for IPv6).",
+    )
     leader_elect: bool = Field(
         json_schema_extra=_reads(SCHEDULER),
         default=True, description="Take a Lease before scheduling, so one replica schedules."
@@ -224,6 +231,11 @@ class Settings(BaseSettings):
     webhook_port: int = Field(
         json_schema_extra=_reads(WEBHOOK),
         default=8443, ge=1, le=65535, description="HTTPS port of the webhook."
+    )
+    webhook_bind_address: str = Field(
+        json_schema_extra=_reads(WEBHOOK),
+        default="0.0.0.0",
+        description="IP address the webhook's HTTPS port listens on ('::' for IPv6).",
     )
     webhook_cert_dir: Path | None = Field(
         json_schema_extra=_reads(WEBHOOK),
@@ -344,6 +356,15 @@ class Settings(BaseSettings):
         """``ON``, ``First``: enum values are read case-insensitively."""
         return value.strip().lower() if isinstance(value, str) else value
     _split_handlers = field_validator("webhook_handlers", mode="before")(_split_csv)
+
+    @field_validator("metrics_bind_address", "webhook_bind_address")
+    @classmethod
+    def _ip_address(cls, value: str) -> str:
+        try:
+            return str(ipaddress.ip_address(value.strip()))
+        except ValueError:
+            raise ValueError("expected an IP address to listen on, such as 0.0.0.0 or"
+                             " 127.0.0.1") from None
 
     @field_validator("report_url")
     @classmethod

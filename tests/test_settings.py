@@ -237,3 +237,11 @@ def test_the_report_url_must_be_https_and_defaults_to_the_webhooks_service(
     monkeypatch.setenv("FLUENCE_REPORT_URL", "http://hook.ops.svc/v1/scout-report")
     with pytest.raises(SettingsError, match="FLUENCE_REPORT_URL=.*https://"):
         load_settings()
+
+
+def test_the_webhook_and_metrics_listen_where_their_bind_address_says() -> None:
+    from fluence_core.settings import load_settings
+
+    chosen = load_settings(webhook_bind_address=" 127.0.0.1", metrics_bind_address="::")
+    assert (chosen.webhook_bind_address, chosen.metrics_bind_address) == ("127.0.0.1", "::")
+    assert load_settings().webhook_bind_address == "0.0.0.0"

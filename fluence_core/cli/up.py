@@ -122,8 +122,10 @@ def up() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     if settings.metrics_port:
-        start_http_server(settings.metrics_port, registry=scheduler.metrics.registry)
-        log.logger.info("metrics on :%d/metrics", settings.metrics_port)
+        start_http_server(settings.metrics_port, addr=settings.metrics_bind_address,
+                          registry=scheduler.metrics.registry)
+        log.logger.info("metrics on %s:%d/metrics", settings.metrics_bind_address,
+                        settings.metrics_port)
 
     def lead(stop_leading: threading.Event) -> None:
         scheduler.start()

@@ -65,9 +65,10 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
 def run(settings: Settings, cluster: ClusterAPI | None = None) -> None:
     """Serve until SIGTERM/SIGINT."""
     cluster = cluster or connect(settings)
-    server = make_server(settings, cluster)
-    logger.info("webhook: serving AdmissionReview on https://0.0.0.0:%d (scout reports on %s)",
-                server.port, names.REPORT_PATH if server.reports else "nothing")
+    server = make_server(settings, cluster, host=settings.webhook_bind_address)
+    logger.info("webhook: serving AdmissionReview on https://%s:%d (scout reports on %s)",
+                settings.webhook_bind_address, server.port,
+                names.REPORT_PATH if server.reports else "nothing")
 
     def stop(signum: int, frame: Any) -> None:
         logger.info("webhook: signal %d, shutting down", signum)

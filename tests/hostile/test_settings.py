@@ -36,6 +36,10 @@ CASES = [
         {"FLUENCE_FLUX_START_TIMEOUT": "0"},
         "FLUENCE_FLUX_START_TIMEOUT='0'",
     ),
+    Case("webhook-bind-name", {"FLUENCE_WEBHOOK_BIND_ADDRESS": "localhost"},
+         "FLUENCE_WEBHOOK_BIND_ADDRESS='localhost'"),
+    Case("metrics-bind-cidr", {"FLUENCE_METRICS_BIND_ADDRESS": "10.0.0.0/8"},
+         "FLUENCE_METRICS_BIND_ADDRESS='10.0.0.0/8'"),
     Case("capacity-zero", {"FLUENCE_RESOURCE_CAPACITY": "0"}, "FLUENCE_RESOURCE_CAPACITY='0'"),
     Case(
         "capacity-text", {"FLUENCE_RESOURCE_CAPACITY": "lots"}, "FLUENCE_RESOURCE_CAPACITY='lots'"
