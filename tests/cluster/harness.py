@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,9 @@ class Cluster:
         extra = ["-n", namespace] if namespace else []
         self.run("apply", *extra, "-f", "-", input=manifest)
 
-    def namespace(self, name: str) -> str:
+    def namespace(self, prefix: str) -> str:
+        """A fresh namespace (a run against a kept cluster does not meet the last one's)."""
+        name = f"{prefix}-{uuid.uuid4().hex[:5]}"
         self.run("create", "namespace", name)
         wait(lambda: self.run("-n", name, "get", "serviceaccount", "default",
                               check=False).returncode == 0, f"namespace {name}'s ServiceAccount")

@@ -95,7 +95,8 @@ flux_base() {
         || die "no flux-sched under FLUX_PREFIX=$FLUX_PREFIX (lib/flux/libreapi_cli.so): build \
 flux-core and flux-sched there first (the Fluxion tests use the same install)"
     local packages
-    packages=$(flux_runtime_packages | tr '\n' ' ')
+    # and the Python modules flux-core's bindings import (ldd cannot see those)
+    packages="$(flux_runtime_packages | tr '\n' ' ') python3-cffi python3-yaml python3-jsonschema"
     say "flux-sched from $FLUX_PREFIX; Debian packages it links against: $packages"
     local box
     box=$(buildah from "$DEBIAN_IMAGE")

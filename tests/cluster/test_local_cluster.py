@@ -155,9 +155,9 @@ def test_each_kubelet_advertises_the_virtual_types_and_follows_the_configmap(
         cluster.run("replace", "-f", "-", input=json.dumps(current))
 
 
-def _leader_log(cluster: Cluster) -> tuple[str, str]:
-    holder = cluster.get("-n", SYSTEM, "lease", "fluence-scheduler")["spec"]["holderIdentity"]
-    return holder, cluster.logs(SYSTEM, holder)
+def _holder(cluster: Cluster) -> str:
+    lease = cluster.get("-n", SYSTEM, "lease", "fluence-scheduler")
+    return str(lease["spec"].get("holderIdentity") or "")
 
 
 def test_the_braket_example_runs_on_its_local_simulator_scout_then_ungated_workers(
@@ -167,29 +167,42 @@ def test_the_braket_example_runs_on_its_local_simulator_scout_then_ungated_worke
                     "tests/cluster/images.sh braket archives)")
     original = cluster.get("-n", SYSTEM, "configmap", "fluence-resources")
     local = (REPO / "config" / "resources-local.yaml").read_text()
-    _, before = _leader_log(cluster)
-    applied = before.count("resources config applied")
     cluster.run("replace", "-f", "-", input=json.dumps(
         {**original, "data": {"resources.yaml": local}}))
     try:
-        wait(lambda: _leader_log(cluster)[1].count("resources config applied") > applied,
-             "the scheduler to apply config/resources-local.yaml", timeout=240, every=3)
+        # The scheduler follows edits of the mounted file, but when depends on the kubelet's
+        # ConfigMap sync (up to a minute or more, and an edit undone within it is never
+        # seen); restarted, it reads this one at once (the live edit: the test above, and
+        # tests/cli/test_up.py on the kubelet's file layout).
+        old = {p["metadata"]["name"]
+               for p in _pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")}
+        cluster.run("-n", SYSTEM, "rollout", "restart", "deployment/fluence")
+        cluster.run("-n", SYSTEM, "rollout", "status", "deployment/fluence",
+                    "--timeout=180s", timeout=200)
+        leader = wait(lambda: (h := _holder(cluster)) not in old and h,
+                      "a restarted scheduler to lead", timeout=120)
+        graph = wait(lambda: [line for line in cluster.logs(SYSTEM, leader).splitlines()
+                              if "graph:" in line], f"{leader} to build its graph", timeout=60)
+        print(f"\n{leader}: {graph[0]}")
         namespace = cluster.namespace("qaoa")
         job = yaml.safe_load((REPO / "examples" / "braket-qaoa" / "job.yaml").read_text())
-        # The example asks 2 CPUs a pod; each node here has 2 in all.
+        # The example asks 2 CPUs a pod for a group of 4; this machine's two nodes have 4
+        # CPUs in all, and admission control counts a whole core a pod (Fluence's own pods
+        # hold some): a scout and two workers, 200m each.
         job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"].update(
             cpu="200m", memory="512Mi")
+        job["spec"].update(completions=3, parallelism=3)
         cluster.apply(yaml.safe_dump(job), namespace)
         cluster.run("-n", namespace, "wait", "--for=condition=Complete", "job/qaoa",
-                    "--timeout=480s", timeout=500)
+                    "--timeout=360s", timeout=380)
         pods = _pods(cluster, namespace)
-        print("\nQAOA on the Braket LocalSimulator (Indexed Job of 4, coordination shared):")
+        print("\nQAOA on the Braket LocalSimulator (Indexed Job of 3, coordination shared):")
         _show(pods)
         roles = {p["metadata"]["name"]: p["metadata"]["labels"].get(names.ROLE_LABEL)
                  for p in pods}
         (scout,) = [p for p in pods if roles[p["metadata"]["name"]] == names.ROLE_SCOUT]
         workers = [p for p in pods if roles[p["metadata"]["name"]] == names.ROLE_WORKER]
-        assert len(workers) == 3
+        assert len(workers) == 2
         assert all(p["status"]["phase"] == "Succeeded" for p in pods)
         status = scout["metadata"]["annotations"].get(names.SCOUT_STATUS_ANNOTATION)
         print(f"  scout {scout['metadata']['name']}: {names.SCOUT_STATUS_ANNOTATION}={status}")
@@ -213,22 +226,30 @@ def test_the_braket_example_runs_on_its_local_simulator_scout_then_ungated_worke
 def test_a_gang_survives_its_scheduler_pod_being_deleted_while_it_binds(
         cluster: Cluster) -> None:
     namespace = cluster.namespace("failover")
-    holder, _ = _leader_log(cluster)
+    holder = _holder(cluster)
     cluster.apply(gang_job("survivor", 4, "600m", seconds=5), namespace)
-    cluster.run("-n", SYSTEM, "delete", "pod", holder, "--wait=false")
-    print(f"\ndeleted the leader {holder} just after creating gang 'survivor'")
+    # Killed, not asked to stop: no grace to finish a cycle it has begun.
+    cluster.run("-n", SYSTEM, "delete", "pod", holder, "--grace-period=0", "--force",
+                "--wait=false")
+    print(f"\nkilled the leader {holder} just after creating gang 'survivor'")
     cluster.run("-n", namespace, "wait", "--for=condition=Complete", "job/survivor",
                 "--timeout=300s", timeout=320)
     pods = _pods(cluster, namespace)
     _show(pods)
+    binders = {e["involvedObject"]["name"]: e.get("reportingInstance")
+               for e in cluster.get("-n", namespace, "events")["items"]
+               if e["reason"] == "Scheduled"}
+    print(f"  bound by: {binders}")
     assert len(pods) == 4  # none lost, none replaced
     assert [p["status"]["phase"] for p in pods] == ["Succeeded"] * 4
     assert {p["spec"]["nodeName"] for p in pods} == {"node-1", "node-2"}
     wait(lambda: [p for p in _pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")
                   if _ready(p) and p["metadata"]["name"] != holder][1:],
          "the Deployment to have two ready replicas again", timeout=180)
-    new_holder, _ = _leader_log(cluster)
+    new_holder = wait(lambda: (h := _holder(cluster)) != holder and h,
+                      "another replica to take the Lease", timeout=120)
     replicas = _pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")
     print(f"  Lease now held by {new_holder}; scheduler pods: "
           f"{[p['metadata']['name'] for p in replicas]}")
     assert new_holder != holder
+
