@@ -128,9 +128,9 @@ def refused(served, tmp_path, token: str, caplog, status: int, words: str) -> No
     caplog.set_level(logging.WARNING, logger=names.LOGGER_NAME)
     with pytest.raises(ReportError) as raised:
         reporter(served, tmp_path, token).report("release", RELEASE)
-    assert f"({status})" in str(raised.value) and words in str(raised.value)
+    assert f"({status})" in str(raised.value)
     assert any("scout report refused" in r.getMessage() and words in r.getMessage()
-               for r in caplog.records)
+               for r in caplog.records)  # the reason in the log; the body says less
 
 
 def test_a_workers_token_is_refused_and_nothing_changes(served, cluster, tmp_path, caplog):
