@@ -477,7 +477,8 @@ down() {
     [[ -f "$STATE/ip_forward.before" ]] && cat "$STATE/ip_forward.before" > /proc/sys/net/ipv4/ip_forward
     # 4. cgroups, depth first
     for n in $(seq "$NODES"); do
-        for c in "${CGROUP_CONTROLLERS[@]}" ""; do
+        # runc also makes the pods' cgroups in a hybrid host's cgroup2 tree (unified)
+        for c in "${CGROUP_CONTROLLERS[@]}" unified ""; do
             local root=/sys/fs/cgroup/$c/fluence-node-$n
             [[ -d $root ]] && find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null || true
         done
