@@ -218,15 +218,34 @@ class Deleting:
         return listed
 
 
-def shared_pod(name: str, group: str, role: str, *, gated: bool) -> dict[str, Any]:
+def a_job(kube: KubeCluster, namespace: str, name: str, pods: int) -> dict[str, Any]:
+    """The controller of a test's shared group: a Job of ``pods`` whose selector matches the
+    test's own pods (label ``e2e-job``), so the job controller takes them as its active pods
+    and neither makes nor releases any."""
+    labels = {"e2e-job": name}
+    return kube.create("jobs", {"metadata": {"name": name}, "spec": {
+        "parallelism": pods, "completions": pods, "manualSelector": True,
+        "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels},
+                                                          "spec": {
+            "restartPolicy": "Never", "containers": [{"name": "app", "image": "busybox"}]}}}},
+        namespace)
+
+
+def shared_pod(name: str, group: str, role: str, *, gated: bool,
+               job: dict[str, Any]) -> dict[str, Any]:
     """A pod of a shared quantum group as the webhook leaves it (role and group labels, the
-    gate on a worker), stored where no webhook runs."""
+    gate on a worker), one of ``job``'s pods (a split's pods are one Job's), stored where no
+    webhook runs."""
     spec: dict[str, Any] = {"schedulerName": names.SCHEDULER_NAME,
                             "containers": [{"name": "app", "image": "busybox"}]}
     if gated:
         spec["schedulingGates"] = [{"name": names.QUANTUM_GATE}]
-    return {"metadata": {"name": name, "labels": {names.GROUP_LABEL: group,
-                                                  names.ROLE_LABEL: role}}, "spec": spec}
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "controller": True,
+             "name": job["metadata"]["name"], "uid": job["metadata"]["uid"]}
+    return {"metadata": {"name": name, "ownerReferences": [owner],
+                         "labels": {names.GROUP_LABEL: group, names.ROLE_LABEL: role,
+                                    "e2e-job": job["metadata"]["name"]}},
+            "spec": spec}
 
 
 def gates(kube: KubeCluster, name: str, namespace: str) -> list[str]:
@@ -240,11 +259,16 @@ def test_the_orphan_sweep_survives_a_pod_deleted_mid_sweep_and_odd_labels(
 ) -> None:
     ns = kube_namespace
     # "Odd_Group.x" is a valid label value and no valid PodGroup name: the sweep needs none.
+    jobs = {group: a_job(kube, ns, job, pods) for group, job, pods in (
+        ("Odd_Group.x", "odd", 3), ("vanishing", "vanishing", 1), ("kept", "kept", 2))}
     for name, group in (("w-0", "Odd_Group.x"), ("w-1", "Odd_Group.x"), ("w-2", "Odd_Group.x"),
                         ("v-0", "vanishing")):
-        kube.create("pods", shared_pod(name, group, names.ROLE_WORKER, gated=True), ns)
-    kube.create("pods", shared_pod("s-0", "kept", names.ROLE_SCOUT, gated=False), ns)
-    kube.create("pods", shared_pod("k-1", "kept", names.ROLE_WORKER, gated=True), ns)
+        kube.create("pods", shared_pod(name, group, names.ROLE_WORKER, gated=True,
+                                       job=jobs[group]), ns)
+    kube.create("pods", shared_pod("s-0", "kept", names.ROLE_SCOUT, gated=False,
+                                   job=jobs["kept"]), ns)
+    kube.create("pods", shared_pod("k-1", "kept", names.ROLE_WORKER, gated=True,
+                                   job=jobs["kept"]), ns)
     cluster = Deleting(kube, ns)
     sweep = OrphanSweep(cluster, load_settings(orphan_sweep=0.2))  # type: ignore[arg-type]
     caplog.set_level(logging.INFO, logger=names.LOGGER_NAME)
@@ -312,7 +336,8 @@ def test_the_loops_log_a_forbidden_api_and_recover_when_rights_return(
                          "annotations": {names.GROUP_SIZE_ANNOTATION: size}},
             "spec": {"schedulerName": names.SCHEDULER_NAME, "schedulingGroup": {
                 "podGroupName": group}, "containers": [{"name": "c", "image": "busybox"}]}}, ns)
-    kube.create("pods", shared_pod("orphan-1", "orphan", names.ROLE_WORKER, gated=True), ns)
+    kube.create("pods", shared_pod("orphan-1", "orphan", names.ROLE_WORKER, gated=True,
+                                   job=a_job(kube, ns, "orphan", 1)), ns)
     caplog.set_level(logging.INFO, logger=names.LOGGER_NAME)
     binding = None
     try:
