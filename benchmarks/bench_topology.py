@@ -62,12 +62,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import topology_metrics as metrics  # noqa: E402
-from peer import Peer, _in_parallel  # noqa: E402
+from peer import Peer, _in_parallel, kube_scheduler_peer  # noqa: E402
 
 from fluence_core import names  # noqa: E402
 from fluence_core.kube import KubeCluster  # noqa: E402
 from fluence_core.testing_apiserver import (  # noqa: E402
-    FEATURE_GATES, ApiServer, ensure_namespace, find_assets, find_kube_scheduler, start_apiserver,
+    ApiServer, ensure_namespace, find_assets, find_kube_scheduler, start_apiserver,
 )
 
 ZONE = names.ZONE_LABEL
@@ -75,7 +75,6 @@ BLOCK = "example.com/block"
 RACK = names.RACK_LABEL
 LEVELS = ((ZONE, "zone"), (BLOCK, "block"), (RACK, "rack"))
 TAS_GATE = "TopologyAwareWorkloadScheduling=true"
-GATES = FEATURE_GATES if TAS_GATE in FEATURE_GATES else f"{FEATURE_GATES},{TAS_GATE}"
 FLUXION_ENV = "FLUENCE_FLUXION_LIB"
 RACKS_PER_BLOCK = 3
 BLOCKS_PER_ZONE = 4
@@ -226,18 +225,6 @@ def fluence(kubeconfig: Path, name: str, fluxion: str | None) -> Peer:
             env[FLUXION_ENV] = fluxion
         return [sys.executable, "-m", "fluence_core.cli", "up"], env
     return Peer(name, "fluence", command)
-
-
-def kube_scheduler(binary: Path, kubeconfig: Path) -> Peer:
-    def command(workdir: Path, limits: tuple[float, int]) -> tuple[list[str], dict[str, str]]:
-        config = workdir / "kube-scheduler.yaml"
-        config.write_text(
-            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-            f"clientConnection:\n  kubeconfig: {kubeconfig}\n  qps: {limits[0]}\n"
-            f"  burst: {limits[1]}\nleaderElection:\n  leaderElect: false\n")
-        return ([str(binary), f"--config={config}", f"--feature-gates={GATES}",
-                 "--secure-port=0", "-v=1"], {})
-    return Peer("kube-scheduler", None, command)
 
 
 # -- one run --------------------------------------------------------------------------------
@@ -542,7 +529,7 @@ def main() -> None:
         peers = {"fluence": fluence(kubeconfig, "fluence", None),
                  "fluence-fluxion": fluence(kubeconfig, "fluence-fluxion", fluxion)}
         if binary is not None:
-            peers["kube-scheduler"] = kube_scheduler(binary, kubeconfig)
+            peers["kube-scheduler"] = kube_scheduler_peer(binary, kubeconfig)
         for name in wanted:
             started = time.monotonic()
             result = bench.run(peers[name], items)
