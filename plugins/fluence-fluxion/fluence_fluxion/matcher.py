@@ -204,7 +204,11 @@ class FluxionMatcher:
     def restore(self, allocation: Allocation) -> None:
         if allocation.jobid in self._jobs:
             raise MatcherError(f"job {allocation.jobid} is already held")
-        paths = self._held_paths(allocation)
+        try:
+            paths = self._held_paths(allocation)
+        except KeyError as unknown:  # a record of a node this graph does not hold (any more)
+            raise MatcherError(f"cannot restore job {allocation.jobid}: node {unknown} is not "
+                               "in the graph") from None
         overlap = sorted(p for p in paths if p in self._holder)
         if overlap:
             raise MatcherError(

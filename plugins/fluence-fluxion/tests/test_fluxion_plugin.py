@@ -144,6 +144,20 @@ def test_a_restore_that_overlaps_a_held_allocation_is_refused() -> None:
 
 
 @needs_library
+def test_a_record_of_a_node_the_graph_lacks_is_refused_as_a_matcher_error() -> None:
+    """A record left on the cluster for a node this scheduler's graph does not hold was a
+    KeyError out of restore, which stopped ``fluence up`` at start; a MatcherError lets
+    restore account the pod conservatively instead."""
+    library = load_library(str(LIBRARY))
+    held = FluxionMatcher(_graph(nodes=2), "lonode", library).match_allocate(
+        compute_jobspec([PodRequest("a", cores=4), PodRequest("b", cores=4)]))
+    assert held is not None and len({share.node for share in held.nodes}) == 2
+    smaller = FluxionMatcher(_graph(nodes=1), "lonode", library)
+    with pytest.raises(MatcherError, match="cannot restore job 1: node .* is not in the graph"):
+        smaller.restore(held)
+
+
+@needs_library
 def test_adding_a_node_keeps_what_is_held() -> None:
     matcher = FluxionMatcher(_graph(nodes=1), "lonode", load_library(str(LIBRARY)))
     held = matcher.match_allocate(compute_jobspec([PodRequest("a", cores=4)]))
