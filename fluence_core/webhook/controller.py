@@ -312,7 +312,7 @@ class Controller:
         cluster = self.cluster
         assert cluster is not None
         stored = self.recent.get(("job", namespace, job),
-                                 lambda: cluster.get(JOBS, job, namespace))
+                                 lambda: self.watched.job(cluster, namespace, job))
         return pods.job_size(stored) if stored is not None else None
 
     def _drop_job_controller_group(self, pod: Mapping[str, Any]) -> None:

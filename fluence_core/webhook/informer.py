@@ -298,12 +298,16 @@ def slim_nothing(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def slim_job(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What admission asks of a Job: its name, uid, deletion and its pods' group label."""
-    template = _mapping(_mapping(obj, "spec"), "template")
+    """What admission asks of a Job: its name, uid, deletion, its pods' group label and its
+    size (parallelism, completions: a PodGroup's minCount)."""
+    spec = _mapping(obj, "spec")
+    template = _mapping(spec, "template")
     labels = _mapping(_mapping(template, "metadata"), "labels")
     group = {names.GROUP_LABEL: labels[names.GROUP_LABEL]} if names.GROUP_LABEL in labels else {}
-    return {"metadata": _slim_metadata(obj),
-            "spec": {"template": {"metadata": {"labels": group}}}}
+    slim_spec: dict[str, Any] = {key: spec[key] for key in ("parallelism", "completions")
+                                 if key in spec}
+    slim_spec["template"] = {"metadata": {"labels": group}}
+    return {"metadata": _slim_metadata(obj), "spec": slim_spec}
 
 
 @dataclass

@@ -6,7 +6,7 @@ import re
 from typing import Any, Callable, Mapping
 
 from fluence_core import names
-from fluence_core.cluster_api import JOBS, PODGROUPS
+from fluence_core.cluster_api import PODGROUPS
 from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
@@ -206,7 +206,7 @@ def owning_job(pod: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, An
         return None
     cluster = ctx.cluster
     job: Mapping[str, Any] | None = ctx.cached(
-        ("job", ctx.namespace, name), lambda: cluster.get(JOBS, name, ctx.namespace))
+        ("job", ctx.namespace, name), lambda: ctx.watched.job(cluster, ctx.namespace, name))
     return job
 
 

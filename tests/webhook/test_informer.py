@@ -75,7 +75,8 @@ def test_the_job_informer_keeps_labelled_jobs_only_and_a_slim_copy(cluster) -> N
     jobs = synced(cluster).jobs
     assert jobs is not None and len(jobs) == 1
     _, kept = jobs.lookup("default", "train")
-    assert kept["spec"] == {"template": {"metadata": {"labels": {names.GROUP_LABEL: "train"}}}}
+    assert kept["spec"] == {"parallelism": 4, "completions": 4,
+                            "template": {"metadata": {"labels": {names.GROUP_LABEL: "train"}}}}
     assert kept["metadata"]["uid"]
 
 
