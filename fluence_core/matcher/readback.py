@@ -73,11 +73,14 @@ def _assign_nodes(pods: list[PodRequest], shares: tuple[NodeShare, ...]) -> dict
 def assign_pods(
     pods: list[PodRequest], room: Mapping[str, tuple[int, int, int]]
 ) -> dict[str, str]:
-    """Pod key -> node, each pod within the (cores, GPUs, MiB) left on its node; raises
-    MatcherError when the room does not cover the pods."""
+    """Pod key -> node, each pod within the (cores, GPUs, MiB) left on its node and among
+    the nodes it is ``allowed`` (when that is known); raises MatcherError when the room
+    does not cover the pods."""
     capacity = {node: list(free) for node, free in room.items()}
-    if len({(p.cores, p.gpus, p.memory_mib) for p in pods}) == 1:
-        return _assign_alike(pods, capacity)
+    if len({(p.cores, p.gpus, p.memory_mib, p.allowed) for p in pods}) == 1:
+        allowed = pods[0].allowed if pods else None
+        return _assign_alike(pods, {n: free for n, free in capacity.items()
+                                    if allowed is None or n in allowed})
     order = sorted(pods, key=lambda p: (p.cores, p.gpus, p.memory_mib), reverse=True)
     chosen: dict[str, str] = {}
 
@@ -87,6 +90,8 @@ def assign_pods(
         pod = order[i]
         tried: set[tuple[int, int, int]] = set()
         for node, free in capacity.items():
+            if pod.allowed is not None and node not in pod.allowed:
+                continue
             signature = (free[0], free[1], free[2])
             if signature in tried:
                 continue

@@ -51,7 +51,8 @@ from fluence_core.scheduler.inbox import Inbox
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.promises import PromiseKeeper
-from fluence_core.scheduler.records import RecordBook
+from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.scheduler.trust import distrust
 from fluence_core.scheduler.view import ClusterView, read_node
 from fluence_core.settings import Settings
 
@@ -109,7 +110,8 @@ class Scheduler:
         self.cycle = Cycle(settings, self.manager, self.view, self.records, self.binder,
                            self.reporter, preemptor, self.metrics)
         self.fallback = Fallback(self.view, self.records, None if read_only else self.events)
-        self.promises = PromiseKeeper(self.view, self.records, self.binder, self.fallback)
+        self.promises = PromiseKeeper(self.view, self.records, self.binder, self.fallback,
+                                      self.cycle.feasible)
         self._versions: dict[str, str] = {}
         """The resourceVersion each kind was listed or last applied at (start, :meth:`pump`)."""
         self.watch_chunk = settings.watch_chunk
@@ -156,9 +158,13 @@ class Scheduler:
         view.install(*build_graph(view.nodes.values(), self.config, self.settings, self.manager))
         owners = [("podgroups", pg) for pg in view.pod_groups.values()]
         owners += [("pods", p) for p in view.pods.values() if g.is_ours(p)]
-        self.records.restore(owners, view.matcher, view.alive)
+        self.records.restore(owners, view.matcher, view.alive, self._vet)
         self.fallback.account_unrestored()  # before pins: these are held with their owners
         view.pin_foreign_pods()
+
+    def _vet(self, owner: g.Owner, record: HeldPlacement) -> str | None:
+        """Why a record read at start cannot be trusted (:func:`distrust`), or None."""
+        return distrust(owner, record, self.view.pods, self.view.nodes, self.view.graph)
 
     def reload_config(self, config: ResourceConfig) -> None:
         """Apply a new resources config: rebuild the graph and re-hold everything held.

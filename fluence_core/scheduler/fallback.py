@@ -56,6 +56,9 @@ class Fallback:
         unrestored, self.records.unrestored = self.records.unrestored, []
         for owner, record, why in unrestored:
             self.rehold(owner, record.pods, f"its record cannot be restored: {why}")
+        untrusted, self.records.untrusted = self.records.untrusted, []
+        for owner, record, why in untrusted:
+            self.rehold(owner, record.pods, f"its record is not trusted: {why}")
         unreadable, self.records.unreadable = self.records.unreadable, []
         for owner, why in unreadable:
             self.rehold(owner, self._members_of(owner), f"its record cannot be read: {why}")
@@ -78,8 +81,8 @@ class Fallback:
         for name in members:
             key = (namespace, name)
             pod = self.view.pods.get(key)
-            if pod is None or g.is_finished(pod):
-                continue
+            if pod is None or g.is_finished(pod) or owner not in g.owners_of(key, pod):
+                continue  # a pod a record names that is not the owner's is held as its own
             if not g.is_bound(pod):
                 if not g.is_terminating(pod):
                     self._released(key, pod, where, why)

@@ -5,7 +5,9 @@ and some members bound. A restart restores the record (its allocations are
 held again), and then, before anything new is placed, :class:`PromiseKeeper`:
 
 * binds each unbound member within what the record holds on its nodes, minus
-  what the members already bound there take;
+  what the members already bound there take, and only on a node Kubernetes' filters
+  let that member use (the cycle's own :class:`~fluence_core.scheduler.feasible.FeasibleNodes`:
+  a record never binds a pod against its nodeSelector, affinity or taints);
 * or, when that cannot be (a recorded node is gone or cordoned, pods placed
   there meanwhile by someone else take the room, the record does not cover
   the members), gives the record back and hands its members to
@@ -25,12 +27,13 @@ from fluence_core.matcher.jobspec import is_compute
 from fluence_core.log import logger
 from fluence_core.matcher.group import GroupMatch
 from fluence_core.matcher.pooled import is_shared_allocation
-from fluence_core.models import PodRequest
+from fluence_core.models import Group, PodRequest
 from fluence_core.matcher.readback import PodPlacement, assign_pods
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, Commit, CycleResult
 from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.scheduler.fallback import Fallback
+from fluence_core.scheduler.feasible import FeasibleNodes
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.view import ClusterView
 
@@ -41,11 +44,13 @@ class PromiseKeeper:
     """Binds the unbound members of restored records where the records say."""
 
     def __init__(self, view: ClusterView, records: RecordBook, binder: Binder,
-                 fallback: Fallback) -> None:
+                 fallback: Fallback, feasible: FeasibleNodes) -> None:
         self.view = view
         self.records = records
         self.binder = binder
         self.fallback = fallback
+        self.feasible = feasible
+        """The cycle's filters: which nodes each unbound member may use."""
 
     def keep(self, ctx: SchedulingContext) -> list[CycleResult]:
         """Bind or release every record with unbound members (the caller holds the lock)."""
@@ -127,7 +132,9 @@ class PromiseKeeper:
             entry[0] -= request.cores
             entry[1] -= request.gpus
             entry[2] -= request.memory_mib
-        requests = [PodRequest.from_kube(pod) for _, pod in unbound]
+        requests = self._allowed(unbound)
+        if isinstance(requests, str):
+            return requests
         nodes: dict[str, str] = {}
         try:
             for room, part in ((whole, [r for r in requests if not r.shared]),
@@ -138,6 +145,18 @@ class PromiseKeeper:
         except FluenceError as error:
             return f"the record no longer covers its unbound members ({error})"
         return nodes
+
+    def _allowed(self, unbound: _Members) -> list[PodRequest] | str:
+        """The unbound members' requests with the nodes each may use, or why one may use
+        none."""
+        pods = [pod for _, pod in unbound]
+        group = Group("record", tuple(PodRequest.from_kube(pod) for pod in pods),
+                      unbound[0][0][0])
+        self.feasible.begin()
+        constrained = self.feasible.constrain(group, pods)
+        if isinstance(constrained, str):
+            return f"a member not yet bound may use none of the cluster's nodes ({constrained})"
+        return list(constrained.pods)
 
     # -- acting ----------------------------------------------------------------------------
 

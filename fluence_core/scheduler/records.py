@@ -34,6 +34,9 @@ from fluence_core.scheduler import groups as g
 
 Alive = Callable[[str, str], bool]
 """``alive(namespace, pod)``: whether the cluster view has that pod, not finished."""
+Vet = Callable[[g.Owner, "HeldPlacement"], "str | None"]
+"""``vet(owner, record)``: why the record cannot be trusted, or None
+(:func:`~fluence_core.scheduler.trust.distrust`)."""
 
 
 @dataclass
@@ -112,6 +115,9 @@ class RecordBook:
         """Records :meth:`restore` could not hold again, and why: their bound pods are held
         from what they request, their unbound ones released
         (:class:`~fluence_core.scheduler.fallback.Fallback`); no pod is deleted."""
+        self.untrusted: list[tuple[g.Owner, HeldPlacement, str]] = []
+        """Records :meth:`restore` did not hold because their pods do not bear them out, and
+        why (:mod:`~fluence_core.scheduler.trust`): handled as :attr:`unrestored` are."""
         self.unreadable: list[tuple[g.Owner, str]] = []
         """Owners whose record annotation could not be read, and why: their bound pods are
         held from what they request (:class:`~fluence_core.scheduler.fallback.Fallback`)."""
@@ -153,7 +159,7 @@ class RecordBook:
                          resource, namespace, name, error)
 
     def restore(self, owners: Iterable[tuple[str, KubeObject]], matcher: Matcher,
-                alive: Alive) -> None:
+                alive: Alive, vet: Vet | None = None) -> None:
         """Re-hold every recorded placement whose pods still live; drop the rest.
 
         ``owners`` are ``(resource plural, object)`` pairs that may carry a
@@ -168,8 +174,13 @@ class RecordBook:
         cannot be held gives back only the jobs *it* restored (never an id it merely
         names) and goes to :attr:`unrestored`: its pods are then held from what the
         cluster says (:mod:`~fluence_core.scheduler.fallback`), never deleted.
+
+        **A record is vetted before it is held** (``vet``: its pods must bear it out, see
+        :mod:`~fluence_core.scheduler.trust`): one that is not trusted is never restored,
+        and goes to :attr:`untrusted`, handled the same way.
         """
         entries: list[_Restoring] = []
+        failed: set[g.Owner] = set()
         for owner_resource, obj in owners:
             namespace, name = g.pod_key(obj)
             owner = (owner_resource, namespace, name)
@@ -190,13 +201,19 @@ class RecordBook:
                     logger.info("Cancel jobid %s: the pods of %s/%s are gone",
                                 record.jobids, namespace, name)
                     continue
+                why = vet(owner, record) if vet is not None else None
+                if why is not None:
+                    logger.warning("the record of %s/%s/%s (jobids %s) is not trusted: %s",
+                                   owner_resource, namespace, name, record.jobids, why)
+                    self.untrusted.append((owner, record, why))
+                    failed.add(owner)
+                    continue
                 entries.append(_Restoring(owner, record, len(records)))
         for later in (False, True):
             for entry in entries:
                 if entry.error is None:
                     entry.restore(matcher, later)
         changed: dict[g.Owner, int] = {}
-        failed: set[g.Owner] = set()
         for entry in entries:
             namespace, name = entry.owner[1:]
             if entry.error is not None:
