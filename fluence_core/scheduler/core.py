@@ -110,6 +110,7 @@ class Scheduler:
         self.cycle = Cycle(settings, self.manager, self.view, self.records, self.binder,
                            self.reporter, preemptor, self.metrics)
         self.fallback = Fallback(self.view, self.records, None if read_only else self.events)
+        self.view.on_outgrown = self.fallback.account_outgrown
         self.promises = PromiseKeeper(self.view, self.records, self.binder, self.fallback,
                                       self.cycle.feasible)
         self._versions: dict[str, str] = {}
@@ -158,7 +159,7 @@ class Scheduler:
         view.install(*build_graph(view.nodes.values(), self.config, self.settings, self.manager))
         owners = [("podgroups", pg) for pg in view.pod_groups.values()]
         owners += [("pods", p) for p in view.pods.values() if g.is_ours(p)]
-        self.records.restore(owners, view.matcher, view.alive, self._vet)
+        self.records.restore(owners, view.matcher, view.alive, self._vet, view.graph)
         self.fallback.account_unrestored()  # before pins: these are held with their owners
         view.pin_foreign_pods()
 

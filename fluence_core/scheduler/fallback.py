@@ -71,6 +71,25 @@ class Fallback:
         for owner, members in unrecorded.items():
             self.rehold(owner, members, "has no record naming these running members")
 
+    def account_outgrown(self, lost: dict[int, str]) -> None:
+        """A node shrank under held jobs (jobid -> why, :meth:`ClusterView._replace_node`):
+        give back the rest of each record or pin holding one, and hold its pods from what
+        they request on the node as it is now (what it has left, when they no longer fit)."""
+        for owner, held in list(self.records.held.items()):
+            for record in list(held):
+                hit = next((jobid for jobid in record.jobids if jobid in lost), None)
+                if hit is None:
+                    continue
+                self.view.cancel(record, lost[hit])
+                held.remove(record)
+                self.rehold(owner, record.pods, f"its placement no longer fits: {lost[hit]}")
+        for key, pin in list(self.view.pins.items()):
+            if any(jobid in lost for jobid in pin.jobids):
+                self.view.unpin(key)
+                pod = self.view.pods.get(key)
+                if pod is not None:
+                    self.view.pin(key, pod)
+
     def rehold(self, owner: g.Owner, members: list[str], why: str) -> None:
         """Hold ``owner``'s bound ``members`` from what they request, release the unbound ones
         (their record is already given back, or was never held)."""

@@ -25,6 +25,7 @@ from typing import Any
 from fluence_core import names
 from fluence_core.cluster_api import ClusterAPI
 from fluence_core.errors import FluenceError
+from fluence_core.graph import ResourceGraph
 from fluence_core.kube_errors import ApiError, NotFound
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, Matcher
@@ -86,6 +87,28 @@ def read_records(owner_resource: str, obj: KubeObject) -> list[HeldPlacement]:
         ]
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{where}: unreadable {names.ALLOCATION_ANNOTATION}: {error}") from None
+
+
+def outgrown(allocation: Allocation, graph: ResourceGraph) -> str | None:
+    """Why ``allocation`` cannot be held where it says because the graph changed under it (a
+    node it names is gone or has shrunk below the vertices it names, a virtual vertex is
+    gone), or None. Expected when nodes change; what holds its pods then is
+    :mod:`~fluence_core.scheduler.fallback`'s business, not an error."""
+    for share in allocation.nodes:
+        if not graph.has_node(share.node):
+            return f"node {share.node} is gone"
+        vertex = graph.node(share.node)
+        for what, held, has in (("cores", share.cores, vertex.cores),
+                                ("GPUs", share.gpus, vertex.gpus),
+                                ("memory chunks", share.memory, vertex.memory_chunks)):
+            if held and max(held) >= has:
+                return (f"node {share.node} has {has} {what} now, and jobid {allocation.jobid} "
+                        f"held {len(held)} of them up to number {max(held)}")
+    paths = {vertex.path for vertex in graph.virtual}
+    for held_vertex in allocation.virtual:
+        if held_vertex.path not in paths:
+            return f"virtual vertex {held_vertex.path} is no longer in the graph"
+    return None
 
 
 def record_annotations(placements: list[HeldPlacement]) -> dict[str, str | None]:
@@ -159,7 +182,8 @@ class RecordBook:
                          resource, namespace, name, error)
 
     def restore(self, owners: Iterable[tuple[str, KubeObject]], matcher: Matcher,
-                alive: Alive, vet: Vet | None = None) -> None:
+                alive: Alive, vet: Vet | None = None,
+                graph: ResourceGraph | None = None) -> None:
         """Re-hold every recorded placement whose pods still live; drop the rest.
 
         ``owners`` are ``(resource plural, object)`` pairs that may carry a
@@ -178,6 +202,11 @@ class RecordBook:
         **A record is vetted before it is held** (``vet``: its pods must bear it out, see
         :mod:`~fluence_core.scheduler.trust`): one that is not trusted is never restored,
         and goes to :attr:`untrusted`, handled the same way.
+
+        **A record the cluster outgrew** (``graph`` shows a node it names gone, or shrunk
+        below the cores, GPUs or memory chunks it names, while the scheduler was down) is
+        not an error: it goes to :attr:`unrestored` with a warning that says so, and its
+        bound pods are held from what they request on the node as it is now.
         """
         entries: list[_Restoring] = []
         failed: set[g.Owner] = set()
@@ -200,6 +229,14 @@ class RecordBook:
                 if not any(alive(namespace, pod) for pod in record.pods):
                     logger.info("Cancel jobid %s: the pods of %s/%s are gone",
                                 record.jobids, namespace, name)
+                    continue
+                outgrew = _outgrown(record, graph) if graph is not None else None
+                if outgrew is not None:
+                    logger.warning("the record of %s/%s/%s (jobids %s) cannot be held where it "
+                                   "says: %s; its pods are held from what they request",
+                                   owner_resource, namespace, name, record.jobids, outgrew)
+                    self.unrestored.append((owner, record, outgrew))
+                    failed.add(owner)
                     continue
                 why = vet(owner, record) if vet is not None else None
                 if why is not None:
@@ -233,6 +270,11 @@ class RecordBook:
     def held_members(self, alive: Alive) -> Mapping[g.PodKey, int]:
         """Members each PodGroup already has placed and alive (computed when asked)."""
         return _HeldMembers(self.held, alive)
+
+
+def _outgrown(record: HeldPlacement, graph: ResourceGraph) -> str | None:
+    return next((why for a in record.allocations.values()
+                 if (why := outgrown(a, graph)) is not None), None)
 
 
 @dataclass

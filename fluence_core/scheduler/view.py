@@ -13,7 +13,7 @@ takes it itself); the other parts of the scheduler share that one lock.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from fluence_core.models import NodeInfo
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.conservative import hold_running
 from fluence_core.scheduler.metrics import SchedulerMetrics
-from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.scheduler.records import HeldPlacement, RecordBook, outgrown
 from fluence_core.topology import domains_of
 
 
@@ -97,6 +97,10 @@ class ClusterView:
         self.node_changes = 0
         """Moves whenever a node event is applied: the feasibility snapshot reads every
         node again."""
+        self.on_outgrown: Callable[[dict[int, str]], None] | None = None
+        """Given the jobs a node change left unheld (jobid -> why), holds their pods from
+        what they request (:meth:`~fluence_core.scheduler.fallback.Fallback.account_outgrown`,
+        set by the scheduler)."""
 
     # -- graph and matcher --------------------------------------------------------------
 
@@ -350,14 +354,24 @@ class ClusterView:
             self.matcher.cancel(allocation.jobid)
         self.matcher.remove_node(info.name)
         self.matcher.add_node(info)
+        lost: dict[int, str] = {}
         for allocation in restore_order(touching):  # whole cores first, then the pool
             try:
                 self.matcher.restore(allocation)
             except FluenceError as error:
-                logger.error("node %s shrank: cannot re-hold jobid %d: %s",
-                             info.name, allocation.jobid, error)
+                why = outgrown(allocation, self.graph)
+                if why is None:  # the node did not shrink under it: that is unexpected
+                    logger.error("node %s changed: cannot re-hold jobid %d: %s",
+                                 info.name, allocation.jobid, error)
+                else:
+                    logger.warning("node %s shrank: jobid %d no longer fits where it was held "
+                                   "(%s); its pods are held from what they request",
+                                   info.name, allocation.jobid, why)
+                lost[allocation.jobid] = why or str(error)
         self.generation += 1
         logger.info("node %s allocatable changed; graph updated", info.name)
+        if lost and self.on_outgrown is not None:
+            self.on_outgrown(lost)
 
     # -- pods and PodGroups --------------------------------------------------------------
 
