@@ -35,7 +35,7 @@ from typing import Any, Callable
 import yaml
 
 from fluence_core.graph import ResourceGraph
-from fluence_core.kubeyaml import read_objects
+from fluence_core.kube.manifests import read_objects
 from fluence_core.models import NodeInfo
 from fluence_core.resource_config import load_resource_config
 

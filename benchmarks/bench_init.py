@@ -35,7 +35,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.scheduler.core import Scheduler, build_graph

@@ -115,7 +115,7 @@ class Counting:
 
 def child(args: argparse.Namespace) -> None:
     """One path, in a process whose ``fluence_core`` may be another tree's: print its JSON."""
-    from fluence_core.kube import KubeCluster
+    from fluence_core.kube.client import KubeCluster
     from fluence_core.log import configure
     from fluence_core.settings import load_settings
     from fluence_core.testing_apiserver import ensure_namespace

@@ -66,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import audit  # noqa: E402
 from peer import Peer, _in_parallel, fluence_peer, kube_scheduler_peer  # noqa: E402
 
-from fluence_core.kube import KubeCluster  # noqa: E402
+from fluence_core.kube.client import KubeCluster  # noqa: E402
 from fluence_core.testing_apiserver import (  # noqa: E402
     ApiServer, ensure_namespace, find_assets, start_apiserver,
 )

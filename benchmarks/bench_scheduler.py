@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fluence_core.cluster_api import ClusterAPI
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import ClusterAPI
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import ensure_namespace, find_assets, start_apiserver

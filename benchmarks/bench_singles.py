@@ -58,7 +58,7 @@ def child(case: str, pods: int) -> dict[str, float]:
     import time
 
     from fluence_core import log
-    from fluence_core.fake_cluster import FakeCluster
+    from fluence_core.kube.fake import FakeCluster
     from fluence_core.scheduler.core import Scheduler
     from fluence_core.settings import load_settings
 

@@ -65,7 +65,7 @@ import topology_metrics as metrics  # noqa: E402
 from peer import Peer, _in_parallel, kube_scheduler_peer  # noqa: E402
 
 from fluence_core import names  # noqa: E402
-from fluence_core.kube import KubeCluster  # noqa: E402
+from fluence_core.kube.client import KubeCluster  # noqa: E402
 from fluence_core.testing_apiserver import (  # noqa: E402
     ApiServer, ensure_namespace, find_assets, find_kube_scheduler, start_apiserver,
 )

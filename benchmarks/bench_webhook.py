@@ -77,7 +77,7 @@ from pathlib import Path
 from typing import Any
 
 from fluence_core import names
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
 from fluence_core.webhook import BackgroundWriter, build_service, tls
@@ -325,7 +325,7 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     (``NULL``: the same server answering every review with "allowed", nothing else;
     ``PATCHED``: the same, with Fluence's patch; ``INLINE``: no background writer; a path of
     ``BASELINE``: its service served by ``server_source``, the baseline's transport)."""
-    from fluence_core.kube import KubeCluster
+    from fluence_core.kube.client import KubeCluster
     from fluence_core.log import configure
 
     configure("WARNING")  # an INFO line per PodGroup is not what is measured
@@ -615,7 +615,7 @@ def register_policy(kube: Any, namespace: str) -> None:
     """A MutatingAdmissionPolicy and its binding for ``namespace``: a Fluence pod with the
     group label and no scheduling group gets ``spec.schedulingGroup.podGroupName`` set to
     the label's value, by the API server itself (a JSON patch built in CEL)."""
-    from fluence_core.cluster_api import Resource
+    from fluence_core.kube.api import Resource
 
     policies, bindings = (Resource(plural, kind, group="admissionregistration.k8s.io",
                                    namespaced=False)

@@ -43,7 +43,7 @@ What is here, by the hook that needs it:
 from __future__ import annotations
 
 from fluence_core import hookimpl, names
-from fluence_core.cluster_api import (
+from fluence_core.kube.api import (
     CONFIGMAPS,
     JOBS,
     JOBSETS,
@@ -73,7 +73,7 @@ from fluence_core.feasibility.scoring import (
 )
 from fluence_core.graph import ResourceGraph
 from fluence_core.scheduler.context import SchedulingContext
-from fluence_core.kube_errors import ApiError, Conflict, NotFound
+from fluence_core.kube.errors import ApiError, Conflict, NotFound
 from fluence_core.log import configure as configure_logging
 from fluence_core.log import logger
 from fluence_core.matcher.base import (

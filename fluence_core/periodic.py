@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 
 

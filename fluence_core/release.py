@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluence_core import names
-from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
-from fluence_core.kube_errors import ApiError, NotFound
+from fluence_core.kube.api import PODS, ClusterAPI, KubeDict
+from fluence_core.kube.errors import ApiError, NotFound
 from fluence_core.log import logger
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

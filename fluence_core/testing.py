@@ -15,8 +15,8 @@ from typing import Any, Callable
 import pytest
 
 from fluence_core import names
-from fluence_core.cluster_api import NODES, PODGROUPS, PODS
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import NODES, PODGROUPS, PODS
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.jobspec import compute_jobspec, virtual_jobspec
 from fluence_core.matcher.embedded import EmbeddedMatcher

@@ -4,7 +4,7 @@ Follows the envtest convention: ``KUBEBUILDER_ASSETS`` names a folder holding
 ``etcd`` and ``kube-apiserver`` (and optionally ``kube-controller-manager``).
 :func:`start_apiserver` runs them on loopback ports with a throw-away CA,
 serving certificate, service-account key pair and an admin bearer token, so the
-end-to-end suite and the benchmark exercise :class:`~fluence_core.kube.KubeCluster`
+end-to-end suite and the benchmark exercise :class:`~fluence_core.kube.client.KubeCluster`
 against the same server Fluence meets in production, with no kubelet.
 
 Flags that matter, and why:
@@ -50,9 +50,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 from fluence_core import names
-from fluence_core.cluster_api import MUTATING_WEBHOOKS, ClusterAPI
-from fluence_core.kube import KubeCluster
-from fluence_core.kube_errors import Conflict
+from fluence_core.kube.api import MUTATING_WEBHOOKS, ClusterAPI
+from fluence_core.kube.client import KubeCluster
+from fluence_core.kube.errors import Conflict
 from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.scheduler.core import Scheduler

@@ -45,7 +45,7 @@ DELETE_SITES = (
                "PodGroups",
                "a shared-quantum split pod's Job: the PodGroups that Job controls but Fluence's "
                "own (<group>, <group>-scout), the job controller's gang the split left empty"),
-    DeleteSite("fluence_core/kube.py:KubeCluster.delete", "anything",
+    DeleteSite("fluence_core/kube/client.py:KubeCluster.delete", "anything",
                "the Kubernetes wrapper's own DELETE: what its callers (this list) ask"),
     DeleteSite("fluence_core/testing_apiserver.py:webhook_beside",
                "webhook configurations", "the e2e test API server's teardown"),

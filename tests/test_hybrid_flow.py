@@ -29,10 +29,10 @@ import jsonpatch
 import pytest
 
 from fluence_core import names
-from fluence_core.cluster_api import NAMESPACES, PODGROUPS, PODS, PRIORITY_CLASSES
-from fluence_core.downward import container_env
-from fluence_core.fake_cluster import FakeCluster
-from fluence_core.kubeyaml import read_objects
+from fluence_core.kube.api import NAMESPACES, PODGROUPS, PODS, PRIORITY_CLASSES
+from fluence_core.kube.downward import container_env
+from fluence_core.kube.fake import FakeCluster
+from fluence_core.kube.manifests import read_objects
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.runtime.fake_provider import QUEUED, RUNNING, FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import collect_providers
@@ -317,7 +317,7 @@ def test_the_injected_sidecar_env_resolves_an_installed_provider(
 
 
 def test_container_env_resolves_the_downward_api_as_the_kubelet_does() -> None:
-    from fluence_core.downward import field_value
+    from fluence_core.kube.downward import field_value
     from fluence_core.errors import FluenceError
 
     pod = {

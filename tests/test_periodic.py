@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.periodic import Periodic
 
 

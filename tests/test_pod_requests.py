@@ -219,8 +219,8 @@ def test_the_graph_charges_the_pods_total_whole_cores_or_pool_by_that_total(
 # -- nobody else computes a pod's size -----------------------------------------------------
 
 READS_CONTAINERS_FOR_OTHER_REASONS = {
-    "fluence_core/downward.py": "finds the container an env variable belongs to",
-    "fluence_core/fake_cluster.py": "drops container images from what the fake stores",
+    "fluence_core/kube/downward.py": "finds the container an env variable belongs to",
+    "fluence_core/kube/fake.py": "drops container images from what the fake stores",
     "fluence_core/feasibility/objects.py": "reads host ports (NodePorts)",
     "fluence_core/sim/world.py": "builds the simulator's pods and finds the scout's sidecar",
     "fluence_core/testing.py": "builds test pods",

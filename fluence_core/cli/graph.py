@@ -14,7 +14,7 @@ from fluence_core import hookimpl, log
 from fluence_core.cli.base import console, settings
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph, levels_for
-from fluence_core.kubeyaml import read_objects
+from fluence_core.kube.manifests import read_objects
 from fluence_core.matcher.domains import DomainRow, hierarchy
 from fluence_core.models import NodeInfo
 from fluence_core.resource_config import load_resource_config

@@ -19,7 +19,7 @@ from fluence_core.cli.graph import NodesOption, ResourcesOption, build_graph
 from fluence_core.errors import FluenceError, TopologyError
 from fluence_core.graph import Domain, ResourceGraph
 from fluence_core.matcher.jobspec import group_jobspecs
-from fluence_core.kubeyaml import read_objects
+from fluence_core.kube.manifests import read_objects
 from fluence_core.matcher.domains import Room, best_fit, need, rooms
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_group
 from fluence_core.matcher.pooled import pooled

@@ -21,7 +21,7 @@ from fluence_core.cli.base import warn
 from fluence_core.errors import FluenceError
 
 if TYPE_CHECKING:
-    from fluence_core.cluster_api import ClusterAPI
+    from fluence_core.kube.api import ClusterAPI
     from fluence_core.resource_config import ResourceConfig
 
 _POLICY_HELP = ("min-cost|min-queue|max-qubits, online-only, max-cost=X, max-queue=N, "
@@ -53,7 +53,7 @@ Output = Annotated[Path | None, typer.Option(
 
 def cluster_resources(cluster: ClusterAPI, namespace: str) -> ResourceConfig:
     """The resources config the scheduler runs with, from its ConfigMap in ``namespace``."""
-    from fluence_core.cluster_api import CONFIGMAPS
+    from fluence_core.kube.api import CONFIGMAPS
     from fluence_core.resource_config import parse_resource_config
 
     where = f"configmap {namespace}/{names.RESOURCES_CONFIGMAP}"

@@ -24,7 +24,7 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 
 def connect(settings: Settings) -> Any:
     """The API server of the current context (or in cluster); unreachable raises FluenceError."""
-    from fluence_core.kube import KubeCluster
+    from fluence_core.kube.client import KubeCluster
 
     try:
         return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)

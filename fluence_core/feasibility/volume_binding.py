@@ -23,7 +23,7 @@ from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck, Re
 from fluence_core.feasibility.objects import KubeObject, NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.resources import amount
 from fluence_core.feasibility.selectors import LabelSelector, NodeSelector, SelectorError
-from fluence_core.cluster_api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
+from fluence_core.kube.api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
 from fluence_core.settings import Settings
 
 if TYPE_CHECKING:  # the reserve hook's types, above this layer: named, never imported

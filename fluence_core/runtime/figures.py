@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from fluence_core import names, yamlfile
-from fluence_core.cluster_api import CONFIGMAPS, ClusterAPI, KubeDict
+from fluence_core.kube.api import CONFIGMAPS, ClusterAPI, KubeDict
 from fluence_core.errors import FluenceError
 from fluence_core.runtime.provider import BackendInfo
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from fluence_core.cluster_api import CONFIGMAPS, ClusterAPI
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.api import CONFIGMAPS, ClusterAPI
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.periodic import Periodic
 from fluence_core.resource_config import ResourceConfig

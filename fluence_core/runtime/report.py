@@ -5,7 +5,7 @@ is what ``fluence sidecar`` uses in a pod: it POSTs each report to
 ``FLUENCE_REPORT_URL`` with the projected ServiceAccount token the webhook mounted
 (read again for every report: the kubelet rotates it) and trusts only the CA the
 webhook injected (``FLUENCE_REPORT_CA``). :class:`LocalReporter` applies the same
-reports in process against a :class:`~fluence_core.cluster_api.ClusterAPI`, for
+reports in process against a :class:`~fluence_core.kube.api.ClusterAPI`, for
 ``fluence sim`` and tests, where there is no HTTPS endpoint and no token to check.
 """
 
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from fluence_core.cluster_api import PODS, ClusterAPI
+from fluence_core.kube.api import PODS, ClusterAPI
 from fluence_core.errors import FluenceError
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.release import apply_report, parse_report
 
 TIMEOUT = 10.0

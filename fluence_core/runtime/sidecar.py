@@ -27,7 +27,7 @@ workers, with ``scout-status`` saying so, and the sidecar exits non-zero.
 Observe-only mode records the queue series and ungates nothing.
 
 It keeps time through a :class:`Clock`, so tests run it in virtual time; given a
-:class:`~fluence_core.cluster_api.ClusterAPI` instead of a reporter (``fluence sim``,
+:class:`~fluence_core.kube.api.ClusterAPI` instead of a reporter (``fluence sim``,
 tests) it applies its reports in process.
 """
 
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fluence_core import names
-from fluence_core.cluster_api import ClusterAPI
+from fluence_core.kube.api import ClusterAPI
 from fluence_core.log import logger
 from fluence_core.release import Report
 from fluence_core.runtime.report import LocalReporter, Reporter, ReportError

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from fluence_core import hookimpl, names
-from fluence_core.cluster_api import PODS
+from fluence_core.kube.api import PODS
 from fluence_core.models import Group
 from fluence_core.matcher.readback import PodPlacement
 from fluence_core.scheduler.context import SchedulingContext

@@ -23,9 +23,9 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from fluence_core.cluster_api import PODGROUPS, PODS, ClusterAPI
+from fluence_core.kube.api import PODGROUPS, PODS, ClusterAPI
 from fluence_core.errors import FluenceError
-from fluence_core.kube_errors import ApiError, Conflict
+from fluence_core.kube.errors import ApiError, Conflict
 from fluence_core.log import logger
 from fluence_core.matcher.group import GroupMatch
 from fluence_core.models import Group

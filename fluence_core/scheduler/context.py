@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fluence_core.cluster_api import ClusterAPI
+    from fluence_core.kube.api import ClusterAPI
     from fluence_core.graph import ResourceGraph
     from fluence_core.matcher.base import Matcher
     from fluence_core.settings import Settings

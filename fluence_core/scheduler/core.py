@@ -33,10 +33,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from fluence_core.cluster_api import NODES, PODGROUPS, PODS, ClusterAPI, KubeDict, Resource
+from fluence_core.kube.api import NODES, PODGROUPS, PODS, ClusterAPI, KubeDict, Resource
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph, levels_for
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.matcher.base import Matcher
 from fluence_core.matcher.pooled import pooled

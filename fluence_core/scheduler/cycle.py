@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from fluence_core.cluster_api import (
+from fluence_core.kube.api import (
     PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, ClusterAPI,
 )
 from fluence_core.errors import FluenceError

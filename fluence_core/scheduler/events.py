@@ -17,8 +17,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from fluence_core.cluster_api import ClusterAPI
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.api import ClusterAPI
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 
 _Event = tuple[dict[str, Any], str, str, str]

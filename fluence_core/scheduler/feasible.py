@@ -29,7 +29,7 @@ from fluence_core.feasibility.node_resources_fit import NodeResourcesFit
 from fluence_core.feasibility.resources import PODS
 from fluence_core.feasibility.run import in_kube_order
 from fluence_core.feasibility.scoring import ScorePlugin, preference_tiers
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.models import Group, KubeObject
 from fluence_core.matcher.readback import PodPlacement

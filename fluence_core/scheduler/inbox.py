@@ -25,7 +25,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from fluence_core.cluster_api import RESYNC, KubeDict
+from fluence_core.kube.api import RESYNC, KubeDict
 
 Change = tuple[str, str, KubeDict]
 """(plural, event, object), as :meth:`ClusterView.handle` takes them."""

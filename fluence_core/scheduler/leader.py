@@ -13,9 +13,9 @@ import time
 from datetime import UTC, datetime
 from typing import Callable
 
-from fluence_core.cluster_api import LEASES, ClusterAPI, KubeDict
+from fluence_core.kube.api import LEASES, ClusterAPI, KubeDict
 from fluence_core.errors import FluenceError
-from fluence_core.kube_errors import ApiError, Conflict
+from fluence_core.kube.errors import ApiError, Conflict
 from fluence_core.log import logger
 
 

@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 
 from fluence_core import names
-from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
+from fluence_core.kube.api import PODS, ClusterAPI, KubeDict
 from fluence_core.errors import TopologyError
 from fluence_core.graph import Domain
 from fluence_core.log import logger

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from fluence_core.cluster_api import KubeDict
+from fluence_core.kube.api import KubeDict
 from fluence_core.errors import FluenceError
 from fluence_core.matcher.jobspec import is_compute
 from fluence_core.log import logger

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluence_core import names
-from fluence_core.cluster_api import ClusterAPI
+from fluence_core.kube.api import ClusterAPI
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph
-from fluence_core.kube_errors import ApiError, NotFound
+from fluence_core.kube.errors import ApiError, NotFound
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, Matcher
 from fluence_core.matcher.pooled import restores_later

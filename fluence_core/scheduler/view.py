@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fluence_core.cluster_api import DELETED, RESYNC, KubeDict
+from fluence_core.kube.api import DELETED, RESYNC, KubeDict
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.jobspec import COMPUTE

@@ -1,7 +1,7 @@
 """A kube-scheduler-shaped baseline: one pod at a time, first node with room, no gangs.
 
 :class:`FirstFitScheduler` serves pods whose ``schedulerName`` it owns over the
-same :class:`~fluence_core.cluster_api.ClusterAPI` (list + watch + bind) as
+same :class:`~fluence_core.kube.api.ClusterAPI` (list + watch + bind) as
 Fluence. It copies the default scheduler's mechanics that matter for gangs:
 
 * the queue is ordered by priority, then by the time a pod (re)entered it; a pod
@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fluence_core.cluster_api import DELETED, NODES, PODS, RESYNC, ClusterAPI, KubeDict
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.api import DELETED, NODES, PODS, RESYNC, ClusterAPI, KubeDict
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.models import NodeInfo
 from fluence_core.pod_requests import CPU, MEMORY, pod_requests

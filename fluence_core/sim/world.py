@@ -2,7 +2,7 @@
 
 What is real and what is simulated:
 
-* real: the :class:`~fluence_core.fake_cluster.FakeCluster` API semantics
+* real: the :class:`~fluence_core.kube.fake.FakeCluster` API semantics
   (binding, gates, PodGroups, status), the webhook's handler chain and every
   installed plugin's admission hooks, admission control among them, on the
   simulation's clock (through :meth:`AdmissionService.review`, the function the
@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from fluence_core import names
-from fluence_core.cluster_api import DELETED, NODES, PODS, PRIORITY_CLASSES, KubeDict
-from fluence_core.fake_cluster import FakeCluster
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.api import DELETED, NODES, PODS, PRIORITY_CLASSES, KubeDict
+from fluence_core.kube.fake import FakeCluster
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.resource_config import ResourceConfig

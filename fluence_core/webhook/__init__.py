@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from fluence_core.cluster_api import ClusterAPI
+from fluence_core.kube.api import ClusterAPI
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
 from fluence_core.resource_config import ResourceConfig, load_resource_config

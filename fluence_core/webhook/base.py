@@ -37,7 +37,7 @@ from typing import (
     runtime_checkable,
 )
 
-from fluence_core.cluster_api import ClusterAPI
+from fluence_core.kube.api import ClusterAPI
 from fluence_core.errors import FluenceError
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings

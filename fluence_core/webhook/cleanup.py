@@ -29,8 +29,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fluence_core import names
-from fluence_core.cluster_api import PODGROUPS, PODS, ClusterAPI
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.api import PODGROUPS, PODS, ClusterAPI
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.release import TERMINAL_PHASES
 from fluence_core.webhook import pods

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from fluence_core import names
-from fluence_core.cluster_api import JOBS, PODGROUPS, RESOURCES, ClusterAPI, Resource
+from fluence_core.kube.api import JOBS, PODGROUPS, RESOURCES, ClusterAPI, Resource
 from fluence_core.errors import FluenceError
-from fluence_core.kube_errors import ApiError, Conflict, NotFound
+from fluence_core.kube.errors import ApiError, Conflict, NotFound
 from fluence_core.log import logger
 from fluence_core.settings import Settings
 from fluence_core.webhook import jobs, pods

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Final, Generic, Iterable, Mapping, TypeVar
 
 from fluence_core import names
-from fluence_core.cluster_api import (
+from fluence_core.kube.api import (
     ADDED,
     DELETED,
     JOBS,
@@ -39,7 +39,7 @@ from fluence_core.cluster_api import (
     ResourceRef,
     resolve,
 )
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 
 T = TypeVar("T")

@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from fluence_core import names
-from fluence_core.cluster_api import ClusterAPI
+from fluence_core.kube.api import ClusterAPI
 from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings
@@ -22,7 +22,7 @@ from fluence_core.webhook.server import Loop, WebhookServer, server_context
 
 
 def connect(settings: Settings) -> ClusterAPI:
-    from fluence_core.kube import KubeCluster
+    from fluence_core.kube.client import KubeCluster
 
     return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)
 

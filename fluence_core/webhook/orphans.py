@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluence_core import names
-from fluence_core.cluster_api import PODS, ClusterAPI, KubeDict
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.api import PODS, ClusterAPI, KubeDict
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.release import (
     RELEASE_STATUSES,

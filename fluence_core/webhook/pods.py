@@ -6,7 +6,7 @@ import re
 from typing import Any, Callable, Mapping
 
 from fluence_core import names
-from fluence_core.cluster_api import PODGROUPS
+from fluence_core.kube.api import PODGROUPS
 from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from fluence_core.cluster_api import MUTATING_WEBHOOKS, ClusterAPI
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.api import MUTATING_WEBHOOKS, ClusterAPI
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.webhook.conditions import skipping
 

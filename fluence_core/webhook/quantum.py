@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from fluence_core import hookimpl, names
-from fluence_core.cluster_api import PRIORITY_CLASSES
+from fluence_core.kube.api import PRIORITY_CLASSES
 from fluence_core.settings import SCOUT, SIDECAR, Settings, pod_env
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook import pods

@@ -31,9 +31,9 @@ from dataclasses import replace
 from typing import Any
 
 from fluence_core import names
-from fluence_core.cluster_api import PODGROUPS, PODS, ClusterAPI
+from fluence_core.kube.api import PODGROUPS, PODS, ClusterAPI
 from fluence_core.errors import FluenceError
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.webhook import pods
 from fluence_core.periodic import Periodic

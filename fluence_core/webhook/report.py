@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluence_core import names
-from fluence_core.cluster_api import PODS, TOKEN_REVIEWS, ClusterAPI, KubeDict
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.api import PODS, TOKEN_REVIEWS, ClusterAPI, KubeDict
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.release import BadReport, apply_report, controlling_job, parse_report
 from fluence_core.settings import Settings

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 import orjson
 
 from fluence_core import names
-from fluence_core.cluster_api import ClusterAPI
+from fluence_core.kube.api import ClusterAPI
 from fluence_core.log import logger
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from fluence_core.cluster_api import MUTATING_WEBHOOKS, ClusterAPI
+from fluence_core.kube.api import MUTATING_WEBHOOKS, ClusterAPI
 from fluence_core.errors import FluenceError
-from fluence_core.kube_errors import Conflict, NotFound
+from fluence_core.kube.errors import Conflict, NotFound
 from fluence_core.log import logger
 from fluence_core.settings import Settings
 

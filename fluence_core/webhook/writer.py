@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Final, Hashable
 
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 
 CAPACITY: Final = 1024

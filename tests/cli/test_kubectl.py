@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from fluence_core import names
 from fluence_core.cli import kubectl
-from fluence_core.cluster_api import CONFIGMAPS
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import CONFIGMAPS
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.runtime import figures
 
 RESOURCES = """

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.client import KubeCluster
 from fluence_core.testing_apiserver import ApiServer, ensure_namespace, find_assets, start_apiserver
 
 _namespaces = itertools.count()

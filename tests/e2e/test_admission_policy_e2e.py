@@ -25,9 +25,9 @@ import pytest
 import yaml
 
 from fluence_core import names
-from fluence_core.cluster_api import Resource
-from fluence_core.kube import KubeCluster
-from fluence_core.kube_errors import ApiError, Conflict
+from fluence_core.kube.api import Resource
+from fluence_core.kube.client import KubeCluster
+from fluence_core.kube.errors import ApiError, Conflict
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import ApiServer, find_kubectl, webhook_beside
 

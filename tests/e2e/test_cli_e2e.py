@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.client import KubeCluster
 from fluence_core.testing_apiserver import ApiServer, free_port
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.client import KubeCluster
 from fluence_core.testing_apiserver import ApiServer, ensure_namespace, find_kubectl
 
 pytestmark = pytest.mark.e2e

@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
-from fluence_core.cluster_api import Resource
+from fluence_core.kube.api import Resource
 from fluence_core.feasibility import PodFacts, Snapshot, feasible
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.client import KubeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import (

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import ensure_namespace, wait_for, webhook_beside
 

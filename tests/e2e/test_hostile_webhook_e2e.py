@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.client import KubeCluster
+from fluence_core.kube.errors import ApiError
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings, load_settings
 from fluence_core.testing_apiserver import (

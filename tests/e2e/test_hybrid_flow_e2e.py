@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 
 from fluence_core import names
-from fluence_core.downward import container_env
-from fluence_core.kube import KubeCluster
-from fluence_core.kube_errors import Conflict
-from fluence_core.kubeyaml import read_objects
+from fluence_core.kube.downward import container_env
+from fluence_core.kube.client import KubeCluster
+from fluence_core.kube.errors import Conflict
+from fluence_core.kube.manifests import read_objects
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.runtime.fake_provider import QUEUED, RUNNING, FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import collect_providers

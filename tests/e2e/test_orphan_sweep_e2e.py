@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
-from fluence_core.kube_errors import Conflict
-from fluence_core.kubeyaml import read_objects
+from fluence_core.kube.client import KubeCluster
+from fluence_core.kube.errors import Conflict
+from fluence_core.kube.manifests import read_objects
 from fluence_core.settings import Settings, load_settings
 from fluence_core.testing import indexed_job_pods
 from fluence_core.testing_apiserver import ApiServer, wait_for, webhook_beside

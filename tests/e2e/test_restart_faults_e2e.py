@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.client import KubeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import ensure_namespace

@@ -40,8 +40,8 @@ from typing import IO
 import pytest
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.client import KubeCluster
+from fluence_core.kube.errors import ApiError
 from fluence_core.testing_apiserver import ApiServer
 
 pytestmark = pytest.mark.e2e

@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from fluence_core import names
-from fluence_core.cluster_api import CONFIGMAPS
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.api import CONFIGMAPS
+from fluence_core.kube.client import KubeCluster
 from fluence_core.testing_apiserver import ApiServer, find_kubectl
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ from contextlib import ExitStack
 import pytest
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import scheduler_beside
 from tests.e2e.test_scheduler_e2e import Run

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.client import KubeCluster
 from fluence_core.testing_apiserver import (
     ApiServer, compact_etcd, ensure_namespace, find_assets, start_apiserver,
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import ApiServer, scheduler_beside, wait_for, webhook_beside
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
-from fluence_core.kubeyaml import read_objects
+from fluence_core.kube.client import KubeCluster
+from fluence_core.kube.manifests import read_objects
 from fluence_core.testing_apiserver import ApiServer, wait_for
 from fluence_core.webhook.informer import RETRY_SECONDS, watched_for
 from fluence_core.webhook.pods import pod_group_body

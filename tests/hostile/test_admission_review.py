@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from fluence_core import names
-from fluence_core.cluster_api import NODES
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import NODES
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
 from fluence_core.webhook import build_service

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from fluence_core import names
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import Settings
 from fluence_core.webhook.report import ReportEndpoint
 from fluence_core.webhook.review import AdmissionService

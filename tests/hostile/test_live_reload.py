@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from fluence_core.cli.up import apply_resources
-from fluence_core.cluster_api import NODES, PODS
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import NODES, PODS
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.resource_config import parse_resource_config
 from tests.hostile.cases import ALIAS_BOMB, Case, cases
 from tests.scheduler.conftest import Harness, node, pod

@@ -13,8 +13,8 @@ import json
 from typing import Any
 
 from fluence_core import names
-from fluence_core.cluster_api import TOKEN_REVIEWS
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import TOKEN_REVIEWS
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import Settings
 from fluence_core.webhook.report import REVIEW_BURST, ReportEndpoint
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from fluence_core.cluster_api import NODES, PODGROUPS, PODS
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import NODES, PODGROUPS, PODS
+from fluence_core.kube.fake import FakeCluster
 from tests.hostile.cases import Case, cases
 from tests.scheduler.conftest import Harness, node, pod
 

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from fluence_core import names
-from fluence_core.cluster_api import ObjectList
+from fluence_core.kube.api import ObjectList
 from fluence_core.webhook.informer import Informer, slim_job, slim_pod_group
 from fluence_core.webhook.pods import pod_group_body
 
@@ -120,7 +120,7 @@ def test_a_job_whose_labels_are_no_object_still_gets_an_answer_and_its_label(
         labels: Any) -> None:
     """The API server decodes a Job before admission, so only a hand-made review carries
     such labels; the job-group handler answers it all the same and the next Job is served."""
-    from fluence_core.fake_cluster import FakeCluster
+    from fluence_core.kube.fake import FakeCluster
     from fluence_core.settings import load_settings
     from fluence_core.webhook.jobs import JobGroupHandler
     from fluence_core.webhook.review import AdmissionService

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from fluence_core import names
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.runtime.provider import Backend
 from fluence_core.runtime.sidecar import SidecarConfig, VirtualClock
 from fluence_core.testing import make_pod_dict

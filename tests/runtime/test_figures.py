@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from fluence_core import names
-from fluence_core.cluster_api import CONFIGMAPS
+from fluence_core.kube.api import CONFIGMAPS
 from fluence_core.errors import FluenceError
-from fluence_core.fake_cluster import FakeCluster
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.fake import FakeCluster
+from fluence_core.kube.errors import ApiError
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.runtime import figures
 from fluence_core.runtime.figures import ConfigMapRef

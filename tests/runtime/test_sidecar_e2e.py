@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.client import KubeCluster
 from fluence_core.runtime.fake_provider import QUEUED, FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import Backend
 from fluence_core.runtime.sidecar import Outcome, Sidecar, SidecarConfig, VirtualClock

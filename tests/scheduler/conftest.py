@@ -6,8 +6,8 @@ from typing import Any, Callable
 
 import pytest
 
-from fluence_core.cluster_api import NODES, PODGROUPS, PODS
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import NODES, PODGROUPS, PODS
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.resource_config import ResourceConfig, parse_resource_config
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings

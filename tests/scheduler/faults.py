@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fluence_core import names
-from fluence_core.cluster_api import NODES, PODGROUPS, PODS
+from fluence_core.kube.api import NODES, PODGROUPS, PODS
 from fluence_core.models import NodeInfo, PodRequest
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.core import Scheduler

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fluence_core.cluster_api import NODES, PODGROUPS, PODS
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import NODES, PODGROUPS, PODS
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import NodeInfo

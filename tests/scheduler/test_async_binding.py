@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 import threading
 
-from fluence_core.cluster_api import PODS
-from fluence_core.fake_cluster import FakeCluster
-from fluence_core.kube_errors import Conflict
+from fluence_core.kube.api import PODS
+from fluence_core.kube.fake import FakeCluster
+from fluence_core.kube.errors import Conflict
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from tests.scheduler.conftest import node, pod, pod_group

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from fluence_core import hookimpl, names
-from fluence_core.cluster_api import PODGROUPS, PODS
-from fluence_core.kube_errors import Conflict
+from fluence_core.kube.api import PODGROUPS, PODS
+from fluence_core.kube.errors import Conflict
 from fluence_core.matcher.group import GroupMatch, match_group
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.scheduler import groups as g

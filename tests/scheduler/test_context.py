@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.scheduler import context

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from fluence_core.fake_cluster import FakeCluster
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.fake import FakeCluster
+from fluence_core.kube.errors import ApiError
 from fluence_core.scheduler.events import EventRecorder
 from tests.scheduler.conftest import pod
 

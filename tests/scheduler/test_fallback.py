@@ -10,7 +10,7 @@ from typing import Callable
 import pytest
 
 from fluence_core import names
-from fluence_core.cluster_api import PODGROUPS, PODS
+from fluence_core.kube.api import PODGROUPS, PODS
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.scheduler.fallback import HELD_FROM_POD, RELEASED
 from tests.scheduler.conftest import Harness, node, pod, pod_group

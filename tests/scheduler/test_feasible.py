@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from fluence_core.cluster_api import EVENTS, NODES, PODS
+from fluence_core.kube.api import EVENTS, NODES, PODS
 from fluence_core.feasibility.run import default_filters
 from fluence_core.models import Group, PodRequest
 from fluence_core.scheduler.core import Scheduler
@@ -186,7 +186,7 @@ def _storage(h: Harness, *objects: tuple[Any, dict[str, Any]]) -> None:
 
 
 def test_a_wait_for_first_consumer_claim_learns_the_node_chosen(harness_factory: Factory) -> None:
-    from fluence_core.cluster_api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
+    from fluence_core.kube.api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
 
     h = harness_factory(node("n0"), node("n1", spec={"taints": [GPU_TAINT]}))
     _storage(h, (STORAGE_CLASSES, {"metadata": {"name": "csi"}, "provisioner": "csi.example.com",
@@ -201,7 +201,7 @@ def test_a_wait_for_first_consumer_claim_learns_the_node_chosen(harness_factory:
 
 
 def test_a_claim_bound_to_a_zonal_volume_pins_the_pod(harness_factory: Factory) -> None:
-    from fluence_core.cluster_api import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
+    from fluence_core.kube.api import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 
     volume = {
         "metadata": {"name": "pv-b"},

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 from fluence_core import hookimpl
-from fluence_core.cluster_api import PODGROUPS, PODS
+from fluence_core.kube.api import PODGROUPS, PODS
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.plugins import get_plugin_manager

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from fluence_core.fake_cluster import FakeCluster
-from fluence_core.kube_errors import status_error
+from fluence_core.kube.fake import FakeCluster
+from fluence_core.kube.errors import status_error
 from fluence_core.scheduler.leader import LeaderElector, LeaseUnavailable
 
 
@@ -53,7 +53,7 @@ def test_a_stale_update_loses_the_race() -> None:
     clock.now += 20
     assert LeaderElector(cluster, "fluence", "default", "b", clock=clock).try_acquire()
     stale["spec"]["holderIdentity"] = "c"
-    from fluence_core.kube_errors import Conflict
+    from fluence_core.kube.errors import Conflict
 
     try:
         cluster.replace("leases", stale, "default")

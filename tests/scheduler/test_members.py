@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import pytest
 
-from fluence_core.cluster_api import PODS
+from fluence_core.kube.api import PODS
 from fluence_core.feasibility import PodFacts
 from fluence_core.scheduler.members import entangled
 from fluence_core.testing import make_node_dict, make_pod_dict

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from fluence_core.cluster_api import PODS
+from fluence_core.kube.api import PODS
 from fluence_core.pod_requests import pod_requests
 from fluence_core.sim.baseline import DEFAULT_SCHEDULER, FirstFitScheduler
 from tests.scheduler.conftest import Harness, node, pod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fluence_core import names
-from fluence_core.cluster_api import PODS
+from fluence_core.kube.api import PODS
 from fluence_core.matcher.group import GroupMatch
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.preempt import Preemptor

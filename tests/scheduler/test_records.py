@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from fluence_core import names
-from fluence_core.cluster_api import PODS
+from fluence_core.kube.api import PODS
 from fluence_core.graph import ResourceGraph
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.matcher.base import Allocation, NodeShare, VirtualShare
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import NodeInfo

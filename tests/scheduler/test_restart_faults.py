@@ -22,8 +22,8 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from fluence_core.cluster_api import NODES, PODGROUPS, PODS
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import NODES, PODGROUPS, PODS
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.core import Scheduler

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pytest
 
 from fluence_core import names
-from fluence_core.cluster_api import PODS
+from fluence_core.kube.api import PODS
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.base import Allocation, NodeShare
 from fluence_core.matcher.embedded import EmbeddedMatcher

@@ -8,9 +8,9 @@ from typing import Any, Callable
 import pytest
 
 from fluence_core import hookimpl, names
-from fluence_core.cluster_api import NODES, PODGROUPS, PODS
+from fluence_core.kube.api import NODES, PODGROUPS, PODS
 from fluence_core.errors import FluenceError
-from fluence_core.kube_errors import Conflict
+from fluence_core.kube.errors import Conflict
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.resource_config import parse_resource_config

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from fluence_core.cluster_api import PODS
+from fluence_core.kube.api import PODS
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.scheduler.status import NodeUse, collect_status
 from fluence_core.settings import load_settings

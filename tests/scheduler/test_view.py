@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from fluence_core import names
-from fluence_core.cluster_api import DELETED, PODGROUPS, RESYNC
+from fluence_core.kube.api import DELETED, PODGROUPS, RESYNC
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.base import Allocation
 from fluence_core.matcher.embedded import EmbeddedMatcher

@@ -12,8 +12,8 @@ import threading
 import time
 from typing import Any
 
-from fluence_core.cluster_api import PODS, RESYNC, ObjectList, ResourceRef
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import PODS, RESYNC, ObjectList, ResourceRef
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.scheduler.inbox import Inbox
 from fluence_core.settings import load_settings

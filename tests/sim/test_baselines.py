@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from fluence_core import names
-from fluence_core.cluster_api import NODES, PODGROUPS, PODS
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import NODES, PODGROUPS, PODS
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.sim.baseline import DEFAULT_SCHEDULER, FirstFitScheduler

@@ -7,7 +7,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # webhook_helpers, under --import-mode=importlib
 
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.settings import Settings, load_settings
 from fluence_core.webhook.fluxion_env import FluxionEnvHandler

@@ -10,8 +10,8 @@ import pytest
 from webhook_helpers import Counting, admit, pod
 
 from fluence_core import names
-from fluence_core.cluster_api import PODGROUPS
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import PODGROUPS
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.webhook import BackgroundWriter
 from fluence_core.webhook.cleanup import PodGroupCleanup, age, cleanup_for
 from fluence_core.webhook.gang import GangHandler

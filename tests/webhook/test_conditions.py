@@ -20,7 +20,7 @@ from webhook_helpers import QPU, Counting, admit, pod
 
 from fluence_core import names
 from fluence_core.errors import FluenceError
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.settings import Settings, load_settings

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fluence_core import names
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.settings import load_settings
 from fluence_core.testing import indexed_job_pods
 from fluence_core.testing_apiserver import (

@@ -10,9 +10,9 @@ from typing import Any, Iterator
 import pytest
 
 from fluence_core import names
-from fluence_core.cluster_api import JOBS, PODGROUPS, RESYNC
-from fluence_core.fake_cluster import FakeCluster
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.api import JOBS, PODGROUPS, RESYNC
+from fluence_core.kube.fake import FakeCluster
+from fluence_core.kube.errors import ApiError
 from fluence_core.webhook import BackgroundWriter, informer
 from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.informer import Informer, Watched, slim_pod_group, watched_for

@@ -11,7 +11,7 @@ from typing import Any
 import jsonpatch
 
 from fluence_core import names
-from fluence_core.cluster_api import PODGROUPS
+from fluence_core.kube.api import PODGROUPS
 from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.webhook import BackgroundWriter
 from fluence_core.webhook.gang import GangHandler

@@ -8,7 +8,7 @@ import pytest
 from webhook_helpers import admit, container, shared
 
 from fluence_core import names
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import load_settings
 from fluence_core.webhook import tls
 from fluence_core.webhook.main import make_server
@@ -88,7 +88,7 @@ def _deployed_configuration() -> dict:  # type: ignore[type-arg]
 def test_at_start_the_pod_webhook_gets_the_conditions_its_handlers_declare(
     tmp_path: Path,
 ) -> None:
-    from fluence_core.cluster_api import MUTATING_WEBHOOKS
+    from fluence_core.kube.api import MUTATING_WEBHOOKS
     from fluence_core.webhook.conditions import NEEDS_CONDITION
     from fluence_core.webhook.publish import publish_match_conditions
 

@@ -11,8 +11,8 @@ import pytest
 from webhook_helpers import admit, pod, shared
 
 from fluence_core import names
-from fluence_core.fake_cluster import FakeCluster
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.fake import FakeCluster
+from fluence_core.kube.errors import ApiError
 from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.quantum import QuantumSplitHandler
 from fluence_core.webhook.repair import PodGroupRepair, repair_for

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from fluence_core import names
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.runtime.report import HttpsReporter, ReportError
 from fluence_core.settings import Settings
 from fluence_core.webhook import tls

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from webhook_helpers import admit, pod
 
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.writer import BackgroundWriter, NotYet, Write, transient

@@ -10,7 +10,7 @@ from typing import Any
 import jsonpatch
 
 from fluence_core import names
-from fluence_core.kube_errors import ApiError
+from fluence_core.kube.errors import ApiError
 from fluence_core.webhook.review import AdmissionService
 
 QPU = names.extended_resource("qpu")

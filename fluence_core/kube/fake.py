@@ -1,6 +1,6 @@
 """An in-memory Kubernetes API with the semantics Fluence depends on.
 
-:class:`FakeCluster` satisfies :class:`fluence_core.cluster_api.ClusterAPI`, so
+:class:`FakeCluster` satisfies :class:`fluence_core.kube.api.ClusterAPI`, so
 unit tests and ``fluence sim`` run the real scheduler, webhook and sidecar code
 with no server. It copies the behaviours that code relies on rather than the
 whole API server, and each one was checked against a real 1.36 server in
@@ -55,7 +55,7 @@ from typing import Any, Final
 
 import jsonpatch
 
-from fluence_core.cluster_api import (
+from fluence_core.kube.api import (
     ADDED,
     DELETED,
     MODIFIED,
@@ -75,7 +75,7 @@ from fluence_core.cluster_api import (
     build_event,
     resolve,
 )
-from fluence_core.kube_errors import ApiError, Conflict, NotFound
+from fluence_core.kube.errors import ApiError, Conflict, NotFound
 
 _Key = tuple[str, str, str]
 _Items = list[KubeDict]  # the method FakeCluster.list shadows the builtin in signatures
@@ -116,7 +116,7 @@ class _Change:
 
 
 class FakeCluster:
-    """In-memory :class:`~fluence_core.cluster_api.ClusterAPI` (see the module docstring).
+    """In-memory :class:`~fluence_core.kube.api.ClusterAPI` (see the module docstring).
 
     ``now`` supplies timestamps (virtual time in the simulator); ``clock`` and
     ``history`` bound watch waits and how many changes a watch can resume from.

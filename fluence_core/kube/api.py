@@ -2,8 +2,8 @@
 
 The scheduler, the webhook, the sidecar and the simulator are typed against
 :class:`ClusterAPI`, never against the ``kubernetes`` client. Two classes
-satisfy it: :class:`fluence_core.kube.KubeCluster` (a real API server) and
-:class:`fluence_core.fake_cluster.FakeCluster` (in memory, for tests and
+satisfy it: :class:`fluence_core.kube.client.KubeCluster` (a real API server) and
+:class:`fluence_core.kube.fake.FakeCluster` (in memory, for tests and
 ``fluence sim``). Objects cross the boundary as plain JSON dicts, exactly as
 the API server sends them, so code past this line can be fed from YAML files
 as easily as from a cluster.
@@ -212,7 +212,7 @@ Propagation = Literal["Background", "Foreground", "Orphan"]
 class ClusterAPI(Protocol):
     """What Fluence needs of a Kubernetes API server.
 
-    Errors are the classes of :mod:`fluence_core.kube_errors`: ``NotFound``
+    Errors are the classes of :mod:`fluence_core.kube.errors`: ``NotFound``
     (404), ``Conflict`` (409: already exists, stale resourceVersion, second
     binding, binding a gated pod), ``Gone`` (410), ``ApiError`` otherwise.
     ``namespace`` is ignored for cluster-scoped kinds; for ``list``/``watch``

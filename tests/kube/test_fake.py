@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from fluence_core.cluster_api import ADDED, DELETED, MODIFIED, RESYNC, ClusterAPI
-from fluence_core.fake_cluster import PODGROUP_FINALIZER, FakeCluster
-from fluence_core.kube_errors import ApiError, Conflict, NotFound
+from fluence_core.kube.api import ADDED, DELETED, MODIFIED, RESYNC, ClusterAPI
+from fluence_core.kube.fake import PODGROUP_FINALIZER, FakeCluster
+from fluence_core.kube.errors import ApiError, Conflict, NotFound
 
 
 def pod(name: str, **spec: Any) -> dict[str, Any]:

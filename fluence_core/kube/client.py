@@ -1,6 +1,6 @@
 """The one module that talks to a Kubernetes API server.
 
-:class:`KubeCluster` implements :class:`fluence_core.cluster_api.ClusterAPI`
+:class:`KubeCluster` implements :class:`fluence_core.kube.api.ClusterAPI`
 over the official ``kubernetes`` client; nothing else in Fluence imports that
 client. It uses only the client's transport (``ApiClient.call_api`` with
 ``_preload_content=False``): authentication, TLS and connection pooling come
@@ -37,7 +37,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from fluence_core.cluster_api import (
+from fluence_core.kube.api import (
     RESYNC,
     KubeDict,
     ObjectList,
@@ -51,7 +51,7 @@ from fluence_core.cluster_api import (
     resolve,
 )
 from fluence_core.errors import KubeConfigError
-from fluence_core.kube_errors import ApiError, Gone, status_error
+from fluence_core.kube.errors import ApiError, Gone, status_error
 from fluence_core.log import logger
 from fluence_core.settings import KUBE_BURST, KUBE_QPS
 
@@ -106,7 +106,7 @@ def _utcnow() -> datetime:
 
 
 class KubeCluster:
-    """:class:`~fluence_core.cluster_api.ClusterAPI` against a real API server.
+    """:class:`~fluence_core.kube.api.ClusterAPI` against a real API server.
 
     Build one with :meth:`from_kubeconfig` (out of cluster, current context),
     :meth:`in_cluster` (a pod's service account), :meth:`from_token` (explicit
@@ -391,7 +391,7 @@ class KubeCluster:
 
     def post_event(self, involved: Mapping[str, Any], type: str, reason: str, message: str, *,
                    action: str | None = None) -> KubeDict:
-        """Create a core/v1 Event (see :func:`fluence_core.cluster_api.build_event`)."""
+        """Create a core/v1 Event (see :func:`fluence_core.kube.api.build_event`)."""
         event = build_event(involved, type, reason, message, self._now(), action=action,
                             instance=self._instance)
         path = self._path(resolve("events"), event["metadata"]["namespace"])

@@ -19,9 +19,9 @@ from typing import Any, Self
 import kmock
 import pytest
 
-from fluence_core.cluster_api import ADDED, RESYNC, ClusterAPI
-from fluence_core.kube import KubeCluster, TokenBucket, _lines
-from fluence_core.kube_errors import ApiError, Conflict, Gone, NotFound
+from fluence_core.kube.api import ADDED, RESYNC, ClusterAPI
+from fluence_core.kube.client import KubeCluster, TokenBucket, _lines
+from fluence_core.kube.errors import ApiError, Conflict, Gone, NotFound
 
 TOKEN = "test-token"
 

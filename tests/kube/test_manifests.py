@@ -1,4 +1,4 @@
-"""fluence_core.kubeyaml: ordinary Kubernetes YAML files."""
+"""fluence_core.kube.manifests: ordinary Kubernetes YAML files."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any, Callable
 import pytest
 
 from fluence_core.errors import FluenceError
-from fluence_core.kubeyaml import read_objects
+from fluence_core.kube.manifests import read_objects
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_a_single_object_is_read(write_yaml: Callable[..., Path]) -> None:

@@ -1,6 +1,6 @@
 """Errors from the Kubernetes API, as Fluence's own exceptions.
 
-Both implementations of :class:`fluence_core.cluster_api.ClusterAPI` raise
+Both implementations of :class:`fluence_core.kube.api.ClusterAPI` raise
 these, so a caller handles "someone bound it first" (Conflict) the same way
 against a real server and the in-memory fake, and nothing outside the wrapper
 ever catches a ``kubernetes`` client exception.
