@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from fluence_core import names
-from fluence_core.kube import KubeCluster
+from fluence_core.kube.client import KubeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from tests.e2e.test_restart_faults_e2e import Scoped

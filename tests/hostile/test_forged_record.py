@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from fluence_core import names
-from fluence_core.cluster_api import NODES, PODGROUPS, PODS
-from fluence_core.fake_cluster import FakeCluster
+from fluence_core.kube.api import NODES, PODGROUPS, PODS
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.scheduler.fallback import HELD_FROM_POD, RELEASED
 from tests.scheduler.conftest import Harness, node, pod, pod_group

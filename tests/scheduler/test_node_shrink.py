@@ -14,7 +14,7 @@ from typing import Callable
 
 import pytest
 
-from fluence_core.cluster_api import NODES
+from fluence_core.kube.api import NODES
 from fluence_core.scheduler.fallback import HELD_FROM_POD
 from tests.scheduler.conftest import Harness, node, pod, pod_group
 
