@@ -4,6 +4,11 @@ The holder renews the Lease every ``renew`` seconds; another replica takes it
 over only once ``renewTime + leaseDurationSeconds`` has passed. Updates use the
 Lease's resourceVersion, so two candidates racing for it cannot both win.
 A leader that fails to renew before its Lease would expire stops leading.
+
+A leader that stops on purpose (SIGTERM or SIGINT in ``fluence up``: a rolling update)
+*releases* the Lease once its scheduling loop has stopped, as client-go's
+``ReleaseOnCancel`` does: no holder, a one-second duration. The next candidate then takes
+it at its next attempt (within ``renew`` seconds) instead of waiting the Lease out.
 """
 
 from __future__ import annotations
@@ -49,6 +54,10 @@ class LeaderElector:
         self.duration = duration
         self.renew = renew
         self.clock = clock
+        self.join_timeout = 40.0
+        """Seconds :meth:`run` waits for the scheduling loop to stop; the Lease is released
+        only when it did (a loop still binding must not overlap the next leader). Longer
+        than the 30 s the loop itself gives the bindings in flight."""
 
     def try_acquire(self) -> bool:
         """One attempt to take or renew the Lease; True while we hold it.
@@ -139,7 +148,35 @@ class LeaderElector:
                 logger.error("lost the lease %s/%s; stopping", self.namespace, self.name)
                 break
         leading.set()
-        worker.join(timeout=30)
+        worker.join(timeout=self.join_timeout)
+        if worker.is_alive():
+            logger.warning("the scheduling loop did not stop within %ss; the lease %s/%s is "
+                           "left to expire", self.join_timeout, self.namespace, self.name)
+        else:
+            self.release()  # only while we still hold it: a lost Lease is someone else's
+
+    def release(self) -> bool:
+        """Give up the Lease if we hold it (no holder, one second left), so the next candidate
+        takes it at once; True when released. A Lease someone else holds is left alone."""
+        try:
+            lease = self.cluster.get(LEASES, self.name, self.namespace)
+            spec = (lease or {}).get("spec") or {}
+            if lease is None or spec.get("holderIdentity") != self.identity:
+                return False
+            now = _micro(self.clock())
+            body: KubeDict = {
+                "metadata": {"name": self.name,
+                             "resourceVersion": lease["metadata"]["resourceVersion"]},
+                "spec": {"leaseDurationSeconds": 1, "renewTime": now, "acquireTime": now,
+                         "leaseTransitions": int(spec.get("leaseTransitions") or 0)},
+            }
+            self.cluster.replace(LEASES, body, self.namespace)
+        except ApiError as error:  # Conflict included: someone else wrote it meanwhile
+            logger.warning("cannot release the lease %s/%s: %s; it expires in %ss",
+                           self.namespace, self.name, error, int(self.duration))
+            return False
+        logger.info("released the lease %s/%s", self.namespace, self.name)
+        return True
 
     def _renew(self) -> bool:
         """Renew while leading: every failure counts against the Lease's duration."""

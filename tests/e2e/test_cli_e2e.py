@@ -1,7 +1,8 @@
 """``fluence up`` and ``fluence status`` as processes against a real kube-apiserver.
 
 Two ``fluence up`` replicas share one Lease: only the holder schedules. The
-test then reads the metrics endpoint and ``fluence status``' tables.
+test then reads the metrics endpoint and ``fluence status``' tables. A leader stopped
+by SIGTERM releases the Lease, and the other replica takes it at once.
 """
 
 from __future__ import annotations
@@ -107,4 +108,40 @@ def test_one_replica_leads_schedules_and_reports(kube: KubeCluster, kube_namespa
         for replica in replicas:
             replica.terminate()
         for replica in replicas:
+            replica.wait(timeout=30)
+
+
+def _holder(kube: KubeCluster, namespace: str) -> str | None:
+    lease = kube.get("leases", "fluence-scheduler", namespace)
+    return (lease or {}).get("spec", {}).get("holderIdentity") or None
+
+
+def test_a_leader_stopped_by_sigterm_hands_its_lease_over_at_once(
+    kube: KubeCluster, kube_namespace: str, env: dict[str, str], tmp_path: Path,
+) -> None:
+    """A 60-second Lease: without a release the follower waits a minute (a rolling update
+    with no scheduler); released, it takes over within a few of its 1-second attempts."""
+    env = dict(env, FLUENCE_LEASE_DURATION="60", FLUENCE_LEASE_RENEW="1")
+    replicas = {f"replica-{i}": _replica(env, f"replica-{i}", free_port(), tmp_path)
+                for i in range(2)}
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _holder(kube, kube_namespace) is None:
+            time.sleep(0.2)
+        leader = _holder(kube, kube_namespace)
+        assert leader in replicas, (tmp_path / "replica-0.log").read_text()[-2000:]
+        follower = next(name for name in replicas if name != leader)
+        replicas[leader].terminate()  # SIGTERM, as the kubelet sends in a rolling update
+        assert replicas[leader].wait(timeout=45) == 0
+        stopped = time.monotonic()
+        while time.monotonic() < stopped + 20 and _holder(kube, kube_namespace) != follower:
+            time.sleep(0.2)
+        assert _holder(kube, kube_namespace) == follower, \
+            (tmp_path / f"{leader}.log").read_text()[-2000:]
+        assert time.monotonic() - stopped < 20
+        assert "released the lease" in (tmp_path / f"{leader}.log").read_text()
+    finally:
+        for replica in replicas.values():
+            replica.terminate()
+        for replica in replicas.values():
             replica.wait(timeout=30)

@@ -104,3 +104,62 @@ def test_forbidden_lease_access_names_the_rights_it_needs() -> None:
 def test_other_api_errors_are_retried() -> None:
     elector = LeaderElector(Refusing(500, "etcd timeout"), "fluence", "default", "a", clock=Clock())
     assert elector.try_acquire() is False
+
+
+def _lead_until(stop_leading: threading.Event) -> None:
+    stop_leading.wait()
+
+
+def test_a_leader_that_is_stopped_releases_its_lease_and_the_next_takes_it_at_once() -> None:
+    cluster, clock = FakeCluster(), Clock()
+    first = LeaderElector(cluster, "fluence", "default", "a", clock=clock, renew=0.01)
+    second = LeaderElector(cluster, "fluence", "default", "b", clock=clock)
+    stop = threading.Event()
+    runner = threading.Thread(target=first.run, args=(_lead_until, stop))
+    runner.start()
+    while (cluster.get("leases", "fluence", "default") or {}).get("spec", {}).get(
+            "holderIdentity") != "a":
+        stop.wait(0.01)
+    assert not second.try_acquire(), "held and fresh"
+    stop.set()  # SIGTERM in fluence up
+    runner.join(timeout=10)
+    assert not runner.is_alive()
+    lease = cluster.get("leases", "fluence", "default")
+    assert lease["spec"].get("holderIdentity") is None
+    assert lease["spec"]["leaseDurationSeconds"] == 1
+    assert second.try_acquire(), "taken at once, the virtual clock never moved"
+    assert cluster.get("leases", "fluence", "default")["spec"]["leaseTransitions"] == 1
+
+
+def test_releasing_a_lease_someone_else_took_leaves_it_theirs() -> None:
+    cluster, clock = FakeCluster(), Clock()
+    first = LeaderElector(cluster, "fluence", "default", "a", clock=clock)
+    second = LeaderElector(cluster, "fluence", "default", "b", clock=clock)
+    assert first.try_acquire()
+    clock.now += 16
+    assert second.try_acquire()
+    assert first.release() is False
+    lease = cluster.get("leases", "fluence", "default")
+    assert lease["spec"]["holderIdentity"] == "b"
+    assert lease["spec"]["leaseDurationSeconds"] == 15
+
+
+def test_a_loop_that_does_not_stop_keeps_the_lease_until_it_expires() -> None:
+    cluster, clock = FakeCluster(), Clock()
+    elector = LeaderElector(cluster, "fluence", "default", "a", clock=clock, renew=0.01)
+    elector.join_timeout = 0.05
+    never = threading.Event()
+    stop = threading.Event()
+
+    def stuck(stop_leading: threading.Event) -> None:
+        never.wait(5)  # ignores stop_leading, as a loop stuck in a bind would
+
+    runner = threading.Thread(target=elector.run, args=(stuck, stop))
+    runner.start()
+    while (cluster.get("leases", "fluence", "default") or {}).get("spec", {}).get(
+            "holderIdentity") != "a":
+        stop.wait(0.01)
+    stop.set()
+    runner.join(timeout=10)
+    never.set()
+    assert cluster.get("leases", "fluence", "default")["spec"]["holderIdentity"] == "a"
