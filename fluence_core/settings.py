@@ -112,6 +112,14 @@ class Settings(BaseSettings):
         description="Preference tiers a group is matched against before its whole feasible set "
         "(kube-scheduler's soft preferences, best first); 0 ignores preferences.",
     )
+    percentage_of_nodes_to_score: int = Field(
+        json_schema_extra=_reads(SCHEDULER),
+        default=0, ge=0, le=100,
+        description="kube-scheduler's percentageOfNodesToScore: a lone pod whose filters read "
+        "the placed pods (affinity, spread) stops its search once this share of the nodes "
+        "is feasible, at least 100 nodes; 0 is kube-scheduler's adaptive default "
+        "(50 - nodes/125 percent, at least 5), 100 asks every node.",
+    )
     topology_levels: Annotated[list[str], NoDecode] = Field(
         json_schema_extra=_reads(SCHEDULER, CLI),
         default_factory=list,

@@ -10,9 +10,9 @@ constraint, so nothing is vetoed after a match.
 
 from fluence_core.feasibility.base import FeasibilityFilter, NodeCheck, Refusal
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
-from fluence_core.feasibility.run import Feasibility, default_filters, feasible
+from fluence_core.feasibility.run import Feasibility, default_filters, feasible, nodes_to_find
 
 __all__ = [
     "Feasibility", "FeasibilityFilter", "NodeCheck", "NodeFacts", "PodFacts", "Refusal",
-    "Snapshot", "default_filters", "feasible",
+    "Snapshot", "default_filters", "feasible", "nodes_to_find",
 ]

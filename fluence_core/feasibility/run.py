@@ -5,6 +5,13 @@ first filter that refuses it, as kube-scheduler stops at the first refusal.
 The summary reads as kube-scheduler's ``FitError`` does: "0/12 nodes are
 available: 4 node(s) had untolerated taint {gpu: true}, 8 Insufficient cpu."
 (each reason counted once per node refused for it, the pieces sorted).
+
+**Enough feasible nodes.** kube-scheduler does not ask every node of a large
+cluster: it walks the nodes from where its last search stopped and stops once it
+has found :func:`nodes_to_find` feasible ones (``percentageOfNodesToScore``,
+adaptive by default), then scores only those. :func:`feasible` does the same
+when asked (``enough``), and only for an answer that reads the placed pods: an
+answer of the nodes alone is kept and reused whole, so it is worth every node.
 """
 
 from __future__ import annotations
@@ -17,6 +24,27 @@ from functools import cached_property
 from fluence_core.feasibility.base import FeasibilityFilter, NodeCheck, Refusal
 from fluence_core.feasibility.builtins import BUILTIN_FILTERS, KUBE_ORDER
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+"""kube-scheduler's ``minFeasibleNodesToFind``: below this many nodes, every node is asked."""
+MIN_FEASIBLE_NODES_PERCENTAGE = 5
+"""kube-scheduler's ``minFeasibleNodesPercentageToFind``: the adaptive percentage's floor."""
+
+
+def nodes_to_find(total: int, percentage: int = 0) -> int:
+    """How many feasible nodes end a search over ``total`` nodes, as kube-scheduler's
+    ``numFeasibleNodesToFind`` counts them.
+
+    ``percentage`` is ``percentageOfNodesToScore``; 0 is kube-scheduler's adaptive default,
+    ``50 - total/125`` percent, at least 5. Never fewer than 100 nodes, and every node of
+    a cluster of fewer than 100 (so small clusters, and every fidelity case, see all).
+    """
+    if total < MIN_FEASIBLE_NODES_TO_FIND:
+        return total
+    if percentage <= 0:
+        percentage = max(MIN_FEASIBLE_NODES_PERCENTAGE, 50 - total // 125)
+    return max(MIN_FEASIBLE_NODES_TO_FIND, total * percentage // 100)
 
 
 def default_filters() -> list[FeasibilityFilter]:
@@ -46,6 +74,13 @@ class Feasibility:
     long as the nodes do not change."""
     feasible_nodes: list[NodeFacts] = field(default_factory=list)
     """The nodes of ``nodes``, as read (what the preference scores are asked about)."""
+    searched: int = 0
+    """How many nodes were asked: ``total`` unless the search stopped at ``enough``."""
+
+    @property
+    def partial(self) -> bool:
+        """The search stopped early: nodes it did not ask may fit too."""
+        return self.searched < self.total
 
     @cached_property
     def node_set(self) -> frozenset[str]:
@@ -70,20 +105,34 @@ def feasible(
     snapshot: Snapshot,
     filters: Iterable[FeasibilityFilter] | None = None,
     nodes: Sequence[NodeFacts] | None = None,
+    *,
+    enough: int | None = None,
+    start: int = 0,
 ) -> Feasibility:
-    """The nodes of ``nodes`` (default: all of the snapshot's) that ``pod`` may use."""
+    """The nodes of ``nodes`` (default: all of the snapshot's) that ``pod`` may use.
+
+    With ``enough``, an answer that reads the placed pods asks the nodes from position
+    ``start`` on (wrapping round) and stops once it has ``enough`` feasible ones;
+    ``searched`` says how many it asked, so that the next search starts after them.
+    """
     candidates = list(snapshot.nodes if nodes is None else nodes)
     checks: list[NodeCheck] = []
     lasting = True
     for feasibility_filter in default_filters() if filters is None else filters:
         prepared = feasibility_filter.prepare(pod, snapshot)
         if isinstance(prepared, Refusal):
-            return Feasibility([], refusal=prepared.reason, total=len(candidates))
+            return Feasibility([], refusal=prepared.reason, total=len(candidates),
+                               searched=len(candidates))
         if prepared is not None:
             checks.append(prepared)
             lasting = lasting and not feasibility_filter.reads_pods
-    result = Feasibility([], total=len(candidates), lasting=lasting)
-    for node in candidates:
+    total = len(candidates)
+    result = Feasibility([], total=total, lasting=lasting, searched=total)
+    limit = total if lasting or enough is None else max(1, enough)
+    if limit < total and start % total:
+        at = start % total
+        candidates = candidates[at:] + candidates[:at]
+    for searched, node in enumerate(candidates, 1):
         for check in checks:
             reasons = check(node)
             if reasons:
@@ -92,4 +141,7 @@ def feasible(
         else:
             result.nodes.append(node.name)
             result.feasible_nodes.append(node)
+            if len(result.nodes) >= limit:
+                result.searched = searched
+                break
     return result

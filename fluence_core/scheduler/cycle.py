@@ -58,7 +58,8 @@ class Cycle:
                   for s in found or ()]
         self.feasible = FeasibleNodes(view, filters_of(contributed), lambda: binder.in_flight,
                                       lambda: _storage(binder.cluster), scores,
-                                      settings.preference_tiers)
+                                      settings.preference_tiers,
+                                      settings.percentage_of_nodes_to_score)
         """Kubernetes' filters: the nodes each pod may use, handed to the matcher."""
         self.members = MemberPlacer(self.feasible)
         """Places a gang whose members constrain each other one member after another."""
@@ -110,12 +111,20 @@ class Cycle:
         veto = hook.fluence_prefilter(group=group, ctx=ctx)
         if veto:
             return self._fail(pending, f"prefilter: {veto}", "vetoed")
-        constrained = self.feasible.constrain(group, pending.pods)
+        asked, constrained = group, self.feasible.constrain(group, pending.pods)
         if isinstance(constrained, str):
             return self._fail(pending, constrained, "unschedulable")
         group = constrained
         try:
             outcome = self.match(group)
+            if isinstance(outcome, GroupMiss) and self.feasible.partial:
+                # the search stopped at enough feasible nodes, but the graph had no room on
+                # them: every node is asked before the pod waits or preempts
+                widened = self.feasible.constrain(asked, pending.pods, every_node=True)
+                if isinstance(widened, str):
+                    return self._fail(pending, widened, "unschedulable")
+                group = widened
+                outcome = self.match(group)
         except FluenceError as error:
             return self._fail(pending, str(error), "error")
         vetoed, ctx = self._filtered(group, outcome, ctx)

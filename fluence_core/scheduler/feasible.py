@@ -14,6 +14,15 @@ the view says changed (a watch event, a binding settled), and everything when a
 node changed; answers that depend on the nodes alone are kept as long. It grows
 as the cycle commits groups, so a later group sees an earlier one's pods (their
 ports, their spread, their anti-affinity).
+
+A lone pod whose filters read the placed pods (affinity, spread, ports) is asked of
+the nodes as kube-scheduler asks them: from where the last such search stopped,
+until enough nodes are feasible (:func:`~fluence_core.feasibility.run.nodes_to_find`,
+``FLUENCE_PERCENTAGE_OF_NODES_TO_SCORE``); its preferences are scored among those.
+The graph, not the filters, counts CPU, memory and pod slots: when the matcher finds
+no room on the nodes found, the cycle asks for every node before the pod waits
+(``every_node``), so the early stop changes where a pod goes, never whether it goes.
+A gang's pods are always asked of every node (its match is complete).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from typing import Any
 
 from fluence_core import names
 from fluence_core.feasibility import Feasibility, FeasibilityFilter, NodeFacts, PodFacts
-from fluence_core.feasibility import Snapshot, feasible
+from fluence_core.feasibility import Snapshot, feasible, nodes_to_find
 from fluence_core.feasibility.node_resources_fit import NodeResourcesFit
 from fluence_core.feasibility.resources import PODS
 from fluence_core.feasibility.run import in_kube_order
@@ -57,8 +66,16 @@ class FeasibleNodes:
     def __init__(self, view: ClusterView, filters: Sequence[FeasibilityFilter],
                  in_flight: Callable[[], Collection[g.PodKey]],
                  storage: Callable[[], Storage] | None = None,
-                 scores: Sequence[ScorePlugin] = (), tiers: int = 0) -> None:
+                 scores: Sequence[ScorePlugin] = (), tiers: int = 0,
+                 percentage: int = 0) -> None:
         self.view = view
+        self.percentage = percentage
+        """kube-scheduler's percentageOfNodesToScore (0: adaptive), for lone pods."""
+        self._start = 0
+        """Where the next early-stopping search starts (kube-scheduler's
+        ``nextStartNodeIndex``): each starts where the last one stopped."""
+        self.partial = False
+        """Whether the last :meth:`constrain` stopped a search before every node."""
         self.scores = list(scores)
         """kube-scheduler's preference scores, which make each pod's tiers."""
         self.tiers = tiers
@@ -119,13 +136,21 @@ class FeasibleNodes:
         self._storage_read = True
         return None
 
-    def constrain(self, group: Group, pods: Sequence[KubeObject]) -> Group | str:
-        """The group with every pod's allowed nodes, or why one of its pods fits no node."""
+    def constrain(self, group: Group, pods: Sequence[KubeObject], *,
+                  every_node: bool = False) -> Group | str:
+        """The group with every pod's allowed nodes, or why one of its pods fits no node.
+
+        A lone pod's search stops at enough feasible nodes unless ``every_node``;
+        :attr:`partial` says whether it did.
+        """
         snapshot = self.snapshot()
         answers: dict[str, Feasibility] = {}
         tiers: dict[str, tuple[frozenset[str], ...]] = {}
         constrained = []
         self._read = {}
+        self.partial = False
+        enough = None if every_node or len(group.pods) != 1 else nodes_to_find(
+            len(snapshot.nodes), self.percentage)
         for request, pod in zip(group.pods, pods, strict=True):
             try:
                 facts = self._read[g.pod_key(pod)] = PodFacts.from_kube(pod)
@@ -138,9 +163,10 @@ class FeasibleNodes:
             signature = facts.signature()
             answer = answers.get(signature) or self._lasting.get(signature)
             if answer is None:
-                answer = answers[signature] = feasible(facts, snapshot, self.filters)
+                answer = answers[signature] = self._search(facts, snapshot, enough)
                 if answer.lasting and not facts.claims:  # claims are read again each cycle
                     self._lasting[signature] = answer
+                self.partial = self.partial or answer.partial
             if not answer.nodes:
                 return answer.summary()
             preferred = tiers.get(signature)
@@ -149,6 +175,16 @@ class FeasibleNodes:
             constrained.append(dataclasses.replace(
                 request, allowed=answer.node_set, preferred=preferred))
         return dataclasses.replace(group, pods=tuple(constrained))
+
+    def _search(self, facts: PodFacts, snapshot: Snapshot, enough: int | None) -> Feasibility:
+        """:func:`feasible`, stopping at ``enough`` feasible nodes from where the last search
+        that stopped early left off (``None``: every node)."""
+        if enough is None:
+            return feasible(facts, snapshot, self.filters)
+        answer = feasible(facts, snapshot, self.filters, enough=enough, start=self._start)
+        if snapshot.nodes:
+            self._start = (self._start + answer.searched) % len(snapshot.nodes)
+        return answer
 
     def preferred(self, facts: PodFacts,
                   nodes: Sequence[NodeFacts]) -> tuple[frozenset[str], ...]:
