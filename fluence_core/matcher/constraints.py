@@ -77,6 +77,30 @@ def expand_idset(text: str) -> Iterable[int]:
             yield int(part)
 
 
+FEW_HOSTS = 64
+"""A hostlist this short is walked node by node; a longer one is checked on the nodes a
+matcher's own order offers."""
+
+
+def few_hosts(constraints: Any) -> list[str] | None:
+    """The hosts a constraint names at its top (alone, or in an ``and``, or an ``and`` of
+    ``and`` parts), when they are at most :data:`FEW_HOSTS`; None otherwise (the predicate
+    decides node by node). No other node can satisfy such a constraint, so a matcher may
+    look at these alone."""
+    if not isinstance(constraints, Mapping):
+        return None
+    hosts = constraints.get("hostlist")
+    if isinstance(hosts, list) and len(hosts) <= FEW_HOSTS and all(
+            isinstance(h, str) for h in hosts):
+        return [name for item in hosts for name in expand_hostlist(item)]
+    if list(constraints) == ["and"] and isinstance(constraints["and"], list):
+        for part in constraints["and"]:
+            found = few_hosts(part)
+            if found is not None:
+                return found
+    return None
+
+
 def expand_hostlist(text: str) -> list[str]:
     """``"node[1-3,7],login"`` -> node1, node2, node3, node7, login (zero padding kept)."""
     if "[" not in text and "," not in text:  # one plain name: a feasible set's hostlist

@@ -40,7 +40,7 @@ from fluence_core.matcher.base import (
     NodeShare,
     VirtualShare,
 )
-from fluence_core.matcher.constraints import Predicate, compile_constraint
+from fluence_core.matcher.constraints import Predicate, compile_constraint, few_hosts
 from fluence_core.matcher.node_order import IdOrder, NodeOrder, RankOrder
 from fluence_core.matcher.search import DEFAULT_BUDGET, search
 from fluence_core.models import NodeInfo
@@ -79,6 +79,9 @@ class _Request:
     predicate: Predicate
     level: int | None = None
     """The topology level whose one domain must hold the slots (None: anywhere)."""
+    hosts: tuple[str, ...] | None = None
+    """The few nodes the constraint names at its top, the only ones it can accept (None:
+    any node may)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +346,7 @@ class EmbeddedMatcher:
             raise MatcherError(f"unsupported jobspec version {jobspec.get('version')!r}")
         system = (jobspec.get("attributes") or {}).get("system") or {}
         predicate = compile_constraint(system.get("constraints"))
+        named = few_hosts(system.get("constraints"))
         slots: list[_SlotRequest] = []
         virtual: _VirtualRequest | None = None
         entries = jobspec.get("resources") or []
@@ -377,7 +381,8 @@ class EmbeddedMatcher:
                     memory_mib=int(inner.get("memory", {}).get("count", 0)),
                 )
             )
-        return _Request(tuple(slots), virtual, predicate, level)
+        return _Request(tuple(slots), virtual, predicate, level,
+                        None if named is None else tuple(named))
 
     # -- placing ---------------------------------------------------------------
 
@@ -389,8 +394,14 @@ class EmbeddedMatcher:
             for slot in request.slots
         ]
         level = self._level_of(requests)
-        found = self._place_compute(shapes) if level is None else self._place_in_domain(
-            shapes, level)
+        if level is None:
+            self._within = self._named(requests)
+            try:
+                found = self._place_compute(shapes)
+            finally:
+                self._within = None
+        else:
+            found = self._place_in_domain(shapes, level)
         if found.masks is None:
             refused = shapes[0].request if shapes else 0
             return _Placed(None, refused, found.exhausted)
@@ -442,6 +453,18 @@ class EmbeddedMatcher:
                 masks.append((index, mask))
                 cursor = mask[0]
         return _Found(masks, False)
+
+    def _named(self, requests: Sequence[_Request]) -> list[int] | None:
+        """The positions of the few nodes the compute requests name (ascending), or None when
+        one of them may go anywhere: a pool's lease names its one node, and walking every
+        node before it cost O(nodes) per lease."""
+        named: set[int] = set()
+        computing = [request for request in requests if request.slots]
+        for request in computing:
+            if request.hosts is None:
+                return None
+            named.update(self._position[h] for h in request.hosts if h in self._position)
+        return sorted(named) if computing else None
 
     @staticmethod
     def _level_of(requests: Sequence[_Request]) -> int | None:

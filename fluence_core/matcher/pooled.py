@@ -70,7 +70,7 @@ from fluence_core.matcher.jobspec import MILLICORES
 from fluence_core.matcher.base import (
     Allocation, GroupMatcher, GroupRefusal, Matcher, MatchOutcome, NodeShare,
 )
-from fluence_core.matcher.constraints import Predicate, compile_constraint, expand_hostlist
+from fluence_core.matcher.constraints import Predicate, compile_constraint, few_hosts
 from fluence_core.matcher.pool_index import PoolIndex
 from fluence_core.models import NodeInfo
 
@@ -93,11 +93,6 @@ def restore_order(allocations: Iterable[Allocation]) -> list[Allocation]:
     """``allocations`` in the order that reserves every recorded inner job id before a lease
     can take it (see the module's docstring, "Job ids")."""
     return sorted(allocations, key=restores_later)
-
-
-FEW_HOSTS = 64
-"""A hostlist this short is walked node by node; a longer one is checked on the candidates
-the index offers."""
 
 
 def is_shared_jobspec(jobspec: Mapping[str, Any]) -> bool:
@@ -159,22 +154,6 @@ def _slot_demand(jobspec: Mapping[str, Any]) -> tuple[int, int, int]:
 
 def _constraints(jobspec: Mapping[str, Any]) -> Any:
     return ((jobspec.get("attributes") or {}).get("system") or {}).get("constraints")
-
-
-def _few_hosts(constraints: Any) -> list[str] | None:
-    """The hosts a constraint names at its top (alone or in a top-level ``and``), when they
-    are few; None otherwise (the predicate decides on what the index offers)."""
-    if not isinstance(constraints, Mapping):
-        return None
-    parts = [constraints] if "hostlist" in constraints else [
-        part for part in constraints.get("and") or () if isinstance(part, Mapping)
-        and "hostlist" in part] if list(constraints) == ["and"] else []
-    for part in parts:
-        hosts = part.get("hostlist")
-        if isinstance(hosts, list) and len(hosts) <= FEW_HOSTS and all(
-                isinstance(h, str) for h in hosts):
-            return [name for item in hosts for name in expand_hostlist(item)]
-    return None
 
 
 def _lease_jobspec(node: str, what: str, amount: int) -> dict[str, Any]:
@@ -314,7 +293,7 @@ class PooledMatcher:
         slots, millicores, mib = _slot_demand(jobspec)
         constraints = _constraints(jobspec)
         predicate = compile_constraint(constraints)
-        hosts = _few_hosts(constraints)
+        hosts = few_hosts(constraints)
         placed: list[str] = []
         for _ in range(slots):
             node = self._place_one(predicate, hosts, millicores, mib)
