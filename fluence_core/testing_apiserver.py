@@ -52,7 +52,7 @@ from cryptography.x509.oid import NameOID
 from fluence_core import names
 from fluence_core.kube.api import MUTATING_WEBHOOKS, ClusterAPI
 from fluence_core.kube.client import KubeCluster
-from fluence_core.kube.errors import Conflict
+from fluence_core.kube.errors import ApiError, Conflict
 from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.scheduler.core import Scheduler
@@ -435,6 +435,11 @@ WEBHOOK_RULES: Final[Mapping[str, tuple[str, str]]] = {"pods": ("", "v1"), "jobs
 """The resources the webhook can be registered for, with their API group and version."""
 
 
+def webhook_name(resource: str) -> str:
+    """The name of the webhook for ``resource`` (the API server's refusals quote it)."""
+    return f"{resource}.{names.DOMAIN}"
+
+
 def webhook_entry(resource: str, url: str, namespace: str, *,
                   reinvocation: Literal["Never", "IfNeeded"] = "IfNeeded",
                   ca_pem: bytes | None = None,
@@ -448,7 +453,7 @@ def webhook_entry(resource: str, url: str, namespace: str, *,
     if ca_pem is not None:
         client["caBundle"] = base64.b64encode(ca_pem).decode()
     entry: dict[str, Any] = {
-        "name": f"{resource}.{names.DOMAIN}", "admissionReviewVersions": ["v1"],
+        "name": webhook_name(resource), "admissionReviewVersions": ["v1"],
         "clientConfig": client,
         "rules": [{"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"],
                    "resources": [resource]}],
@@ -460,8 +465,46 @@ def webhook_entry(resource: str, url: str, namespace: str, *,
     return entry
 
 
+PROBE_POD: Final = "fluence-webhook-probe"
+"""The pod :func:`wait_in_force` sends on dry run: never stored, though a test recording the
+pods its webhook was sent sees it."""
+
+
+def wait_in_force(kube: KubeCluster, namespace: str, webhook: str,
+                  timeout: float = 30.0) -> None:
+    """Return once the API server calls pod webhook ``webhook`` for a Fluence pod of
+    ``namespace``.
+
+    The API server learns of a new or changed MutatingWebhookConfiguration from its own
+    informer, a moment after the write; a pod created before then is admitted without the
+    webhook. The probe is a Fluence pod carrying a key only Fluence writes, created on dry
+    run (admission in full, nothing stored, no watch event), until the answer shows the
+    webhook was called: the key stripped (``owned.strip``), or a refusal naming the webhook.
+    Any other answer (the key kept, an admission policy refusing it) means not yet.
+    """
+    key = names.ALLOCATION_ANNOTATION
+    probe = {"metadata": {"name": PROBE_POD, "annotations": {key: "{}"}},
+             "spec": {"schedulerName": names.SCHEDULER_NAME, "containers": [
+                 {"name": "probe", "image": "busybox",
+                  "resources": {"requests": {"cpu": "1m"}}}]}}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            answer = kube.create("pods", probe, namespace, dry_run=True)
+            if key not in ((answer.get("metadata") or {}).get("annotations") or {}):
+                return
+            last = f"the probe pod was admitted still carrying {key}"
+        except ApiError as refused:
+            if f'admission webhook "{webhook}"' in refused.message:
+                return
+            last = f"the probe pod was refused: {refused.message}"
+        if time.monotonic() > deadline:
+            raise HarnessError(f"webhook {webhook} not called in {timeout:g} s ({last})")
+        time.sleep(0.1)
+
+
 @contextmanager
-def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, namespace: str,
+def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, namespace: str,
                    resources: Sequence[str] = ("pods",),
                    reinvocation: Literal["Never", "IfNeeded"] = "IfNeeded",
                    service: AdmissionService | None = None,
@@ -488,7 +531,8 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
     ``match_conditions`` the pod webhook is registered as deploy/webhook.yaml has it
     (Fluence pods only) and then given the conditions the service's handlers declare by
     :func:`publish_match_conditions`, as ``fluence webhook`` does at start; without, every
-    pod of ``namespace`` is sent.
+    pod of ``namespace`` is sent. With a pod webhook it yields only once the API server calls
+    it (:func:`wait_in_force`): a test's first pod is never admitted without it.
     """
     cert = tls.generate(["localhost"], workdir, ip_addresses=["127.0.0.1"])
     if settings.report_ca is None:  # as fluence webhook does: scouts trust its serving CA
@@ -518,6 +562,8 @@ def webhook_beside(kube: ClusterAPI, settings: Settings, workdir: Path, *, names
             tls.patch_ca_bundle(kube, name, cert.ca_pem)
             if match_conditions:
                 publish_match_conditions(kube, name, service.match_conditions)
+            if "pods" in resources:
+                wait_in_force(kube, namespace, webhook_name("pods"))
             yield server
         finally:
             kube.delete(MUTATING_WEBHOOKS, name)  # False if a test deleted it already

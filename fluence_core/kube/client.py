@@ -328,12 +328,15 @@ class KubeCluster:
                 logger.debug("watch %s interrupted (%s); resuming at %s", res.plural, error, rv)
 
     def create(self, resource: ResourceRef, body: Mapping[str, Any],
-               namespace: str | None = None) -> KubeDict:
-        """POST the object; the namespace defaults to the body's, then ``default``."""
+               namespace: str | None = None, *, dry_run: bool = False) -> KubeDict:
+        """POST the object; the namespace defaults to the body's, then ``default``. With
+        ``dry_run`` (``dryRun=All``) admission runs in full and nothing is stored: the answer
+        is the object as it would have been stored."""
         res = resolve(resource)
         namespace = namespace or (body.get("metadata") or {}).get("namespace")
         document = {"apiVersion": res.api_version, "kind": res.kind, **body}
         result: KubeDict = self._call("POST", self._path(res, namespace or "default"),
+                                      query={"dryRun": "All"} if dry_run else None,
                                       body=document)
         return result
 

@@ -27,7 +27,7 @@ from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import ApiError
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings, load_settings
-from fluence_core.testing_apiserver import ensure_namespace, wait_for, webhook_beside
+from fluence_core.testing_apiserver import PROBE_POD, ensure_namespace, wait_for, webhook_beside
 from fluence_core.webhook import BackgroundWriter, build_service
 from fluence_core.webhook.review import AdmissionService
 
@@ -114,9 +114,9 @@ class Recording:
 
         def review(body: bytes) -> Any:
             request = json.loads(body).get("request") or {}
-            if (request.get("resource") or {}).get("resource") == "pods":
-                self.seen.append(((request.get("object") or {}).get("metadata") or {})
-                                 .get("name", "?"))
+            name = ((request.get("object") or {}).get("metadata") or {}).get("name", "?")
+            if (request.get("resource") or {}).get("resource") == "pods" and name != PROBE_POD:
+                self.seen.append(name)  # not webhook_beside's probe: the table's pods
             return inner(body)
         service.review = review  # type: ignore[method-assign]
 
