@@ -24,7 +24,13 @@ from fluence_core.matcher.group import GroupMatch, GroupMiss, match_group
 from fluence_core.models import Group, NodeInfo, PodRequest
 from fluence_core.topology import Constraint, Level
 
-from tests.matcher.test_mixed_groups import Free, brute_force, check_capacity, free_after
+from tests.matcher.solver import (
+    Free,
+    brute_force,
+    check_capacity,
+    free_after_background,
+    pods_of_shapes,
+)
 
 Factory = Callable[[ResourceGraph, str], Matcher]
 POLICIES = ["first", "lonode", "hinode", "low", "high"]
@@ -239,17 +245,16 @@ def rack_cases(draw: st.DrawFn) -> Case:
     drawn = draw(st.lists(st.tuples(node, st.integers(0, 2)), min_size=2, max_size=6))
     nodes = [NodeInfo(f"n{i}", c, m, g, labels={RACK.label: f"r{r}"})
              for i, ((c, m, g), r) in enumerate(drawn)]
-    shapes = draw(st.lists(shape, min_size=1, max_size=3, unique=True))
-    counts = draw(st.lists(st.integers(1, 3), min_size=len(shapes), max_size=len(shapes)))
-    pods = [PodRequest(f"p{s}-{i}", cores=c, memory_mib=m, gpus=g)
-            for s, ((c, m, g), count) in enumerate(zip(shapes, counts)) for i in range(count)][:5]
-    background_shape = draw(st.none() | shape)
-    background: list[PodRequest] = []
-    if background_shape is not None:
-        c, m, g = background_shape
-        background = [PodRequest(f"b{i}", cores=c, memory_mib=m, gpus=g)
-                      for i in range(draw(st.integers(1, 2)))]
+    pods, background = pods_of_shapes(draw, shape, most=5)
     return nodes, pods, background, draw(st.sampled_from(POLICIES))
+
+
+def rooms_by_rack(graph: ResourceGraph, free: list[Free]) -> dict[str, list[Free]]:
+    """The free capacity of each rack's nodes (``free`` in the graph's order)."""
+    by_rack: dict[str, list[Free]] = {}
+    for info, room in zip(graph.nodes, free):
+        by_rack.setdefault(info.labels[RACK.label], []).append(room)
+    return by_rack
 
 
 @settings(max_examples=300, deadline=None,
@@ -261,14 +266,8 @@ def test_a_rack_required_gang_is_placed_whenever_one_rack_can_hold_it(  # type: 
     nodes, pods, background, policy = case
     graph = ResourceGraph(nodes, levels=RACK_ONLY)
     matcher = matcher_factory(graph, policy)
-    held = None
-    if background:
-        first = match_group(Group("background", tuple(background)), graph, matcher)
-        held = first if isinstance(first, GroupMatch) else None
-    free = free_after(graph, held)
-    by_rack: dict[str, list[Free]] = {}
-    for info, room in zip(graph.nodes, free):
-        by_rack.setdefault(info.labels[RACK.label], []).append(room)
+    free = free_after_background(graph, matcher, background)
+    by_rack = rooms_by_rack(graph, free)
     exists = any(brute_force(pods, rooms) for rooms in by_rack.values())
     result = match_group(Group("g", tuple(pods), topology=REQUIRED_RACK), graph, matcher)
     shapes = len({(p.cores, p.memory_mib, p.gpus) for p in pods})
@@ -338,14 +337,8 @@ def test_a_rack_preferred_gang_is_in_one_rack_when_one_can_hold_it_else_anywhere
     nodes, pods, background, policy = case
     graph = ResourceGraph(nodes, levels=RACK_ONLY)
     matcher = EmbeddedMatcher(graph, policy)
-    held = None
-    if background:
-        first = match_group(Group("background", tuple(background)), graph, matcher)
-        held = first if isinstance(first, GroupMatch) else None
-    free = free_after(graph, held)
-    by_rack: dict[str, list[Free]] = {}
-    for info, room in zip(graph.nodes, free):
-        by_rack.setdefault(info.labels[RACK.label], []).append(room)
+    free = free_after_background(graph, matcher, background)
+    by_rack = rooms_by_rack(graph, free)
     in_one_rack = any(brute_force(pods, rooms) for rooms in by_rack.values())
     anywhere = brute_force(pods, free)
     preferred = Constraint(preferred=(RACK.label,))
