@@ -592,7 +592,8 @@ class SchedulerThread:
 
 @contextmanager
 def scheduler_beside(kube: ClusterAPI, settings: Settings, *, idle: float = 0.5,
-                     join_timeout: float = 90.0) -> Iterator[SchedulerThread]:
+                     join_timeout: float = 90.0,
+                     bind_workers: int = 0) -> Iterator[SchedulerThread]:
     """Fluence's scheduler over ``kube``, looping in a daemon thread until the block exits.
 
     The steps every scheduler e2e test took, written out five times before: make the
@@ -601,8 +602,10 @@ def scheduler_beside(kube: ClusterAPI, settings: Settings, *, idle: float = 0.5,
     a thread with ``idle`` seconds between quiet cycles (``fluence up`` waits 5; a test
     wants the next cycle soon). On exit the loop is told to stop and joined; a loop still
     running ``join_timeout`` seconds later fails a block that otherwise passed.
+    ``bind_workers`` above 0 binds from threads, as ``fluence up`` does; ``kube`` may be
+    the in-memory cluster too.
     """
-    scheduler = Scheduler(kube, settings)
+    scheduler = Scheduler(kube, settings, bind_workers=bind_workers)
     scheduler.start()
     stop = threading.Event()
     thread = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": idle},

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import pytest
+
 from fluence_core.kube.api import PODS
 from fluence_core.pod_requests import pod_requests
 from fluence_core.sim.baseline import DEFAULT_SCHEDULER, FirstFitScheduler
@@ -44,28 +46,20 @@ def test_a_pod_with_a_sidecar_is_not_bound_to_a_node_too_small_for_both(
     assert h.node_of("p") is None  # 2 + 2 is 4 cpu; kube-scheduler refuses it too
 
 
-def test_a_pod_with_a_sidecar_holds_both_so_the_next_pod_waits(
-    harness_factory: Callable[..., Harness],
+@pytest.mark.parametrize(("first", "next_cpu", "held"), [
+    pytest.param(_with_sidecar("first", "2", "2"), "1", 4000, id="app-and-sidecar"),
+    pytest.param(_pod_level("first", "3"), "2", 3000, id="pod-level"),
+])
+def test_a_pod_holds_its_whole_size_so_the_next_pod_waits(
+    harness_factory: Callable[..., Harness], first: dict[str, Any], next_cpu: str, held: int,
 ) -> None:
-    h = harness_factory(node("n0", cpu=4), _with_sidecar("p", "2", "2"))
+    h = harness_factory(node("n0", cpu=4), first)
     h.cycle()
-    assert h.node_of("p") == "n0"
-    h.add(pod("next", "1"))
+    assert h.node_of("first") == "n0"
+    h.add(pod("next", next_cpu))  # fits beside what the pod's containers alone ask
     h.cycle()
     assert h.node_of("next") is None
-    assert _cpu_on(h, "n0") == 4000
-
-
-def test_a_pod_sized_at_pod_level_holds_that_size_so_the_next_pod_waits(
-    harness_factory: Callable[..., Harness],
-) -> None:
-    h = harness_factory(node("n0", cpu=4), _pod_level("big", "3"))
-    h.cycle()
-    assert h.node_of("big") == "n0"
-    h.add(pod("next", "2"))
-    h.cycle()
-    assert h.node_of("next") is None
-    assert _cpu_on(h, "n0") == 3000
+    assert _cpu_on(h, "n0") == held
 
 
 def test_a_foreign_pod_sized_at_pod_level_is_subtracted_in_full(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fluence_core.kube.api import PODS, RESYNC, ObjectList, ResourceRef
@@ -17,6 +19,7 @@ from fluence_core.kube.fake import FakeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.scheduler.inbox import Inbox
 from fluence_core.settings import load_settings
+from fluence_core.testing_apiserver import scheduler_beside, wait_for
 from tests.scheduler.conftest import node, pod
 
 
@@ -36,31 +39,26 @@ class CountingCluster(FakeCluster):
                             field_selector=field_selector)
 
 
-def _wait(check: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
 def _bound(cluster: FakeCluster) -> int:
     return sum(1 for p in cluster.list(PODS, "default").items if p["spec"].get("nodeName"))
+
+
+@contextmanager
+def _looping(cluster: FakeCluster) -> Iterator[Scheduler]:
+    """``fluence up``'s loop over ``cluster`` in a thread, with watch calls of 0.1 s, once it
+    has bound a first pod (the watches run)."""
+    with scheduler_beside(cluster, load_settings(watch_chunk=0.1), idle=0.05,
+                          join_timeout=30, bind_workers=2) as running:
+        cluster.create(PODS, pod("probe", "1"), "default")
+        wait_for(lambda: _bound(cluster) == 1, "the probe pod to bind", timeout=30, every=0.02)
+        yield running.scheduler
 
 
 def test_a_lost_history_during_a_long_cycle_costs_one_relist_and_every_pod_is_placed() -> None:
     cluster = CountingCluster()
     cluster.create("nodes", node("n0", cpu=64))
     cluster.create("nodes", node("n1", cpu=64))
-    scheduler = Scheduler(cluster, load_settings(), bind_workers=2)
-    scheduler.watch_chunk = 0.1
-    stop = threading.Event()
-    loop = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": 0.05},
-                            daemon=True)
-    loop.start()
-    try:
-        cluster.create(PODS, pod("probe", "1"), "default")
-        _wait(lambda: _bound(cluster) == 1, "the probe pod to bind")
+    with _looping(cluster) as scheduler:
         with scheduler.view.lock:  # a long cycle: the loop applies nothing meanwhile
             for i in range(40):
                 cluster.create(PODS, pod(f"p{i}", "1"), "default")
@@ -70,25 +68,14 @@ def test_a_lost_history_during_a_long_cycle_costs_one_relist_and_every_pod_is_pl
             cluster.create(PODS, pod("late", "1"), "default")
             time.sleep(1.0)  # ten watch calls, each of which resumes somewhere
             relists = cluster.pod_lists - lists_before
-        _wait(lambda: _bound(cluster) == 42, "every pod to bind")
-    finally:
-        stop.set()
-        loop.join(timeout=30)
+        wait_for(lambda: _bound(cluster) == 42, "every pod to bind", timeout=30, every=0.02)
     assert relists <= 1, f"{relists} re-lists while the loop was busy: the watch did not resume"
 
 
 def test_what_waits_for_a_busy_loop_grows_with_the_objects_not_the_events() -> None:
     cluster = FakeCluster()
     cluster.create("nodes", node("n0", cpu=64))
-    scheduler = Scheduler(cluster, load_settings(), bind_workers=2)
-    scheduler.watch_chunk = 0.1
-    stop = threading.Event()
-    loop = threading.Thread(target=scheduler.run, args=(stop,), kwargs={"idle": 0.05},
-                            daemon=True)
-    loop.start()
-    try:
-        cluster.create(PODS, pod("probe", "1"), "default")
-        _wait(lambda: _bound(cluster) == 1, "the probe pod to bind")
+    with _looping(cluster) as scheduler:
         with scheduler.view.lock:
             for i in range(10):
                 cluster.create(PODS, pod(f"p{i}", "1"), "default")
@@ -96,12 +83,10 @@ def test_what_waits_for_a_busy_loop_grows_with_the_objects_not_the_events() -> N
                 for i in range(10):
                     cluster.patch(PODS, f"p{i}", {"metadata": {"labels": {"r": str(round)}}},
                                   "default")
-            _wait(lambda: scheduler.inbox.coalesced >= 250, "the watch to deliver the changes")
+            wait_for(lambda: scheduler.inbox.coalesced >= 250,
+                     "the watch to deliver the changes", timeout=30, every=0.02)
             waiting = len(scheduler.inbox)
-        _wait(lambda: _bound(cluster) == 11, "every pod to bind")
-    finally:
-        stop.set()
-        loop.join(timeout=30)
+        wait_for(lambda: _bound(cluster) == 11, "every pod to bind", timeout=30, every=0.02)
     assert waiting <= 11, f"{waiting} changes waited for ten pods"
 
 
