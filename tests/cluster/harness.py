@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
@@ -82,6 +84,79 @@ class Cluster:
 
     def logs(self, namespace: str, pod: str, *args: str) -> str:
         return self.run("-n", namespace, "logs", pod, *args).stdout
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True"
+               for c in pod.get("status", {}).get("conditions", []))
+
+
+def list_pods(cluster: Cluster, namespace: str, *selector: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.get("-n", namespace, "pods", *selector)["items"]
+    return items
+
+
+def show_pods(found: list[dict[str, Any]]) -> None:
+    """Each pod's name, phase and node (``pytest -s`` shows them)."""
+    for pod in sorted(found, key=lambda p: p["metadata"]["name"]):
+        print(f"  {pod['metadata']['name']:48} {pod['status'].get('phase', '?'):10} "
+              f"{pod['spec'].get('nodeName', '-')}")
+
+
+def container_pid(pod: dict[str, Any]) -> int:
+    """The host pid of the pod's first container, from its node's containerd (each node
+    here has its own, under $FLUENCE_CLUSTER_DIR/node-N)."""
+    container = pod["status"]["containerStatuses"][0]["containerID"].removeprefix(
+        "containerd://")
+    socket = STATE / pod["spec"]["nodeName"] / "containerd.sock"
+    listed = subprocess.run(["ctr", "--address", str(socket), "-n", "k8s.io", "tasks", "ls"],
+                            capture_output=True, text=True, timeout=30, check=True).stdout
+    for line in listed.splitlines()[1:]:
+        task, pid, *_ = line.split()
+        if task == container:
+            return int(pid)
+    raise AssertionError(f"no task {container} of pod {pod['metadata']['name']} on {socket}")
+
+
+class PodWatch:
+    """``kubectl get pods -w`` on a namespace, to act the moment a pod is bound."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.process = subprocess.Popen(
+            [str(cluster.kubectl_binary), "--kubeconfig", str(cluster.kubeconfig),
+             "-n", namespace, "get", "pods", "--watch", "--output",
+             "jsonpath={.metadata.name} {.spec.nodeName}{\"\\n\"}"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def __enter__(self) -> PodWatch:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.process.kill()
+        self.process.wait()
+
+    def first_bound(self, timeout: float) -> str:
+        """The name of the first pod seen with a node (read unbuffered: a line must not wait
+        in a buffer while the selector waits for more)."""
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        pending = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while (left := deadline - time.monotonic()) > 0:
+                if not selector.select(left):
+                    break
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise AssertionError("kubectl get pods --watch ended")
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    name, _, node = line.decode().strip().partition(" ")
+                    if node:
+                        return name
+        raise AssertionError(f"no pod was bound within {timeout:g} s")
 
 
 def wait(check: Any, what: str, timeout: float = 180, every: float = 1.0) -> Any:

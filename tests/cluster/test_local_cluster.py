@@ -7,6 +7,9 @@ FLUXION_BACKEND lines); ``pytest -s tests/cluster`` shows it.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from typing import Any
 
 import pytest
@@ -15,26 +18,25 @@ import yaml
 from fluence_core import names
 from fluence_core.quantity import parse_quantity
 
-from tests.cluster.harness import BRAKET_ARCHIVE, IMAGES, REPO, WORKLOAD_IMAGE, Cluster, wait
+from tests.cluster.harness import (
+    BRAKET_ARCHIVE,
+    IMAGES,
+    REPO,
+    WORKLOAD_IMAGE,
+    Cluster,
+    PodWatch,
+    container_pid,
+    is_ready,
+    list_pods,
+    show_pods,
+    wait,
+)
 
 pytestmark = pytest.mark.timeout(1200)
 SYSTEM = "fluence-system"
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True"
-               for c in pod.get("status", {}).get("conditions", []))
-
-
-def _pods(cluster: Cluster, namespace: str, *selector: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = cluster.get("-n", namespace, "pods", *selector)["items"]
-    return items
-
-
-def _show(pods: list[dict[str, Any]]) -> None:
-    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
-        print(f"  {pod['metadata']['name']:48} {pod['status'].get('phase', '?'):10} "
-              f"{pod['spec'].get('nodeName', '-')}")
+FAILOVER_GANG = 24
+"""Pods in the gang whose leader is killed: binding them all takes long enough (one API
+call each, in order) for a kill sent on the first bind to land before the last."""
 
 
 def _capacity(cluster: Cluster) -> dict[str, dict[str, int]]:
@@ -67,15 +69,15 @@ def gang_job(name: str, size: int, cpu: str, seconds: int = 3) -> str:
 
 def test_the_scheduler_webhook_and_device_plugins_become_ready_from_the_manifests(
         cluster: Cluster) -> None:
-    pods = _pods(cluster, SYSTEM)
+    pods = list_pods(cluster, SYSTEM)
     print("\nfluence-system after kubectl apply -k tests/cluster/overlay:")
-    _show(pods)
+    show_pods(pods)
     apps: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:
         apps.setdefault(pod["metadata"]["labels"]["app.kubernetes.io/name"], []).append(pod)
     assert sorted((app, len(found)) for app, found in apps.items()) == [
         ("fluence", 2), ("fluence-device-plugin", 2), ("fluence-webhook", 1)]
-    assert all(_ready(pod) for pod in pods)
+    assert all(is_ready(pod) for pod in pods)
     assert {p["spec"]["nodeName"] for p in apps["fluence-device-plugin"]} == {"node-1", "node-2"}
     assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {
         "localhost/fluence-local/fluence:0.1.0"}
@@ -83,7 +85,7 @@ def test_the_scheduler_webhook_and_device_plugins_become_ready_from_the_manifest
 
 def test_the_scheduler_holds_its_lease_in_cluster(cluster: Cluster) -> None:
     scheduler_pods = {p["metadata"]["name"] for p in
-                      _pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")}
+                      list_pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")}
     lease = wait(lambda: cluster.get("-n", SYSTEM, "lease", "fluence-scheduler"),
                  "the scheduler's Lease", timeout=60)
     print(f"\nLease {SYSTEM}/fluence-scheduler held by {lease['spec']['holderIdentity']}")
@@ -118,9 +120,9 @@ def test_a_gang_of_four_runs_on_both_nodes_and_completes(cluster: Cluster) -> No
     cluster.apply(gang_job("gang", 4, "600m"), namespace)
     cluster.run("-n", namespace, "wait", "--for=condition=Complete", "job/gang",
                 "--timeout=240s", timeout=260)
-    pods = _pods(cluster, namespace)
+    pods = list_pods(cluster, namespace)
     print("\ngang of 4 (Indexed Job, 600m each):")
-    _show(pods)
+    show_pods(pods)
     assert [p["status"]["phase"] for p in pods] == ["Succeeded"] * 4
     assert {p["spec"]["nodeName"] for p in pods} == {"node-1", "node-2"}
     group = cluster.get("-n", namespace, "podgroup", "gang")
@@ -175,7 +177,7 @@ def test_the_braket_example_runs_on_its_local_simulator_scout_then_ungated_worke
         # seen); restarted, it reads this one at once (the live edit: the test above, and
         # tests/cli/test_up.py on the kubelet's file layout).
         old = {p["metadata"]["name"]
-               for p in _pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")}
+               for p in list_pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")}
         cluster.run("-n", SYSTEM, "rollout", "restart", "deployment/fluence")
         cluster.run("-n", SYSTEM, "rollout", "status", "deployment/fluence",
                     "--timeout=180s", timeout=200)
@@ -195,9 +197,9 @@ def test_the_braket_example_runs_on_its_local_simulator_scout_then_ungated_worke
         cluster.apply(yaml.safe_dump(job), namespace)
         cluster.run("-n", namespace, "wait", "--for=condition=Complete", "job/qaoa",
                     "--timeout=360s", timeout=380)
-        pods = _pods(cluster, namespace)
+        pods = list_pods(cluster, namespace)
         print("\nQAOA on the Braket LocalSimulator (Indexed Job of 3, coordination shared):")
-        _show(pods)
+        show_pods(pods)
         roles = {p["metadata"]["name"]: p["metadata"]["labels"].get(names.ROLE_LABEL)
                  for p in pods}
         (scout,) = [p for p in pods if roles[p["metadata"]["name"]] == names.ROLE_SCOUT]
@@ -223,33 +225,49 @@ def test_the_braket_example_runs_on_its_local_simulator_scout_then_ungated_worke
         cluster.run("replace", "-f", "-", input=json.dumps(current))
 
 
-def test_a_gang_survives_its_scheduler_pod_being_deleted_while_it_binds(
+def test_a_gang_survives_its_leader_being_killed_between_two_of_its_binds(
         cluster: Cluster) -> None:
     namespace = cluster.namespace("failover")
     holder = _holder(cluster)
-    cluster.apply(gang_job("survivor", 4, "600m", seconds=5), namespace)
-    # Killed, not asked to stop: no grace to finish a cycle it has begun.
+    (leader,) = list_pods(cluster, SYSTEM, "--field-selector", f"metadata.name={holder}")
+    pid = container_pid(leader)
+    size = FAILOVER_GANG
+    # Started before the Job exists: the first pod with a node is the first bind.
+    with PodWatch(cluster, namespace) as watch:
+        cluster.apply(gang_job("survivor", size, "100m", seconds=5), namespace)
+        first = watch.first_bound(timeout=240)
+        # SIGKILL on the host: no grace, so the leader stops between two binds of the gang.
+        os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
     cluster.run("-n", SYSTEM, "delete", "pod", holder, "--grace-period=0", "--force",
                 "--wait=false")
-    print(f"\nkilled the leader {holder} just after creating gang 'survivor'")
+    # A bind already sent when the process died may still land; the Lease outlives that.
+    time.sleep(2)
+    before = list_pods(cluster, namespace)
+    bound_by_old = sorted(p["metadata"]["name"] for p in before if p["spec"].get("nodeName"))
+    print(f"\nsaw {first} bound, SIGKILLed the leader {holder} (pid {pid} on the host): "
+          f"{len(bound_by_old)} of {size} pods bound by then")
+    assert 0 < len(bound_by_old) < size, "the kill did not land while the gang was binding"
     cluster.run("-n", namespace, "wait", "--for=condition=Complete", "job/survivor",
                 "--timeout=300s", timeout=320)
-    pods = _pods(cluster, namespace)
-    _show(pods)
+    new_holder = _holder(cluster)
+    print(f"gang complete {time.monotonic() - killed_at:.0f} s after the kill; Lease held by "
+          f"{new_holder}")
+    after = list_pods(cluster, namespace)
+    show_pods(after)
+    assert len(after) == size  # none lost, none replaced
+    assert {p["metadata"]["uid"] for p in after} == {p["metadata"]["uid"] for p in before}
+    assert [p["status"]["phase"] for p in after] == ["Succeeded"] * size
+    assert {p["spec"]["nodeName"] for p in after} == {"node-1", "node-2"}
+    assert new_holder != holder
     binders = {e["involvedObject"]["name"]: e.get("reportingInstance")
                for e in cluster.get("-n", namespace, "events")["items"]
                if e["reason"] == "Scheduled"}
-    print(f"  bound by: {binders}")
-    assert len(pods) == 4  # none lost, none replaced
-    assert [p["status"]["phase"] for p in pods] == ["Succeeded"] * 4
-    assert {p["spec"]["nodeName"] for p in pods} == {"node-1", "node-2"}
-    wait(lambda: [p for p in _pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")
-                  if _ready(p) and p["metadata"]["name"] != holder][1:],
+    finished_by_new = sorted(n for n, by in binders.items() if by == new_holder)
+    print(f"  bound after the handover by {new_holder}: {finished_by_new}")
+    assert set(finished_by_new) == {p["metadata"]["name"] for p in after} - set(bound_by_old)
+    wait(lambda: [p for p in list_pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")
+                  if is_ready(p) and p["metadata"]["name"] != holder][1:],
          "the Deployment to have two ready replicas again", timeout=180)
-    new_holder = wait(lambda: (h := _holder(cluster)) != holder and h,
-                      "another replica to take the Lease", timeout=120)
-    replicas = _pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")
-    print(f"  Lease now held by {new_holder}; scheduler pods: "
-          f"{[p['metadata']['name'] for p in replicas]}")
-    assert new_holder != holder
-
+    replicas = list_pods(cluster, SYSTEM, "-l", "app.kubernetes.io/name=fluence")
+    print(f"  scheduler pods now: {[p['metadata']['name'] for p in replicas]}")
