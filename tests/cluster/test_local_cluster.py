@@ -188,9 +188,12 @@ def test_the_braket_example_runs_on_its_local_simulator_scout_then_ungated_worke
         print(f"\n{leader}: {graph[0]}")
         namespace = cluster.namespace("qaoa")
         job = yaml.safe_load((REPO / "examples" / "braket-qaoa" / "job.yaml").read_text())
-        # The example asks 2 CPUs a pod for a group of 4; this machine's two nodes have 4
-        # CPUs in all, and admission control counts a whole core a pod (Fluence's own pods
-        # hold some): a scout and two workers, 200m each.
+        # The example asks 2 CPUs a pod for a group of 4 (8 CPUs). Here both kubelets report
+        # the same 2-core host (the kubelet reports the cores it sees; system-reserved and
+        # kube-reserved only subtract), and each node's device-plugin pod holds 10m, so not
+        # one pod of 2 CPUs fits anywhere. At 200m, admission control counts a whole core a
+        # pod: 4 cores less Fluence's own pods' 620m leave 3 whole cores, and a group of 4
+        # is refused. So: a scout and two workers, 200m each.
         job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"].update(
             cpu="200m", memory="512Mi")
         job["spec"].update(completions=3, parallelism=3)
