@@ -53,7 +53,7 @@ from fluence_core.kube.api import (
     SECRETS,
     SERVICES,
     ClusterAPI,
-    KubeDict,
+    KubeObject,
     Resource,
 )
 from fluence_core.errors import FluenceError, MatcherError, SettingsError
@@ -117,6 +117,9 @@ from fluence_core.webhook.pods import (
     spec,
 )
 
+KubeDict = KubeObject
+""":data:`KubeObject` under the name this API gave it first, kept for plugins that use it."""
+
 __all__ = [
     "BEYOND_REPORTED",
     "CONFIGMAPS",
@@ -147,6 +150,7 @@ __all__ = [
     "Handler",
     "JsonPatch",
     "KubeDict",
+    "KubeObject",
     "Level",
     "MatchOutcome",
     "MatchPolicy",

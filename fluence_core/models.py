@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from fluence_core import limits, names
+from fluence_core.kube.api import KubeObject
 from fluence_core.pod_requests import CPU, MEMORY, pod_requests
 from fluence_core.quantity import MIB, cpu_cores, memory_mib
 from fluence_core.topology import NONE as NO_CONSTRAINT
 from fluence_core.topology import Constraint
-
-KubeObject = Mapping[str, Any]
 
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
@@ -217,7 +216,7 @@ class PodRequest:
         )
 
 
-def volume_claims(spec: KubeObject, pod_name: str) -> tuple[str, ...]:
+def volume_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
     """Claim names of the pod's volumes; an ephemeral volume's claim is ``<pod>-<volume>``."""
     found = []
     for volume in spec.get("volumes") or ():

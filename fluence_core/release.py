@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluence_core import names
-from fluence_core.kube.api import PODS, ClusterAPI, KubeDict
+from fluence_core.kube.api import PODS, ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError, NotFound
 from fluence_core.log import logger
 
@@ -94,7 +94,7 @@ def controlling_job(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
-def workers_of(cluster: ClusterAPI, scout: Mapping[str, Any]) -> list[KubeDict]:
+def workers_of(cluster: ClusterAPI, scout: Mapping[str, Any]) -> list[KubeObject]:
     """The scout's workers: the pods its own controlling Job (by uid) controls in its
     namespace that Fluence's split marked as workers (role label); none for a scout no
     Job controls."""
@@ -114,13 +114,13 @@ def workers_of(cluster: ClusterAPI, scout: Mapping[str, Any]) -> list[KubeDict]:
     ]
 
 
-def running(workers: list[KubeDict]) -> list[str]:
+def running(workers: list[KubeObject]) -> list[str]:
     """Names of the workers not finished yet."""
     return [p["metadata"]["name"] for p in workers
             if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES]
 
 
-def ungate(cluster: ClusterAPI, pod: KubeDict, gate: str,
+def ungate(cluster: ClusterAPI, pod: KubeObject, gate: str,
            annotations: Mapping[str, str]) -> bool:
     """Stamp ``pod`` and remove ``gate`` (re-reading it when the gate list moved); True if
     this call ungated it."""
@@ -155,7 +155,7 @@ def release(cluster: ClusterAPI, scout: Mapping[str, Any], gate: str,
     return release_workers(cluster, workers_of(cluster, scout), gate, annotations)
 
 
-def release_workers(cluster: ClusterAPI, workers: list[KubeDict], gate: str,
+def release_workers(cluster: ClusterAPI, workers: list[KubeObject], gate: str,
                     annotations: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """Stamp and ungate each of ``workers`` still behind ``gate``: (ungated now, still running).
 

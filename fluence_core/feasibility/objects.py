@@ -15,14 +15,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from fluence_core.kube.api import KubeObject
 from fluence_core.models import volume_claims
 from fluence_core.pod_requests import pod_requests
 from fluence_core.feasibility.resources import PODS, read_amounts
 from fluence_core.feasibility.selectors import (
     LabelSelector, NodeSelector, NodeSelectorTerm, SelectorError, parse_term,
 )
-
-KubeObject = Mapping[str, Any]
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -243,7 +242,7 @@ def _term(term: Any, namespace: str, here: str) -> AffinityTerm:
     )
 
 
-def _weight(raw: KubeObject, here: str) -> int:
+def _weight(raw: Mapping[str, Any], here: str) -> int:
     """A preferred term's weight; the API server keeps it within 1-100."""
     weight = raw.get("weight")
     if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:

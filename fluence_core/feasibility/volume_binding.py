@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from fluence_core import hookimpl
 from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck, Refusal
-from fluence_core.feasibility.objects import KubeObject, NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.resources import amount
 from fluence_core.feasibility.selectors import LabelSelector, NodeSelector, SelectorError
-from fluence_core.kube.api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
+from fluence_core.kube.api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES, KubeObject
 from fluence_core.settings import Settings
 
 if TYPE_CHECKING:  # the reserve hook's types, above this layer: named, never imported

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 
-KubeDict: TypeAlias = dict[str, Any]
-"""One Kubernetes object (or Status, or List) as decoded JSON."""
+KubeObject: TypeAlias = dict[str, Any]
+"""One Kubernetes object (or Status, or List) as decoded JSON: Fluence's one name for it."""
 
 Patch: TypeAlias = Mapping[str, Any] | Sequence[Mapping[str, Any]]
 """A JSON merge patch (a mapping) or a JSON patch (a list of operations)."""
@@ -36,7 +36,7 @@ RESYNC: Final = "RESYNC"
 List (``items`` + ``metadata.resourceVersion``). Callers rebuild their view from
 it; the watch continues after it without a gap."""
 
-WatchEvent: TypeAlias = tuple[str, KubeDict]
+WatchEvent: TypeAlias = tuple[str, KubeObject]
 """``(type, object)`` with type one of ADDED, MODIFIED, DELETED, RESYNC."""
 
 
@@ -154,7 +154,7 @@ def resolve(resource: ResourceRef) -> Resource:
 class ObjectList:
     """A list response: the items and the resourceVersion to watch from."""
 
-    items: list[KubeDict] = field(default_factory=list)
+    items: list[KubeObject] = field(default_factory=list)
     resource_version: str = ""
 
 
@@ -163,7 +163,7 @@ EVENT_COMPONENT: Final = "fluence"
 
 
 def build_event(involved: Mapping[str, Any], type: str, reason: str, message: str,
-                now: datetime, *, action: str | None = None, instance: str = "") -> KubeDict:
+                now: datetime, *, action: str | None = None, instance: str = "") -> KubeObject:
     """A core/v1 Event body about ``involved``, shared by both implementations.
 
     Named ``<object>.<nanoseconds hex>`` as client-go names them. An object
@@ -175,7 +175,7 @@ def build_event(involved: Mapping[str, Any], type: str, reason: str, message: st
     namespace = metadata.get("namespace")
     stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     nanos = int(now.timestamp() * 1_000_000_000)
-    reference: KubeDict = {
+    reference: KubeObject = {
         "apiVersion": involved.get("apiVersion", ""),
         "kind": involved.get("kind", ""),
         "name": name,
@@ -184,7 +184,7 @@ def build_event(involved: Mapping[str, Any], type: str, reason: str, message: st
     }
     if namespace:
         reference["namespace"] = namespace
-    event: KubeDict = {
+    event: KubeObject = {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": f"{name}.{nanos:x}", "namespace": namespace or "default"},
@@ -221,7 +221,7 @@ class ClusterAPI(Protocol):
 
     def get(
         self, resource: ResourceRef, name: str, namespace: str | None = None
-    ) -> KubeDict | None:
+    ) -> KubeObject | None:
         """The object, or None when it does not exist."""
         ...
 
@@ -246,23 +246,23 @@ class ClusterAPI(Protocol):
         ...
 
     def create(self, resource: ResourceRef, body: Mapping[str, Any],
-               namespace: str | None = None) -> KubeDict:
+               namespace: str | None = None) -> KubeObject:
         """Create and return the stored object (Conflict if the name is taken)."""
         ...
 
     def replace(self, resource: ResourceRef, body: Mapping[str, Any],
-                namespace: str | None = None) -> KubeDict:
+                namespace: str | None = None) -> KubeObject:
         """PUT the whole object; a stale ``metadata.resourceVersion`` raises Conflict (leases)."""
         ...
 
     def patch(self, resource: ResourceRef, name: str, patch: Patch,
-              namespace: str | None = None, *, patch_type: PatchType = "merge") -> KubeDict:
+              namespace: str | None = None, *, patch_type: PatchType = "merge") -> KubeObject:
         """Apply a merge patch (mapping) or JSON patch (list) to the object, not its status."""
         ...
 
     def patch_status(self, resource: ResourceRef, name: str, patch: Patch,
                      namespace: str | None = None, *,
-                     patch_type: PatchType = "merge") -> KubeDict:
+                     patch_type: PatchType = "merge") -> KubeObject:
         """Apply a patch through the ``status`` subresource (only status changes)."""
         ...
 
@@ -279,6 +279,6 @@ class ClusterAPI(Protocol):
         ...
 
     def post_event(self, involved: Mapping[str, Any], type: str, reason: str, message: str, *,
-                   action: str | None = None) -> KubeDict:
+                   action: str | None = None) -> KubeObject:
         """Record a core/v1 Event about ``involved`` (any object dict) and return it."""
         ...

@@ -39,7 +39,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fluence_core.kube.api import (
     RESYNC,
-    KubeDict,
+    KubeObject,
     ObjectList,
     Patch,
     PatchType,
@@ -223,10 +223,10 @@ class KubeCluster:
 
     def get(
         self, resource: ResourceRef, name: str, namespace: str | None = None
-    ) -> KubeDict | None:
+    ) -> KubeObject | None:
         """The object, or None on 404."""
         try:
-            result: KubeDict = self._call("GET", self._path(resolve(resource), namespace, name))
+            result: KubeObject = self._call("GET", self._path(resolve(resource), namespace, name))
         except ApiError as error:
             if error.status == 404:
                 return None
@@ -238,10 +238,10 @@ class KubeCluster:
              field_selector: str | None = None) -> ObjectList:
         """All matching objects (following ``continue`` tokens) and the list's resourceVersion."""
         res = resolve(resource)
-        items: list[KubeDict] = []
+        items: list[KubeObject] = []
         token: str | None = None
         while True:
-            page: KubeDict = self._call("GET", self._path(res, namespace), query={
+            page: KubeObject = self._call("GET", self._path(res, namespace), query={
                 "labelSelector": label_selector, "fieldSelector": field_selector,
                 "limit": 500, "continue": token,
             })
@@ -328,44 +328,44 @@ class KubeCluster:
                 logger.debug("watch %s interrupted (%s); resuming at %s", res.plural, error, rv)
 
     def create(self, resource: ResourceRef, body: Mapping[str, Any],
-               namespace: str | None = None, *, dry_run: bool = False) -> KubeDict:
+               namespace: str | None = None, *, dry_run: bool = False) -> KubeObject:
         """POST the object; the namespace defaults to the body's, then ``default``. With
         ``dry_run`` (``dryRun=All``) admission runs in full and nothing is stored: the answer
         is the object as it would have been stored."""
         res = resolve(resource)
         namespace = namespace or (body.get("metadata") or {}).get("namespace")
         document = {"apiVersion": res.api_version, "kind": res.kind, **body}
-        result: KubeDict = self._call("POST", self._path(res, namespace or "default"),
+        result: KubeObject = self._call("POST", self._path(res, namespace or "default"),
                                       query={"dryRun": "All"} if dry_run else None,
                                       body=document)
         return result
 
     def replace(self, resource: ResourceRef, body: Mapping[str, Any],
-                namespace: str | None = None) -> KubeDict:
+                namespace: str | None = None) -> KubeObject:
         """PUT the whole object (optimistic concurrency through metadata.resourceVersion)."""
         res = resolve(resource)
         metadata = body.get("metadata") or {}
         document = {"apiVersion": res.api_version, "kind": res.kind, **body}
-        result: KubeDict = self._call(
+        result: KubeObject = self._call(
             "PUT", self._path(res, namespace or metadata.get("namespace"), metadata["name"]),
             body=document)
         return result
 
     def patch(self, resource: ResourceRef, name: str, patch: Patch,
-              namespace: str | None = None, *, patch_type: PatchType = "merge") -> KubeDict:
+              namespace: str | None = None, *, patch_type: PatchType = "merge") -> KubeObject:
         """PATCH with ``application/merge-patch+json`` or ``application/json-patch+json``."""
         return self._patch(resolve(resource), name, patch, namespace, patch_type, None)
 
     def patch_status(self, resource: ResourceRef, name: str, patch: Patch,
                      namespace: str | None = None, *,
-                     patch_type: PatchType = "merge") -> KubeDict:
+                     patch_type: PatchType = "merge") -> KubeObject:
         """PATCH the ``status`` subresource."""
         return self._patch(resolve(resource), name, patch, namespace, patch_type, "status")
 
     def _patch(self, res: Resource, name: str, patch: Patch, namespace: str | None,
-               patch_type: PatchType, subresource: str | None) -> KubeDict:
+               patch_type: PatchType, subresource: str | None) -> KubeObject:
         body: Any = list(patch) if patch_type == "json" else dict(patch)  # type: ignore[arg-type]
-        result: KubeDict = self._call(
+        result: KubeObject = self._call(
             "PATCH", self._path(res, namespace, name, subresource), body=body,
             content_type=_PATCH_CONTENT_TYPES[patch_type])
         return result
@@ -385,7 +385,7 @@ class KubeCluster:
 
     def bind(self, namespace: str, pod: str, node: str, *, uid: str | None = None) -> None:
         """POST a Binding to ``pods/<pod>/binding``; ``uid`` guards against a recreated pod."""
-        metadata: KubeDict = {"name": pod, "namespace": namespace}
+        metadata: KubeObject = {"name": pod, "namespace": namespace}
         if uid:
             metadata["uid"] = uid
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
@@ -393,12 +393,12 @@ class KubeCluster:
         self._call("POST", self._path(resolve("pods"), namespace, pod, "binding"), body=body)
 
     def post_event(self, involved: Mapping[str, Any], type: str, reason: str, message: str, *,
-                   action: str | None = None) -> KubeDict:
+                   action: str | None = None) -> KubeObject:
         """Create a core/v1 Event (see :func:`fluence_core.kube.api.build_event`)."""
         event = build_event(involved, type, reason, message, self._now(), action=action,
                             instance=self._instance)
         path = self._path(resolve("events"), event["metadata"]["namespace"])
-        result: KubeDict = self._call("POST", path, body=event, bucket=self.event_bucket)
+        result: KubeObject = self._call("POST", path, body=event, bucket=self.event_bucket)
         return result
 
 

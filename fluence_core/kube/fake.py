@@ -64,7 +64,7 @@ from fluence_core.kube.api import (
     PODS,
     RESYNC,
     TOKEN_REVIEWS,
-    KubeDict,
+    KubeObject,
     ObjectList,
     Patch,
     PatchType,
@@ -78,7 +78,7 @@ from fluence_core.kube.api import (
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
 
 _Key = tuple[str, str, str]
-_Items = list[KubeDict]  # the method FakeCluster.list shadows the builtin in signatures
+_Items = list[KubeObject]  # the method FakeCluster.list shadows the builtin in signatures
 """(plural, namespace or "", name)"""
 
 _INITIAL_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -111,8 +111,8 @@ class _Change:
     rv: int
     plural: str
     kind: str  # ADDED / MODIFIED / DELETED
-    old: KubeDict | None
-    new: KubeDict
+    old: KubeObject | None
+    new: KubeObject
 
 
 class FakeCluster:
@@ -127,7 +127,7 @@ class FakeCluster:
         self._now = now
         self._clock = clock
         self._history = history
-        self._objects: dict[_Key, KubeDict] = {}
+        self._objects: dict[_Key, KubeObject] = {}
         self._log: list[_Change] = []
         self._log_rvs: list[int] = []
         self._by_plural: dict[str, tuple[list[int], list[_Change]]] = {}
@@ -137,7 +137,7 @@ class FakeCluster:
         self._rv = 0
         self._serial = 0
         self._cond = threading.Condition(threading.RLock())
-        self._tokens: dict[str, tuple[str, KubeDict]] = {}
+        self._tokens: dict[str, tuple[str, KubeObject]] = {}
         """token -> (audience, the pod it is bound to)"""
         for name in _INITIAL_NAMESPACES:
             self.create(NAMESPACES, {"metadata": {"name": name}})
@@ -152,7 +152,7 @@ class FakeCluster:
             self._tokens[token] = (audience, copy.deepcopy(dict(pod)))
             return token
 
-    def _review_token(self, spec: Mapping[str, Any]) -> KubeDict:
+    def _review_token(self, spec: Mapping[str, Any]) -> KubeObject:
         found = self._tokens.get(str(spec.get("token") or ""))
         wanted = list(spec.get("audiences") or [])
         if found is None:
@@ -191,7 +191,7 @@ class FakeCluster:
             self._floor = self._rv
 
     def events(self, *, reason: str | None = None,
-               involved_name: str | None = None) -> list[KubeDict]:
+               involved_name: str | None = None) -> list[KubeObject]:
         """Events posted so far (oldest first), optionally filtered."""
         found = [
             copy.deepcopy(obj) for (plural, _, _), obj in self._objects.items()
@@ -205,7 +205,7 @@ class FakeCluster:
 
     def get(
         self, resource: ResourceRef, name: str, namespace: str | None = None
-    ) -> KubeDict | None:
+    ) -> KubeObject | None:
         """A deep copy of the object, or None."""
         res = resolve(resource)
         with self._cond:
@@ -233,7 +233,7 @@ class FakeCluster:
         deadline = None if timeout is None else self._clock() + timeout
         with self._cond:
             if resource_version and resource_version != "0":
-                initial: list[KubeDict] = []
+                initial: list[KubeObject] = []
                 cursor = int(resource_version)
             else:
                 snapshot = self.list(res, namespace, label_selector=label_selector,
@@ -274,7 +274,7 @@ class FakeCluster:
     # -- ClusterAPI: writes ----------------------------------------------------
 
     def create(self, resource: ResourceRef, body: Mapping[str, Any],
-               namespace: str | None = None) -> KubeDict:
+               namespace: str | None = None) -> KubeObject:
         """Store a new object: uid, creationTimestamp, resourceVersion, generation filled in."""
         res = resolve(resource)
         obj = copy.deepcopy(dict(body))
@@ -320,7 +320,7 @@ class FakeCluster:
             return self._commit(res, key, ADDED, None, obj)
 
     def replace(self, resource: ResourceRef, body: Mapping[str, Any],
-                namespace: str | None = None) -> KubeDict:
+                namespace: str | None = None) -> KubeObject:
         """Replace the object; a stale ``metadata.resourceVersion`` raises Conflict."""
         res = resolve(resource)
         metadata = body.get("metadata") or {}
@@ -332,13 +332,13 @@ class FakeCluster:
             return self._update(res, key, old, new, status_only=False)
 
     def patch(self, resource: ResourceRef, name: str, patch: Patch,
-              namespace: str | None = None, *, patch_type: PatchType = "merge") -> KubeDict:
+              namespace: str | None = None, *, patch_type: PatchType = "merge") -> KubeObject:
         """Apply a merge or JSON patch to everything but status."""
         return self._patch(resolve(resource), name, patch, namespace, patch_type, False)
 
     def patch_status(self, resource: ResourceRef, name: str, patch: Patch,
                      namespace: str | None = None, *,
-                     patch_type: PatchType = "merge") -> KubeDict:
+                     patch_type: PatchType = "merge") -> KubeObject:
         """Apply a merge or JSON patch to status only."""
         res = resolve(resource)
         if not res.status_subresource:
@@ -389,7 +389,7 @@ class FakeCluster:
             self._commit(PODS, key, MODIFIED, old, new)
 
     def post_event(self, involved: Mapping[str, Any], type: str, reason: str, message: str, *,
-                   action: str | None = None) -> KubeDict:
+                   action: str | None = None) -> KubeObject:
         """Store a core/v1 Event like the real wrapper posts it."""
         event = build_event(involved, type, reason, message, self._now(), action=action,
                             instance="fake")
@@ -401,14 +401,14 @@ class FakeCluster:
     def _key(res: Resource, name: str, namespace: str | None) -> _Key:
         return (res.plural, (namespace or "default") if res.namespaced else "", name)
 
-    def _existing(self, res: Resource, key: _Key) -> KubeDict:
+    def _existing(self, res: Resource, key: _Key) -> KubeObject:
         found = self._objects.get(key)
         if found is None:
             raise NotFound(404, f'{res.plural} "{key[2]}" not found', "NotFound")
         return found
 
     @staticmethod
-    def _check_version(res: Resource, old: KubeDict, new: KubeDict) -> None:
+    def _check_version(res: Resource, old: KubeObject, new: KubeObject) -> None:
         wanted = (new.get("metadata") or {}).get("resourceVersion")
         if wanted and wanted != old["metadata"]["resourceVersion"]:
             raise Conflict(409, f'Operation cannot be fulfilled on {res.plural} '
@@ -417,7 +417,7 @@ class FakeCluster:
                            "Conflict")
 
     def _patch(self, res: Resource, name: str, patch: Patch, namespace: str | None,
-               patch_type: PatchType, status_only: bool) -> KubeDict:
+               patch_type: PatchType, status_only: bool) -> KubeObject:
         with self._cond:
             key = self._key(res, name, namespace)
             old = self._existing(res, key)
@@ -433,8 +433,8 @@ class FakeCluster:
                 raise ApiError(400, "a merge patch must be an object", "BadRequest")
             return self._update(res, key, old, new, status_only=status_only)
 
-    def _update(self, res: Resource, key: _Key, old: KubeDict, new: KubeDict, *,
-                status_only: bool) -> KubeDict:
+    def _update(self, res: Resource, key: _Key, old: KubeObject, new: KubeObject, *,
+                status_only: bool) -> KubeObject:
         """Keep what the endpoint may not change, validate, store unless nothing changed."""
         if status_only:
             merged = copy.deepcopy(old)
@@ -470,8 +470,8 @@ class FakeCluster:
             metadata["generation"] = int(old["metadata"].get("generation", 1)) + 1
         return self._commit(res, key, MODIFIED, old, new)
 
-    def _commit(self, res: Resource, key: _Key, kind: str, old: KubeDict | None,
-                new: KubeDict) -> KubeDict:
+    def _commit(self, res: Resource, key: _Key, kind: str, old: KubeObject | None,
+                new: KubeObject) -> KubeObject:
         """Give the write a new version, store it, log it and wake the watchers."""
         self._rv += 1
         new["metadata"]["resourceVersion"] = str(self._rv)
@@ -514,7 +514,7 @@ def _merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def _check_pod_update(old: KubeDict, new: KubeDict) -> None:
+def _check_pod_update(old: KubeObject, new: KubeObject) -> None:
     """A pod's spec is immutable but for a few fields; gates may only be removed."""
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     old_gates = [g.get("name") for g in old_spec.get("schedulingGates") or []]
@@ -535,7 +535,7 @@ def _check_pod_update(old: KubeDict, new: KubeDict) -> None:
                        "Invalid")
 
 
-def _check_podgroup(group: KubeDict) -> None:
+def _check_podgroup(group: KubeObject) -> None:
     """A PodGroup needs exactly one scheduling policy, and a gang a positive minCount."""
     policy = (group.get("spec") or {}).get("schedulingPolicy") or {}
     chosen = [k for k in ("basic", "gang") if policy.get(k) is not None]

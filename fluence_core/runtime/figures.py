@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from fluence_core import names, yamlfile
-from fluence_core.kube.api import CONFIGMAPS, ClusterAPI, KubeDict
+from fluence_core.kube.api import CONFIGMAPS, ClusterAPI, KubeObject
 from fluence_core.errors import FluenceError
 from fluence_core.runtime.provider import BackendInfo
 
@@ -129,7 +129,7 @@ def load_file(path: Path) -> dict[str, BackendInfo]:
     return as_infos(parse(yamlfile.read_text(path), str(path)), str(path))
 
 
-def entries_of(configmap: KubeDict, ref: ConfigMapRef) -> dict[str, dict[str, Any]]:
+def entries_of(configmap: KubeObject, ref: ConfigMapRef) -> dict[str, dict[str, Any]]:
     """The entries a ConfigMap holds (none when the key is missing)."""
     text = (configmap.get("data") or {}).get(names.BACKENDS_CONFIGMAP_KEY)
     if text is None:
@@ -149,9 +149,9 @@ def read_configmap(cluster: ClusterAPI, ref: ConfigMapRef) -> dict[str, BackendI
 
 
 def configmap_body(ref: ConfigMapRef, entries: Mapping[str, Mapping[str, Any]],
-                   refreshed_at: str, resource_version: str | None = None) -> KubeDict:
+                   refreshed_at: str, resource_version: str | None = None) -> KubeObject:
     """The whole ConfigMap for ``entries`` (with the version read, for an update)."""
-    metadata: KubeDict = {
+    metadata: KubeObject = {
         "name": ref.name,
         "namespace": ref.namespace,
         "labels": {names.MANAGED_BY_LABEL: names.SCHEDULER_NAME},
@@ -164,7 +164,7 @@ def configmap_body(ref: ConfigMapRef, entries: Mapping[str, Mapping[str, Any]],
 
 def write_configmap(cluster: ClusterAPI, ref: ConfigMapRef,
                     entries: Mapping[str, Mapping[str, Any]], refreshed_at: str,
-                    current: KubeDict | None) -> KubeDict:
+                    current: KubeObject | None) -> KubeObject:
     """Create the ConfigMap, or replace ``current`` (a stale version raises Conflict)."""
     if current is None:
         return cluster.create(CONFIGMAPS, configmap_body(ref, entries, refreshed_at),

@@ -14,12 +14,11 @@ restored exactly (:mod:`~fluence_core.scheduler.fallback`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from fluence_core import names
 from fluence_core.graph import ResourceGraph
+from fluence_core.kube.api import KubeObject
 from fluence_core.matcher.base import Allocation, Matcher
 from fluence_core.matcher.jobspec import COMPUTE, compute_jobspec, virtual_jobspec
 from fluence_core.models import PodRequest
@@ -42,7 +41,7 @@ class RunningHold:
         return ", ".join(parts) or "nothing"
 
 
-def hold_running(graph: ResourceGraph, matcher: Matcher, pod: Mapping[str, Any]) -> RunningHold:
+def hold_running(graph: ResourceGraph, matcher: Matcher, pod: KubeObject) -> RunningHold:
     """Hold what the bound ``pod`` takes on its node, and the virtual resources it requests.
 
     Each part is held alone (one job each), so a part that cannot be held (its node is

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from fluence_core.kube.api import NODES, PODGROUPS, PODS, ClusterAPI, KubeDict, Resource
+from fluence_core.kube.api import NODES, PODGROUPS, PODS, ClusterAPI, KubeObject, Resource
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph, levels_for
 from fluence_core.kube.errors import ApiError
@@ -61,7 +61,7 @@ __all__ = ["WATCHED", "CycleResult", "Scheduler", "build_graph"]
 WATCHED = (NODES, PODS, PODGROUPS)
 
 
-def build_graph(nodes: Iterable[KubeDict], config: ResourceConfig, settings: Settings,
+def build_graph(nodes: Iterable[KubeObject], config: ResourceConfig, settings: Settings,
                 manager: FluencePluginManager) -> tuple[ResourceGraph, Matcher]:
     """The graph of ``nodes`` + ``config`` and the matcher a plugin offers for it.
 
@@ -183,7 +183,7 @@ class Scheduler:
 
     # -- the parts' entry points ---------------------------------------------------
 
-    def handle(self, plural: str, event: str, obj: KubeDict) -> None:
+    def handle(self, plural: str, event: str, obj: KubeObject) -> None:
         """Apply one watch event to the view (see :meth:`ClusterView.handle`)."""
         self.view.handle(plural, event, obj)
 
@@ -208,7 +208,7 @@ class Scheduler:
                 applied += 1
         return applied
 
-    def _advance(self, plural: str, event: str, obj: KubeDict) -> None:
+    def _advance(self, plural: str, event: str, obj: KubeObject) -> None:
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if version:
             self._versions[plural] = version

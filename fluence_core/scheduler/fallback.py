@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation
-from fluence_core.models import KubeObject
+from fluence_core.kube.api import KubeObject
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.conservative import hold_running
 from fluence_core.scheduler.events import EventRecorder

@@ -40,7 +40,8 @@ from fluence_core.feasibility.run import in_kube_order
 from fluence_core.feasibility.scoring import ScorePlugin, preference_tiers
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
-from fluence_core.models import Group, KubeObject
+from fluence_core.kube.api import KubeObject
+from fluence_core.models import Group
 from fluence_core.matcher.readback import PodPlacement
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.view import ClusterView

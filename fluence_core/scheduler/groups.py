@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from fluence_core import names
-from fluence_core.models import Group, KubeObject, PodRequest
+from fluence_core.kube.api import KubeObject
+from fluence_core.models import Group, PodRequest
 from fluence_core.topology import read_constraint
 
 PodKey = tuple[str, str]

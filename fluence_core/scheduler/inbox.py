@@ -25,9 +25,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from fluence_core.kube.api import RESYNC, KubeDict
+from fluence_core.kube.api import RESYNC, KubeObject
 
-Change = tuple[str, str, KubeDict]
+Change = tuple[str, str, KubeObject]
 """(plural, event, object), as :meth:`ClusterView.handle` takes them."""
 
 
@@ -36,7 +36,7 @@ class Inbox:
 
     def __init__(self) -> None:
         self._lock = threading.Condition(threading.Lock())
-        self._resyncs: dict[str, KubeDict] = {}
+        self._resyncs: dict[str, KubeObject] = {}
         self._changes: dict[tuple[Any, ...], Change] = {}
         self._settle = False
         self._unkeyed = itertools.count()
@@ -44,7 +44,7 @@ class Inbox:
         """Changes replaced by a newer one of the same object before the loop applied them
         (a figure for tests and logs)."""
 
-    def put(self, plural: str, event: str, obj: KubeDict) -> None:
+    def put(self, plural: str, event: str, obj: KubeObject) -> None:
         """One watch event: the object's newest state, or a kind's fresh listing."""
         with self._lock:
             if event == RESYNC:
@@ -84,7 +84,7 @@ class Inbox:
         with self._lock:
             return len(self._changes) + len(self._resyncs)
 
-    def _key(self, plural: str, obj: KubeDict) -> tuple[Any, ...]:
+    def _key(self, plural: str, obj: KubeObject) -> tuple[Any, ...]:
         metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
         if not isinstance(metadata, Mapping) or not metadata.get("name"):
             return (plural, "", next(self._unkeyed))  # unreadable: never merged, the view logs it

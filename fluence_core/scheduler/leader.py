@@ -18,7 +18,7 @@ import time
 from datetime import UTC, datetime
 from typing import Callable
 
-from fluence_core.kube.api import LEASES, ClusterAPI, KubeDict
+from fluence_core.kube.api import LEASES, ClusterAPI, KubeObject
 from fluence_core.errors import FluenceError
 from fluence_core.kube.errors import ApiError, Conflict
 from fluence_core.log import logger
@@ -103,7 +103,7 @@ class LeaderElector:
             else:
                 spec_now["acquireTime"] = spec.get("acquireTime") or _micro(now)
                 spec_now["leaseTransitions"] = int(spec.get("leaseTransitions") or 0)
-            body: KubeDict = {
+            body: KubeObject = {
                 "metadata": {
                     "name": self.name,
                     "resourceVersion": lease["metadata"]["resourceVersion"],
@@ -164,7 +164,7 @@ class LeaderElector:
             if lease is None or spec.get("holderIdentity") != self.identity:
                 return False
             now = _micro(self.clock())
-            body: KubeDict = {
+            body: KubeObject = {
                 "metadata": {"name": self.name,
                              "resourceVersion": lease["metadata"]["resourceVersion"]},
                 "spec": {"leaseDurationSeconds": 1, "renewTime": now, "acquireTime": now,

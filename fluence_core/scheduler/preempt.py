@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 
 from fluence_core import names
-from fluence_core.kube.api import PODS, ClusterAPI, KubeDict
+from fluence_core.kube.api import PODS, ClusterAPI, KubeObject
 from fluence_core.errors import TopologyError
 from fluence_core.graph import Domain
 from fluence_core.log import logger
@@ -33,7 +33,7 @@ from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.view import ClusterView
 from fluence_core.topology import attempts
 
-_Victim = tuple[int, g.Owner, HeldPlacement, list[KubeDict]]
+_Victim = tuple[int, g.Owner, HeldPlacement, list[KubeObject]]
 
 
 class Preemptor:
@@ -118,7 +118,7 @@ class Preemptor:
              match: Callable[[Group], GroupMatch | GroupMiss] | None) -> GroupMatch | None:
         """Cancel ``victims`` in turn until ``group`` fits: evict them then, else restore."""
         matcher = self.view.matcher
-        taken: list[tuple[g.Owner, HeldPlacement, list[KubeDict]]] = []
+        taken: list[tuple[g.Owner, HeldPlacement, list[KubeObject]]] = []
         for _, owner, record, live in victims:
             if id(record) in self._evicted:
                 continue
@@ -159,7 +159,7 @@ class Preemptor:
         return candidates
 
     def _evict(self, pending: g.PendingGroup, owner: g.Owner, record: HeldPlacement,
-               pods: list[KubeDict]) -> None:
+               pods: list[KubeObject]) -> None:
         self._evicted.add(id(record))
         held = self.records.held
         held[owner].remove(record)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from fluence_core.kube.api import KubeDict
+from fluence_core.kube.api import KubeObject
 from fluence_core.errors import FluenceError
 from fluence_core.matcher.jobspec import is_compute
 from fluence_core.log import logger
@@ -37,7 +37,7 @@ from fluence_core.scheduler.feasible import FeasibleNodes
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.view import ClusterView
 
-_Members = list[tuple[g.PodKey, KubeDict]]
+_Members = list[tuple[g.PodKey, KubeObject]]
 
 
 class PromiseKeeper:

@@ -30,7 +30,7 @@ from fluence_core.kube.errors import ApiError, NotFound
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, Matcher
 from fluence_core.matcher.pooled import restores_later
-from fluence_core.models import KubeObject
+from fluence_core.kube.api import KubeObject
 from fluence_core.scheduler import groups as g
 
 Alive = Callable[[str, str], bool]

@@ -43,7 +43,8 @@ from fluence_core.feasibility.node_affinity import required_match
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.jobspec import is_compute
 from fluence_core.matcher.pooled import is_shared_allocation
-from fluence_core.models import KubeObject, PodRequest
+from fluence_core.kube.api import KubeObject
+from fluence_core.models import PodRequest
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.records import HeldPlacement
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fluence_core.kube.api import DELETED, RESYNC, KubeDict
+from fluence_core.kube.api import DELETED, RESYNC, KubeObject
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.jobspec import COMPUTE
@@ -42,7 +42,7 @@ def describe(obj: Any) -> str:
     return f"{metadata['namespace']}/{name}" if metadata.get("namespace") else name
 
 
-def read_node(obj: KubeDict, *, quiet: bool = False) -> NodeInfo | None:
+def read_node(obj: KubeObject, *, quiet: bool = False) -> NodeInfo | None:
     """The node's shape, or None (logged) when it cannot be read: a node with an absurd or
     garbled allocatable takes no work, and nothing else stops."""
     try:
@@ -74,10 +74,10 @@ class ClusterView:
     def __init__(self, records: RecordBook) -> None:
         self.records = records
         self.lock = threading.RLock()
-        self.nodes: dict[str, KubeDict] = {}
-        self.pods: dict[g.PodKey, KubeDict] = {}
-        self.pod_groups: dict[g.PodKey, KubeDict] = {}
-        self.unplaced: dict[g.PodKey, KubeDict] = {}
+        self.nodes: dict[str, KubeObject] = {}
+        self.pods: dict[g.PodKey, KubeObject] = {}
+        self.pod_groups: dict[g.PodKey, KubeObject] = {}
+        self.unplaced: dict[g.PodKey, KubeObject] = {}
         """The cached pods that may still need placing (unbound, unfinished): a cycle groups
         these, not every pod in the cluster."""
         self.pins: dict[g.PodKey, Pin] = {}
@@ -199,7 +199,7 @@ class ClusterView:
             if not self.records.covers(key, pod):
                 self.pin(key, pod)
 
-    def pin(self, key: g.PodKey, pod: Mapping[str, Any]) -> None:
+    def pin(self, key: g.PodKey, pod: KubeObject) -> None:
         """Subtract a running pod we hold no record for from its node, with the virtual
         resources it requests (:func:`~fluence_core.scheduler.conservative.hold_running`);
         a lone pod of ours is held as its own record instead."""
@@ -243,7 +243,7 @@ class ClusterView:
 
     # -- caches --------------------------------------------------------------------------
 
-    def replace(self, plural: str, items: Iterable[KubeDict]) -> None:
+    def replace(self, plural: str, items: Iterable[KubeObject]) -> None:
         """A full listing of one kind: fills the caches before start, events after."""
         cache = self._cache(plural)
         fresh = {self._key(plural, obj): obj for obj in items}
@@ -267,17 +267,17 @@ class ClusterView:
                 if g.is_bound(pod) and not g.is_finished(pod):
                     self._count_on(key, pod["spec"]["nodeName"])
 
-    def _cache(self, plural: str) -> dict[Any, KubeDict]:
-        caches: dict[str, dict[Any, KubeDict]] = {
+    def _cache(self, plural: str) -> dict[Any, KubeObject]:
+        caches: dict[str, dict[Any, KubeObject]] = {
             "nodes": self.nodes, "pods": self.pods, "podgroups": self.pod_groups,
         }
         return caches[plural]
 
     @staticmethod
-    def _key(plural: str, obj: KubeDict) -> Any:
+    def _key(plural: str, obj: KubeObject) -> Any:
         return (obj.get("metadata") or {}).get("name") if plural == "nodes" else g.pod_key(obj)
 
-    def handle(self, plural: str, event: str, obj: KubeDict) -> None:
+    def handle(self, plural: str, event: str, obj: KubeObject) -> None:
         """Apply one watch event to the cache, the graph and the held allocations."""
         with self.lock:
             try:
@@ -295,7 +295,7 @@ class ClusterView:
 
     # -- nodes ---------------------------------------------------------------------------
 
-    def _on_node(self, event: str, obj: KubeDict) -> None:
+    def _on_node(self, event: str, obj: KubeObject) -> None:
         name = obj["metadata"]["name"]
         old = self.nodes.get(name)
         if event == DELETED or old is None or _filtered_fields(old) != _filtered_fields(obj):
@@ -375,7 +375,7 @@ class ClusterView:
 
     # -- pods and PodGroups --------------------------------------------------------------
 
-    def _on_pod(self, event: str, obj: KubeDict) -> None:
+    def _on_pod(self, event: str, obj: KubeObject) -> None:
         key = g.pod_key(obj)
         self.pod_changes.add(key)
         if event == DELETED:
@@ -409,7 +409,7 @@ class ClusterView:
         if node is not None:
             self._pods_per_node[node] -= 1
 
-    def _release_finished(self, key: g.PodKey, obj: KubeDict) -> None:
+    def _release_finished(self, key: g.PodKey, obj: KubeObject) -> None:
         """Cancel every placement of the pod's owners whose members all finished or went."""
         namespace, pod = key
         held = self.records.held
@@ -432,7 +432,7 @@ class ClusterView:
                     del held[owner]
                 self.records.write(owner)
 
-    def _on_pod_group(self, event: str, obj: KubeDict) -> None:
+    def _on_pod_group(self, event: str, obj: KubeObject) -> None:
         key = g.pod_key(obj)
         if event == DELETED:
             self.pod_groups.pop(key, None)
@@ -442,7 +442,7 @@ class ClusterView:
         self.pod_groups[key] = obj
 
 
-def _filtered_fields(node: KubeDict) -> tuple[Any, ...]:
+def _filtered_fields(node: KubeObject) -> tuple[Any, ...]:
     """What Kubernetes' filters read of a node (:class:`~fluence_core.feasibility.NodeFacts`):
     a kubelet's status update that changes none of it (conditions, heartbeats, images) leaves
     the feasibility snapshot as it is, instead of making it read every node again."""

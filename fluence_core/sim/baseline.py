@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fluence_core.kube.api import DELETED, NODES, PODS, RESYNC, ClusterAPI, KubeDict
+from fluence_core.kube.api import DELETED, NODES, PODS, RESYNC, ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.models import NodeInfo
@@ -60,7 +60,7 @@ class FirstFitScheduler:
         self.clock = clock
         self.nodes: dict[str, NodeInfo] = {}
         self.free: dict[str, list[int]] = {}
-        self.pods: dict[g.PodKey, KubeDict] = {}
+        self.pods: dict[g.PodKey, KubeObject] = {}
         self.charged: dict[g.PodKey, tuple[str, int, int]] = {}
         self.queue: dict[g.PodKey, _Queued] = {}
         self._versions: dict[str, str] = {}
@@ -92,7 +92,7 @@ class FirstFitScheduler:
                 applied += 1
         return applied
 
-    def handle(self, plural: str, event: str, obj: KubeDict) -> None:
+    def handle(self, plural: str, event: str, obj: KubeObject) -> None:
         if plural == "nodes":
             info = NodeInfo.from_kube(obj)
             if event == DELETED:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from fluence_core import names
-from fluence_core.kube.api import DELETED, NODES, PODS, PRIORITY_CLASSES, KubeDict
+from fluence_core.kube.api import DELETED, NODES, PODS, PRIORITY_CLASSES, KubeObject
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
@@ -119,7 +119,7 @@ class JobState:
         return self.plan.quantum is not None
 
 
-def resolve_env(pod: KubeDict, container: dict[str, Any]) -> dict[str, str]:
+def resolve_env(pod: KubeObject, container: dict[str, Any]) -> dict[str, str]:
     """The container's environment as the kubelet would build it (values and downward API)."""
     env: dict[str, str] = {}
     metadata = pod.get("metadata") or {}
@@ -352,7 +352,7 @@ class Run:
         self.records[name] = record
         job.pods[index] = record
 
-    def _manifest(self, job: JobState, index: int, name: str) -> KubeDict:
+    def _manifest(self, job: JobState, index: int, name: str) -> KubeObject:
         plan = job.plan
         fluence = self.arm in ("fluence", "gang-ungated")
         labels = {
@@ -372,7 +372,7 @@ class Run:
             if quantum.backend:
                 annotations[names.REQUIRE_BACKEND_ANNOTATION] = quantum.backend
         limits = {k: v for k, v in requests.items() if names.virtual_type_of(k)}
-        pod: KubeDict = {
+        pod: KubeObject = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
@@ -404,7 +404,7 @@ class Run:
             select.annotate_manifest(pod, job.selection["_selection"])
         return pod
 
-    def _admit(self, pod: KubeDict) -> KubeDict | str:
+    def _admit(self, pod: KubeObject) -> KubeObject | str:
         """The API server's admission step: one AdmissionReview through the real service."""
         review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                   "request": {"uid": f"sim-{pod['metadata']['name']}", "operation": "CREATE",
@@ -515,13 +515,13 @@ class Run:
             job.sidecar_done = True
 
     @staticmethod
-    def _has_sidecar(pod: KubeDict) -> bool:
+    def _has_sidecar(pod: KubeObject) -> bool:
         return any(
             c.get("name") == names.SIDECAR_CONTAINER
             for c in (pod.get("spec") or {}).get("containers") or []
         )
 
-    def _sidecar(self, pod: KubeDict, clock: ProcessClock) -> SidecarResult:
+    def _sidecar(self, pod: KubeObject, clock: ProcessClock) -> SidecarResult:
         """``fluence sidecar`` as its container runs it, with the env the webhook wrote."""
         container = next(
             c for c in pod["spec"]["containers"] if c.get("name") == names.SIDECAR_CONTAINER

@@ -45,9 +45,6 @@ from fluence_core.webhook._patch import JsonPatch
 from fluence_core.webhook.informer import Watched
 from fluence_core.webhook.recent import Recent
 
-Pod = dict[str, Any]
-
-
 class AdmissionDenied(FluenceError):
     """A handler refuses the pod on purpose; the message is shown to the user."""
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluence_core import names
-from fluence_core.kube.api import PODS, ClusterAPI, KubeDict
+from fluence_core.kube.api import PODS, ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.release import (
@@ -85,8 +85,8 @@ def gated(pod: Mapping[str, Any], gate: str) -> bool:
 class Orphaned:
     """A group with gated workers and no live scout."""
 
-    workers: list[KubeDict] = field(default_factory=list)
-    scouts: list[KubeDict] = field(default_factory=list)
+    workers: list[KubeObject] = field(default_factory=list)
+    scouts: list[KubeObject] = field(default_factory=list)
     """Its ended scouts still listed (none when deleted)."""
 
     def outcome(self) -> tuple[dict[str, str], bool]:
@@ -100,7 +100,7 @@ class Orphaned:
         return stamp(self.scouts[0] if self.scouts else {}, names.SCOUT_STATUS_LOST), True
 
 
-def orphaned(pods: Iterable[KubeDict], gate: str) -> dict[GroupKey, Orphaned]:
+def orphaned(pods: Iterable[KubeObject], gate: str) -> dict[GroupKey, Orphaned]:
     """The groups among ``pods`` whose workers wait behind ``gate`` with no live scout."""
     groups: dict[GroupKey, Orphaned] = {}
     live: set[GroupKey] = set()
@@ -187,7 +187,7 @@ class OrphanSweep(Periodic):
                 self._event(worker, message)
         return done
 
-    def _event(self, worker: KubeDict, message: str) -> None:
+    def _event(self, worker: KubeObject, message: str) -> None:
         try:
             self.cluster.post_event({"apiVersion": "v1", "kind": "Pod", **worker}, "Warning",
                                     REASON, message)

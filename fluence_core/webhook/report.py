@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluence_core import names
-from fluence_core.kube.api import PODS, TOKEN_REVIEWS, ClusterAPI, KubeDict
+from fluence_core.kube.api import PODS, TOKEN_REVIEWS, ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.release import BadReport, apply_report, controlling_job, parse_report
@@ -199,7 +199,7 @@ class ReportEndpoint:
         review = self.cluster.create(
             TOKEN_REVIEWS, {"spec": {"token": token, "audiences": [self.audience]}}
         )
-        status: KubeDict = review.get("status") or {}
+        status: KubeObject = review.get("status") or {}
         if not status.get("authenticated"):
             why = str(status.get("error") or "not authenticated")
             raise Refused(401, f"the token is not valid for audience {self.audience!r}",
@@ -218,7 +218,7 @@ class ReportEndpoint:
                                " to a pod (mount the projected token the webhook injected)")
         return Caller(username, namespace, account, pod_name, pod_uid)
 
-    def scout(self, caller: Caller) -> KubeDict:
+    def scout(self, caller: Caller) -> KubeObject:
         """The caller's pod, if it is the scout of a shared group."""
         pod = self.cluster.get(PODS, caller.pod_name, caller.namespace)
         meta = (pod or {}).get("metadata") or {}
