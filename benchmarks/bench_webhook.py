@@ -82,7 +82,7 @@ from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
 from fluence_core.webhook import BackgroundWriter, build_service, tls
 from fluence_core.webhook.informer import Watched, watched_for
-from fluence_core.webhook.review import Outcome, allow
+from fluence_core.webhook.review import AdmissionEndpoint, Outcome, allow
 from fluence_core.webhook.server import WebhookServer, server_context
 
 HOOKED = "bench-hooked"
@@ -155,7 +155,7 @@ def in_process(clients: int, requests: int) -> dict[str, Any]:
     service = build_service(settings, get_plugin_manager(settings), cluster, writer=writer)
     directory = Path(tempfile.mkdtemp())
     cert = tls.generate(["localhost"], directory, ip_addresses=["127.0.0.1"])
-    server = WebhookServer(("127.0.0.1", 0), service,
+    server = WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(service),
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     client_ctx = ssl.create_default_context(cadata=cert.ca_pem.decode())
@@ -345,10 +345,12 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     cert = tls.generate(["localhost"], Path(workdir), ip_addresses=["127.0.0.1"])
     make: Any = WebhookServer
     context_of: Any = server_context
+    served: Any = AdmissionEndpoint(service)  # today's server takes an endpoint
     if server_source is not None:
         module = baseline_module(server_source, "server", Path(workdir))
         make, context_of = module.WebhookServer, module.server_context
-    server = make(("127.0.0.1", 0), service,
+        served = service  # a baseline's took the service itself
+    server = make(("127.0.0.1", 0), served,
                   ssl_context=context_of(str(cert.cert_file), str(cert.key_file)))
     reviews: list[float] = []  # seconds each review took inside the webhook
     connections = [0]  # accepted: the API server's keep-alive reuse shows here

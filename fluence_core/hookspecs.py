@@ -36,7 +36,10 @@ if TYPE_CHECKING:
     from fluence_core.runtime.provider import Provider
     from fluence_core.scheduler.context import SchedulingContext
     from fluence_core.settings import PluginSettings, Settings
+    from fluence_core.kube.api import ClusterAPI
     from fluence_core.webhook.base import AdmissionContext, Handler
+    from fluence_core.webhook.routes import Route
+    from fluence_core.webhook.server import Loop
 
 hookspec = pluggy.HookspecMarker(names.ENTRY_POINT_GROUP)
 
@@ -181,6 +184,32 @@ def fluence_webhook_handlers(settings: "Settings") -> "Sequence[Handler] | None"
     settings.
 
     :param settings: the webhook's settings.
+    """
+
+
+@hookspec
+def fluence_webhook_routes(settings: "Settings", cluster: "ClusterAPI") -> "Sequence[Route] | None":
+    """Contribute JSON endpoints (:class:`~fluence_core.webhook.routes.Route`: ``path``,
+    ``max_body``, ``post(headers, body)``) for pods to call, such as the scouts' reports.
+    They are served on the webhook's report port (``FLUENCE_REPORT_PORT``), never on the
+    admission port, which only the API server needs to reach. Called once when the webhook
+    starts with a cluster connection; every implementation runs; the lists are joined,
+    and two routes with one path are an error.
+
+    :param settings: the webhook's settings.
+    :param cluster: the webhook's cluster connection, for the routes to act with.
+    """
+
+
+@hookspec
+def fluence_webhook_loops(settings: "Settings", cluster: "ClusterAPI") -> "Sequence[Loop] | None":
+    """Contribute periodic tasks of the webhook process (objects with ``start()`` and
+    ``stop()``, such as the orphan sweep), run while it serves. Called once when the
+    webhook starts with a cluster connection; every implementation runs; the lists are
+    joined.
+
+    :param settings: the webhook's settings.
+    :param cluster: the webhook's cluster connection, for the tasks to act with.
     """
 
 

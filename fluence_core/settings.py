@@ -19,7 +19,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Final, Self
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from fluence_core import names
@@ -238,7 +245,15 @@ class Settings(BaseSettings):
     )
     webhook_port: int = Field(
         json_schema_extra=_reads(WEBHOOK),
-        default=8443, ge=1, le=65535, description="HTTPS port of the webhook."
+        default=8443, ge=1, le=65535,
+        description="HTTPS port of admission (AdmissionReviews): only the API server needs to "
+        "reach it.",
+    )
+    report_port: int = Field(
+        json_schema_extra=_reads(WEBHOOK),
+        default=8444, ge=1, le=65535,
+        description="HTTPS port of the webhook's routes for pods (the scouts' reports) and of "
+        "its health probes; never serves admission.",
     )
     webhook_bind_address: str = Field(
         json_schema_extra=_reads(WEBHOOK),
@@ -249,6 +264,14 @@ class Settings(BaseSettings):
         json_schema_extra=_reads(WEBHOOK),
         default=None,
         description="Directory with a mounted tls.crt/tls.key; absent means self-managed TLS.",
+    )
+    webhook_client_ca: Path | None = Field(
+        json_schema_extra=_reads(WEBHOOK),
+        default=None,
+        description="PEM file of the CA(s) whose client certificates alone may connect to the "
+        "admission port: the API server presents one named by its AdmissionConfiguration's "
+        "kubeConfigFile (docs/webhook-client-auth.md); others are refused during the TLS "
+        "handshake. Unset: any client may connect (a forged review makes nothing).",
     )
     webhook_service: str = Field(
         json_schema_extra=_reads(WEBHOOK),
@@ -312,7 +335,7 @@ class Settings(BaseSettings):
         json_schema_extra=_reads(WEBHOOK, SIDECAR),
         default=None,
         description="Where the scout's sidecar sends its reports; unset: the webhook's Service, "
-        f"https://<webhook_service>.<webhook_namespace>.svc{names.REPORT_PATH}.",
+        f"https://<webhook_service>.<webhook_namespace>.svc:<report_port>{names.REPORT_PATH}.",
     )
     report_audience: str = Field(
         json_schema_extra=_reads(WEBHOOK),
@@ -381,11 +404,19 @@ class Settings(BaseSettings):
             raise ValueError("expected an https:// URL (the token must not travel in clear)")
         return value
 
+    @field_validator("report_port")
+    @classmethod
+    def _own_port(cls, value: int, info: ValidationInfo) -> int:
+        if value == info.data.get("webhook_port"):
+            raise ValueError("the webhook's port (FLUENCE_WEBHOOK_PORT) too: reports need a "
+                             "port of their own, apart from admission")
+        return value
+
     @model_validator(mode="after")
     def _report_url(self) -> Self:
         if self.report_url is None:
             self.report_url = (f"https://{self.webhook_service}.{self.webhook_namespace}.svc"
-                               f"{names.REPORT_PATH}")
+                               f":{self.report_port}{names.REPORT_PATH}")
         return self
 
     @field_validator("log_level", mode="before")

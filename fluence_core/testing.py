@@ -30,12 +30,13 @@ from fluence_core.runtime.sidecar import Sidecar, SidecarConfig, VirtualClock
 from fluence_core.testing_apiserver import find_assets, start_apiserver, wait_for
 from fluence_core.webhook import build_service, tls
 from fluence_core.webhook.informer import watched_for
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
 from fluence_core.webhook.server import WebhookServer, server_context
 from fluence_core.webhook.writer import BackgroundWriter
 
 __all__ = [
-    "AdmissionService", "BRAKET_EXAMPLE", "BackgroundWriter", "EmbeddedMatcher", "FakeCluster",
+    "AdmissionEndpoint", "AdmissionService", "BRAKET_EXAMPLE", "BackgroundWriter",
+    "EmbeddedMatcher", "FakeCluster",
     "FakeQueueProvider", "FakeTask", "FluencePluginManager", "Sidecar", "SidecarConfig",
     "SidecarOutcome", "TaskState", "VendorDouble", "VirtualClock", "WebhookServer",
     "braket_config", "build_service", "compute_jobspec", "fake_cluster", "fake_vendor_queue",

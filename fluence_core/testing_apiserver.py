@@ -61,8 +61,10 @@ from fluence_core.webhook import BackgroundWriter, build_service, tls
 from fluence_core.webhook.conditions import scheduler_condition
 from fluence_core.webhook.informer import watched_for
 from fluence_core.webhook.publish import publish_match_conditions
+from fluence_core.webhook.main import Webhook
 from fluence_core.webhook.report import ReportEndpoint
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
+from fluence_core.webhook.routes import Routes
 from fluence_core.webhook.server import Loop, WebhookServer, server_context
 
 ASSETS_ENV: Final = "KUBEBUILDER_ASSETS"
@@ -509,7 +511,7 @@ def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, name
                    reinvocation: Literal["Never", "IfNeeded"] = "IfNeeded",
                    service: AdmissionService | None = None,
                    loops: Sequence[Loop] = (),
-                   match_conditions: bool = False) -> Iterator[WebhookServer]:
+                   match_conditions: bool = False) -> Iterator[Webhook]:
     """Fluence's webhook on 127.0.0.1, registered with the API server ``kube`` talks to.
 
     The four steps every webhook e2e test needs: a serving certificate from a
@@ -522,7 +524,9 @@ def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, name
     webhook takes. ``service`` defaults to the built-in
     handlers and plugins for ``settings`` over ``kube``, with a background
     writer for PodGroups as ``fluence webhook`` has; the scouts' report endpoint
-    (``/v1/scout-report``) is served too, and scouts are given this CA to trust. On
+    (``/v1/scout-report``) is served too, on a port of its own (the yielded
+    :class:`~fluence_core.webhook.main.Webhook`'s ``report_port``), and scouts are given
+    this CA to trust. On
     exit the configuration is deleted first (no request then reaches a closed port),
     then the server stops and the writer finishes. ``loops`` (the orphan sweep) run while
     the server serves, as in ``fluence webhook``, and so do the default service's informers
@@ -542,9 +546,11 @@ def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, name
         service = build_service(settings, get_plugin_manager(settings), kube,
                                 writer=BackgroundWriter(), watched=watched)
     informers = service.controller.informers(namespace)  # what is stored there needs
-    server = WebhookServer(("127.0.0.1", 0), service,
-                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
-                           reports=ReportEndpoint(kube, settings), loops=[*informers, *loops])
+    context = server_context(str(cert.cert_file), str(cert.key_file))
+    routes = Routes([ReportEndpoint(kube, settings)])
+    server = Webhook(service, WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(service),
+                                            ssl_context=context, loops=[*informers, *loops]),
+                     WebhookServer(("127.0.0.1", 0), routes, ssl_context=context), routes)
     threading.Thread(target=server.serve_forever, daemon=True, name="e2e-webhook").start()
     for each in informers:  # as fluence webhook soon after its start: lookups, not reads
         each.wait_synced(30)

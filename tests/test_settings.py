@@ -233,7 +233,7 @@ def test_the_report_url_must_be_https_and_defaults_to_the_webhooks_service(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings = load_settings(webhook_service="hook", webhook_namespace="ops")
-    assert settings.report_url == "https://hook.ops.svc/v1/scout-report"
+    assert settings.report_url == "https://hook.ops.svc:8444/v1/scout-report"
     monkeypatch.setenv("FLUENCE_REPORT_URL", "http://hook.ops.svc/v1/scout-report")
     with pytest.raises(SettingsError, match="FLUENCE_REPORT_URL=.*https://"):
         load_settings()

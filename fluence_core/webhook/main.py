@@ -6,7 +6,6 @@ import signal
 import threading
 from typing import Any
 
-from fluence_core import names
 from fluence_core.kube.api import ClusterAPI
 from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
@@ -14,10 +13,10 @@ from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, log_contract, tls
 from fluence_core.webhook.cleanup import cleanup_for
 from fluence_core.webhook.informer import Watched, watched_for
-from fluence_core.webhook.orphans import OrphanSweep
 from fluence_core.webhook.publish import publish_match_conditions
 from fluence_core.webhook.repair import repair_for
-from fluence_core.webhook.report import ReportEndpoint
+from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
+from fluence_core.webhook.routes import Routes
 from fluence_core.webhook.server import Loop, WebhookServer, server_context
 
 
@@ -27,11 +26,59 @@ def connect(settings: Settings) -> ClusterAPI:
     return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)
 
 
+class Webhook:
+    """The webhook process's two HTTPS servers (issue 32): admission on ``settings.webhook_port``,
+    for the API server alone, and the plugins' routes (the scouts' reports) and health
+    probes on ``settings.report_port``, for pods. The process's loops (informers, repair,
+    cleanup, the plugins' loops such as the orphan sweep) run with the admission server."""
+
+    def __init__(self, service: AdmissionService, admission: WebhookServer,
+                 reports: WebhookServer, routes: Routes) -> None:
+        self.service = service
+        self.admission = admission
+        self.reports = reports
+        self.routes = routes
+
+    @property
+    def port(self) -> int:
+        return self.admission.port
+
+    @property
+    def report_port(self) -> int:
+        return self.reports.port
+
+    @property
+    def loops(self) -> tuple[Loop, ...]:
+        return self.admission.loops
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """Serve both until :meth:`shutdown` (the report server on a thread of its own)."""
+        thread = threading.Thread(target=self.reports.serve_forever, args=(poll_interval,),
+                                  daemon=True, name="webhook-reports")
+        thread.start()
+        try:
+            self.admission.serve_forever(poll_interval)
+        finally:
+            self.reports.shutdown()
+            thread.join()
+
+    def shutdown(self) -> None:
+        """Stop serving (from another thread) and wait until both servers have stopped."""
+        self.admission.shutdown()
+        self.reports.shutdown()
+
+    def server_close(self) -> None:
+        self.admission.server_close()
+        self.reports.server_close()
+
+
 def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "0.0.0.0",
-                port: int | None = None, manager: Any = None) -> WebhookServer:
-    """Everything but the serving loop (tests call this with a fake cluster and port 0):
-    the certificate and caBundle, the service, and the pod webhook's matchConditions
-    built from its handlers.
+                port: int | None = None, report_port: int | None = None,
+                manager: Any = None) -> Webhook:
+    """Everything but the serving loop (tests call this with a fake cluster and ports 0):
+    the certificate and caBundle, the service, the pod webhook's matchConditions built
+    from its handlers, and what the plugins contribute for pods (routes) and to run
+    meanwhile (loops), both only with a cluster connection.
 
     The scout's sidecar trusts the CA the webhook serves with, unless FLUENCE_REPORT_CA
     names another: the certificate comes first, so the handlers inject it.
@@ -46,39 +93,56 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
     log_contract(service)
     if cluster is not None:  # only the pods the handlers need are sent from now on
         publish_match_conditions(cluster, settings.webhook_config, service.match_conditions)
-    reports = None if cluster is None else ReportEndpoint(cluster, settings)
     loops: list[Loop] = [*service.controller.informers()]  # lookups, and what is stored
-    if cluster is not None:
-        loops.append(OrphanSweep(cluster, settings))
+    routes = Routes()
+    if cluster is not None:  # the plugins' (the quantum plugin's report route and sweep)
+        routes = Routes([r for batch in manager.hook.fluence_webhook_routes(
+            settings=settings, cluster=cluster) or [] for r in batch or []])
+        loops += [loop for batch in manager.hook.fluence_webhook_loops(
+            settings=settings, cluster=cluster) or [] for loop in batch or []]
     repair = repair_for(service)  # PodGroups a killed predecessor left queued
     if repair is not None:
         loops.append(repair)
     cleanup = cleanup_for(service)  # PodGroups of bare gangs that ended
     if cleanup is not None:
         loops.append(cleanup)
-    server = WebhookServer((host, settings.webhook_port if port is None else port), service,
-                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
-                           reports=reports, loops=loops)
-    return server
+    client_ca = None if settings.webhook_client_ca is None else str(settings.webhook_client_ca)
+    admission = WebhookServer(
+        (host, settings.webhook_port if port is None else port), AdmissionEndpoint(service),
+        ssl_context=server_context(str(cert.cert_file), str(cert.key_file),
+                                   client_ca=client_ca),
+        loops=loops)
+    try:  # pods present no client certificate: never asked for one here
+        reports = WebhookServer((host, settings.report_port if report_port is None
+                                 else report_port), routes,
+                                ssl_context=server_context(str(cert.cert_file),
+                                                           str(cert.key_file)))
+    except OSError:
+        admission.server_close()
+        raise
+    return Webhook(service, admission, reports, routes)
 
 
 def run(settings: Settings, cluster: ClusterAPI | None = None) -> None:
     """Serve until SIGTERM/SIGINT."""
     cluster = cluster or connect(settings)
-    server = make_server(settings, cluster, host=settings.webhook_bind_address)
-    logger.info("webhook: serving AdmissionReview on https://%s:%d (scout reports on %s)",
-                settings.webhook_bind_address, server.port,
-                names.REPORT_PATH if server.reports else "nothing")
+    webhook = make_server(settings, cluster, host=settings.webhook_bind_address)
+    logger.info("webhook: serving AdmissionReview on https://%s:%d; routes for pods (%s) and "
+                "health on port %d", settings.webhook_bind_address, webhook.port,
+                ", ".join(webhook.routes.by_path) or "none", webhook.report_port)
+    if settings.webhook_client_ca is not None:
+        logger.info("webhook: admission serves only clients with a certificate signed by a CA "
+                    "of %s", settings.webhook_client_ca)
 
     def stop(signum: int, frame: Any) -> None:
         logger.info("webhook: signal %d, shutting down", signum)
-        threading.Thread(target=server.shutdown, daemon=True).start()
+        threading.Thread(target=webhook.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        server.serve_forever(poll_interval=0.5)
+        webhook.serve_forever(poll_interval=0.5)
     finally:
-        server.server_close()
-        if server.service.writer is not None:
-            server.service.writer.close()  # the PodGroups of pods already admitted
+        webhook.server_close()
+        if webhook.service.writer is not None:
+            webhook.service.writer.close()  # the PodGroups of pods already admitted

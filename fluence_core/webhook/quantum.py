@@ -29,6 +29,10 @@ of N the split never fills, is deleted by the webhook's controller once the spli
 pod is stored (:mod:`.controller`), and only when its controller is the stored
 pod's own controlling Job (owner references, uid included): admission itself makes
 and deletes nothing (issue 32).
+
+The rest of the feature comes with this plugin, so ``FLUENCE_DISABLE_PLUGINS=webhook-quantum``
+stops all of it (issue 30): the scouts' report route (``fluence_webhook_routes``, served on
+the report port) and the orphan sweep (``fluence_webhook_loops``).
 """
 
 from __future__ import annotations
@@ -36,11 +40,13 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from fluence_core import hookimpl, names
-from fluence_core.kube.api import PRIORITY_CLASSES
+from fluence_core.kube.api import PRIORITY_CLASSES, ClusterAPI
 from fluence_core.settings import SCOUT, SIDECAR, Settings, pod_env
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook import pods
 from fluence_core.webhook.credentials import copy_credentials
+from fluence_core.webhook.orphans import OrphanSweep
+from fluence_core.webhook.report import ReportEndpoint
 from fluence_core.webhook._patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 from fluence_core.webhook.env import (
@@ -297,3 +303,15 @@ class QuantumSplitHandler(Handler):
 @hookimpl
 def fluence_webhook_handlers(settings: Settings) -> list[Any]:
     return [QuantumSplitHandler(settings)]
+
+
+@hookimpl
+def fluence_webhook_routes(settings: Settings, cluster: ClusterAPI) -> list[Any]:
+    """The scouts' reports (:mod:`~fluence_core.webhook.report`): what ungates the workers."""
+    return [ReportEndpoint(cluster, settings)]
+
+
+@hookimpl
+def fluence_webhook_loops(settings: Settings, cluster: ClusterAPI) -> list[Any]:
+    """The orphan sweep (:mod:`~fluence_core.webhook.orphans`): workers whose scout is gone."""
+    return [OrphanSweep(cluster, settings)]

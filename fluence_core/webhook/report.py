@@ -1,4 +1,8 @@
-"""The scout's report endpoint: ``POST /v1/scout-report`` on the webhook's HTTPS server.
+"""The scout's report endpoint: ``POST /v1/scout-report`` on the webhook's report port.
+
+A :class:`~fluence_core.webhook.routes.Route` the quantum handler's plugin contributes
+(``fluence_webhook_routes``): served on ``FLUENCE_REPORT_PORT``, never on the admission
+port, and not at all when that plugin is disabled.
 
 The scout's sidecar holds no Kubernetes rights. It tells Fluence what it saw
 (task found; release the workers; final status) and Fluence acts with its own,
@@ -40,17 +44,10 @@ from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.release import BadReport, apply_report, controlling_job, parse_report
 from fluence_core.settings import Settings
+from fluence_core.webhook.routes import Reply
 
 MAX_REPORT = 16 * 1024
 """Bytes a report's body may have (it is a handful of short fields)."""
-
-
-@dataclass(frozen=True)
-class Reply:
-    """HTTP status and JSON body."""
-
-    status: int
-    body: dict[str, Any]
 
 
 class Refused(Exception):
@@ -164,6 +161,14 @@ class ReportEndpoint:
         self.audience = settings.report_audience
         self.gate = settings.quantum_gate
         self.tokens = TokenReviews(self.authenticate)
+
+    path = names.REPORT_PATH
+    max_body = MAX_REPORT
+
+    def post(self, headers: Mapping[str, str], body: bytes) -> Reply:
+        """The :class:`~fluence_core.webhook.routes.Route`'s answer: the bearer token is in
+        the ``authorization`` header."""
+        return self.handle(headers.get("authorization"), body)
 
     def handle(self, authorization: str | None, body: bytes) -> Reply:
         caller: Caller | None = None

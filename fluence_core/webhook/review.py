@@ -37,6 +37,7 @@ from fluence_core.webhook.base import (
     resources_of,
 )
 from fluence_core.webhook.controller import Controller, Reconciler
+from fluence_core.webhook.routes import Reply
 from fluence_core.webhook.writer import BackgroundWriter
 
 API_VERSION = "admission.k8s.io/v1"
@@ -283,3 +284,27 @@ class AdmissionService:
         if patch:
             logger.debug("webhook: %s patched by %d ops", pods.pod_label(obj), len(patch))
         return allow(uid, patch, ctx.warnings)
+
+
+MAX_REVIEW = 4 * 1024 * 1024
+"""Bytes a review may have: it carries one object (etcd caps objects at 1.5 MiB)."""
+
+
+class AdmissionEndpoint:
+    """The admission port's :class:`~fluence_core.webhook.routes.Endpoint`: every POST,
+    whatever its path (``/mutate``, ``/mutate-jobs``...), is a review for ``service``, and
+    every error, the server's own included, an AdmissionReview that denies."""
+
+    def __init__(self, service: AdmissionService, *, max_body: int = MAX_REVIEW) -> None:
+        self.service = service
+        self.max_body = max_body
+
+    def limit(self, path: str) -> int | None:
+        return self.max_body
+
+    def post(self, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        outcome = self.service.review(body)
+        return Reply(outcome.status, outcome.body)
+
+    def error(self, path: str, status: int, message: str) -> dict[str, Any]:
+        return deny("", f"fluence webhook: {message}", code=status)

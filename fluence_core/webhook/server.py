@@ -47,10 +47,11 @@ Hardening, all kept from the first server:
 * at most ``max_connections`` connections are served at once, and at most
   ``max_per_client`` from one address, so one client cannot take every slot; more
   are closed at accept;
-* every POST gets an AdmissionReview back, whatever the body held (and so does any
-  request the parser refuses), but for the scout's reports (``POST
-  /v1/scout-report``, :mod:`~fluence_core.webhook.report`), which get JSON,
-  bounded at ``MAX_REPORT`` bytes;
+* every POST is handed to the server's :class:`~fluence_core.webhook.routes.Endpoint`,
+  which says how long a body its path may have (or that there is no such path) and
+  what an answer or an error looks like: an AdmissionReview on the admission port,
+  JSON on the report port. The server knows nothing of either (issue 30: the HTTP
+  server apart from admission);
 * :meth:`~WebhookServer.shutdown` is graceful: it stops accepting, closes idle
   keep-alive connections, and lets requests being served finish (for up to
   ``request_deadline``), telling their clients the connection closes; ``loops``
@@ -76,15 +77,13 @@ from typing import Any, Protocol
 
 import orjson
 
-from fluence_core import names
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
 from fluence_core.webhook import http1
-from fluence_core.webhook.report import MAX_REPORT, ReportEndpoint
-from fluence_core.webhook.review import AdmissionService, deny
+from fluence_core.webhook.routes import Endpoint
 
 MAX_BODY = 4 * 1024 * 1024
-"""Bytes: an AdmissionReview carries one pod (etcd caps objects at 1.5 MiB)."""
+"""Bytes a body may have whatever its endpoint allows."""
 READ_TIMEOUT = 10.0
 """Seconds a connection may sit idle or take over a handshake or a body."""
 REQUEST_DEADLINE = 10.0
@@ -193,18 +192,19 @@ class _Connection:
             return self.reply(200 if healthy else 404, b"ok" if healthy else b"not found",
                               http1.TEXT, head)
         if head.method != "POST":
-            return self.refuse(405, "only POST carries an AdmissionReview", head.path)
+            return self.refuse(405, "only POST is served here", head.path)
         try:
             length = head.content_length()
         except http1.BadRequest as bad:
             return self.refuse(bad.status, bad.message, head.path)
         if length is None:
             return self.refuse(411, "Content-Length is required", head.path)
-        report = head.path == names.REPORT_PATH
-        if report and server.reports is None:
-            return self.refuse(404, "this server takes no scout reports (no cluster connection)",
+        endpoint = server.endpoint
+        limit = endpoint.limit(head.path)
+        if limit is None:
+            return self.refuse(404, f"nothing is served at {head.path[:200]!r} on this port",
                                head.path)
-        limit = MAX_REPORT if report else server.max_body
+        limit = min(limit, server.max_body)
         if length > limit:
             return self.refuse(413, f"body of {length} bytes exceeds {limit}", head.path)
         if head.headers.get("expect", "").lower() == "100-continue":
@@ -213,16 +213,13 @@ class _Connection:
             self.recv(deadline)
         body = bytes(self.buffer[:length])
         del self.buffer[:length]
-        # Read in time: from here the time is the review's, not the client's.
-        if report and server.reports is not None:
-            try:
-                reply = server.reports.handle(head.headers.get("authorization"), body)
-            except Exception as error:  # its own errors are answers; this is a bug
-                logger.exception("webhook: a scout report failed")
-                return self.refuse(500, f"internal error: {error}", head.path)
-            return self.reply(reply.status, _encode(reply.body), http1.JSON, head)
-        outcome = server.service.review(body)
-        return self.reply(outcome.status, _encode(outcome.body), http1.JSON, head)
+        # Read in time: from here the time is the endpoint's, not the client's.
+        try:
+            reply = endpoint.post(head.path, head.headers, body)
+        except Exception as error:  # its own errors are answers; this is a bug
+            logger.exception("webhook: POST %s failed", head.path[:200])
+            return self.refuse(500, f"internal error: {type(error).__name__}", head.path)
+        return self.reply(reply.status, _encode(reply.body), http1.JSON, head)
 
     def reply(self, status: int, body: bytes, kind: bytes, head: http1.Head) -> bool:
         keep = head.keep_alive and not self.server.stopping
@@ -230,12 +227,9 @@ class _Connection:
         return keep
 
     def refuse(self, status: int, message: str, path: str) -> bool:
-        """An error as an AdmissionReview (a report's as JSON), and the connection closes (the
-        rest of the request is unread)."""
-        if path == names.REPORT_PATH:
-            body = _encode({"error": message, "code": status})
-        else:
-            body = _encode(deny("", f"fluence webhook: {message}", code=status))
+        """An error in the endpoint's words, and the connection closes (the rest of the
+        request is unread)."""
+        body = _encode(self.server.endpoint.error(path, status, message))
         self.send(http1.response(status, body, http1.JSON, close=True))
         self.linger()
         return False
@@ -258,21 +252,20 @@ class _Connection:
 
 
 class WebhookServer:
-    """Serves AdmissionReviews (and scouts' reports) over HTTPS when ``ssl_context`` is given,
-    plain HTTP otherwise; a thread per connection; ``loops`` start with :meth:`serve_forever`
-    and stop when it returns. See the module docstring for the why and the hardening."""
+    """Serves ``endpoint``'s POSTs (and GETs of the health paths) over HTTPS when
+    ``ssl_context`` is given, plain HTTP otherwise; a thread per connection; ``loops`` start
+    with :meth:`serve_forever` and stop when it returns. See the module docstring for the
+    why and the hardening."""
 
-    def __init__(self, address: tuple[str, int], service: AdmissionService, *,
+    def __init__(self, address: tuple[str, int], endpoint: Endpoint, *,
                  ssl_context: ssl.SSLContext | None = None, max_body: int = MAX_BODY,
                  timeout: float = READ_TIMEOUT, max_connections: int = 512,
                  max_per_client: int = MAX_PER_CLIENT,
                  request_deadline: float = REQUEST_DEADLINE,
-                 idle_timeout: float = IDLE_TIMEOUT,
-                 reports: ReportEndpoint | None = None, loops: Sequence[Loop] = ()) -> None:
-        self.service = service
+                 idle_timeout: float = IDLE_TIMEOUT, loops: Sequence[Loop] = ()) -> None:
+        self.endpoint = endpoint
         self.loops = tuple(loops)
         self.idle_timeout = idle_timeout
-        self.reports = reports
         self.ssl_context = ssl_context
         self.max_body = max_body
         self.read_timeout = timeout
@@ -449,7 +442,11 @@ def _cut(sock: Any) -> None:
         pass
 
 
-def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+def server_context(cert_file: str, key_file: str, *,
+                   client_ca: str | None = None) -> ssl.SSLContext:
+    """TLS 1.2 or later with the serving certificate; with ``client_ca`` (a PEM file of one
+    or more CAs), the client must present a certificate one of them signed, or the handshake
+    fails: nothing the client sends is read."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
@@ -457,4 +454,14 @@ def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as error:
         raise FluenceError(f"webhook certificate {cert_file} with key {key_file} cannot be"
                            f" used: {error}") from None
+    if client_ca is not None:
+        try:
+            context.load_verify_locations(cafile=client_ca)
+        except (OSError, ssl.SSLError) as error:
+            raise FluenceError(f"FLUENCE_WEBHOOK_CLIENT_CA={client_ca}: no CA certificate can "
+                               f"be read from it: {error}") from None
+        if not context.get_ca_certs():
+            raise FluenceError(f"FLUENCE_WEBHOOK_CLIENT_CA={client_ca}: it holds no CA "
+                               f"certificate (a client certificate or key instead?)")
+        context.verify_mode = ssl.CERT_REQUIRED
     return context

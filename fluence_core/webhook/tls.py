@@ -16,7 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from fluence_core.kube.api import MUTATING_WEBHOOKS, ClusterAPI
 from fluence_core.errors import FluenceError
@@ -42,6 +42,30 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
             f"{service}.{namespace}.svc.cluster.local"]
 
 
+def _new_ca(common_name: str, not_before: datetime.datetime,
+            not_after: datetime.datetime) -> tuple[Any, Any]:
+    """A self-signed CA's private key and certificate (``cryptography`` objects)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(not_before).not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False,
+                                     encipher_only=False, decipher_only=False), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert
+
+
 def generate(dns_names: Sequence[str], directory: Path, *, ip_addresses: Sequence[str] = (),
              days: int = 365) -> ServingCert:
     """Write a new CA and a serving certificate for ``dns_names`` into ``directory``."""
@@ -58,19 +82,8 @@ def generate(dns_names: Sequence[str], directory: Path, *, ip_addresses: Sequenc
     now = datetime.datetime.now(datetime.timezone.utc)
     not_before = now - datetime.timedelta(minutes=5)
     not_after = now + datetime.timedelta(days=days)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fluence-webhook-ca")])
-    ca_cert = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(not_before).not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_key, ca_cert = _new_ca("fluence-webhook-ca", not_before, not_after)
+    ca_name = ca_cert.subject
     key = ec.generate_private_key(ec.SECP256R1())
     alt_names: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
@@ -94,6 +107,59 @@ def generate(dns_names: Sequence[str], directory: Path, *, ip_addresses: Sequenc
     key_path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
     return ServingCert(directory / CERT_FILE, key_path, ca_pem)
+
+
+CLIENT_CERT_FILE = "client.crt"
+CLIENT_KEY_FILE = "client.key"
+CLIENT_CA_FILE = "client-ca.crt"
+
+
+@dataclass(frozen=True)
+class ClientCert:
+    """A client certificate, its key, and the CA that signed it (what the webhook trusts)."""
+
+    cert_file: Path
+    key_file: Path
+    ca_file: Path
+
+
+def generate_client(common_name: str, directory: Path, *, days: int = 365) -> ClientCert:
+    """Write a new CA and a client certificate for ``common_name`` (signed by it) into
+    ``directory``: the API server presents the certificate, the webhook is given the CA
+    (``FLUENCE_WEBHOOK_CLIENT_CA``). For tests and trials; in production the operator's own
+    PKI makes them (docs/webhook-client-auth.md)."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    except ImportError:  # pragma: no cover - depends on the install
+        raise FluenceError("making a client certificate needs the 'cryptography' package")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    not_before = now - datetime.timedelta(minutes=5)
+    not_after = now + datetime.timedelta(days=days)
+    ca_key, ca_cert = _new_ca("fluence-webhook-client-ca", not_before, not_after)
+    ca_name = ca_cert.subject
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before).not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    pem = serialization.Encoding.PEM
+    (directory / CLIENT_CA_FILE).write_bytes(ca_cert.public_bytes(pem))
+    (directory / CLIENT_CERT_FILE).write_bytes(cert.public_bytes(pem))
+    key_path = directory / CLIENT_KEY_FILE
+    key_path.touch(mode=0o600)
+    key_path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return ClientCert(directory / CLIENT_CERT_FILE, key_path, directory / CLIENT_CA_FILE)
 
 
 def mounted(directory: Path) -> ServingCert:

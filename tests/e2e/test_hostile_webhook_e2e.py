@@ -42,7 +42,7 @@ from fluence_core.webhook import BackgroundWriter, build_service
 from fluence_core.webhook.orphans import OrphanSweep
 from fluence_core.webhook.repair import PodGroupRepair
 from fluence_core.webhook.report import MAX_REPORT
-from fluence_core.webhook.server import WebhookServer
+from fluence_core.webhook.main import Webhook
 
 pytestmark = pytest.mark.e2e
 
@@ -57,7 +57,7 @@ INSECURE.verify_mode = ssl.CERT_NONE  # a hostile client checks nothing
 class Served:
     kube: KubeCluster
     namespace: str
-    server: WebhookServer
+    server: Webhook
 
 
 @pytest.fixture(scope="module")
@@ -139,20 +139,20 @@ def test_every_bad_report_gets_a_json_error_naming_what_is_wrong(
                       "not a ServiceAccount token bound to a pod"))
     caplog.set_level(logging.WARNING, logger=names.LOGGER_NAME)
     for what, headers, body, status, words in cases:
-        got, kind, answer = post(served.server.port, headers, body)
+        got, kind, answer = post(served.server.report_port, headers, body)
         assert (got, kind) == (status, "application/json"), (what, got, answer)
         assert answer["code"] == status and words in answer["error"], (what, answer)
     # A body over the limit actually sent: refused after the headers and never read. The answer
     # leaves before the upload ends, so the client may see it or, mid-upload, the close.
     oversized = b'{"event": "found", "jobId": "' + b"x" * MAX_REPORT + b'"}'
     try:
-        got, kind, answer = post(served.server.port, report(oversized), oversized)
+        got, kind, answer = post(served.server.report_port, report(oversized), oversized)
     except (ssl.SSLError, OSError):
         pass
     else:
         assert (got, answer["code"]) == (413, 413), answer
         assert f"body of {len(oversized)} bytes exceeds {MAX_REPORT}" in answer["error"], answer
-    assert post(served.server.port, report(b"[]"), b"[]")[0] == 400  # and serves the next
+    assert post(served.server.report_port, report(b"[]"), b"[]")[0] == 400  # and serves the next
     # The refusals that got as far as reading the report are logged, with their reason.
     logged = [r.getMessage() for r in caplog.records if "scout report refused" in r.getMessage()]
     assert any("nests too deeply" in line for line in logged), logged
@@ -171,7 +171,7 @@ def test_a_flood_of_bad_reports_is_answered_and_pods_are_still_admitted(
 
     def one(index: int) -> tuple[int, int]:
         headers, body, expected = bodies[index % len(bodies)]
-        status, _kind, answer = post(served.server.port, headers, body)
+        status, _kind, answer = post(served.server.report_port, headers, body)
         assert answer["code"] == status
         return expected, status
 
@@ -188,8 +188,8 @@ def test_a_flood_of_bad_reports_is_answered_and_pods_are_still_admitted(
     assert stored["spec"]["schedulingGroup"] == {"podGroupName": "after-flood"}
     wait_for(lambda: served.kube.get("podgroups", "after-flood", served.namespace),
              "the PodGroup of the pod admitted after the flood")
-    connection = http.client.HTTPSConnection("127.0.0.1", served.server.port, context=INSECURE,
-                                             timeout=30)
+    connection = http.client.HTTPSConnection("127.0.0.1", served.server.report_port,
+                                             context=INSECURE, timeout=30)
     connection.request("GET", "/healthz")
     assert connection.getresponse().read() == b"ok"
     connection.close()

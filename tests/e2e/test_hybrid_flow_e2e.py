@@ -50,7 +50,7 @@ from fluence_core.testing_apiserver import (
     wait_for,
     webhook_beside,
 )
-from fluence_core.webhook.server import WebhookServer
+from fluence_core.webhook.main import Webhook
 from tests.test_hybrid_flow import assert_released_worker
 
 pytestmark = pytest.mark.e2e
@@ -86,7 +86,7 @@ class Flow:
         self.settings = load_settings(resources=resources, runtime_image="example.org/fluence:flow",
                                       webhook_config=f"fluence-flow-{namespace}")
         self.webhook = ExitStack()
-        self.httpd: WebhookServer | None = None
+        self.httpd: Webhook | None = None
         self.scheduling = ExitStack()
         self.scheduler: Scheduler | None = None
 
@@ -106,7 +106,7 @@ class Flow:
 
     def report_url(self) -> str:
         assert self.httpd is not None
-        return f"https://127.0.0.1:{self.httpd.port}{names.REPORT_PATH}"
+        return f"https://127.0.0.1:{self.httpd.report_port}{names.REPORT_PATH}"
 
     def node(self, suffix: str, cpu: int = 4) -> None:
         name = f"{self.ns}-{suffix}"
@@ -298,7 +298,7 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     assert env["FLUENCE_REPORT_CA"].startswith("-----BEGIN CERTIFICATE-----")
     assert env["FLUENCE_REPORT_URL"] == (
         f"https://{flow.settings.webhook_service}.{flow.settings.webhook_namespace}.svc"
-        f"{names.REPORT_PATH}")
+        f":{flow.settings.report_port}{names.REPORT_PATH}")
     assert env[names.ENV_REPORT_TOKEN_FILE] == (
         f"{names.REPORT_TOKEN_MOUNT}/{names.REPORT_TOKEN_FILE}")
     assert not {"KUBERNETES_SERVICE_HOST", "FLUENCE_KUBE_QPS"} & set(env)

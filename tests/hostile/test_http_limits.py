@@ -14,21 +14,27 @@ from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import Settings
 from fluence_core.webhook.report import ReportEndpoint
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
+from fluence_core.webhook.routes import Routes
 from fluence_core.webhook.server import WebhookServer
 
 
 @pytest.fixture
-def server() -> Iterator[WebhookServer]:
+def servers() -> Iterator[dict[str, WebhookServer]]:
+    """The admission server and the report server, as ``fluence webhook`` runs them."""
     cluster = FakeCluster()
     settings = Settings()
-    served = WebhookServer(("127.0.0.1", 0), AdmissionService(settings, [], cluster=cluster),
-                           reports=ReportEndpoint(cluster, settings))
-    threading.Thread(target=served.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
+    served = {"/mutate": WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(
+                  AdmissionService(settings, [], cluster=cluster))),
+              names.REPORT_PATH: WebhookServer(("127.0.0.1", 0),
+                                               Routes([ReportEndpoint(cluster, settings)]))}
+    for each in served.values():
+        threading.Thread(target=each.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
     yield served
-    served.shutdown()
-    served.server_close()
+    for each in served.values():
+        each.shutdown()
+        each.server_close()
 
 
 def _exchange(server: WebhookServer, request: bytes) -> bytes:
@@ -41,18 +47,19 @@ def _exchange(server: WebhookServer, request: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("path", ["/mutate", names.REPORT_PATH])
-def test_a_five_thousand_digit_content_length_is_answered_413(server: WebhookServer,
-                                                                path: str) -> None:
-    answer = _exchange(server, f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: "
+def test_a_five_thousand_digit_content_length_is_answered_413(
+        servers: dict[str, WebhookServer], path: str) -> None:
+    answer = _exchange(servers[path], f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: "
                                f"{'9' * 5000}\r\n\r\n".encode())
     assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
     assert b"set_int_max_str_digits" not in answer
 
 
 def test_a_report_with_a_five_thousand_digit_number_is_refused_without_pythons_words(
-        server: WebhookServer) -> None:
+        servers: dict[str, WebhookServer]) -> None:
     body = ('{"event": "release", "position": ' + "9" * 5000 + "}").encode()
-    answer = _exchange(server, b"POST " + names.REPORT_PATH.encode() + b" HTTP/1.1\r\n"
+    answer = _exchange(servers[names.REPORT_PATH],
+                       b"POST " + names.REPORT_PATH.encode() + b" HTTP/1.1\r\n"
                        b"Host: x\r\nAuthorization: Bearer t\r\nConnection: close\r\n"
                        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]

@@ -38,6 +38,8 @@ CASES = [
     ),
     Case("webhook-bind-name", {"FLUENCE_WEBHOOK_BIND_ADDRESS": "localhost"},
          "FLUENCE_WEBHOOK_BIND_ADDRESS='localhost'"),
+    Case("report-port-is-admissions", {"FLUENCE_REPORT_PORT": "8443"},
+         "FLUENCE_REPORT_PORT='8443'.*port of their own"),
     Case("metrics-bind-cidr", {"FLUENCE_METRICS_BIND_ADDRESS": "10.0.0.0/8"},
          "FLUENCE_METRICS_BIND_ADDRESS='10.0.0.0/8'"),
     Case("capacity-zero", {"FLUENCE_RESOURCE_CAPACITY": "0"}, "FLUENCE_RESOURCE_CAPACITY='0'"),

@@ -12,7 +12,6 @@ from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import load_settings
 from fluence_core.webhook import tls
 from fluence_core.webhook.main import make_server
-from fluence_core.webhook.report import ReportEndpoint
 
 
 def serve(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-def]
@@ -24,7 +23,7 @@ def serve(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-def]
     cluster.create("jobs", {"metadata": {"name": "qj", "namespace": "default"},
                             "spec": {"parallelism": 4, "completions": 4,
                                      "template": {"spec": {"containers": []}}}}, "default")
-    server = make_server(settings, cluster, host="127.0.0.1", port=0)
+    server = make_server(settings, cluster, host="127.0.0.1", port=0, report_port=0)
     return server, cert
 
 
@@ -34,12 +33,11 @@ def test_scouts_are_told_to_trust_the_ca_the_webhook_serves_with(
     monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
     server, cert = serve(tmp_path)
     try:
-        assert isinstance(server.reports, ReportEndpoint)
         _, scout = admit(server.service, shared("qj-0", 0))
         env = {e["name"]: e.get("value") for e in container(scout, names.SIDECAR_CONTAINER)["env"]}
         assert env["FLUENCE_REPORT_CA"] == cert.ca_pem.decode()
         assert env["FLUENCE_REPORT_URL"] == (
-            f"https://fluence-webhook.fluence-system.svc{names.REPORT_PATH}")
+            f"https://fluence-webhook.fluence-system.svc:8444{names.REPORT_PATH}")
     finally:
         server.server_close()
 
@@ -97,7 +95,7 @@ def test_at_start_the_pod_webhook_gets_the_conditions_its_handlers_declare(
     cluster = FakeCluster()
     deployed = _deployed_configuration()
     cluster.create(MUTATING_WEBHOOKS, deployed)
-    server = make_server(settings, cluster, host="127.0.0.1", port=0)
+    server = make_server(settings, cluster, host="127.0.0.1", port=0, report_port=0)
     try:
         stored = cluster.get(MUTATING_WEBHOOKS, settings.webhook_config)
         by_name = {w["name"]: w for w in stored["webhooks"]}
@@ -110,4 +108,72 @@ def test_at_start_the_pod_webhook_gets_the_conditions_its_handlers_declare(
         assert publish_match_conditions(cluster, settings.webhook_config,
                                         server.service.match_conditions) == 0
     finally:
+        server.server_close()
+
+
+def _post(port: int, ca: bytes, path: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    import http.client
+    import json
+    import ssl
+
+    connection = http.client.HTTPSConnection(
+        "localhost", port, timeout=10, context=ssl.create_default_context(cadata=ca.decode()))
+    try:
+        connection.request("POST", path, body=b'{"event": "found"}',
+                           headers={"Authorization": "Bearer x"})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def _serving(server):  # type: ignore[no-untyped-def]
+    import threading
+
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_scout_reports_are_served_on_their_own_port_and_admission_on_the_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
+    server, cert = serve(tmp_path)
+    thread = _serving(server)
+    try:
+        assert server.port != server.report_port
+        status, answer = _post(server.report_port, cert.ca_pem, names.REPORT_PATH)
+        assert (status, answer["code"]) == (401, 401)  # the report route: no valid token
+        status, answer = _post(server.port, cert.ca_pem, names.REPORT_PATH)
+        assert answer["kind"] == "AdmissionReview"  # the admission port knows no reports
+        status, answer = _post(server.report_port, cert.ca_pem, "/mutate")
+        assert (status, answer["code"]) == (404, 404)  # nor the report port reviews
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()
+
+
+def test_disabling_the_quantum_plugin_stops_the_report_route_and_the_orphan_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fluence_core.webhook.orphans import OrphanSweep
+
+    monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
+    server, _ = serve(tmp_path)
+    try:
+        assert [type(loop) for loop in server.loops].count(OrphanSweep) == 1
+        assert list(server.routes.by_path) == [names.REPORT_PATH]
+    finally:
+        server.server_close()
+    server, cert = serve(tmp_path, disable_plugins=["webhook-quantum"])
+    thread = _serving(server)
+    try:
+        assert not [loop for loop in server.loops if isinstance(loop, OrphanSweep)]
+        status, answer = _post(server.report_port, cert.ca_pem, names.REPORT_PATH)
+        assert (status, answer["code"]) == (404, 404)
+    finally:
+        server.shutdown()
+        thread.join(10)
         server.server_close()

@@ -15,9 +15,8 @@ from fluence_core.kube.fake import FakeCluster
 from fluence_core.runtime.report import HttpsReporter, ReportError
 from fluence_core.settings import Settings
 from fluence_core.webhook import tls
-from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.report import ReportEndpoint
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.routes import Routes
 from fluence_core.webhook.server import WebhookServer, server_context
 
 GATE = names.QUANTUM_GATE
@@ -60,9 +59,8 @@ def served(tmp_path: Path, cluster: FakeCluster):
     cert = tls.generate(["localhost"], tmp_path / "tls", ip_addresses=["127.0.0.1"])
     settings = Settings()
     server = WebhookServer(
-        ("127.0.0.1", 0), AdmissionService(settings, [GangHandler()], cluster=cluster),
-        ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
-        reports=ReportEndpoint(cluster, settings))
+        ("127.0.0.1", 0), Routes([ReportEndpoint(cluster, settings)]),
+        ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                      daemon=True).start()
     yield server, cert.ca_pem.decode()
@@ -214,7 +212,7 @@ def test_an_unexpected_failure_is_a_500_in_json_and_logged(cluster, caplog) -> N
     assert "unexpected failure" in caplog.text and "a bug" in caplog.text
 
 
-def test_admission_reviews_still_go_to_the_webhook_beside_reports(served) -> None:
+def test_the_report_port_serves_no_admission_review(served) -> None:
     import http.client
     import ssl
 
@@ -223,4 +221,6 @@ def test_admission_reviews_still_go_to_the_webhook_beside_reports(served) -> Non
                                        context=ssl.create_default_context(cadata=ca))
     conn.request("POST", "/mutate", body=b"{}", headers={"Content-Type": "application/json"})
     response = conn.getresponse()
-    assert json.loads(response.read())["kind"] == "AdmissionReview"
+    assert response.status == 404
+    assert json.loads(response.read()) == {
+        "error": "nothing is served at '/mutate' on this port", "code": 404}

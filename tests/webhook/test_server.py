@@ -15,7 +15,7 @@ from webhook_helpers import decode_patch, pod, review
 
 from fluence_core.webhook import tls
 from fluence_core.webhook.gang import GangHandler
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
 from fluence_core.webhook.server import WebhookServer, server_context
 
 
@@ -24,7 +24,8 @@ def served(tmp_path, settings, cluster):
     """A webhook on 127.0.0.1 with a certificate from a freshly generated CA."""
     cert = tls.generate(["localhost"], tmp_path, ip_addresses=["127.0.0.1"])
     service = AdmissionService(settings, [GangHandler()], cluster=cluster)
-    server = WebhookServer(("127.0.0.1", 0), service, max_body=64 * 1024, timeout=1.0,
+    server = WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(service), max_body=64 * 1024,
+                           timeout=1.0,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -188,8 +189,8 @@ def test_an_answer_leaves_in_one_write_on_a_socket_without_nagle(settings, clust
     body = json.dumps(review(pod("g-0", group="g"))).encode()
     request = (b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)) + body
-    server = WebhookServer(("127.0.0.1", 0), AdmissionService(settings, [GangHandler()],
-                                                              cluster=cluster))
+    server = WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(
+        AdmissionService(settings, [GangHandler()], cluster=cluster)))
     try:
         connection = _Connection(request)
         server.handle_connection(connection, ("127.0.0.1", 1))
@@ -205,8 +206,8 @@ def test_an_answer_leaves_in_one_write_on_a_socket_without_nagle(settings, clust
 def keep_alive(tmp_path, settings, cluster):
     """A webhook whose request deadline (1 s) is far shorter than its idle timeout (4 s)."""
     cert = tls.generate(["localhost"], tmp_path, ip_addresses=["127.0.0.1"])
-    server = WebhookServer(("127.0.0.1", 0), AdmissionService(settings, [GangHandler()],
-                                                              cluster=cluster),
+    server = WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(
+                               AdmissionService(settings, [GangHandler()], cluster=cluster)),
                            timeout=1.0, request_deadline=1.0, idle_timeout=4.0,
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -324,7 +325,7 @@ def test_shutdown_closes_idle_connections_and_answers_the_request_in_flight(
         tmp_path, settings, cluster):
     cert = tls.generate(["localhost"], tmp_path, ip_addresses=["127.0.0.1"])
     service = _Held(AdmissionService(settings, [GangHandler()], cluster=cluster))
-    server = WebhookServer(("127.0.0.1", 0), service,  # type: ignore[arg-type]
+    server = WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(service),  # type: ignore[arg-type]
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
     serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     serving.start()

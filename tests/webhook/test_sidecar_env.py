@@ -157,7 +157,7 @@ def test_every_setting_the_sidecar_and_scout_read_reaches_the_pod(config):
     assert app["FLUENCE_SESSION_HOLD_TIMEOUT"]["value"] == "300.0"
     assert sidecar["FLUENCE_REPORT_CA"]["value"] == "PEM OF A CA"
     assert sidecar["FLUENCE_REPORT_URL"]["value"] == (
-        f"https://fluence-webhook.fluence-system.svc{names.REPORT_PATH}")
+        f"https://fluence-webhook.fluence-system.svc:8444{names.REPORT_PATH}")
     assert sidecar["FLUENCE_REPORT_TOKEN_FILE"]["value"] == (
         f"{names.REPORT_TOKEN_MOUNT}/{names.REPORT_TOKEN_FILE}")
     for field, info in Settings.model_fields.items():

@@ -22,7 +22,7 @@ from webhook_helpers import pod, review
 
 from fluence_core.webhook import tls
 from fluence_core.webhook.gang import GangHandler
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
 from fluence_core.webhook.server import WebhookServer, server_context
 
 ATTACKERS = 600
@@ -54,7 +54,7 @@ def served(
     service = AdmissionService(settings, [GangHandler()], cluster=cluster)
     server = WebhookServer(
         ("127.0.0.1", 0),
-        service,
+        AdmissionEndpoint(service),
         request_deadline=DEADLINE,
         ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
     )

@@ -28,6 +28,7 @@ from flux_helpers import job, jobset
 
 from fluence_core.api import ApiError, Resource, load_settings, names
 from fluence_core.testing import (
+    AdmissionEndpoint,
     BackgroundWriter,
     WebhookServer,
     build_service,
@@ -119,7 +120,7 @@ def env(tmp_path_factory):
         service = build_service(settings, get_plugin_manager(settings), kube,
                                 writer=BackgroundWriter(), watched=watched_for(kube))
         informers = service.controller.informers()
-        httpd = WebhookServer(("127.0.0.1", 0), service,
+        httpd = WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(service),
                               ssl_context=server_context(str(cert.cert_file), str(cert.key_file)),
                               loops=informers)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
