@@ -17,21 +17,20 @@ from typing import Any
 from fluence_core import names
 from fluence_core.kube.api import PODS, ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError, NotFound
+from fluence_core.kube.meta import (
+    annotations_of, job_controller_reference, labels_of, metadata_of,
+)
 from fluence_core.log import logger
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 PATCH_ATTEMPTS = 5
 
 
-def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    return pod.get("metadata") or {}
-
-
 def backend_annotations(scout: Mapping[str, Any]) -> dict[str, str]:
     """The scout's backend and attribute annotations (empty before the scheduler placed it)."""
     return {
         key: str(value)
-        for key, value in (_meta(scout).get("annotations") or {}).items()
+        for key, value in annotations_of(scout).items()
         if key == names.BACKEND_ANNOTATION or key.startswith(names.ATTR_ANNOTATION_PREFIX)
     }
 
@@ -65,7 +64,7 @@ def ungate_patch(
     if gate not in gates:
         return None
     ops: list[dict[str, Any]] = []
-    if not _meta(pod).get("annotations"):
+    if not metadata_of(pod).get("annotations"):
         ops.append({"op": "add", "path": "/metadata/annotations", "value": dict(annotations)})
     else:
         ops.extend({"op": "add", "path": f"/metadata/annotations/{_pointer(k)}", "value": v}
@@ -87,18 +86,15 @@ def controlling_job(pod: Mapping[str, Any]) -> str | None:
     pods that Job controls, by uid, are each other's siblings. A uid cannot be guessed
     from a name, and a tenant cannot make another team's Job control its pod.
     """
-    for ref in _meta(pod).get("ownerReferences") or []:
-        if (isinstance(ref, Mapping) and ref.get("controller") is True
-                and ref.get("kind") == "Job" and ref.get("uid")):
-            return str(ref["uid"])
-    return None
+    job = job_controller_reference(pod)
+    return str(job["uid"]) if job is not None else None
 
 
 def workers_of(cluster: ClusterAPI, scout: Mapping[str, Any]) -> list[KubeObject]:
     """The scout's workers: the pods its own controlling Job (by uid) controls in its
     namespace that Fluence's split marked as workers (role label); none for a scout no
     Job controls."""
-    meta = _meta(scout)
+    meta = metadata_of(scout)
     group = (meta.get("labels") or {}).get(names.GROUP_LABEL)
     job = controlling_job(scout)
     if not group or job is None:
@@ -108,8 +104,9 @@ def workers_of(cluster: ClusterAPI, scout: Mapping[str, Any]) -> list[KubeObject
                                          f"{names.ROLE_LABEL}={names.ROLE_WORKER}")
     return [
         pod for pod in listed.items
-        if _meta(pod).get("uid") != meta.get("uid") and _meta(pod).get("name") != meta.get("name")
-        and (_meta(pod).get("labels") or {}).get(names.ROLE_LABEL) == names.ROLE_WORKER
+        if metadata_of(pod).get("uid") != meta.get("uid")
+        and metadata_of(pod).get("name") != meta.get("name")
+        and labels_of(pod).get(names.ROLE_LABEL) == names.ROLE_WORKER
         and controlling_job(pod) == job
     ]
 
@@ -236,7 +233,7 @@ def parse_report(body: object) -> Report:
 def apply_report(cluster: ClusterAPI, scout: Mapping[str, Any], report: Report,
                  gate: str) -> dict[str, Any]:
     """Act on a report from ``scout`` (already known to be the group's scout): the reply."""
-    meta = _meta(scout)
+    meta = metadata_of(scout)
     where = f"{meta.get('namespace')}/{meta.get('name')}"
     own: dict[str, str] = {}
     if report.job_id:

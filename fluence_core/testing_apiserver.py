@@ -66,6 +66,7 @@ from fluence_core.webhook.report import ReportEndpoint
 from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
 from fluence_core.webhook.routes import Routes
 from fluence_core.webhook.server import Loop, WebhookServer, server_context
+from fluence_core.kube.meta import annotations_of
 
 ASSETS_ENV: Final = "KUBEBUILDER_ASSETS"
 FEATURE_GATES: Final = ("GenericWorkload=true,GangScheduling=true,WorkloadWithJob=true,"
@@ -493,7 +494,7 @@ def wait_in_force(kube: KubeCluster, namespace: str, webhook: str,
     while True:
         try:
             answer = kube.create("pods", probe, namespace, dry_run=True)
-            if key not in ((answer.get("metadata") or {}).get("annotations") or {}):
+            if key not in annotations_of(answer):
                 return
             last = f"the probe pod was admitted still carrying {key}"
         except ApiError as refused:

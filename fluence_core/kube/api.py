@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
+from fluence_core.kube.meta import metadata_of
 
 KubeObject: TypeAlias = dict[str, Any]
 """One Kubernetes object (or Status, or List) as decoded JSON: Fluence's one name for it."""
@@ -170,7 +171,7 @@ def build_event(involved: Mapping[str, Any], type: str, reason: str, message: st
     without a namespace (a Node) gets its Event in ``default``, the only
     namespace the API server accepts for it.
     """
-    metadata = involved.get("metadata") or {}
+    metadata = metadata_of(involved)
     name = str(metadata.get("name") or "unknown")
     namespace = metadata.get("namespace")
     stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -54,6 +54,7 @@ from fluence_core.errors import KubeConfigError
 from fluence_core.kube.errors import ApiError, Gone, status_error
 from fluence_core.log import logger
 from fluence_core.settings import KUBE_BURST, KUBE_QPS
+from fluence_core.kube.meta import metadata_of
 
 _PATCH_CONTENT_TYPES: Final[Mapping[str, str]] = {
     "merge": "application/merge-patch+json",
@@ -251,7 +252,7 @@ class KubeCluster:
                 item.setdefault("kind", res.kind)
                 item.setdefault("apiVersion", res.api_version)
                 items.append(item)
-            metadata = page.get("metadata") or {}
+            metadata = metadata_of(page)
             token = metadata.get("continue")
             if not token:
                 return ObjectList(items, str(metadata.get("resourceVersion") or ""))
@@ -306,7 +307,7 @@ class KubeCluster:
                         kind, obj = event.get("type"), event.get("object") or {}
                         if kind == "ERROR":
                             raise status_error(500, obj)
-                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                        rv = metadata_of(obj).get("resourceVersion") or rv
                         if kind == "BOOKMARK":
                             continue
                         obj.setdefault("kind", res.kind)
@@ -333,7 +334,7 @@ class KubeCluster:
         ``dry_run`` (``dryRun=All``) admission runs in full and nothing is stored: the answer
         is the object as it would have been stored."""
         res = resolve(resource)
-        namespace = namespace or (body.get("metadata") or {}).get("namespace")
+        namespace = namespace or metadata_of(body).get("namespace")
         document = {"apiVersion": res.api_version, "kind": res.kind, **body}
         result: KubeObject = self._call("POST", self._path(res, namespace or "default"),
                                       query={"dryRun": "All"} if dry_run else None,
@@ -344,7 +345,7 @@ class KubeCluster:
                 namespace: str | None = None) -> KubeObject:
         """PUT the whole object (optimistic concurrency through metadata.resourceVersion)."""
         res = resolve(resource)
-        metadata = body.get("metadata") or {}
+        metadata = metadata_of(body)
         document = {"apiVersion": res.api_version, "kind": res.kind, **body}
         result: KubeObject = self._call(
             "PUT", self._path(res, namespace or metadata.get("namespace"), metadata["name"]),

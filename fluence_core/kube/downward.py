@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fluence_core.errors import FluenceError
+from fluence_core.kube.meta import metadata_of
 
 _KEYED = re.compile(r"^metadata\.(labels|annotations)\['([^']*)'\]$")
 _PLAIN = {
@@ -32,7 +33,7 @@ def field_value(pod: Mapping[str, Any], path: str) -> str:
     (as the kubelet gives it), an unsupported path raises."""
     keyed = _KEYED.match(path)
     if keyed:
-        section = (pod.get("metadata") or {}).get(keyed.group(1)) or {}
+        section = metadata_of(pod).get(keyed.group(1)) or {}
         return str(section.get(keyed.group(2), ""))
     if path in _PLAIN:
         part, key = _PLAIN[path]

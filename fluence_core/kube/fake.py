@@ -76,6 +76,7 @@ from fluence_core.kube.api import (
     resolve,
 )
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
+from fluence_core.kube.meta import metadata_of
 
 _Key = tuple[str, str, str]
 _Items = list[KubeObject]  # the method FakeCluster.list shadows the builtin in signatures
@@ -160,7 +161,7 @@ class FakeCluster:
         audience, pod = found
         if wanted and audience not in wanted:
             return {"authenticated": False, "error": "token audiences do not match"}
-        meta = pod.get("metadata") or {}
+        meta = metadata_of(pod)
         current = self._objects.get(self._key(PODS, meta.get("name", ""), meta.get("namespace")))
         if current is None or current["metadata"].get("uid") != meta.get("uid"):
             return {"authenticated": False, "error": "the pod the token is bound to is gone"}
@@ -323,7 +324,7 @@ class FakeCluster:
                 namespace: str | None = None) -> KubeObject:
         """Replace the object; a stale ``metadata.resourceVersion`` raises Conflict."""
         res = resolve(resource)
-        metadata = body.get("metadata") or {}
+        metadata = metadata_of(body)
         with self._cond:
             key = self._key(res, metadata.get("name", ""), namespace or metadata.get("namespace"))
             old = self._existing(res, key)
@@ -409,7 +410,7 @@ class FakeCluster:
 
     @staticmethod
     def _check_version(res: Resource, old: KubeObject, new: KubeObject) -> None:
-        wanted = (new.get("metadata") or {}).get("resourceVersion")
+        wanted = metadata_of(new).get("resourceVersion")
         if wanted and wanted != old["metadata"]["resourceVersion"]:
             raise Conflict(409, f'Operation cannot be fulfilled on {res.plural} '
                            f'"{old["metadata"]["name"]}": the object has been modified; '
@@ -635,7 +636,7 @@ class _Matcher:
             self._fields.append((path, op != "!=", value))
 
     def __call__(self, obj: Mapping[str, Any]) -> bool:
-        metadata = obj.get("metadata") or {}
+        metadata = metadata_of(obj)
         if self.namespace is not None and metadata.get("namespace") != self.namespace:
             return False
         labels = metadata.get("labels") or {}

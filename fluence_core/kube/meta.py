@@ -1,0 +1,60 @@
+"""An object's metadata, read one way everywhere.
+
+Objects reach Fluence as decoded JSON, and any part of ``metadata`` may be absent:
+a body being built, a pod not yet admitted, a hostile review. Every module reads
+``metadata``, its labels, its annotations and its owner references through these
+functions, which treat an absent part as empty, rather than spelling the guards
+out inline. They only read: a caller that writes metadata builds it itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's ``metadata``; empty when it has none."""
+    return obj.get("metadata") or {}
+
+
+def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """The object's labels; empty when it has none."""
+    return metadata_of(obj).get("labels") or {}
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """The object's annotations; empty when it has none."""
+    return metadata_of(obj).get("annotations") or {}
+
+
+def owner_references_of(obj: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    """The object's owner references; empty when it has none."""
+    return metadata_of(obj).get("ownerReferences") or []
+
+
+def controller_reference(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The reference to the object's controller, or None.
+
+    That is the owner reference with ``controller: true`` (the API server allows
+    one) and a uid and a name, as controllers write it: a uid cannot be guessed
+    from a name, so only a reference that carries one says who really controls
+    the object. Malformed references (not a list, not a mapping) count as none.
+    """
+    refs = metadata_of(obj).get("ownerReferences")
+    if not isinstance(refs, list):
+        return None
+    for ref in refs:
+        if (isinstance(ref, Mapping) and ref.get("controller") is True
+                and ref.get("uid") and ref.get("name")):
+            return ref
+    return None
+
+
+def job_controller_reference(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The reference to the ``batch`` Job that controls the object (:func:`controller_reference`),
+    or None when no Job does."""
+    ref = controller_reference(obj)
+    if ref is None or ref.get("kind") != "Job":
+        return None
+    return ref if str(ref.get("apiVersion", "")).startswith("batch/") else None
