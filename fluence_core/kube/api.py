@@ -114,6 +114,9 @@ SERVICES: Final = Resource("services", "Service", status_subresource=True)
 JOBSETS: Final = Resource(
     "jobsets", "JobSet", group="jobset.x-k8s.io", version="v1alpha2", status_subresource=True
 )
+TRAINJOBS: Final = Resource("trainjobs", "TrainJob", group="trainer.kubeflow.org",
+                            version="v1alpha1")
+"""Kubeflow Trainer's: read for the topology a TrainJob states (its JobSet's Jobs' gangs)."""
 PERSISTENT_VOLUME_CLAIMS: Final = Resource(
     "persistentvolumeclaims", "PersistentVolumeClaim", status_subresource=True)
 PERSISTENT_VOLUMES: Final = Resource(
@@ -131,7 +134,7 @@ RESOURCES: Final[Mapping[str, Resource]] = {
         PODS, NODES, EVENTS, NAMESPACES, SERVICE_ACCOUNTS, PODGROUPS, WORKLOADS,
         PRIORITY_CLASSES, JOBS, LEASES, ROLES, ROLE_BINDINGS, CLUSTER_ROLES,
         CLUSTER_ROLE_BINDINGS, MUTATING_WEBHOOKS, CONFIGMAPS, SECRETS, SERVICES, JOBSETS,
-        TOKEN_REVIEWS,
+        TRAINJOBS, TOKEN_REVIEWS,
         PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES,
     )
 }

@@ -33,7 +33,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from fluence_core.kube.api import NODES, PODGROUPS, PODS, ClusterAPI, KubeObject, Resource
+from fluence_core.kube.api import (
+    NODES,
+    PODGROUPS,
+    PODS,
+    WORKLOADS,
+    ClusterAPI,
+    KubeObject,
+    Resource,
+)
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph, levels_for
 from fluence_core.kube.errors import ApiError
@@ -58,7 +66,8 @@ from fluence_core.settings import Settings
 
 __all__ = ["WATCHED", "CycleResult", "Scheduler", "build_graph"]
 
-WATCHED = (NODES, PODS, PODGROUPS)
+WATCHED = (NODES, PODS, PODGROUPS, WORKLOADS)
+"""Workloads: a PodGroup made from one of their templates takes its topology from it."""
 
 
 def build_graph(nodes: Iterable[KubeObject], config: ResourceConfig, settings: Settings,

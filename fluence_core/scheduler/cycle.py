@@ -74,7 +74,7 @@ class Cycle:
             in_flight = self.binder.in_flight
             unplaced = (p for k, p in view.unplaced.items() if k not in in_flight)
             held = self.records.held_members(view.alive)
-            pending = g.pending_groups(unplaced, view.pod_groups, held)
+            pending = g.pending_groups(unplaced, view.pod_groups, held, view.workloads)
             self.metrics.pending_groups.set(len(pending))
             results = []
             for group in pending:

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 from fluence_core import names
 from fluence_core.kube.api import KubeObject
 from fluence_core.models import Group, PodRequest
-from fluence_core.topology import read_constraint
+from fluence_core.topology import read_constraint, template_ref, workload_template
 
 PodKey = tuple[str, str]
 """(namespace, name)"""
@@ -83,6 +83,8 @@ class PendingGroup:
     gated: int = 0
     priority: int = 0
     created: str = ""
+    template: KubeObject | None = None
+    """The Workload's ``podGroupTemplates[]`` entry its PodGroup was made from, if seen."""
 
     @property
     def ready(self) -> bool:
@@ -91,7 +93,7 @@ class PendingGroup:
     def requests(self) -> Group:
         """The matcher's view of the pods to place now."""
         return Group(self.key, tuple(PodRequest.from_kube(p) for p in self.pods), self.namespace,
-                     read_constraint(self.pod_group, self.pods))
+                     read_constraint(self.pod_group, self.pods, self.template))
 
 
 @dataclass
@@ -113,11 +115,14 @@ def pending_groups(
     pods: Iterable[KubeObject],
     pod_groups: Mapping[PodKey, KubeObject],
     held_members: Mapping[PodKey, int] | None = None,
+    workloads: Mapping[PodKey, KubeObject] | None = None,
 ) -> list[PendingGroup]:
     """Group the pending Fluence pods and order them (priority desc, then age).
 
     ``held_members`` counts, per PodGroup, members already placed: a gang whose
     minCount was met by an earlier placement lets late members in one by one.
+    ``workloads`` are the Workloads seen: a PodGroup made from one of their templates
+    (``spec.podGroupTemplateRef``) gets that template, whose constraint counts.
     """
     if held_members is None:  # not `or`: that asks the mapping its length, a walk of every record
         held_members = {}
@@ -163,6 +168,7 @@ def pending_groups(
             f"{namespace}/{group_name}", namespace, sorted(members, key=lambda p: pod_key(p)[1]),
             min_count=still_needed, pod_group=pod_group, gated=gated.get(key, 0),
             priority=max(priority(p) for p in members), created=min(created(p) for p in members),
+            template=template_of(pod_group, workloads or {}),
         )
         if len(members) < still_needed:
             group.waiting = (
@@ -172,6 +178,17 @@ def pending_groups(
         result.append(group)
     result.sort(key=lambda g: (-g.priority, g.created, g.key))
     return result
+
+
+def template_of(pod_group: KubeObject, workloads: Mapping[PodKey, KubeObject]
+                ) -> KubeObject | None:
+    """The Workload template a PodGroup names, when that Workload is among ``workloads``."""
+    ref = template_ref(pod_group)
+    if ref is None:
+        return None
+    namespace = (pod_group.get("metadata") or {}).get("namespace") or "default"
+    found = workload_template(workloads.get((namespace, ref[0])), ref[1])
+    return dict(found) if found is not None else None
 
 
 def owners_of(key: PodKey, pod: KubeObject) -> list[Owner]:

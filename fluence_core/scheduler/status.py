@@ -120,7 +120,8 @@ def collect_status(scheduler: Scheduler) -> Status:
             "free",
         )
         status.virtual.append((vertex.path, vertex.type, holder))
-    for pending in g.pending_groups(scheduler.view.pods.values(), scheduler.view.pod_groups):
+    for pending in g.pending_groups(scheduler.view.pods.values(), scheduler.view.pod_groups,
+                                     workloads=scheduler.view.workloads):
         status.pending.append(
             PendingInfo(pending.key, len(pending.pods), pending.waiting or _last_reason(pending))
         )

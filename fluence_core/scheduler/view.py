@@ -77,6 +77,8 @@ class ClusterView:
         self.nodes: dict[str, KubeObject] = {}
         self.pods: dict[g.PodKey, KubeObject] = {}
         self.pod_groups: dict[g.PodKey, KubeObject] = {}
+        self.workloads: dict[g.PodKey, KubeObject] = {}
+        """1.36 Workloads: their PodGroup templates may state a gang's topology."""
         self.unplaced: dict[g.PodKey, KubeObject] = {}
         """The cached pods that may still need placing (unbound, unfinished): a cycle groups
         these, not every pod in the cluster."""
@@ -270,6 +272,7 @@ class ClusterView:
     def _cache(self, plural: str) -> dict[Any, KubeObject]:
         caches: dict[str, dict[Any, KubeObject]] = {
             "nodes": self.nodes, "pods": self.pods, "podgroups": self.pod_groups,
+            "workloads": self.workloads,
         }
         return caches[plural]
 
@@ -289,6 +292,8 @@ class ClusterView:
                     self._on_pod(event, obj)
                 elif plural == "podgroups":
                     self._on_pod_group(event, obj)
+                elif plural == "workloads":
+                    self._on_workload(event, obj)
             except Exception:  # one bad object never stops the watch loop
                 logger.exception("cannot apply %s event for %s %s", event, plural,
                                  describe(obj))
@@ -440,6 +445,15 @@ class ClusterView:
                 self.cancel(record, f"PodGroup {key[0]}/{key[1]} was deleted")
             return
         self.pod_groups[key] = obj
+
+
+    def _on_workload(self, event: str, obj: KubeObject) -> None:
+        key = g.pod_key(obj)
+        if event == DELETED:
+            self.workloads.pop(key, None)
+        else:
+            self.workloads[key] = obj
+            self.generation += 1  # a gang waiting on its template's constraint is tried again
 
 
 def _filtered_fields(node: KubeObject) -> tuple[Any, ...]:

@@ -16,6 +16,9 @@ from objects the API server stored, found through the webhook's informers
   exist gets it (a bare gang's, a Job's whose Job missed the ``job-group``
   handler), minCount from the pod's ``group-size``, else its controlling Job's
   parallelism, owned by that Job when one controls the pod;
+* the PodGroup made for a Job carries the topology the Job, its pod template, its
+  JobSet or its TrainJob states (:mod:`.workload_topology`), so a constraint written only
+  on the workload is the gang's;
 * a shared quantum group's split pod whose Job also has the job controller's own
   PodGroup (a Job admitted before the webhook ran) has that one deleted: the split
   leaves it empty forever;
@@ -43,6 +46,7 @@ from fluence_core.settings import Settings
 from fluence_core.webhook import jobs, pods
 from fluence_core.webhook.informer import Informer, Watched, slim_nothing, watched_for
 from fluence_core.webhook.recent import Recent
+from fluence_core.webhook.workload_topology import stated_for_job, with_topology
 from fluence_core.webhook.writer import BackgroundWriter, Write
 
 SYNC_WAIT = 10.0
@@ -94,6 +98,9 @@ class Wanted:
     owner: Mapping[str, str] | None
     source: str
     """The stored object it is made for, for the log."""
+    topology: Callable[[ClusterAPI], Mapping[str, str]] | None = None
+    """The topology its workload states (:mod:`.workload_topology`), read only once the
+    PodGroup is found missing (it may read the Job's JobSet and TrainJob)."""
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -125,7 +132,10 @@ def wanted_for_job(job: Mapping[str, Any]) -> list[Wanted]:
     owner = {"apiVersion": JOBS.api_version, "kind": JOBS.kind, "name": str(name),
              "uid": str(uid)}
     source = f"Job {namespace}/{name}"
-    return [Wanted(str(namespace), target, count, owner, source)
+    def topology(cluster: ClusterAPI) -> Mapping[str, str]:
+        return stated_for_job(cluster, job)
+
+    return [Wanted(str(namespace), target, count, owner, source, topology)
             for target, count in jobs.pod_groups_of(job, group, size)]
 
 
@@ -145,11 +155,12 @@ def waiting_for(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return str(namespace), target, group
 
 
-def wanted_for_pod(pod: Mapping[str, Any], job_size: Callable[[str, str], int | None]
+def wanted_for_pod(pod: Mapping[str, Any], job_size: Callable[[str, str], int | None],
+                   job_of: Callable[[str, str], Mapping[str, Any] | None] | None = None
                    ) -> Wanted | None:
     """The PodGroup a stored unscheduled grouped pod points at (one of Fluence's), its
     minCount learnt only when asked (``job_size(namespace, job)`` reads the controlling
-    Job's)."""
+    Job's), and the topology its controlling Job (``job_of``) and that Job's owners state."""
     found = waiting_for(pod)
     if found is None:
         return None
@@ -163,7 +174,11 @@ def wanted_for_pod(pod: Mapping[str, Any], job_size: Callable[[str, str], int | 
             size = job_size(namespace, owner["name"])
         return pods.pod_group_min_count(target, group, size or 1, role)
 
-    return Wanted(namespace, target, min_count, owner, f"pod {pods.pod_label(pod)}")
+    def topology(cluster: ClusterAPI) -> Mapping[str, str]:
+        job = job_of(namespace, owner["name"]) if owner is not None and job_of else None
+        return stated_for_job(cluster, job) if job is not None else {}
+
+    return Wanted(namespace, target, min_count, owner, f"pod {pods.pod_label(pod)}", topology)
 
 
 class Controller:
@@ -237,7 +252,7 @@ class Controller:
     def pod_stored(self, event: str, pod: Mapping[str, Any]) -> None:
         """An unscheduled grouped pod as stored: the PodGroup it points at; for a quantum
         split's pod, the job controller's PodGroup its Job also has goes."""
-        wanted = wanted_for_pod(pod, self._job_size)
+        wanted = wanted_for_pod(pod, self._job_size, self._job)
         if wanted is None:
             return
         self.ensure(wanted)
@@ -293,9 +308,11 @@ class Controller:
             logger.error("webhook: PodGroup %s/%s is missing, but %s cannot say its size: %s",
                          namespace, name, wanted.source, error)
             return
+        body = pods.pod_group_body(name, namespace, count, wanted.owner)
+        if wanted.topology is not None:
+            body = with_topology(body, wanted.topology(cluster))
         try:
-            cluster.create(PODGROUPS, pods.pod_group_body(name, namespace, count, wanted.owner),
-                           namespace)
+            cluster.create(PODGROUPS, body, namespace)
             self.made += 1
             logger.info("webhook: created PodGroup %s/%s (minCount %d) for %s", namespace, name,
                         count, wanted.source)
@@ -308,11 +325,15 @@ class Controller:
         self.recent.remember((PODGROUPS.plural, namespace, name))
         self.recent.remember(pods.size_key(namespace, name), count)
 
-    def _job_size(self, namespace: str, job: str) -> int | None:
+    def _job(self, namespace: str, job: str) -> Mapping[str, Any] | None:
         cluster = self.cluster
         assert cluster is not None
-        stored = self.recent.get(("job", namespace, job),
-                                 lambda: self.watched.job(cluster, namespace, job))
+        stored: Mapping[str, Any] | None = self.recent.get(
+            ("job", namespace, job), lambda: self.watched.job(cluster, namespace, job))
+        return stored
+
+    def _job_size(self, namespace: str, job: str) -> int | None:
+        stored = self._job(namespace, job)
         return pods.job_size(stored) if stored is not None else None
 
     def _drop_job_controller_group(self, pod: Mapping[str, Any]) -> None:

@@ -41,6 +41,7 @@ from fluence_core.kube.api import (
 )
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
+from fluence_core.topology import stated_annotations
 
 T = TypeVar("T")
 Key = tuple[str, str]
@@ -298,16 +299,24 @@ def slim_nothing(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def slim_job(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What admission asks of a Job: its name, uid, deletion, its pods' group label and its
-    size (parallelism, completions: a PodGroup's minCount)."""
+    """What admission and the controller ask of a Job: its name, uid, deletion, owners, its
+    pods' group label, its size (parallelism, completions: a PodGroup's minCount) and the
+    topology it states (its own and its template's annotations that say one)."""
     spec = _mapping(obj, "spec")
     template = _mapping(spec, "template")
     labels = _mapping(_mapping(template, "metadata"), "labels")
     group = {names.GROUP_LABEL: labels[names.GROUP_LABEL]} if names.GROUP_LABEL in labels else {}
     slim_spec: dict[str, Any] = {key: spec[key] for key in ("parallelism", "completions")
                                  if key in spec}
-    slim_spec["template"] = {"metadata": {"labels": group}}
-    return {"metadata": _slim_metadata(obj), "spec": slim_spec}
+    slim_spec["template"] = {"metadata": {"labels": group,
+                                          **_topology_annotations(template)}}
+    return {"metadata": {**_slim_metadata(obj, "ownerReferences"), **_topology_annotations(obj)},
+            "spec": slim_spec}
+
+
+def _topology_annotations(obj: Mapping[str, Any]) -> dict[str, Any]:
+    stated = stated_annotations(obj)
+    return {"annotations": stated} if stated else {}
 
 
 @dataclass

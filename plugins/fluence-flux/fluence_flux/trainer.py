@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fluence_core.api import AdmissionContext, AdmissionDenied, Resource, names
+from fluence_core.api import TRAINJOBS, AdmissionContext, AdmissionDenied, Resource, names
 from fluence_flux import workload as wl
 
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
-TRAINJOBS = Resource("trainjobs", "TrainJob", group=GROUP, version=VERSION)
 TRAINING_RUNTIMES = Resource("trainingruntimes", "TrainingRuntime", group=GROUP, version=VERSION)
 CLUSTER_TRAINING_RUNTIMES = Resource("clustertrainingruntimes", "ClusterTrainingRuntime",
                                      group=GROUP, version=VERSION, namespaced=False)

@@ -13,7 +13,8 @@ from fluence_flux.handler import (
     FluxHandler,
 )
 from fluence_flux.settings import DEFAULT_VIEW_IMAGE, FluxSettings
-from fluence_flux.trainer import CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES, TRAINJOBS
+from fluence_core.api import TRAINJOBS
+from fluence_flux.trainer import CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES
 from flux_helpers import JOBSET_API, admit, job, jobset
 from kubernetes.client import ApiClient
 
