@@ -21,7 +21,8 @@ record, :func:`distrust` checks it against the pods themselves:
   (:meth:`~fluence_core.models.PodRequest.from_kube`, kube-scheduler's rule of
   :mod:`fluence_core.pod_requests`): exclusive cores, GPUs, millicores from the pool,
   memory (a pod holding whole chunks may round up by less than one chunk of the largest
-  chunk the record names), and each virtual type's count.
+  chunk the record names), and virtual resources: no more of them than its pods request,
+  each a vertex that serves a type a pod requests, with that pod's ``require-*`` pins.
 
 What fails is not held: its bound pods are held from what they request and its pods not
 yet bound are released (:mod:`~fluence_core.scheduler.fallback`), with a warning and an
@@ -38,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fluence_core import names
 from fluence_core.feasibility import NodeFacts, PodFacts
 from fluence_core.feasibility.node_affinity import required_match
 from fluence_core.graph import ResourceGraph
@@ -138,7 +140,8 @@ def _how_much(record: HeldPlacement, members: list[tuple[str, KubeObject, PodReq
               graph: ResourceGraph) -> str | None:
     held = _Size()
     largest_chunk = 0
-    virtual: dict[str, int] = {}
+    virtual = 0
+    serves = {vertex.path: vertex.properties for vertex in graph.virtual}
     for kind, allocation in record.allocations.items():
         for share in allocation.nodes if is_compute(kind) else ():
             chunk = graph.node(share.node).chunk_mib if graph.has_node(share.node) else 0
@@ -151,9 +154,14 @@ def _how_much(record: HeldPlacement, members: list[tuple[str, KubeObject, PodReq
             else:
                 held.memory_mib += max(len(share.memory) * chunk, share.memory_mib)
         for vertex in allocation.virtual:
-            virtual[vertex.type] = virtual.get(vertex.type, 0) + 1
+            virtual += 1
+            properties = serves.get(vertex.path, frozenset())
+            if not any(_serves(properties, vtype, request) for _, _, request in members
+                       for vtype in request.virtual):
+                return (f"it holds {vertex.type} {vertex.path}, which serves no virtual "
+                        "resource its pods request (type and require-* pins)")
     asked = _Size()
-    wanted: dict[str, int] = {}
+    wanted = 0
     for _, _, request in members:
         if request.shared:
             asked.millicores += request.millicores or 0
@@ -163,12 +171,19 @@ def _how_much(record: HeldPlacement, members: list[tuple[str, KubeObject, PodReq
             asked.gpus += request.gpus
             asked.memory_mib += request.memory_mib + (largest_chunk if request.memory_mib
                                                       else 0)
-        for vtype, count in request.virtual.items():
-            wanted[vtype] = wanted.get(vtype, 0) + count
+        wanted += sum(request.virtual.values())
     excess = held.excess(asked)
     if excess:
         return excess
-    for vtype, count in sorted(virtual.items()):
-        if count > wanted.get(vtype, 0):
-            return f"it holds {count} {vtype}, its pods request {wanted.get(vtype, 0)}"
+    if virtual > wanted:
+        return f"it holds {virtual} virtual resources, its pods request {wanted}"
     return None
+
+
+def _serves(properties: frozenset[str], vtype: str, request: PodRequest) -> bool:
+    """Whether a virtual vertex with ``properties`` is one the matcher could have given
+    ``request`` for ``vtype``: it serves that type (its own or a descendant's, as
+    :func:`~fluence_core.matcher.jobspec.virtual_jobspec` asks) with the pod's pins."""
+    needed = {names.class_property(vtype)}
+    needed.update(names.attribute_property(k, v) for k, v in request.requires.items())
+    return needed <= properties

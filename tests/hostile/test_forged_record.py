@@ -173,3 +173,76 @@ def test_a_record_naming_a_pod_of_another_group_is_not_trusted() -> None:
     h.add(pod("two", "2"))
     h.cycle()
     assert h.node_of("two") == "n1", "mine and stranger hold one core each, two is left"
+
+
+TWO_BACKENDS = """
+resources:
+  - type: qpu
+    name: cepheus
+  - type: qpu
+    name: ankaa
+"""
+
+
+def _patch_record(h: Harness, name: str, edit: Any) -> None:
+    record = json.loads(_annotations(h, PODS, name)[names.ALLOCATION_ANNOTATION])
+    edit(record[0]["allocations"])
+    h.cluster.patch(PODS, name, {"metadata": {"annotations": {
+        names.ALLOCATION_ANNOTATION: json.dumps(record)}}}, "default")
+
+
+def test_a_record_holding_a_second_backend_is_cut_to_the_one_the_pod_requests() -> None:
+    h = _harness(node("n0"), pod("holder", "1", requests=WANTS_QPU), resources=TWO_BACKENDS)
+    h.cycle()
+    held = {v.backend for a in h.scheduler.matcher.allocations().values() for v in a.virtual}
+    other = ({"cepheus", "ankaa"} - held).pop()
+
+    def both(allocations: dict[str, Any]) -> None:
+        vertex = dict(allocations["qpu"]["virtual"][0])
+        vertex.update(path=f"/cluster0/{other}0", name=f"{other}0", backend=other)
+        allocations["qpu"]["virtual"].append(vertex)
+
+    _patch_record(h, "holder", both)
+    h.restart()
+    h.add(pod("second", "100m", requests=WANTS_QPU))
+    h.cycle()
+    assert h.node_of("second") == "n0", f"{other} is free for the second pod"
+    events = h.cluster.events(reason=HELD_FROM_POD, involved_name="holder")
+    assert events and "it holds 2 virtual resources, its pods request 1" in events[0]["message"]
+
+
+def test_a_record_holding_a_backend_the_pod_is_pinned_away_from_is_not_trusted() -> None:
+    pinned = pod("holder", "1", requests=WANTS_QPU,
+                 annotations={names.REQUIRE_BACKEND_ANNOTATION: "cepheus"})
+    h = _harness(node("n0"), pinned, resources=TWO_BACKENDS)
+    h.cycle()
+
+    def elsewhere(allocations: dict[str, Any]) -> None:
+        allocations["qpu"]["virtual"][0].update(path="/cluster0/ankaa0", name="ankaa0",
+                                                backend="ankaa")
+
+    _patch_record(h, "holder", elsewhere)
+    h.restart()
+    held = {v.backend for a in h.scheduler.matcher.allocations().values() for v in a.virtual}
+    assert held == {"cepheus"}, "held where its pin and its backend annotation say"
+    events = h.cluster.events(reason=HELD_FROM_POD, involved_name="holder")
+    assert events and "ankaa0, which serves no virtual resource" in events[0]["message"]
+
+
+def test_a_record_of_a_vertex_serving_the_type_through_its_subtree_is_trusted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    nested = """
+resources:
+  - type: qdevice
+    name: cepheus
+    with: [{type: qpu}]
+"""
+    h = _harness(node("n0"), pod("holder", "1", requests=WANTS_QPU), resources=nested)
+    h.cycle()
+    with caplog.at_level(logging.WARNING, logger="fluence"):
+        h.restart()
+    assert "not trusted" not in caplog.text
+    assert not h.cluster.events(reason=HELD_FROM_POD, involved_name="holder")
+    held = [v.type for a in h.scheduler.matcher.allocations().values() for v in a.virtual]
+    assert held == ["qdevice"], "restored exactly: the qdevice whose subtree holds the qpu"
