@@ -8,11 +8,21 @@ its domain, and what ``fluence status`` and ``fluence plan`` show.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from fluence_core.graph import Domain, ResourceGraph
-from fluence_core.matcher.base import Matcher
+from fluence_core.matcher.base import Allocation, Matcher
 from fluence_core.models import Group
+
+
+@runtime_checkable
+class LeasesVertices(Protocol):
+    """A matcher that holds vertices for itself beside the jobs it lists (the shared pool's
+    core and memory leases): what is free of a domain must leave those out too."""
+
+    def vertex_allocations(self) -> Mapping[int, Allocation]: ...
 
 
 @dataclass
@@ -31,11 +41,16 @@ class Room:
 def rooms(graph: ResourceGraph, matcher: Matcher | None, level: int, *,
           known_only: bool = True) -> dict[Domain, Room]:
     """Each domain of ``level`` with its capacity and what the matcher's allocations leave
-    (all of it without a matcher)."""
+    (all of it without a matcher): cores and memory chunks leased to the shared pool are
+    not free (they are what the pool's fractional pods use)."""
     held_cores: dict[str, int] = {}
     held_gpus: dict[str, int] = {}
     held_mib: dict[str, int] = {}
-    allocations = matcher.allocations().values() if matcher is not None else ()
+    allocations: Iterable[Allocation] = ()
+    if isinstance(matcher, LeasesVertices):
+        allocations = matcher.vertex_allocations().values()
+    elif matcher is not None:
+        allocations = matcher.allocations().values()
     for allocation in allocations:
         for share in allocation.nodes:
             held_cores[share.node] = held_cores.get(share.node, 0) + len(share.cores)

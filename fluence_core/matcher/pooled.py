@@ -59,13 +59,13 @@ restore).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fluence_core import names
 from fluence_core.errors import MatcherError
-from fluence_core.graph import NodeVertex, ResourceGraph
+from fluence_core.graph import Domain, NodeVertex, ResourceGraph
 from fluence_core.matcher.jobspec import MILLICORES
 from fluence_core.matcher.base import (
     Allocation, GroupMatcher, GroupRefusal, Matcher, MatchOutcome, NodeShare,
@@ -184,6 +184,14 @@ class PooledMatcher:
         """Pods held on each node: shared ones and the inner matcher's (not the leases)."""
         self._inner_pods: dict[int, tuple[tuple[str, int], ...]] = {}
         """The inner allocations handed out or restored: (node, pods) of each share."""
+        self._inner_cores: dict[int, tuple[tuple[str, int], ...]] = {}
+        """The same allocations' (node, whole cores) of each share."""
+        self._held_cores: dict[str, int] = {}
+        """Whole cores the inner matcher holds on each node, the pool's own leases included."""
+        self._free: dict[Domain, int] | None = None
+        """Free whole cores of each narrowest topology domain (built when first asked, dropped
+        when a node comes, goes or changes state), for :meth:`_tightest_first`."""
+        self._members: dict[Domain, list[str]] = {}
         self._index: PoolIndex | None = None
         """Built at the first shared match; kept current from then on."""
         self._capped: dict[str, int] = {}
@@ -241,6 +249,11 @@ class PooledMatcher:
         self._shared[allocation.jobid] = allocation
         self._next = max(self._next, allocation.jobid + 1)
 
+    def vertex_allocations(self) -> Mapping[int, Allocation]:
+        """Every allocation holding graph vertices: the inner matcher's, the pool's leases
+        included (a core leased to the pool is not free for a whole-core pod)."""
+        return self.inner.allocations()
+
     def allocations(self) -> Mapping[int, Allocation]:
         leased = {j for pool in self._pools.values() for j in pool.core_leases + pool.memory_leases}
         held = {j: a for j, a in self.inner.allocations().items() if j not in leased}
@@ -249,6 +262,7 @@ class PooledMatcher:
 
     def add_node(self, node: NodeInfo) -> None:
         self.inner.add_node(node)
+        self._free = None
         if self._index is not None and self.graph.has_node(node.name):
             self._index.add(node.name)
             self._refresh(node.name)
@@ -256,12 +270,15 @@ class PooledMatcher:
     def remove_node(self, name: str) -> None:
         self._pools.pop(name, None)
         self._capped.pop(name, None)
+        self._held_cores.pop(name, None)
+        self._free = None
         self.inner.remove_node(name)
         if self._index is not None:
             self._index.remove(name)
 
     def set_node_down(self, name: str, down: bool = True) -> None:
         self.inner.set_node_down(name, down)
+        self._free = None
         self._refresh(name)
 
     def __getattr__(self, attribute: str) -> Any:
@@ -320,7 +337,8 @@ class PooledMatcher:
     def _place_one(self, predicate: Predicate, hosts: list[str] | None, millicores: int,
                    mib: int) -> str | None:
         """The first node in rank order whose pool has room as it is, else the first that
-        can lease it; the pod is drawn from it and counted there."""
+        can lease it (with topology levels: the first of :meth:`_tightest_first`); the pod
+        is drawn from it and counted there."""
         index = self._indexed()
         if hosts is not None:
             positions = sorted(p for p in map(index.position, hosts) if p is not None)
@@ -328,7 +346,8 @@ class PooledMatcher:
             later: list[int] | Any = iter(positions)
         else:
             now = _walk(index.with_room, millicores)
-            later = _walk(index.could_lease, millicores)
+            later = (self._tightest_first(index, millicores) if self.graph.levels
+                     else _walk(index.could_lease, millicores))
         for leasing, positions in ((False, now), (True, later)):
             for position in positions:
                 vertex = self.graph.node(index.names[position])
@@ -347,6 +366,54 @@ class PooledMatcher:
                     return vertex.name
         return None
 
+    def _tightest_first(self, index: PoolIndex, millicores: int) -> Iterator[int]:
+        """Positions of the nodes whose pool could grow by leasing, best fit: narrowest
+        domains with the fewest free whole cores first (a domain with none is skipped), and
+        in each, the node with the fewest free cores first. A pod that must take a core
+        then takes it where cores are already taken, and whole racks stay free for gangs,
+        as the embedded matcher's best fit keeps them for whole-core pods. A domain with
+        no node that could lease ``millicores`` costs one index query."""
+        free = self._domain_free()
+        for domain in sorted((d for d in free if free[d] > 0), key=lambda d: (free[d], d)):
+            members = [n for n in self._members[domain] if self.graph.has_node(n)]
+            if not members:
+                continue
+            positions = [p for p in map(index.position, members) if p is not None]
+            if not positions or index.could_lease(millicores, min(positions)) < 0:
+                continue
+            held = self._held_cores
+            by_fit = sorted(members, key=lambda n: (
+                self.graph.node(n).cores - held.get(n, 0), self.graph.node(n).rank))
+            for name in by_fit:
+                position = index.position(name)
+                if position is not None:
+                    yield position
+
+    def _domain_free(self) -> dict[Domain, int]:
+        """Free whole cores of each narrowest domain (its usable nodes' cores less those
+        held), built from the per-node counts when first asked after a node change."""
+        if self._free is None:
+            free: dict[Domain, int] = {}
+            members: dict[Domain, list[str]] = {}
+            for node in self.graph.nodes:
+                if node.down:
+                    continue
+                free[node.domains] = free.get(node.domains, 0) + max(
+                    0, node.cores - self._held_cores.get(node.name, 0))
+                members.setdefault(node.domains, []).append(node.name)
+            self._free, self._members = free, members
+        return self._free
+
+    def _hold_cores(self, node: str, cores: int) -> None:
+        """``cores`` more (or fewer) whole cores held on ``node``, in the domain counts too."""
+        if not cores:
+            return
+        self._held_cores[node] = self._held_cores.get(node, 0) + cores
+        if self._free is not None and self.graph.has_node(node):
+            vertex = self.graph.node(node)
+            if not vertex.down and vertex.domains in self._free:
+                self._free[vertex.domains] -= cores
+
     def _take(self, node: str, millicores: int, mib: int) -> bool:
         """Draw from ``node``'s pool, leasing what it lacks; all or nothing."""
         pool = self._pool(self.graph.node(node))
@@ -362,12 +429,16 @@ class PooledMatcher:
                     for owner, jobid in leased:
                         owner.remove(jobid)
                         self.inner.cancel(jobid)
+                        if owner is pool.core_leases:
+                            self._hold_cores(node, -1)
                     if what == "core":
                         self._capped[node] = len(leased)
                         self._refresh(node)
                     return False
                 leases.append(lease.jobid)
                 leased.append((leases, lease.jobid))
+                if what == "core":
+                    self._hold_cores(node, 1)
         pool.used_millicores += millicores
         pool.used_mib += mib
         self._refresh(node)
@@ -385,6 +456,7 @@ class PooledMatcher:
         """Give back the leases the pool can do without."""
         while pool.core_leases and pool.millicores - 1000 >= pool.used_millicores:
             self.inner.cancel(pool.core_leases.pop())
+            self._hold_cores(node, -1)
         while pool.memory_leases and pool.mib - pool.chunk_mib >= pool.used_mib:
             self.inner.cancel(pool.memory_leases.pop())
 
@@ -403,10 +475,16 @@ class PooledMatcher:
         self._inner_pods[allocation.jobid] = shares
         for node, pods in shares:
             self._count(node, pods)
+        cores = tuple((share.node, len(share.cores)) for share in allocation.nodes if share.cores)
+        self._inner_cores[allocation.jobid] = cores
+        for node, count in cores:
+            self._hold_cores(node, count)
 
     def _uncount_inner(self, jobid: int) -> None:
         for node, pods in self._inner_pods.pop(jobid, ()):
             self._count(node, -pods)
+        for node, count in self._inner_cores.pop(jobid, ()):
+            self._hold_cores(node, -count)
         capped, self._capped = self._capped, {}  # cores came back: leases may work again
         for node in capped:
             self._refresh(node)
