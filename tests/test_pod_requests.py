@@ -224,6 +224,7 @@ READS_CONTAINERS_FOR_OTHER_REASONS = {
     "fluence_core/feasibility/objects.py": "reads host ports (NodePorts)",
     "fluence_core/sim/world.py": "builds the simulator's pods and finds the scout's sidecar",
     "fluence_core/testing.py": "builds test pods",
+    "fluence_core/testing_apiserver.py": "builds the pod that probes whether a webhook is called",
     "fluence_core/webhook/credentials.py": "hands the submitting container's env to the sidecar",
     "fluence_core/webhook/conditions.py": "a CEL condition: does a container name a virtual type",
     "fluence_core/webhook/fluxion_env.py": "adds env variables to the containers",
