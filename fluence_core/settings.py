@@ -119,6 +119,18 @@ class Settings(BaseSettings):
         description="Preference tiers a group is matched against before its whole feasible set "
         "(kube-scheduler's soft preferences, best first); 0 ignores preferences.",
     )
+    pod_initial_backoff_seconds: float = Field(
+        json_schema_extra=_reads(SCHEDULER),
+        default=1.0, ge=0,
+        description="kube-scheduler's podInitialBackoffSeconds: a group that failed waits this "
+        "long before it is tried again, doubled at each failed attempt; 0 turns backoff off.",
+    )
+    pod_max_backoff_seconds: float = Field(
+        json_schema_extra=_reads(SCHEDULER),
+        default=10.0, ge=0,
+        description="kube-scheduler's podMaxBackoffSeconds: the longest a failed group waits "
+        "for its backoff.",
+    )
     percentage_of_nodes_to_score: int = Field(
         json_schema_extra=_reads(SCHEDULER),
         default=0, ge=0, le=100,

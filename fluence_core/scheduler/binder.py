@@ -32,6 +32,7 @@ from fluence_core.models import Group
 from fluence_core.matcher.readback import PodPlacement
 from fluence_core.plugins import FluencePluginManager
 from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.backoff import Backoff
 from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.scheduler.events import EventRecorder
 from fluence_core.scheduler.metrics import SchedulerMetrics
@@ -52,8 +53,11 @@ class Reporter:
     """What became of each group: metrics, retry bookkeeping, events and conditions."""
 
     def __init__(self, cluster: ClusterAPI, metrics: SchedulerMetrics,
-                 clock: Callable[[], float], events: EventRecorder | None = None) -> None:
+                 clock: Callable[[], float], events: EventRecorder | None = None,
+                 backoff: Backoff | None = None) -> None:
         self.cluster = cluster
+        self.backoff = backoff if backoff is not None else Backoff(clock, 0.0)
+        """When each group that failed may be tried again (none waits by default)."""
         self.events = events or EventRecorder(cluster)
         self.metrics = metrics
         self.clock = clock
@@ -72,6 +76,7 @@ class Reporter:
         self.metrics.group_latency.observe(latency)
         self.metrics.attempts.labels(result="scheduled").inc()
         self.failed_at.pop(pending.key, None)
+        self.backoff.forget(pending.key)
         self._told.pop(pending.key, None)
 
     def fail(self, pending: g.PendingGroup, reason: str, result: str,
@@ -79,6 +84,7 @@ class Reporter:
         """An attempt failed at ``generation`` of the view; say why (once per reason)."""
         self.metrics.attempts.labels(result=result).inc()
         self.failed_at[pending.key] = generation
+        self.backoff.failed(pending.key)
         self.tell_waiting(pending, reason)
         return CycleResult(pending.key, reason=reason)
 

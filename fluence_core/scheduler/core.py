@@ -51,6 +51,7 @@ from fluence_core.matcher.pooled import pooled
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.resource_config import ResourceConfig, load_resource_config
 from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.backoff import Backoff
 from fluence_core.scheduler.binder import Binder, CycleResult, Reporter
 from fluence_core.scheduler.cycle import Cycle
 from fluence_core.scheduler.events import EventRecorder
@@ -112,7 +113,8 @@ class Scheduler:
         self.view = ClusterView(self.records)
         self.events = EventRecorder(cluster, background=bind_workers > 0)
         """Posted from a thread of their own when binding is asynchronous (``fluence up``)."""
-        self.reporter = Reporter(cluster, self.metrics, clock, self.events)
+        self.reporter = Reporter(cluster, self.metrics, clock, self.events, Backoff(
+            clock, settings.pod_initial_backoff_seconds, settings.pod_max_backoff_seconds))
         self.binder = Binder(cluster, self.view, self.records, self.manager, self.reporter,
                              bind_workers)
         preemptor = Preemptor(cluster, self.view, self.records, self.events)
@@ -241,10 +243,21 @@ class Scheduler:
             ).start()
         self.schedule_once()
         while not stop.is_set():
-            for change in inbox.take(timeout=idle) or ():
+            for change in inbox.take(timeout=self._wait(idle)) or ():
                 self._advance(*change)
             self.schedule_once()
         self.drain(timeout=30)
+
+    def next_wakeup(self) -> float | None:
+        """The clock time at which the first group waiting out its backoff may be tried again
+        (the loop, and the simulator, wake then even if nothing changes)."""
+        return self.reporter.backoff.next_expiry()
+
+    def _wait(self, idle: float) -> float:
+        """How long the loop may wait for a change: ``idle`` at most, less when a backoff
+        expires sooner."""
+        wake = self.next_wakeup()
+        return idle if wake is None else max(0.0, min(idle, wake - self.clock()))
 
     def _watch_forever(self, resource: Resource, inbox: Inbox, stop: threading.Event) -> None:
         """Watch one kind until ``stop``, each call resuming at the version this thread last

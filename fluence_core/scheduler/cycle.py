@@ -1,7 +1,8 @@
 """One scheduling cycle: the pending groups in order, each matched all-or-nothing.
 
 For each group that is ready and may have a chance (something changed since it
-last failed, no binding of its record owner in flight), an attempt runs
+last failed and its backoff has expired, no binding of its record owner in
+flight), an attempt runs
 prefilter -> feasibility (Kubernetes' filters give each pod its nodes) -> match -> filter ->
 (postfilter, rematch, preemption) -> reserve ->
 prebind, then hands the committed group to the :class:`Binder`. A failure at
@@ -76,6 +77,8 @@ class Cycle:
             held = self.records.held_members(view.alive)
             pending = g.pending_groups(unplaced, view.pod_groups, held, view.workloads)
             self.metrics.pending_groups.set(len(pending))
+            backoff = self.reporter.backoff
+            backoff.keep_only({group.key for group in pending})
             results = []
             for group in pending:
                 self.reporter.seen(group.key)
@@ -83,7 +86,9 @@ class Cycle:
                     self.reporter.tell_waiting(group, group.waiting or "waiting")
                     continue
                 if self.reporter.failed_at.get(group.key) == view.generation:
-                    continue
+                    continue  # nothing changed since it failed
+                if not backoff.ready(group.key):
+                    continue  # it waits out its backoff (scheduler/backoff.py)
                 if self.binder.busy(g.record_owner(group)):
                     continue
                 try:

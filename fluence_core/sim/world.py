@@ -274,10 +274,9 @@ class Run:
         self.scheduler.pump()
         self._kubelet()
         self._seen_rv = self.cluster.resource_version
-        if isinstance(self.scheduler, FirstFitScheduler):
-            wake = self.scheduler.next_wakeup()
-            if wake is not None:
-                self.engine.at(wake, self._wake)
+        wake = self.scheduler.next_wakeup()  # a backoff that expires with nothing changed
+        if wake is not None:
+            self.engine.at(wake, self._wake)
 
     def _wake(self) -> None:
         if self._cycle_at is None:

@@ -37,6 +37,9 @@ def pod(name: str, cpu: str = "1", *, group: str | None = None, gates: list[str]
 
 pod_group = make_pod_group_dict
 
+PAST_ANY_BACKOFF = 60.0
+"""Longer than any backoff (``pod_max_backoff_seconds`` is 10 by default)."""
+
 
 class Harness:
     """A fake cluster plus a scheduler, driven step by step without threads."""
@@ -44,10 +47,15 @@ class Harness:
     def __init__(self, cluster: FakeCluster, config: ResourceConfig | None = None) -> None:
         self.cluster = cluster
         self.config = config
+        self.now = 0.0
+        """The schedulers' virtual clock (seconds): :meth:`cycle` moves it on."""
         self.scheduler = self.new_scheduler()
 
+    def clock(self) -> float:
+        return self.now
+
     def new_scheduler(self) -> Scheduler:
-        scheduler = Scheduler(self.cluster, load_settings(), config=self.config)
+        scheduler = Scheduler(self.cluster, load_settings(), config=self.config, clock=self.clock)
         scheduler.start()
         return scheduler
 
@@ -55,7 +63,11 @@ class Harness:
         self.scheduler = self.new_scheduler()
         return self.scheduler
 
-    def cycle(self) -> list[Any]:
+    def cycle(self, after: float = PAST_ANY_BACKOFF) -> list[Any]:
+        """Apply the events, run one cycle, apply its own events; ``after`` seconds after the
+        last cycle (by default past any backoff: a group that failed is tried again as soon
+        as something changed, unless a test says how soon the cycle comes)."""
+        self.now += after
         self.scheduler.pump()
         results = self.scheduler.schedule_once()
         self.scheduler.pump()

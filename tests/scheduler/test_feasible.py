@@ -124,7 +124,8 @@ def test_labels_changing_retry_the_waiting_pod(harness_factory: Factory) -> None
 
 def test_a_filter_plugin_blocked_is_not_asked(harness_factory: Factory) -> None:
     h = harness_factory(node("gpu", spec={"taints": [GPU_TAINT]}), pod("p"))
-    h.scheduler = Scheduler(h.cluster, load_settings(disable_plugins="filter-taint-toleration"))
+    h.scheduler = Scheduler(h.cluster, load_settings(disable_plugins="filter-taint-toleration"),
+                            clock=h.clock)
     h.scheduler.start()
     h.cycle()
     assert h.node_of("p") == "gpu"

@@ -54,7 +54,8 @@ def _manager() -> FluencePluginManager:
 
 
 def scheduler_on(cluster: Any) -> Scheduler:
-    return Scheduler(cluster, load_settings(), _manager())
+    """A scheduler that tries a failed group again at once (backoff has tests of its own)."""
+    return Scheduler(cluster, load_settings(pod_initial_backoff_seconds=0), _manager())
 
 
 def first_run_writes() -> list[str]:

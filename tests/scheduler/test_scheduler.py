@@ -308,7 +308,7 @@ def test_prefilter_filter_and_postfilter_steer_a_cycle(harness_factory: Factory)
     veto = _Veto()
     settings = load_settings(match_policy="lonode")  # n0 is offered first, so the filter sees it
     manager = get_plugin_manager(settings, extra_plugins=[("veto", veto)])
-    h.scheduler = Scheduler(h.cluster, settings, manager)
+    h.scheduler = Scheduler(h.cluster, settings, manager, clock=h.clock)
     h.scheduler.start()
     h.cycle()
     assert h.node_of("blocked") is None
@@ -392,7 +392,7 @@ def test_the_embedded_matcher_spills_a_gang_past_a_node_at_its_pod_limit(
         node("n0", cpu=8, pods="2"), node("n1", cpu=8, pods="2"), pod_group("g", 3), *members
     )
     # Fluxion has no pod slots: under it the filter vetoes, and a rematch cannot split a node
-    h.scheduler = Scheduler(h.cluster, load_settings(disable_plugins=["fluxion"]))
+    h.scheduler = Scheduler(h.cluster, load_settings(disable_plugins=["fluxion"]), clock=h.clock)
     h.scheduler.start()
     h.cycle()
     placed = [h.node_of(f"g{i}") for i in range(3)]
@@ -433,7 +433,7 @@ def test_a_reload_no_matcher_answers_raises_and_keeps_the_old_graph(
                         resources=QPU)
     settings = load_settings(disable_plugins=["embedded-matcher", "fluxion"])
     manager = get_plugin_manager(settings, extra_plugins=[("once", _MatcherOnce())])
-    h.scheduler = Scheduler(h.cluster, settings, manager, config=h.config)
+    h.scheduler = Scheduler(h.cluster, settings, manager, config=h.config, clock=h.clock)
     h.scheduler.start()
     h.cycle()
     graph, matcher = h.scheduler.graph, h.scheduler.matcher

@@ -1,0 +1,75 @@
+"""kube-scheduler's backoff, per group: a group that failed waits before it is tried again.
+
+A group that did not fit used to be tried again at the next cycle after any change
+of the view (a watch event: another pod bound, a node's status). Under a stream of
+events a backlog that cannot fit was then tried again, whole, at every cycle: its
+cost grew with the backlog times the events. kube-scheduler keeps such pods aside
+until a cluster event may help them, and then still lets each wait out its backoff:
+``podInitialBackoffSeconds`` (1) doubled at each failed attempt, at most
+``podMaxBackoffSeconds`` (10). Fluence does the same per group (a gang backs off as
+one, a lone pod as itself): a group is tried again once the view changed since its
+failure *and* its backoff has expired (``FLUENCE_POD_INITIAL_BACKOFF_SECONDS``,
+``FLUENCE_POD_MAX_BACKOFF_SECONDS``; 0 turns backoff off).
+
+The loop wakes when the first backoff expires (:meth:`Backoff.next_expiry`), so a
+group waiting only for its backoff is not left until the next watch event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+
+@dataclass
+class _Waiting:
+    attempts: int
+    until: float
+
+
+class Backoff:
+    """When each group that failed may be tried again (by the scheduler's clock)."""
+
+    def __init__(self, clock: Callable[[], float], initial: float = 1.0,
+                 maximum: float = 10.0) -> None:
+        self.clock = clock
+        self.initial = initial
+        self.maximum = maximum
+        self._waiting: dict[str, _Waiting] = {}
+
+    def failed(self, key: str) -> float:
+        """An attempt at ``key`` failed: it waits ``initial * 2**(attempts - 1)`` seconds, at
+        most ``maximum``. Returns the wait."""
+        if self.initial <= 0:
+            return 0.0
+        waiting = self._waiting.get(key)
+        attempts = 1 if waiting is None else waiting.attempts + 1
+        doubled: float = self.initial * float(2 ** min(attempts - 1, 62))
+        wait = min(doubled, max(self.maximum, self.initial))
+        self._waiting[key] = _Waiting(attempts, self.clock() + wait)
+        return wait
+
+    def ready(self, key: str) -> bool:
+        """Whether ``key``'s backoff (if any) has expired."""
+        waiting = self._waiting.get(key)
+        return waiting is None or waiting.until <= self.clock()
+
+    def forget(self, key: str) -> None:
+        """``key`` was placed (or is gone): its next failure starts from ``initial`` again."""
+        self._waiting.pop(key, None)
+
+    def keep_only(self, keys: Collection[str]) -> None:
+        """Forget every group but ``keys`` (the pending ones): what is kept stays bounded
+        by the groups pending, whatever became of the others."""
+        gone = [key for key in self._waiting if key not in keys]
+        for key in gone:
+            del self._waiting[key]
+
+    def next_expiry(self) -> float | None:
+        """The clock time at which the first backoff still running expires, if any."""
+        now = self.clock()
+        later = [w.until for w in self._waiting.values() if w.until > now]
+        return min(later) if later else None
+
+    def __len__(self) -> int:
+        return len(self._waiting)
