@@ -1,6 +1,7 @@
 """The graph and the embedded matcher alone, at scale; and what Fluence keeps per node and pod.
 
     python benchmarks/bench_init.py [--nodes 5000,20000,60000] [--pods 2000]
+        [--matchers embedded,fluxion] [--init-only]
 
 **Initialisation.** Each node count runs in a fresh process: the nodes, as a
 watch would deliver them (JSON decoded to dicts; scheduler_perf's default node: 4
@@ -11,7 +12,10 @@ run over what ``Scheduler.start`` does with them: read each node
 (the embedded one, behind the shared pool), and the pool's index (built at the
 first fractional match; one match is made). It prints seconds, the RSS the build
 added and the process's peak RSS. Issue 31's goal: 60,000 nodes in under 30 s and
-2 GiB.
+2 GiB. ``--matchers embedded,fluxion`` runs each count with each matcher, taking
+turns: ``fluxion`` is real Fluxion (the JGF loaded into flux-sched's
+``libreapi_cli.so``, from ``FLUENCE_FLUXION_LIB``), ``embedded`` runs with that
+variable unset.
 
 **Memory per object.** A :class:`Scheduler` over the in-memory cluster places
 ``--pods`` pods of 100m on N nodes, then twice as many pods, then on twice as many
@@ -28,6 +32,7 @@ import argparse
 import gc
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -86,7 +91,8 @@ def init_once(count: int) -> dict[str, float]:
     first = time.perf_counter()
     matcher.match_allocate(compute_jobspec([PodRequest("p", cores=0, millicores=100)]))
     indexed = time.perf_counter() - first
-    return {"nodes": count, "vertices": graph.vertex_count(), "build_s": round(built, 2),
+    return {"nodes": count, "matcher": matcher.name, "vertices": graph.vertex_count(),
+            "build_s": round(built, 2),
             "first_shared_match_s": round(indexed, 2),
             "rss_added_mib": round(_status("VmRSS") - before),
             "peak_rss_mib": round(_status("VmHWM"))}
@@ -141,19 +147,34 @@ def main() -> None:
     parser.add_argument("--nodes", default="5000,20000,60000")
     parser.add_argument("--pods", type=int, default=2000)
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--matchers", default="embedded",
+                        help="comma-separated: embedded, fluxion (needs FLUENCE_FLUXION_LIB)")
+    parser.add_argument("--init-only", action="store_true",
+                        help="skip the memory-per-object part")
     args = parser.parse_args()
     if args.one:
         print(json.dumps(init_once(args.one)))
         return
-    print("| nodes | vertices | build s | first shared match s | RSS added MiB | peak RSS MiB |")
-    print("|---|---|---|---|---|---|")
+    library = os.environ.get("FLUENCE_FLUXION_LIB")
+    matchers = args.matchers.split(",")
+    if "fluxion" in matchers and not library:
+        raise SystemExit("--matchers fluxion needs FLUENCE_FLUXION_LIB (libreapi_cli.so)")
+    print("| nodes | matcher | vertices | build s | first shared match s | RSS added MiB | "
+          "peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|")
     for count in (int(n) for n in args.nodes.split(",")):
-        out = subprocess.run([sys.executable, __file__, "--one", str(count)], check=True,
-                             capture_output=True, text=True).stdout
-        r = json.loads(out.strip().splitlines()[-1])
-        print(f"| {r['nodes']} | {r['vertices']} | {r['build_s']} | "
-              f"{r['first_shared_match_s']} | {r['rss_added_mib']} | {r['peak_rss_mib']} |",
-              flush=True)
+        for wanted in matchers:
+            env = {k: v for k, v in os.environ.items() if k != "FLUENCE_FLUXION_LIB"}
+            if wanted == "fluxion" and library:
+                env["FLUENCE_FLUXION_LIB"] = library
+            out = subprocess.run([sys.executable, __file__, "--one", str(count)], check=True,
+                                 capture_output=True, text=True, env=env).stdout
+            r = json.loads(out.strip().splitlines()[-1])
+            print(f"| {r['nodes']} | {r['matcher']} | {r['vertices']} | {r['build_s']} | "
+                  f"{r['first_shared_match_s']} | {r['rss_added_mib']} | {r['peak_rss_mib']} |",
+                  flush=True)
+    if args.init_only:
+        return
     base_nodes, pods = 500, args.pods
     small, small_gone = kept(base_nodes, pods)
     more_pods, more_gone = kept(base_nodes, 2 * pods)
