@@ -430,12 +430,13 @@ down() {
             local sock=$STATE/node-$n/containerd.sock
             [[ -S $sock ]] || continue
             local deadline=$((SECONDS + 60))
-            while ((SECONDS < deadline)) \
-                  && [[ -n "$(ctr --address "$sock" -n k8s.io tasks ls -q 2>/dev/null)" ]]; do
+            # only running tasks: a finished pod's stay listed, STOPPED, until deleted below
+            while ((SECONDS < deadline)) && [[ -n "$(running_tasks "$sock")" ]]; do
                 sleep 1
             done
         done
     fi
+    say "down: pods gone after ${SECONDS}s"
     # 2. kubelets, then containerd (each stopping its tasks' shims), then the control plane
     for n in $(seq "$NODES"); do stop "kubelet-$n"; done
     for n in $(seq "$NODES"); do
@@ -460,6 +461,7 @@ down() {
     stop kube-controller-manager
     stop kube-apiserver
     stop etcd
+    say "down: processes stopped after ${SECONDS}s"
     # shims whose containerd is gone (they outlive it by design)
     pkill_shims
     # 3. mounts (the node namespaces hold the kubelets' own), links, sysctl
@@ -491,7 +493,11 @@ down() {
     local images=$STATE/images
     find "$STATE" -mindepth 1 -maxdepth 1 ! -name images ! -name containers.conf ! -name tier.lock \
         -exec rm -rf {} + 2>/dev/null || true
-    say "down: nothing left running; images kept in $images"
+    say "down: nothing left running after ${SECONDS}s; images kept in $images"
+}
+
+running_tasks() {  # running_tasks SOCKET: the ids of the node's running containers
+    ctr --address "$1" -n k8s.io tasks ls 2>/dev/null | awk 'NR > 1 && $3 == "RUNNING" {print $1}'
 }
 
 pkill_shims() {  # only the shims of this cluster's containerds (their -address names them)

@@ -193,9 +193,21 @@ def test_the_braket_example_runs_on_its_local_simulator_scout_then_ungated_worke
         # kube-reserved only subtract), and each node's device-plugin pod holds 10m, so not
         # one pod of 2 CPUs fits anywhere. At 200m, admission control counts a whole core a
         # pod: 4 cores less Fluence's own pods' 620m leave 3 whole cores, and a group of 4
-        # is refused. So: a scout and two workers, 200m each.
-        job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"].update(
-            cpu="200m", memory="512Mi")
+        # is refused (shown below, in a namespace of its own). So: a scout and two workers,
+        # 200m each.
+        requests = job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+        assert (requests["cpu"], job["spec"]["completions"]) == ("2", 4)  # as shipped
+        requests.update(cpu="200m", memory="512Mi")
+        refused_in = cluster.namespace("qaoa-of-4")
+        cluster.apply(yaml.safe_dump(job), refused_in)
+        refusal = wait(lambda: [e["message"] for e in
+                                cluster.get("-n", refused_in, "events")["items"]
+                                if e["reason"] == "FailedCreate"
+                                and "admission control" in e["message"]],
+                       "the group of 4 to be refused", timeout=60)
+        print(f"\nthe example's group of 4 at 200m: {refusal[0]}")
+        assert "needs 4 cores (4 pods x 1)" in refusal[0]
+        cluster.run("delete", "namespace", refused_in, "--wait=false")
         job["spec"].update(completions=3, parallelism=3)
         cluster.apply(yaml.safe_dump(job), namespace)
         cluster.run("-n", namespace, "wait", "--for=condition=Complete", "job/qaoa",
