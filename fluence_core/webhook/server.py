@@ -41,12 +41,18 @@ Hardening, all kept from the first server:
   (longer than the 90 s after which the API server's Go transport drops an idle
   connection): the deadline starts at the next request's first byte. Cut at the
   request deadline, idle connections were closed while the API server was
-  reusing them, and the pod create failed ("broken pipe", issue 20's benchmark);
+  reusing them, and the pod create failed ("broken pipe", issue 20's benchmark). Only
+  while the server is more than half full is an idle connection closed sooner (below);
 * a body must declare its length (no chunked uploads) and may not exceed
   ``max_body`` bytes; a request head may not exceed ``http1.MAX_HEAD`` bytes;
 * at most ``max_connections`` connections are served at once, and at most
-  ``max_per_client`` from one address, so one client cannot take every slot; more
-  are closed at accept;
+  ``max_per_client`` from one address; when either is reached, a new connection takes
+  the place of a *spare* one (idle between requests, or slow to start) of its own
+  address, or of the address holding the most, and some slots are kept for the API
+  server; a connection that presented the client certificate is never made to give way.
+  While the server is more than half full, idle connections are closed after a few
+  seconds. The rules, and the attack they answer, are in
+  :mod:`~fluence_core.webhook.fairness`;
 * every POST is handed to the server's :class:`~fluence_core.webhook.routes.Endpoint`,
   which says how long a body its path may have (or that there is no such path) and
   what an answer or an error looks like: an AdmissionReview on the admission port,
@@ -80,6 +86,7 @@ import orjson
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
 from fluence_core.webhook import http1
+from fluence_core.webhook.fairness import BUSY, BUSY_IDLE_TIMEOUT, IDLE, Slot, Slots
 from fluence_core.webhook.routes import Endpoint
 
 MAX_BODY = 4 * 1024 * 1024
@@ -90,6 +97,10 @@ REQUEST_DEADLINE = 10.0
 """Seconds from the start of a handshake or of waiting for a request to its last byte read."""
 MAX_PER_CLIENT = 128
 """Connections one address may hold at once (the API server keeps a pool of them)."""
+MAX_CONNECTIONS = 512
+"""Connections served at once."""
+RESERVED = 64
+"""Of ``MAX_CONNECTIONS``, those kept for the API server (:mod:`.fairness`, rule 3)."""
 IDLE_TIMEOUT = 120.0
 """Seconds a served keep-alive connection may wait for its next request."""
 BACKLOG = 128
@@ -121,11 +132,11 @@ def _encode(payload: dict[str, Any]) -> bytes:
 class _Connection:
     """One client connection, served by its own thread: requests in, answers out."""
 
-    def __init__(self, server: WebhookServer, sock: Any) -> None:
+    def __init__(self, server: WebhookServer, sock: Any, slot: Slot) -> None:
         self.server = server
         self.sock = sock
+        self.slot = slot  # its state: reading or answering (shutdown waits), idle, pending
         self.buffer = bytearray()
-        self.busy = False  # reading or answering a request (shutdown waits for it)
 
     def recv(self, deadline: float, *, idle: bool = False) -> None:
         """More bytes into the buffer, waiting no later than ``deadline`` (monotonic), nor
@@ -153,10 +164,12 @@ class _Connection:
         """Requests until the client closes, goes idle too long, or one says ``close``;
         ``deadline`` bounds the first request, waiting for it included."""
         server = self.server
+        slot = self.slot
         served = False
         while True:
             if not self.buffer:
-                self.busy = False
+                if served:
+                    slot.enter(IDLE, time.monotonic())
                 if server.stopping:
                     return
                 if served:  # the next request's deadline starts at its first byte
@@ -166,7 +179,7 @@ class _Connection:
                     self.recv(deadline)
             elif served:  # pipelined: already begun
                 deadline = time.monotonic() + server.request_deadline
-            self.busy = True
+            slot.enter(BUSY, time.monotonic())
             if not self.answer(deadline) or server.stopping:
                 return
             served = True
@@ -259,10 +272,12 @@ class WebhookServer:
 
     def __init__(self, address: tuple[str, int], endpoint: Endpoint, *,
                  ssl_context: ssl.SSLContext | None = None, max_body: int = MAX_BODY,
-                 timeout: float = READ_TIMEOUT, max_connections: int = 512,
-                 max_per_client: int = MAX_PER_CLIENT,
+                 timeout: float = READ_TIMEOUT, max_connections: int = MAX_CONNECTIONS,
+                 max_per_client: int = MAX_PER_CLIENT, reserved: int | None = None,
                  request_deadline: float = REQUEST_DEADLINE,
-                 idle_timeout: float = IDLE_TIMEOUT, loops: Sequence[Loop] = ()) -> None:
+                 idle_timeout: float = IDLE_TIMEOUT,
+                 busy_idle_timeout: float = BUSY_IDLE_TIMEOUT,
+                 loops: Sequence[Loop] = ()) -> None:
         self.endpoint = endpoint
         self.loops = tuple(loops)
         self.idle_timeout = idle_timeout
@@ -274,9 +289,14 @@ class WebhookServer:
         self.request_deadline = request_deadline
         self.accepted = 0
         """Connections accepted and served so far (the API server's reuse shows here)."""
+        self.client_auth = (ssl_context is not None
+                            and ssl_context.verify_mode == ssl.CERT_REQUIRED)
+        """Whether every connection must present a client certificate (the API server's)."""
         self._guard = threading.Condition()
-        self._per_client: dict[str, int] = {}
-        self._live: dict[int, _Connection] = {}  # by the serving thread's id
+        self._slots = Slots(max_connections=max_connections, max_per_client=max_per_client,
+                            reserved=(max_connections * RESERVED // MAX_CONNECTIONS
+                                      if reserved is None else reserved),
+                            client_auth=self.client_auth, busy_idle_timeout=busy_idle_timeout)
         self._stop = threading.Event()
         self._idle = threading.Event()  # serve_forever is not running
         self._idle.set()
@@ -318,6 +338,7 @@ class WebhookServer:
                             self._accept()
                         else:
                             self._wake_read.recv(64)
+                    self._close_stale()
             self._drain()
         finally:
             for loop in self.loops:
@@ -341,9 +362,9 @@ class WebhookServer:
         self._wake_read.close()
         self._wake_write.close()
         with self._guard:
-            left = list(self._live.values())
-        for connection in left:
-            _wake(connection.sock)
+            left = list(self._slots.open)
+        for slot in left:
+            _wake(slot.sock)
 
     def _accept(self) -> None:
         try:
@@ -352,73 +373,84 @@ class WebhookServer:
             return
         client = str(address[0]) if isinstance(address, tuple) else ""
         with self._guard:
-            crowded = self._per_client.get(client, 0) >= self.max_per_client
-            full = not crowded and sum(self._per_client.values()) >= self.max_connections
-            if not crowded and not full:
-                self._per_client[client] = self._per_client.get(client, 0) + 1
-        if crowded or full:
-            if crowded:
-                logger.warning("webhook: %s holds %d connections already; closing a new one",
-                               client, self.max_per_client)
-            else:
-                logger.warning("webhook: too many connections; closing one from %s", address)
+            admission = self._slots.admit(client, sock, time.monotonic())
+        if admission.replaces is not None:
+            logger.debug("webhook: %s; closing a spare connection of %s for one from %s",
+                        admission.why, admission.replaces.client, client)
+            _wake(admission.replaces.sock)
+        if admission.slot is None:
+            logger.warning("webhook: %s; closing a new one from %s", admission.why, client)
             _cut(sock)
             return
         self.accepted += 1
-        threading.Thread(target=self._run, args=(sock, address, client), daemon=True,
+        threading.Thread(target=self._run, args=(admission.slot, address), daemon=True,
                          name=f"webhook-{client}").start()
+
+    def _close_stale(self) -> None:
+        """While the server is more than half full, the connections idle for a few seconds."""
+        with self._guard:
+            stale = self._slots.stale(time.monotonic())
+        for slot in stale:
+            _wake(slot.sock)
+        if stale:
+            logger.info("webhook: more than half full; closed %d idle connections", len(stale))
 
     def held_by(self, client: str) -> int:
         """Connections the address ``client`` holds now."""
         with self._guard:
-            return self._per_client.get(client, 0)
+            return self._slots.held_by(client)
+
+    @property
+    def replaced(self) -> int:
+        """Connections closed so far to make room for others, or for idling while busy."""
+        return self._slots.replaced
 
     # -- a connection ----------------------------------------------------------
 
-    def _run(self, sock: socket.socket, address: Any, client: str) -> None:
+    def _run(self, slot: Slot, address: Any) -> None:
         try:
-            self.handle_connection(sock, address)
+            self.handle_connection(slot.sock, address, slot)
         finally:
             with self._guard:
-                left = self._per_client.get(client, 1) - 1
-                if left > 0:
-                    self._per_client[client] = left
-                else:
-                    self._per_client.pop(client, None)
+                self._slots.release(slot)
+                self._guard.notify_all()
 
-    def handle_connection(self, sock: Any, address: Any) -> None:
+    def handle_connection(self, sock: Any, address: Any, slot: Slot | None = None) -> None:
         """Serve one accepted connection until it ends, then close it (TLS first when the
-        server has a context)."""
+        server has a context); ``slot`` is its place among the open connections."""
         started = time.monotonic()
-        connection: _Connection | None = None
+        if slot is None:  # served alone, outside the accept loop
+            slot = Slot(str(address[0]) if isinstance(address, tuple) else "", sock, started)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.ssl_context is not None:
                 # CPython's TLS calls hold a socket's timeout for the whole call.
                 sock.settimeout(min(self.read_timeout, self.request_deadline))
-                sock = self.ssl_context.wrap_socket(sock, server_side=True)
-            connection = _Connection(self, sock)
-            with self._guard:
-                self._live[threading.get_ident()] = connection
+                sock = self.ssl_context.wrap_socket(sock, server_side=True,
+                                                    do_handshake_on_connect=False)
+                with self._guard:  # made to give way now: shut down the TLS socket itself
+                    slot.sock = sock
+                    if slot.evicted:
+                        raise _Gone("made room for another connection")
+                sock.do_handshake()
+                slot.authenticated = self.client_auth and bool(sock.getpeercert())
+            connection = _Connection(self, sock, slot)
             connection.serve(started + self.request_deadline)
         except (_Gone, OSError, ValueError) as error:  # ssl.SSLError is an OSError
             logger.debug("webhook: connection from %s ended: %s", address, error)
         except Exception:
             logger.exception("webhook: serving the connection from %s failed", address)
         finally:
-            with self._guard:
-                self._live.pop(threading.get_ident(), None)
-                self._guard.notify_all()
             _cut(sock)
 
     def _drain(self) -> None:
         """Close idle connections; wait (up to ``request_deadline``) for busy ones to answer."""
         deadline = time.monotonic() + self.request_deadline
         with self._guard:
-            while self._live and time.monotonic() < deadline:
-                for connection in self._live.values():
-                    if not connection.busy:
-                        _wake(connection.sock)
+            while self._slots.open and time.monotonic() < deadline:
+                for slot in self._slots.open:
+                    if slot.state != BUSY:
+                        _wake(slot.sock)
                 self._guard.wait(0.05)
 
 

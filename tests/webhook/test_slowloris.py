@@ -129,7 +129,9 @@ def test_600_trickling_connections_leave_a_legitimate_request_answered_within_a_
     try:
         attack.open(ATTACKERS)
         assert attack.refused + len(attack.sockets) == ATTACKERS
-        assert attack.refused > 0, "past the per-client limit, connections are closed at accept"
+        # Past the per-client limit, a connection is closed at accept, or takes the place of
+        # an older one that has not sent a byte for a second (issue 32: fairness.py).
+        assert attack.refused > 0 or server.replaced > 0
         assert server.held_by(ATTACKER_ADDRESS) <= server.max_per_client
         line = b"POST /mutate HTTP/1.1\r\nHost: x\r\n"
         latencies = []
