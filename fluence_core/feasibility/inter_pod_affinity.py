@@ -66,14 +66,25 @@ class InterPodAffinity:
                 if term.topology_key in labels and term_matches(term, pod, own_labels):
                     existing_anti[(term.topology_key, labels[term.topology_key])] += 1
         if pod.affinity or pod.anti_affinity:
+            named: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[bool, tuple[bool, ...]]] = {}
+            """What the pod's terms say of a placed pod, by its namespace and labels: the placed
+            pods of one workload look alike, and a term's answer depends on nothing else."""
             for other in snapshot.pods:
+                look = (other.namespace, tuple(other.labels.items()))
+                said = named.get(look)
+                if said is None:
+                    said = named[look] = (
+                        bool(pod.affinity) and all(match(t, other) for t in pod.affinity),
+                        tuple(match(t, other) for t in pod.anti_affinity))
+                if not (said[0] or any(said[1])):
+                    continue
                 labels = _labels_of(snapshot, other)
-                if pod.affinity and all(match(t, other) for t in pod.affinity):
+                if said[0]:
                     for term in pod.affinity:
                         if term.topology_key in labels:
                             affinity[(term.topology_key, labels[term.topology_key])] += 1
-                for term in pod.anti_affinity:
-                    if term.topology_key in labels and match(term, other):
+                for term, hit in zip(pod.anti_affinity, said[1]):
+                    if hit and term.topology_key in labels:
                         anti[(term.topology_key, labels[term.topology_key])] += 1
         if not (pod.affinity or pod.anti_affinity or existing_anti):
             return None

@@ -59,6 +59,9 @@ class InterPodAffinityScore:
         own_labels = snapshot.namespace_labels(pod.namespace)
         scores: _Scores = {}
         for other in others:
+            if not own and not (other.affinity or other.preferred_affinity
+                                or other.preferred_anti_affinity):
+                continue  # only required anti-affinity: it scores nothing (a filter's concern)
             node = snapshot.node(other.node_name)
             if node is None or not node.labels:
                 continue
