@@ -50,6 +50,7 @@ from fluence_core.testing_apiserver import (
     ApiServer,
     ensure_namespace,
     start_apiserver,
+    stop_process,
 )
 
 LIMITS = {"default": (50.0, 100), "5000 QPS": (5000.0, 5000)}
@@ -127,12 +128,7 @@ class Peer:
                 yield process
             finally:
                 os.kill(process.pid, signal.SIGCONT)
-                process.terminate()
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                stop_process(process)
 
 
 def fluence_peer(kubeconfig: Path, name: str = "fluence", tree: Path | None = None) -> Peer:

@@ -264,15 +264,22 @@ class ApiServer:
     def stop(self) -> None:
         """Terminate every process, newest first."""
         for name, process in reversed(list(self.processes.items())):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process, timeout=15)
             logger.debug("%s stopped (exit %s)", name, process.returncode)
         self.processes.clear()
+
+
+def stop_process(process: subprocess.Popen[Any], timeout: float = 30.0) -> int:
+    """Terminate ``process`` (when it still runs), kill it if it is not gone ``timeout``
+    seconds later, and return its exit code: a test never leaves a child behind."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
 
 
 def _kubeconfig(url: str, ca_file: Path, token: str) -> str:

@@ -19,7 +19,7 @@ import pytest
 
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
-from fluence_core.testing_apiserver import ApiServer, free_port
+from fluence_core.testing_apiserver import ApiServer, free_port, stop_process
 
 pytestmark = pytest.mark.e2e
 
@@ -106,9 +106,9 @@ def test_one_replica_leads_schedules_and_reports(kube: KubeCluster, kube_namespa
         assert node in status.stdout
     finally:
         for replica in replicas:
-            replica.terminate()
+            replica.terminate()  # both at once: the second need not wait for the first
         for replica in replicas:
-            replica.wait(timeout=30)
+            stop_process(replica)
 
 
 def _holder(kube: KubeCluster, namespace: str) -> str | None:
@@ -144,4 +144,4 @@ def test_a_leader_stopped_by_sigterm_hands_its_lease_over_at_once(
         for replica in replicas.values():
             replica.terminate()
         for replica in replicas.values():
-            replica.wait(timeout=30)
+            stop_process(replica)

@@ -17,7 +17,7 @@ import pytest
 
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
-from fluence_core.testing_apiserver import ApiServer, free_port
+from fluence_core.testing_apiserver import ApiServer, free_port, stop_process
 
 pytestmark = pytest.mark.e2e
 
@@ -66,8 +66,7 @@ def test_up_on_a_bare_api_server_leads_from_kube_system_and_places_a_pod(
         assert kube.get("pods", "first", kube_namespace)["spec"].get("nodeName") == node, \
             log.read_text()[-3000:]
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop_process(process)
         kube.delete("nodes", node)
     lines = log.read_text().splitlines()
     print("\n".join(["first 10 log lines of fluence up:", *lines[:10]]))

@@ -26,7 +26,7 @@ import yaml
 from fluence_core import names
 from fluence_core.kube.api import CONFIGMAPS
 from fluence_core.kube.client import KubeCluster
-from fluence_core.testing_apiserver import ApiServer, find_kubectl
+from fluence_core.testing_apiserver import ApiServer, find_kubectl, stop_process
 
 pytestmark = pytest.mark.e2e
 pytest.importorskip("fluence_braket", reason="the Braket provider reports braket_local")
@@ -114,12 +114,7 @@ def fluence_up(apiserver: ApiServer, kube: KubeCluster, kube_namespace: str,
         [sys.executable, "-c", "from fluence_core.cli import main; main()", "up"],
         env=environ, stdout=subprocess.DEVNULL, stderr=log)
     yield process
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    stop_process(process)
     log.close()
     for kind in ("clusterrolebindings", "clusterroles"):
         kube.delete(kind, f"fluence-scheduler-{kube_namespace}")

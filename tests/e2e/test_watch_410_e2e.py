@@ -35,7 +35,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.testing_apiserver import (
-    ApiServer, compact_etcd, ensure_namespace, find_assets, start_apiserver,
+    ApiServer, compact_etcd, ensure_namespace, find_assets, start_apiserver, stop_process,
 )
 
 pytestmark = pytest.mark.e2e
@@ -122,12 +122,7 @@ def test_a_lost_history_under_a_backlog_costs_a_relist_and_every_pod_binds(
         peak = _peak_rss_mib(process.pid)
     finally:
         os.kill(process.pid, signal.SIGCONT)
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         kube.close()
     text = log_path.read_text(errors="replace")
     relists = {kind: text.count(f"watch {kind} at resourceVersion")
