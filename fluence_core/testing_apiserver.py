@@ -50,7 +50,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 from fluence_core import names
-from fluence_core.kube.api import MUTATING_WEBHOOKS, ClusterAPI
+from fluence_core.kube.api import MUTATING_WEBHOOKS, ClusterAPI, Resource
 from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import ApiError, Conflict
 from fluence_core.log import logger
@@ -59,7 +59,7 @@ from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service, tls
 from fluence_core.webhook.conditions import scheduler_condition
-from fluence_core.webhook.informer import watched_for
+from fluence_core.webhook.informer import Informer, watched_for
 from fluence_core.webhook.publish import publish_match_conditions
 from fluence_core.webhook.main import Webhook
 from fluence_core.webhook.report import ReportEndpoint
@@ -475,6 +475,18 @@ def webhook_entry(resource: str, url: str, namespace: str, *,
     return entry
 
 
+def served(kube: ClusterAPI, resource: Resource, namespace: str) -> bool:
+    """Whether the API server serves ``resource`` (a JobSet without its CRD: no); an
+    informer of a kind it does not serve never syncs, and is not waited for."""
+    try:
+        kube.list(resource, namespace if resource.namespaced else None)
+    except ApiError as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
 PROBE_POD: Final = "fluence-webhook-probe"
 """The pod :func:`wait_in_force` sends on dry run: never stored, though a test recording the
 pods its webhook was sent sees it."""
@@ -554,6 +566,9 @@ def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, name
         service = build_service(settings, get_plugin_manager(settings), kube,
                                 writer=BackgroundWriter(), watched=watched)
     informers = service.controller.informers(namespace)  # what is stored there needs
+    for each in [*informers, *loops]:  # stopped, each ends within a second, not a minute
+        if isinstance(each, Informer):
+            each.watch_seconds = 1.0
     context = server_context(str(cert.cert_file), str(cert.key_file))
     routes = Routes([ReportEndpoint(kube, settings)])
     server = Webhook(service, WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(service),
@@ -561,7 +576,8 @@ def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, name
                      WebhookServer(("127.0.0.1", 0), routes, ssl_context=context), routes)
     threading.Thread(target=server.serve_forever, daemon=True, name="e2e-webhook").start()
     for each in informers:  # as fluence webhook soon after its start: lookups, not reads
-        each.wait_synced(30)
+        if served(kube, each.resource, namespace) and not each.wait_synced(30):
+            raise HarnessError(f"the webhook's {each.resource.plural} informer never synced")
     name = settings.webhook_config
     try:
         url = f"https://127.0.0.1:{server.port}/mutate"

@@ -94,6 +94,9 @@ class Informer(Generic[T]):
         self._objects: dict[Key, T] = {}
         self._unreadable: set[Key] = set()
         """Objects whose copy could not be made: looked up as unknown, so callers read them."""
+        self.watch_seconds = WATCH_SECONDS
+        """Seconds of one watch request of :meth:`start`'s thread: after :meth:`stop`, the
+        thread ends when its request does (a test's webhook sets it short)."""
         self._version: str | None = None
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -249,7 +252,7 @@ class Informer(Generic[T]):
                 if not self._synced.is_set():
                     self.sync()
                     delay = RETRY_SECONDS
-                self.follow()
+                self.follow(self.watch_seconds)
             except Exception as error:  # noqa: BLE001 - a broken watch only costs speed
                 self._synced.clear()  # unknown until the next list: callers read meanwhile
                 if self._stop.is_set():
