@@ -50,8 +50,15 @@ def gates(pod: dict[str, Any]) -> list[str]:
 
 
 def test_a_failed_scout_s_workers_are_released_as_scout_lost(
-    apiserver: ApiServer, kube: KubeCluster, kube_namespace: str, tmp_path: Path
+    apiserver: ApiServer, kube: KubeCluster, kube_namespace: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # admission control judges one cluster-wide budget, which the pending quantum pods the
+    # session's earlier tests leave share with this Job (run after test_match_conditions on
+    # its own node, the Job's pods were refused: 8 cores promised of 8); its marks, which
+    # the sweep reads, stay (test_hybrid_flow_e2e.py::test_the_hybrid_flow_end_to_end judges
+    # with it on)
+    monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
     ns = kube_namespace
     try:
         (priority_class,) = read_objects(REPO / "deploy" / "fluence.yaml", kind="PriorityClass")
@@ -63,15 +70,7 @@ def test_a_failed_scout_s_workers_are_released_as_scout_lost(
     settings = load_settings(resources=resources, orphan_sweep=SWEEP,
                              webhook_config=f"fluence-orphans-{ns}")
     sweep = OrphanSweep(kube, settings)
-    node = f"{ns}-n0"  # admission control admits a group only with cores free for it
-    kube.create("nodes", {
-        "metadata": {"name": node, "labels": {"e2e-ns": ns}},
-        "status": {"capacity": {"cpu": "8", "memory": "16Gi", "pods": "110"},
-                   "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}})
-    try:
-        released_as_scout_lost(apiserver, kube, ns, settings, sweep, tmp_path)
-    finally:
-        kube.delete("nodes", node)
+    released_as_scout_lost(apiserver, kube, ns, settings, sweep, tmp_path)
 
 
 def released_as_scout_lost(apiserver: ApiServer, kube: KubeCluster, ns: str, settings: Settings,
