@@ -70,14 +70,16 @@ def make_node_dict(
     name: str, cpu: str | int = "8", memory: str = "8Gi", *, gpus: int | None = None,
     pods: str | int | None = "110", labels: Mapping[str, str] | None = None,
     taints: Sequence[Mapping[str, str]] | None = None, unschedulable: bool = False,
-    allocatable: Mapping[str, str] | None = None,
+    allocatable: Mapping[str, str] | None = None, capacity: bool = False,
 ) -> dict[str, Any]:
     """A Node as the API server returns it, with what Fluence and the filters read.
 
     ``status.allocatable`` holds ``cpu``, ``memory``, ``pods`` (left out when None) and
     ``gpus`` as ``nvidia.com/gpu``, then ``allocatable``'s entries over them (extended
-    resources, or a quantity written another way). The spec carries ``taints`` and
-    ``unschedulable`` only when given, as a kubelet-registered node does."""
+    resources, or a quantity written another way); with ``capacity``, ``status.capacity``
+    is the same (a kubelet that reserves nothing; the nodes an e2e test creates). The spec
+    carries ``taints`` and ``unschedulable`` only when given, as a kubelet-registered node
+    does."""
     status: dict[str, Any] = {"cpu": str(cpu), "memory": memory}
     if pods is not None:
         status["pods"] = str(pods)
@@ -94,7 +96,7 @@ def make_node_dict(
         "kind": NODES.kind,
         "metadata": {"name": name, "labels": dict(labels or {})},
         "spec": body,
-        "status": {"allocatable": status},
+        "status": {"allocatable": status, **({"capacity": dict(status)} if capacity else {})},
     }
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
+from fluence_core.testing import make_node_dict
 from fluence_core.testing_apiserver import ApiServer, free_port, stop_process
 
 pytestmark = pytest.mark.e2e
@@ -44,9 +45,8 @@ def env(apiserver: ApiServer, kube_namespace: str) -> dict[str, str]:
 @pytest.fixture
 def node(kube: KubeCluster, kube_namespace: str) -> Iterator[str]:
     name = f"{kube_namespace}-cli"
-    kube.create("nodes", {"metadata": {"name": name, "labels": {"e2e-ns": kube_namespace}},
-                          "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                                     "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    kube.create("nodes", make_node_dict(name, 4, labels={"e2e-ns": kube_namespace},
+                                        capacity=True))
     yield name
     kube.delete("nodes", name)
 

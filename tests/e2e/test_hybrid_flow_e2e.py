@@ -42,7 +42,7 @@ from fluence_core.runtime.report import HttpsReporter, ReportError
 from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from fluence_core.testing import indexed_job_pods
+from fluence_core.testing import indexed_job_pods, make_node_dict
 from fluence_core.testing_apiserver import (
     ApiServer,
     find_kubectl,
@@ -110,10 +110,8 @@ class Flow:
 
     def node(self, suffix: str, cpu: int = 4) -> None:
         name = f"{self.ns}-{suffix}"
-        self.kube.create("nodes", {
-            "metadata": {"name": name, "labels": {"e2e-ns": self.ns}},
-            "status": {"capacity": {"cpu": str(cpu), "memory": "16Gi", "pods": "110"},
-                       "allocatable": {"cpu": str(cpu), "memory": "16Gi", "pods": "110"}}})
+        self.kube.create("nodes", make_node_dict(name, cpu, "16Gi", labels={"e2e-ns": self.ns},
+                                                 capacity=True))
         self.nodes.append(name)
 
     def start_scheduler(self) -> None:

@@ -18,6 +18,7 @@ from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_node_dict
 from fluence_core.testing_apiserver import ensure_namespace
 from tests.scheduler.faults import Faulty, Killed, check_invariants
 
@@ -58,9 +59,7 @@ class Space:
         self.ns = ensure_namespace(kube, name)
         self.nodes = [f"{name}-n{i}" for i in range(4)]
         for node in self.nodes:
-            allocatable = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-            kube.create("nodes", {"metadata": {"name": node, "labels": {"e2e-ns": name}},
-                                  "status": {"allocatable": allocatable, "capacity": allocatable}})
+            kube.create("nodes", make_node_dict(node, 4, labels={"e2e-ns": name}, capacity=True))
         for gang, cpus in GANGS.items():
             kube.create("podgroups", {"metadata": {"name": gang}, "spec": {
                 "schedulingPolicy": {"gang": {"minCount": len(cpus)}}}}, self.ns)

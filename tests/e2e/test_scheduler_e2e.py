@@ -19,6 +19,7 @@ from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_node_dict
 from fluence_core.testing_apiserver import scheduler_beside
 
 pytestmark = pytest.mark.e2e
@@ -45,11 +46,8 @@ class Run:
 
     def node(self, suffix: str, cpu: int = 4) -> str:
         name = f"{self.ns}-{suffix}"
-        self.kube.create("nodes", {
-            "metadata": {"name": name, "labels": {"e2e-ns": self.ns}},
-            "status": {"capacity": {"cpu": str(cpu), "memory": "8Gi", "pods": "110"},
-                       "allocatable": {"cpu": str(cpu), "memory": "8Gi", "pods": "110"}},
-        })
+        self.kube.create("nodes", make_node_dict(name, cpu, labels={"e2e-ns": self.ns},
+                                                 capacity=True))
         self.nodes.append(name)
         return name
 

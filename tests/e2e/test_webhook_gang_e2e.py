@@ -16,6 +16,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_node_dict
 from fluence_core.testing_apiserver import ApiServer, scheduler_beside, wait_for, webhook_beside
 
 pytestmark = pytest.mark.e2e
@@ -27,11 +28,9 @@ def fenced_nodes(kube: KubeCluster, ns: str) -> list[str]:
     scheduler started here places every pending Fluence pod it sees)."""
     nodes = [f"{ns}-n{i}" for i in range(2)]
     for node in nodes:
-        kube.create("nodes", {
-            "metadata": {"name": node, "labels": {"e2e-ns": ns}},
-            "spec": {"taints": [{"key": "e2e-ns", "value": ns, "effect": "NoSchedule"}]},
-            "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                       "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+        kube.create("nodes", make_node_dict(
+            node, 4, labels={"e2e-ns": ns}, capacity=True,
+            taints=[{"key": "e2e-ns", "value": ns, "effect": "NoSchedule"}]))
     return nodes
 
 

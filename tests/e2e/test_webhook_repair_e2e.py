@@ -19,6 +19,7 @@ from fluence_core.kube.client import KubeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
 from fluence_core.webhook import BackgroundWriter, build_service
+from fluence_core.testing import make_node_dict
 from fluence_core.testing_apiserver import scheduler_beside, wait_for
 from fluence_core.webhook.repair import repair_for
 
@@ -30,9 +31,7 @@ def test_a_gang_whose_podgroup_was_lost_gets_it_from_the_repair_and_binds(
     ns = kube_namespace
     settings = load_settings(webhook_repair_interval=1)
     node = f"{ns}-n0"
-    kube.create("nodes", {"metadata": {"name": node, "labels": {"e2e-ns": ns}}, "status": {
-        "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-        "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    kube.create("nodes", make_node_dict(node, 4, labels={"e2e-ns": ns}, capacity=True))
     members = [f"r-{i}" for i in range(3)]
     for name in members:  # as the killed webhook stamped them
         kube.create("pods", {
