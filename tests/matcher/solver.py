@@ -8,6 +8,7 @@ matcher does with :func:`brute_force` over what each node has left.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from hypothesis import strategies as st
 
@@ -19,6 +20,10 @@ from fluence_core.models import Group, PodRequest
 
 Shape = tuple[int, int, int]
 """(cores, memory MiB, GPUs) of a pod."""
+Factory = Callable[[ResourceGraph, str], Matcher]
+"""The ``matcher_factory`` fixture: a matcher over a graph with a policy."""
+POLICIES = ["first", "lonode", "hinode", "low", "high"]
+"""The match policies the properties draw from."""
 
 
 @dataclass

@@ -16,7 +16,6 @@ The embedded matcher is held to completeness for every group.
 
 from __future__ import annotations
 
-from typing import Callable
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -24,18 +23,18 @@ from hypothesis import strategies as st
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.jobspec import group_jobspecs
 from fluence_core.matcher.group import GroupMatch, GroupMiss, _match_in_turn, match_group
-from fluence_core.matcher.base import GroupMatcher, Matcher, MatchOutcome
+from fluence_core.matcher.base import GroupMatcher, MatchOutcome
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import Group, NodeInfo, PodRequest
 from tests.matcher.solver import (
+    POLICIES,
+    Factory,
     brute_force,
     check_capacity,
     free_after_background,
     pods_of_shapes,
 )
 
-Factory = Callable[[ResourceGraph, str], Matcher]
-POLICIES = ["first", "lonode", "hinode", "low", "high"]
 
 
 # -- the cases -------------------------------------------------------------------------------------

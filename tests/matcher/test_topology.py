@@ -11,20 +11,21 @@ rack.
 
 from __future__ import annotations
 
-from typing import Callable
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from fluence_core import names
 from fluence_core.graph import ResourceGraph
-from fluence_core.matcher.base import GroupMatcher, Matcher, MatchOutcome
+from fluence_core.matcher.base import GroupMatcher, MatchOutcome
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_group
 from fluence_core.models import Group, NodeInfo, PodRequest
 from fluence_core.topology import Constraint, Level
 
 from tests.matcher.solver import (
+    POLICIES,
+    Factory,
     Free,
     brute_force,
     check_capacity,
@@ -32,8 +33,6 @@ from tests.matcher.solver import (
     pods_of_shapes,
 )
 
-Factory = Callable[[ResourceGraph, str], Matcher]
-POLICIES = ["first", "lonode", "hinode", "low", "high"]
 ZONE = Level("topology.kubernetes.io/zone", "zone")
 BLOCK = Level("example.com/block", "block")
 RACK = Level(names.RACK_LABEL, "rack")
