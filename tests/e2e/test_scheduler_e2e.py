@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import pytest
@@ -18,9 +18,9 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.scheduler.core import Scheduler
-from fluence_core.settings import load_settings
-from fluence_core.testing import make_node_dict
-from fluence_core.testing_apiserver import scheduler_beside
+from fluence_core.settings import Settings, load_settings
+from fluence_core.testing import make_node_dict, make_pod_dict, make_pod_group_dict
+from fluence_core.testing_apiserver import scheduler_beside, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -35,9 +35,12 @@ class Run:
         self._running = ExitStack()
         self.scheduler: Scheduler | None = None
 
-    def start_scheduler(self) -> Scheduler:
+    def start_scheduler(self, settings: Settings | None = None) -> Scheduler:
+        """Fluence's scheduler with ``settings`` (the defaults when None), in place of the
+        one running."""
         self.stop_scheduler()
-        running = self._running.enter_context(scheduler_beside(self.kube, load_settings()))
+        running = self._running.enter_context(
+            scheduler_beside(self.kube, settings or load_settings()))
         self.scheduler = running.scheduler
         return running.scheduler
 
@@ -52,27 +55,18 @@ class Run:
         return name
 
     def pod(self, name: str, cpu: str = "1", group: str | None = None, **extra: Any) -> None:
-        spec: dict[str, Any] = {
-            "schedulerName": names.SCHEDULER_NAME,
-            "nodeSelector": {"e2e-ns": self.ns},
-            "containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
-            ],
-            **extra,
-        }
-        if group:
-            spec["schedulingGroup"] = {"podGroupName": group}
-        self.kube.create("pods", {"metadata": {"name": name}, "spec": spec}, self.ns)
+        """A Fluence pod kept to this namespace's nodes; ``extra`` is set over its spec."""
+        self.kube.create("pods", make_pod_dict(name, cpu, namespace=self.ns, group=group,
+                                               nodeSelector={"e2e-ns": self.ns}, **extra),
+                         self.ns)
 
-    def gang(self, name: str, size: int, cpu: str = "1") -> None:
-        self.kube.create(
-            "podgroups",
-            {
-                "metadata": {"name": name},
-                "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
-            },
-            self.ns,
-        )
+    def gang(self, name: str, size: int, cpu: str = "1",
+             constraints: dict[str, Any] | None = None) -> None:
+        """A PodGroup of ``size`` (``spec.schedulingConstraints`` when given) and its pods."""
+        group = make_pod_group_dict(name, size, self.ns)
+        if constraints:
+            group["spec"]["schedulingConstraints"] = constraints
+        self.kube.create("podgroups", group, self.ns)
         for i in range(size):
             self.pod(f"{name}-{i}", cpu, group=name)
 
@@ -81,12 +75,7 @@ class Run:
         return None if found is None else found["spec"].get("nodeName")
 
     def wait(self, check: Callable[[], bool], what: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}")
+        wait_for(check, what, timeout, every=0.2)
 
     def group_condition(self, group: str, kind: str = "PodGroupScheduled") -> str | None:
         """The status of the PodGroup's condition ``kind``, None while it has none."""
@@ -102,13 +91,21 @@ class Run:
         return [e for e in items if e.get("reason") == reason]
 
 
+@contextmanager
+def running(harness: Run) -> Iterator[Run]:
+    """``harness``, its scheduler stopped and its nodes deleted at the end."""
+    try:
+        yield harness
+    finally:
+        harness.stop_scheduler()
+        for node in harness.nodes:
+            harness.kube.delete("nodes", node)
+
+
 @pytest.fixture
 def run(kube: KubeCluster, kube_namespace: str) -> Iterator[Run]:
-    harness = Run(kube, kube_namespace)
-    yield harness
-    harness.stop_scheduler()
-    for node in harness.nodes:
-        kube.delete("nodes", node)
+    with running(Run(kube, kube_namespace)) as harness:
+        yield harness
 
 
 def test_a_single_pod_is_bound_with_an_event(run: Run) -> None:

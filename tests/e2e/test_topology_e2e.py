@@ -5,7 +5,6 @@ on a Workload's template or on a Job alone (skipped without KUBEBUILDER_ASSETS).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -13,9 +12,9 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
-from fluence_core.testing_apiserver import scheduler_beside, wait_for, webhook_beside
+from fluence_core.testing_apiserver import wait_for, webhook_beside
 from fluence_core.topology import read_constraint
-from tests.e2e.test_scheduler_e2e import Run
+from tests.e2e.test_scheduler_e2e import Run, running
 
 pytestmark = pytest.mark.e2e
 
@@ -23,16 +22,8 @@ pytestmark = pytest.mark.e2e
 class Racks(Run):
     """The scheduler's run helper, with racked nodes and rack-required gangs."""
 
-    def __init__(self, kube: KubeCluster, namespace: str) -> None:
-        super().__init__(kube, namespace)
-        self._topology = ExitStack()
-
     def start_with_levels(self) -> None:
-        settings = load_settings(topology_levels=[names.RACK_LABEL])
-        self._topology.enter_context(scheduler_beside(self.kube, settings))
-
-    def stop(self) -> None:
-        self._topology.close()
+        self.start_scheduler(load_settings(topology_levels=[names.RACK_LABEL]))
 
     def racked(self, suffix: str, rack: str) -> str:
         name = self.node(suffix)
@@ -44,11 +35,7 @@ class Racks(Run):
             names.RACK_LABEL: f"{self.ns}-{rack}"}}})
 
     def rack_gang(self, name: str, size: int, cpu: str) -> None:
-        self.kube.create("podgroups", {"metadata": {"name": name}, "spec": {
-            "schedulingPolicy": {"gang": {"minCount": size}},
-            "schedulingConstraints": {"topology": [{"key": names.RACK_LABEL}]}}}, self.ns)
-        for i in range(size):
-            self.pod(f"{name}-{i}", cpu, group=name)
+        self.gang(name, size, cpu, {"topology": [{"key": names.RACK_LABEL}]})
 
     def rack_of(self, pod: str) -> str | None:
         node = self.node_of(pod)
@@ -58,11 +45,8 @@ class Racks(Run):
 
 @pytest.fixture
 def racks(kube: KubeCluster, kube_namespace: str) -> Iterator[Racks]:
-    harness = Racks(kube, kube_namespace)
-    yield harness
-    harness.stop()
-    for node in harness.nodes:
-        kube.delete("nodes", node)
+    with running(Racks(kube, kube_namespace)) as harness:
+        yield harness
 
 
 def test_a_rack_required_gang_is_bound_inside_the_one_rack_that_holds_it(racks: Racks) -> None:
