@@ -27,11 +27,14 @@ from typing import Any, Iterable, Iterator, KeysView
 from fluence_core import names
 from fluence_core.log import logger
 from fluence_core.models import NodeInfo
+from fluence_core.numa import spans
 from fluence_core.resource_config import CLUSTER, ResourceConfig, VirtualResource
 from fluence_core.settings import Settings
 from fluence_core.topology import Level, choose_levels, domains_of, is_known
 
 ROOT = "cluster0"
+NUMA_TYPE = "numanode"
+"""The vertex type of a NUMA zone (Fluxion's own name for it)."""
 ROOT_PATH = f"/{ROOT}"
 Domain = tuple[str, ...]
 """A topology domain: its name at each level from the widest down to its own."""
@@ -42,6 +45,19 @@ def levels_for(config: ResourceConfig, settings: Settings) -> tuple[Level, ...]:
     (both set and different: :class:`~fluence_core.errors.TopologyError`, at start)."""
     return choose_levels(config.levels, settings.levels, config.source,
                          f"{names.SETTINGS_ENV_PREFIX}TOPOLOGY_LEVELS")
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneSpan:
+    """One NUMA zone of a node: its name and the id ranges ``[start, stop)`` it holds."""
+
+    name: str
+    cores: tuple[int, int]
+    gpus: tuple[int, int]
+    memory: tuple[int, int]
+
+    def span(self, kind: str) -> tuple[int, int]:
+        return {"core": self.cores, "gpu": self.gpus, "memory": self.memory}[kind]
 
 
 @dataclass(slots=True)
@@ -68,6 +84,19 @@ class NodeVertex:
     domains: Domain = ()
     """Its domain's name at each topology level, widest first (the unknown domain where it
     lacks the level's label)."""
+    zones: tuple[ZoneSpan, ...] = ()
+    """Its NUMA zones (from its NodeResourceTopology), each holding a range of its core,
+    GPU and memory chunk ids; none when it publishes none."""
+    single_numa_policy: bool = False
+    """Its kubelet's topology manager enforces ``single-numa-node``."""
+
+    def zone_of(self, kind: str, index: int) -> int | None:
+        """The zone holding vertex ``<kind><index>`` (``core``, ``gpu``, ``memory``)."""
+        for number, zone in enumerate(self.zones):
+            start, stop = zone.span(kind)
+            if start <= index < stop:
+                return number
+        return None
 
     def domain(self, level: int) -> Domain:
         """The domain holding this node at ``level`` (0 is the widest)."""
@@ -183,6 +212,8 @@ class ResourceGraph:
             millicores=info.millicores or info.cores * 1000,
             memory_mib=info.memory_mib,
             domains=domains_of(self.levels, info.labels),
+            zones=_zones(info, chunks if chunk_mib else 0, self.memory_chunks_per_core),
+            single_numa_policy=bool(info.numa and info.numa.single_numa_policy),
         )
         self._next_rank += 1
         self._nodes[info.name] = vertex
@@ -203,6 +234,14 @@ class ResourceGraph:
     def node_path(self, name: str) -> str:
         """The containment path of a node's vertex: under its narrowest domain."""
         return f"{self.domain_path(self._nodes[name].domains)}/{name}"
+
+    def vertex_path(self, name: str, kind: str, index: int, *, numa: bool = True) -> str:
+        """The containment path of core, GPU or memory chunk ``index`` of node ``name``: under
+        its NUMA zone's vertex when the node has zones and ``numa`` (the JGF was written with
+        them, :meth:`jgf_text`); the one place that knows."""
+        zone = self._nodes[name].zone_of(kind, index) if numa else None
+        under = self.node_path(name) + ("" if zone is None else f"/{NUMA_TYPE}{zone}")
+        return f"{under}/{kind}{index}"
 
     @staticmethod
     def domain_path(domain: Domain) -> str:
@@ -313,7 +352,8 @@ class ResourceGraph:
     def vertex_count(self) -> int:
         """How many vertices the JGF export holds (cluster, domains, nodes, cores, GPUs,
         memory, virtual)."""
-        per_node = sum(1 + n.cores + n.gpus + n.memory_chunks for n in self._nodes.values())
+        per_node = sum(1 + len(n.zones) + n.cores + n.gpus + n.memory_chunks
+                       for n in self._nodes.values())
         return 1 + len(self.all_domains()) + per_node + len(self.virtual)
 
     def summary(self) -> dict[str, int]:
@@ -329,15 +369,17 @@ class ResourceGraph:
 
     # -- JGF -------------------------------------------------------------------
 
-    def to_jgf(self) -> dict[str, Any]:
+    def to_jgf(self, *, numa: bool = True) -> dict[str, Any]:
         """The graph as JSON Graph Format that Fluxion's ``reapi_cli`` loads (see
         :meth:`jgf_text`, its one serialisation)."""
-        parsed: dict[str, Any] = json.loads(self.jgf_text())
+        parsed: dict[str, Any] = json.loads(self.jgf_text(numa=numa))
         return parsed
 
-    def jgf_text(self) -> str:
+    def jgf_text(self, *, numa: bool = True) -> str:
         """The JGF as compact JSON text, written directly (a 1000 x 64-core graph has 129,000
-        vertices; building dicts and encoding them took seconds).
+        vertices; building dicts and encoding them took seconds). With ``numa`` a node's
+        cores, GPUs and memory hang under one ``numanode`` vertex per NUMA zone it has;
+        without, under the node itself.
 
         Ids are strings, every property value is a string, and each vertex
         carries ``type/basename/name/id/uniq_id/rank/exclusive/unit/size/paths``.
@@ -362,10 +404,18 @@ class ResourceGraph:
             )
             writer.edge(domain_uid[node.domains], uid)
             node_uid[node.name] = uid
-            writer.children(uid, "core", node.cores, node.rank, path)
-            writer.children(uid, "gpu", node.gpus, node.rank, path)
-            writer.children(uid, "memory", node.memory_chunks, node.rank, path,
-                            size=node.chunk_mib, unit="MiB")
+            whole = ZoneSpan("", (0, node.cores), (0, node.gpus), (0, node.memory_chunks))
+            zones: list[tuple[int | None, ZoneSpan]] = list(enumerate(node.zones)) if numa else []
+            for number, zone in zones or [(None, whole)]:
+                parent, under = uid, path
+                if number is not None:
+                    under = f"{path}/{NUMA_TYPE}{number}"
+                    parent = writer.vertex(NUMA_TYPE, NUMA_TYPE, number, node.rank, under)
+                    writer.edge(uid, parent)
+                writer.children(parent, "core", zone.cores, node.rank, under)
+                writer.children(parent, "gpu", zone.gpus, node.rank, under)
+                writer.children(parent, "memory", zone.memory, node.rank, under,
+                                size=node.chunk_mib, unit="MiB")
         virtual_uid: dict[int, int] = {}
         for vertex in self.virtual:
             if vertex.parent is not None:
@@ -379,6 +429,19 @@ class ResourceGraph:
             writer.edge(parent_uid, uid)
             virtual_uid[vertex.index] = uid
         return writer.text()
+
+
+def _zones(info: NodeInfo, memory_chunks: int, chunks_per_core: int) -> tuple[ZoneSpan, ...]:
+    """The node's NUMA zones as id ranges (:func:`fluence_core.numa.spans`): cores and GPUs
+    as the zones report them, memory chunks following the cores."""
+    if info.numa is None or not info.numa.zones:
+        return ()
+    zones = info.numa.zones
+    cores = spans(tuple(z.cores for z in zones), info.cores)
+    gpus = spans(tuple(z.gpus for z in zones), info.gpus)
+    memory = spans(tuple((stop - start) * chunks_per_core for start, stop in cores),
+                   memory_chunks)
+    return tuple(ZoneSpan(z.name, c, g, m) for z, c, g, m in zip(zones, cores, gpus, memory))
 
 
 _text = json.encoder.encode_basestring_ascii  # what json.dumps writes for a string
@@ -418,16 +481,19 @@ class _JgfWriter:
         )
         return uniq
 
-    def children(self, parent: int, kind: str, count: int, rank: int, path: str, *,
+    def children(self, parent: int, kind: str, ids: tuple[int, int], rank: int, path: str, *,
                  size: int = 1, unit: str = "") -> None:
-        """``count`` plain vertices ``<kind>0..`` under ``parent`` (cores, GPUs, memory)."""
+        """Plain vertices ``<kind><id>`` for ids ``[start, stop)`` under ``parent`` (cores,
+        GPUs, memory chunks; a NUMA zone holds a range of its node's ids)."""
         head = f'"metadata":{{"type":"{kind}","basename":"{kind}","name":"{kind}'
         tail = f',"exclusive":false,"unit":{_text(unit)},"size":{size},"paths":{{"containment":'
         where = _text(f"{path}/{kind}")[:-1]
         first = len(self.vertices)
+        start, stop = ids
+        count = max(0, stop - start)
         self.vertices.extend(
             f'{{"id":"{u}",{head}{i}","id":{i},"uniq_id":{u},"rank":{rank}{tail}{where}{i}"}}}}}}'
-            for i, u in enumerate(range(first, first + count))
+            for i, u in zip(range(start, stop), range(first, first + count))
         )
         self.edges.extend(f'{{"source":"{parent}","target":"{u}",{_CONTAINS}'
                           for u in range(first, first + count))

@@ -12,7 +12,8 @@ from typing import Any, Mapping
 
 from fluence_core import limits, names
 from fluence_core.kube.api import KubeObject
-from fluence_core.pod_requests import CPU, MEMORY, pod_requests
+from fluence_core.numa import NodeNuma
+from fluence_core.pod_requests import CPU, MEMORY, is_guaranteed, pod_requests
 from fluence_core.quantity import MIB, cpu_cores, memory_mib
 from fluence_core.topology import NONE as NO_CONSTRAINT
 from fluence_core.topology import Constraint
@@ -59,6 +60,8 @@ class NodeInfo:
     """Allocatable ``pods``: how many pods the kubelet admits (0 = not said)."""
     millicores: int = 0
     """Allocatable CPU in millicores, as the kubelet counts it (0: ``cores`` x 1000)."""
+    numa: NodeNuma | None = None
+    """Its NUMA zones, from its NodeResourceTopology (:mod:`fluence_core.numa`), if any."""
 
     @property
     def schedulable(self) -> bool:
@@ -151,6 +154,12 @@ class PodRequest:
     preferred: tuple[frozenset[str], ...] = ()
     """Preference tiers within ``allowed``, best first, each holding the one before
     (:mod:`fluence_core.feasibility.scoring`): the nodes the match tries first."""
+    single_numa: bool = False
+    """Its whole cores, GPUs and memory from one NUMA zone (annotation
+    :data:`~fluence_core.names.SINGLE_NUMA_ANNOTATION`); a shared pod ignores it."""
+    numa_aligned: bool = False
+    """Guaranteed with whole CPUs: a kubelet under the ``single-numa-node`` policy admits it
+    only inside one NUMA zone, so on such a node it is placed in one."""
 
     @property
     def key(self) -> str:
@@ -213,6 +222,9 @@ class PodRequest:
             requires=requires,
             node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
             uid=str(metadata.get("uid") or ""),
+            single_numa=str(annotations.get(names.SINGLE_NUMA_ANNOTATION, "")).strip().lower()
+            == "true",
+            numa_aligned=cores > 0 and is_guaranteed(pod),
         )
 
 

@@ -183,6 +183,11 @@ stay inside one domain of."""
 TOPOLOGY_PREFERRED_ANNOTATION: Final = f"{DOMAIN}/topology-preferred"
 """On a group's pods: the level tried first; the group falls back level by level upward
 (to the required level if one is stated, else to anywhere)."""
+SINGLE_NUMA_ANNOTATION: Final = f"{DOMAIN}/single-numa"
+"""``"true"`` on a pod (or every pod of a group): its whole cores, GPUs and memory come from
+one NUMA zone of its node; only nodes publishing a NodeResourceTopology can promise it."""
+NRT_GROUP: Final = "topology.node.k8s.io"
+"""The NodeResourceTopology API group (the NFD topology-updater publishes one per node)."""
 KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-preferred-topology"
 KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-unconstrained-topology"

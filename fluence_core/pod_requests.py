@@ -200,3 +200,27 @@ def _describe(pod: Mapping[str, Any]) -> str:
     meta = meta if isinstance(meta, Mapping) else {}
     name = meta.get("name") or meta.get("generateName") or "?"
     return f"pod {meta.get('namespace') or 'default'}/{name}"
+
+
+def is_guaranteed(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod's QoS class is Guaranteed, as the kubelet decides it: every container
+    and init container limits CPU and memory, and requests (where given) equal the limits.
+    A pod that cannot be read is not (its size reading says why)."""
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        return False
+    containers = [c for key in ("initContainers", "containers")
+                  for c in (spec.get(key) or []) if isinstance(spec.get(key), list)]
+    if not containers:
+        return False
+    try:
+        for container in containers:
+            resources = _mapping(_mapping(container, "").get("resources"), ".resources")
+            limits = _amounts(resources.get("limits"), ".resources.limits")
+            requests = _amounts(resources.get("requests"), ".resources.requests")
+            for name in (CPU, MEMORY):
+                if not limits.get(name) or requests.get(name, limits[name]) != limits[name]:
+                    return False
+    except _Bad:
+        return False
+    return True

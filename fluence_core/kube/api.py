@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
+from fluence_core import names
 from fluence_core.kube.meta import metadata_of
 
 KubeObject: TypeAlias = dict[str, Any]
@@ -114,6 +115,10 @@ SERVICES: Final = Resource("services", "Service", status_subresource=True)
 JOBSETS: Final = Resource(
     "jobsets", "JobSet", group="jobset.x-k8s.io", version="v1alpha2", status_subresource=True
 )
+NODE_RESOURCE_TOPOLOGIES: Final = Resource(
+    "noderesourcetopologies", "NodeResourceTopology", group=names.NRT_GROUP, version="v1alpha2",
+    namespaced=False)
+"""A node's NUMA zones, as the NFD topology-updater publishes them (one per node)."""
 TRAINJOBS: Final = Resource("trainjobs", "TrainJob", group="trainer.kubeflow.org",
                             version="v1alpha1")
 """Kubeflow Trainer's: read for the topology a TrainJob states (its JobSet's Jobs' gangs)."""
@@ -134,7 +139,7 @@ RESOURCES: Final[Mapping[str, Resource]] = {
         PODS, NODES, EVENTS, NAMESPACES, SERVICE_ACCOUNTS, PODGROUPS, WORKLOADS,
         PRIORITY_CLASSES, JOBS, LEASES, ROLES, ROLE_BINDINGS, CLUSTER_ROLES,
         CLUSTER_ROLE_BINDINGS, MUTATING_WEBHOOKS, CONFIGMAPS, SECRETS, SERVICES, JOBSETS,
-        TRAINJOBS, TOKEN_REVIEWS,
+        TRAINJOBS, TOKEN_REVIEWS, NODE_RESOURCE_TOPOLOGIES,
         PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES,
     )
 }

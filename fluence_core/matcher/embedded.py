@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Hashable, Iterator, Mapping, Sequence
 
 from fluence_core.errors import MatcherError
-from fluence_core.graph import NodeVertex, ResourceGraph, VirtualVertex
+from fluence_core.graph import NUMA_TYPE, NodeVertex, ResourceGraph, VirtualVertex
 from fluence_core.log import logger
 from fluence_core.matcher.base import (
     Allocation,
@@ -42,6 +42,7 @@ from fluence_core.matcher.base import (
 )
 from fluence_core.matcher.constraints import Predicate, compile_constraint, few_hosts
 from fluence_core.matcher.node_order import IdOrder, NodeOrder, RankOrder
+from fluence_core.matcher.jobspec import NUMA_ALIGNED
 from fluence_core.matcher.search import DEFAULT_BUDGET, search
 from fluence_core.models import NodeInfo
 from fluence_core.resource_config import CLUSTER
@@ -65,6 +66,15 @@ class _SlotRequest:
     cores: int
     gpus: int
     memory_mib: int
+    single_numa: bool = False
+    """Its cores, GPUs and memory all from one NUMA zone (``slot -> numanode -> ...``)."""
+    aligned: bool = False
+    """One NUMA zone on a node whose kubelet enforces ``single-numa-node``
+    (:data:`~fluence_core.matcher.jobspec.NUMA_ALIGNED`)."""
+
+    def one_zone(self, vertex: NodeVertex) -> bool:
+        """Whether on ``vertex`` each slot must come from one NUMA zone."""
+        return self.single_numa or (self.aligned and vertex.single_numa_policy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +111,20 @@ def _chunks(slot: _SlotRequest, vertex: NodeVertex) -> int:
 _UNLIMITED_PODS = 1 << 30
 
 
+def _range_mask(span: tuple[int, int]) -> int:
+    start, stop = span
+    return ((1 << stop) - 1) ^ ((1 << start) - 1)
+
+
 class _NodeState:
-    __slots__ = ("vertex", "free_cores", "free_gpus", "free_memory", "free_pods", "usable")
+    __slots__ = ("vertex", "free_cores", "free_gpus", "free_memory", "free_pods", "usable",
+                 "zones")
 
     def __init__(self, vertex: NodeVertex) -> None:
         self.vertex = vertex
+        self.zones = tuple((_range_mask(z.cores), _range_mask(z.gpus), _range_mask(z.memory))
+                           for z in vertex.zones)
+        """Each NUMA zone's core, GPU and memory chunk ids, as bitmasks."""
         self.free_cores = (1 << vertex.cores) - 1
         self.free_gpus = (1 << vertex.gpus) - 1
         self.free_memory = (1 << vertex.memory_chunks) - 1
@@ -147,6 +166,23 @@ def _take_bits(mask: int, count: int, highest: bool) -> int:
         mask ^= bit
         count -= 1
     return taken
+
+
+def _zone_for(state: _NodeState, slot: _SlotRequest) -> int | None:
+    """The NUMA zone of the node that holds the whole slot, best fit (the fewest free cores,
+    then GPUs, so whole zones stay free for bigger pods); None when none does (or the node
+    publishes no zones: one NUMA node cannot be promised there)."""
+    chunks = _chunks(slot, state.vertex)
+    best: tuple[int, int, int] | None = None
+    for number, (cores, gpus, memory) in enumerate(state.zones):
+        free_cores = (state.free_cores & cores).bit_count()
+        free_gpus = (state.free_gpus & gpus).bit_count()
+        if (free_cores >= slot.cores and free_gpus >= slot.gpus
+                and (state.free_memory & memory).bit_count() >= chunks):
+            key = (free_cores, free_gpus, number)
+            if best is None or key < best:
+                best = key
+    return None if best is None else best[2]
 
 
 def _bit_indexes(mask: int) -> tuple[int, ...]:
@@ -370,6 +406,11 @@ class EmbeddedMatcher:
                 node_count = int(inner["node"].get("count", 1))
                 virtual = _VirtualRequest(count * node_count)
                 continue
+            single_numa = NUMA_TYPE in inner
+            if single_numa:
+                if len(inner) != 1 or int(inner[NUMA_TYPE].get("count", 1)) != 1:
+                    raise MatcherError(f"a slot holds one {NUMA_TYPE} and nothing beside it")
+                inner = {child.get("type"): child for child in inner[NUMA_TYPE].get("with") or []}
             unknown = set(inner) - {"core", "gpu", "memory"}
             if unknown:
                 raise MatcherError(f"unsupported resource types in a slot: {sorted(unknown)}")
@@ -379,6 +420,8 @@ class EmbeddedMatcher:
                     cores=int(inner.get("core", {}).get("count", 0)),
                     gpus=int(inner.get("gpu", {}).get("count", 0)),
                     memory_mib=int(inner.get("memory", {}).get("count", 0)),
+                    single_numa=single_numa,
+                    aligned=bool(system.get(NUMA_ALIGNED)),
                 )
             )
         return _Request(tuple(slots), virtual, predicate, level,
@@ -575,15 +618,22 @@ class EmbeddedMatcher:
             and state.free_gpus.bit_count() >= slot.gpus
             and (not slot.memory_mib or vertex.chunk_mib > 0)
             and state.free_memory.bit_count() >= _chunks(slot, vertex)
+            and (not slot.one_zone(vertex) or _zone_for(state, slot) is not None)
             and shape.predicate(vertex.name, vertex.properties, vertex.rank)
         )
 
     def _take(self, position: int, slot: _SlotRequest) -> _Mask:
         state = self._states[position]
         high = self._high_ids
-        cores = _take_bits(state.free_cores, slot.cores, high)
-        gpus = _take_bits(state.free_gpus, slot.gpus, high)
-        memory = _take_bits(state.free_memory, _chunks(slot, state.vertex), high)
+        within = (-1, -1, -1)  # every id
+        if slot.one_zone(state.vertex):
+            zone = _zone_for(state, slot)
+            if zone is None:
+                raise MatcherError(f"node {state.vertex.name}: no NUMA zone fits the slot")
+            within = state.zones[zone]
+        cores = _take_bits(state.free_cores & within[0], slot.cores, high)
+        gpus = _take_bits(state.free_gpus & within[1], slot.gpus, high)
+        memory = _take_bits(state.free_memory & within[2], _chunks(slot, state.vertex), high)
         state.free_cores ^= cores
         state.free_gpus ^= gpus
         state.free_memory ^= memory
@@ -596,9 +646,13 @@ class EmbeddedMatcher:
     def _free_signature(self, position: int) -> tuple[int, ...]:
         """What :meth:`_fits` reads of a node's free capacity, as counts."""
         state = self._states[position]
+        zones = tuple(
+            count for c, g, m in state.zones for count in (
+                (state.free_cores & c).bit_count(), (state.free_gpus & g).bit_count(),
+                (state.free_memory & m).bit_count()))
         return (
             state.free_cores.bit_count(), state.free_gpus.bit_count(),
-            state.free_memory.bit_count(), state.vertex.chunk_mib, state.free_pods,
+            state.free_memory.bit_count(), state.vertex.chunk_mib, state.free_pods, *zones,
         )
 
     def _choose_virtual(self, count: int, predicate: Predicate) -> list[int] | None:

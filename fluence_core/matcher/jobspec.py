@@ -22,7 +22,7 @@ from typing import Any
 
 from fluence_core import names
 from fluence_core.errors import UnknownResourceTypeError
-from fluence_core.graph import ResourceGraph
+from fluence_core.graph import NUMA_TYPE, ResourceGraph
 from fluence_core.models import Group, PodRequest
 
 COMPUTE = "compute"
@@ -42,6 +42,12 @@ class GroupJobspec:
         return json.dumps(self.jobspec, separators=(",", ":"))
 
 
+NUMA_ALIGNED = "fluence-numa-aligned"
+"""A compute jobspec attribute (``attributes.system``): its pods are Guaranteed with whole
+CPUs, so on a node whose kubelet enforces ``single-numa-node`` each goes inside one NUMA
+zone (:attr:`~fluence_core.models.PodRequest.numa_aligned`)."""
+
+
 def compute_parts(pods: list[PodRequest]) -> list[tuple[str, list[PodRequest]]]:
     """The group's pods split by shape (cores, memory, GPUs, the nodes they may use), each
     part with its jobspec kind.
@@ -54,7 +60,8 @@ def compute_parts(pods: list[PodRequest]) -> list[tuple[str, list[PodRequest]]]:
     parts: dict[tuple[Any, ...], list[PodRequest]] = {}
     for pod in pods:
         shape = (pod.cores, pod.memory_mib, pod.gpus, pod.millicores if pod.shared else None,
-                 pod.node_selector, pod.allowed)
+                 pod.node_selector, pod.allowed, pod.single_numa and not pod.shared,
+                 pod.numa_aligned and not pod.shared)
         parts.setdefault(shape, []).append(pod)
     return [
         (COMPUTE if i == 0 else f"{COMPUTE}-{i}", members)
@@ -77,12 +84,13 @@ def compute_jobspec(
     Shared pods (:attr:`PodRequest.shared`) ask for ``millicores`` from the node's pool
     instead of cores (:mod:`fluence_core.matcher.pooled` serves those).
     """
-    shapes = {(p.cores, p.memory_mib, p.gpus, p.millicores if p.shared else None) for p in pods}
+    shapes = {(p.cores, p.memory_mib, p.gpus, p.millicores if p.shared else None,
+               p.single_numa and not p.shared, p.numa_aligned and not p.shared) for p in pods}
     if len(shapes) != 1:
         raise ValueError(
             f"a compute jobspec holds pods of one shape, got {sorted(shapes, key=str)}"
         )
-    cores, memory, gpus, shared = shapes.pop()
+    cores, memory, gpus, shared, single_numa, aligned = shapes.pop()
     inner: list[dict[str, Any]] = [{"type": "core", "count": cores}]
     if shared is not None:
         inner = [{"type": MILLICORES, "count": shared}]
@@ -90,6 +98,8 @@ def compute_jobspec(
         inner.append({"type": "gpu", "count": gpus})
     if memory:
         inner.append({"type": "memory", "count": memory, "unit": "MiB"})
+    if single_numa:  # all of it inside one NUMA zone of the node
+        inner = [{"type": NUMA_TYPE, "count": 1, "with": inner}]
     resources = [{"type": "slot", "count": len(pods), "label": "task", "with": inner}]
     if level_type is not None:
         if shared is not None:
@@ -98,7 +108,10 @@ def compute_jobspec(
     tasks = [{"command": ["fluence"], "slot": "task", "count": {"per_slot": 1}}]
     properties: dict[str, Any] = {"properties": [names.VIRTUAL_FALSE]}
     constraints = {"and": [properties, constraint]} if constraint else properties
-    return _envelope(resources, tasks, constraints)
+    jobspec = _envelope(resources, tasks, constraints)
+    if aligned and not single_numa:  # Fluxion ignores it: only the embedded matcher reads it
+        jobspec["attributes"]["system"][NUMA_ALIGNED] = True
+    return jobspec
 
 
 def virtual_jobspec(vtype: str, count: int, requires: dict[str, str]) -> dict[str, Any]:

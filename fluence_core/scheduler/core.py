@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from fluence_core.kube.api import (
     NODES,
     PODGROUPS,
     PODS,
+    NODE_RESOURCE_TOPOLOGIES,
     WORKLOADS,
     ClusterAPI,
     KubeObject,
@@ -44,10 +45,11 @@ from fluence_core.kube.api import (
 )
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph, levels_for
-from fluence_core.kube.errors import ApiError
+from fluence_core.kube.errors import ApiError, NotFound
 from fluence_core.log import logger
 from fluence_core.matcher.base import Matcher
 from fluence_core.matcher.pooled import pooled
+from fluence_core.numa import NodeNuma
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.resource_config import ResourceConfig, load_resource_config
 from fluence_core.scheduler import groups as g
@@ -67,18 +69,22 @@ from fluence_core.settings import Settings
 
 __all__ = ["WATCHED", "CycleResult", "Scheduler", "build_graph"]
 
-WATCHED = (NODES, PODS, PODGROUPS, WORKLOADS)
-"""Workloads: a PodGroup made from one of their templates takes its topology from it."""
+WATCHED = (NODES, PODS, PODGROUPS, WORKLOADS, NODE_RESOURCE_TOPOLOGIES)
+"""Workloads: a PodGroup made from one of their templates takes its topology from it.
+NodeResourceTopologies: the nodes' NUMA zones (:mod:`fluence_core.numa`)."""
+OPTIONAL = frozenset({NODE_RESOURCE_TOPOLOGIES.plural})
+"""Kinds a cluster may not serve (a CRD not installed): not watched there, nothing lost."""
 
 
 def build_graph(nodes: Iterable[KubeObject], config: ResourceConfig, settings: Settings,
-                manager: FluencePluginManager) -> tuple[ResourceGraph, Matcher]:
+                manager: FluencePluginManager, numa: Mapping[str, NodeNuma] | None = None,
+                ) -> tuple[ResourceGraph, Matcher]:
     """The graph of ``nodes`` + ``config`` and the matcher a plugin offers for it.
 
     The one way a scheduler makes them, at start and on a config reload. Raises
     FluenceError when no plugin returns a matcher.
     """
-    infos = [info for info in map(read_node, nodes) if info is not None]
+    infos = [info for info in (read_node(n, numa=numa) for n in nodes) if info is not None]
     graph = ResourceGraph(infos, config, memory_chunks_per_core=settings.memory_chunks_per_core,
                           levels=levels_for(config, settings))
     matcher = manager.hook.fluence_matcher(settings=settings, graph=graph)
@@ -129,6 +135,8 @@ class Scheduler:
         self.watch_chunk = settings.watch_chunk
         """Seconds of one watch call in :meth:`run`'s threads: how soon a thread sees that it
         must stop. The next call resumes where the thread's last one ended."""
+        self._absent: set[str] = set()
+        """Optional kinds the cluster did not serve at start."""
         self.inbox = Inbox()
         """What the watch threads of :meth:`run` delivered and the loop has not applied."""
 
@@ -152,7 +160,14 @@ class Scheduler:
         view = self.view
         with view.lock:
             for resource in WATCHED:
-                listing = self.cluster.list(resource)
+                try:
+                    listing = self.cluster.list(resource)
+                except NotFound:
+                    if resource.plural not in OPTIONAL:
+                        raise
+                    logger.info("this cluster serves no %s: not watched", resource.plural)
+                    self._absent.add(resource.plural)
+                    continue
                 self._versions[resource.plural] = listing.resource_version
                 view.replace(resource.plural, listing.items)
             self._build()
@@ -167,7 +182,8 @@ class Scheduler:
 
     def _build(self) -> None:
         view = self.view
-        view.install(*build_graph(view.nodes.values(), self.config, self.settings, self.manager))
+        view.install(*build_graph(view.nodes.values(), self.config, self.settings, self.manager,
+                                  view.numa))
         owners = [("podgroups", pg) for pg in view.pod_groups.values()]
         owners += [("pods", p) for p in view.pods.values() if g.is_ours(p)]
         self.records.restore(owners, view.matcher, view.alive, self._vet, view.graph)
@@ -186,7 +202,7 @@ class Scheduler:
         """
         with self.view.lock:
             graph, matcher = build_graph(self.view.nodes.values(), config, self.settings,
-                                         self.manager)
+                                         self.manager, self.view.numa)
             self.config = config
             self.view.swap(graph, matcher)
             summary = ", ".join(f"{k}={v}" for k, v in graph.summary().items())
@@ -211,13 +227,17 @@ class Scheduler:
     def pump(self, timeout: float = 0) -> int:
         """Apply pending watch events without threads; returns how many were applied."""
         applied = 0
-        for resource in WATCHED:
+        for resource in self._watched():
             for event, obj in self.cluster.watch(
                 resource, resource_version=self._versions.get(resource.plural), timeout=timeout
             ):
                 self._advance(resource.plural, event, obj)
                 applied += 1
         return applied
+
+    def _watched(self) -> list[Resource]:
+        """The kinds this cluster serves (an optional one it lacked at start is left out)."""
+        return [r for r in WATCHED if r.plural not in self._absent]
 
     def _advance(self, plural: str, event: str, obj: KubeObject) -> None:
         version = (obj.get("metadata") or {}).get("resourceVersion")
@@ -236,7 +256,7 @@ class Scheduler:
             self.start()
         inbox = self.inbox
         self.binder.wake = inbox.settle
-        for resource in WATCHED:
+        for resource in self._watched():
             threading.Thread(
                 target=self._watch_forever, args=(resource, inbox, stop), daemon=True,
                 name=f"watch-{resource.plural}",

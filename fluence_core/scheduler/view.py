@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from fluence_core.kube.api import DELETED, RESYNC, KubeObject
+from fluence_core.kube.api import DELETED, NODE_RESOURCE_TOPOLOGIES, RESYNC, KubeObject
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.jobspec import COMPUTE
@@ -26,6 +26,7 @@ from fluence_core.matcher.group import GroupMatch
 from fluence_core.matcher.base import Matcher
 from fluence_core.matcher.pooled import restore_order
 from fluence_core.models import NodeInfo
+from fluence_core.numa import NodeNuma, read_nrt
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.conservative import hold_running
 from fluence_core.scheduler.metrics import SchedulerMetrics
@@ -42,11 +43,15 @@ def describe(obj: Any) -> str:
     return f"{metadata['namespace']}/{name}" if metadata.get("namespace") else name
 
 
-def read_node(obj: KubeObject, *, quiet: bool = False) -> NodeInfo | None:
-    """The node's shape, or None (logged) when it cannot be read: a node with an absurd or
-    garbled allocatable takes no work, and nothing else stops."""
+def read_node(obj: KubeObject, *, quiet: bool = False,
+              numa: Mapping[str, NodeNuma] | None = None) -> NodeInfo | None:
+    """The node's shape (with its NUMA zones from ``numa``, by node name), or None (logged)
+    when it cannot be read: a node with an absurd or garbled allocatable takes no work, and
+    nothing else stops."""
     try:
-        return NodeInfo.from_kube(obj)
+        info = NodeInfo.from_kube(obj)
+        zones = (numa or {}).get(info.name)
+        return info if zones is None else replace(info, numa=zones)
     except ValueError as error:
         if not quiet:
             logger.error("cannot use %s: %s", describe(obj), error)
@@ -78,6 +83,10 @@ class ClusterView:
         self.pods: dict[g.PodKey, KubeObject] = {}
         self.pod_groups: dict[g.PodKey, KubeObject] = {}
         self.workloads: dict[g.PodKey, KubeObject] = {}
+        self.nrts: dict[str, KubeObject] = {}
+        """NodeResourceTopology objects, by node name."""
+        self.numa: dict[str, NodeNuma] = {}
+        """Each node's NUMA zones, read from its NodeResourceTopology."""
         """1.36 Workloads: their PodGroup templates may state a gang's topology."""
         self.unplaced: dict[g.PodKey, KubeObject] = {}
         """The cached pods that may still need placing (unbound, unfinished): a cycle groups
@@ -260,6 +269,13 @@ class ClusterView:
         cache.update(fresh)
         if plural == "nodes":
             self.node_changes += 1
+        if plural == NODE_RESOURCE_TOPOLOGIES.plural:
+            self.numa = {}
+            for name, obj in fresh.items():
+                try:
+                    self.numa[name] = read_nrt(obj)
+                except ValueError as error:
+                    logger.error("cannot use %s", error)
         if plural == "pods":
             self.pod_changes.update(fresh)
             self.unplaced = {k: p for k, p in fresh.items() if not g.is_bound(p)
@@ -272,13 +288,15 @@ class ClusterView:
     def _cache(self, plural: str) -> dict[Any, KubeObject]:
         caches: dict[str, dict[Any, KubeObject]] = {
             "nodes": self.nodes, "pods": self.pods, "podgroups": self.pod_groups,
-            "workloads": self.workloads,
+            "workloads": self.workloads, NODE_RESOURCE_TOPOLOGIES.plural: self.nrts,
         }
         return caches[plural]
 
     @staticmethod
     def _key(plural: str, obj: KubeObject) -> Any:
-        return (obj.get("metadata") or {}).get("name") if plural == "nodes" else g.pod_key(obj)
+        if plural in ("nodes", NODE_RESOURCE_TOPOLOGIES.plural):  # cluster-scoped
+            return (obj.get("metadata") or {}).get("name")
+        return g.pod_key(obj)
 
     def handle(self, plural: str, event: str, obj: KubeObject) -> None:
         """Apply one watch event to the cache, the graph and the held allocations."""
@@ -294,6 +312,8 @@ class ClusterView:
                     self._on_pod_group(event, obj)
                 elif plural == "workloads":
                     self._on_workload(event, obj)
+                elif plural == NODE_RESOURCE_TOPOLOGIES.plural:
+                    self._on_nrt(event, obj)
             except Exception:  # one bad object never stops the watch loop
                 logger.exception("cannot apply %s event for %s %s", event, plural,
                                  describe(obj))
@@ -312,7 +332,7 @@ class ClusterView:
                 logger.info("node %s removed from the graph", name)
             return
         self.nodes[name] = obj
-        info = read_node(obj)
+        info = read_node(obj, numa=self.numa)
         if info is None:
             if self.graph.has_node(name) and not self.graph.node(name).down:
                 self.matcher.set_node_down(name, True)
@@ -331,7 +351,7 @@ class ClusterView:
             self.matcher.set_node_down(name, False)
             self.generation += 1
             logger.info("node %s reads again; work may go there", name)
-        if old is not None and read_node(old, quiet=True) != info:
+        if old is not None and read_node(old, quiet=True, numa=self.numa) != info:
             # Labels, taints or the cordon changed who may go there: groups that failed
             # may fit now. The node stays in the graph either way (a pod may tolerate it).
             vertex = self.graph.node(name)
@@ -446,6 +466,31 @@ class ClusterView:
             return
         self.pod_groups[key] = obj
 
+
+    def _on_nrt(self, event: str, obj: KubeObject) -> None:
+        """A node's NodeResourceTopology: its zones as read (what is available in them moves
+        with every pod and changes nothing here); the node is rebuilt when they change."""
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        before = self.numa.get(name)
+        if event == DELETED:
+            self.nrts.pop(name, None)
+            self.numa.pop(name, None)
+        else:
+            self.nrts[name] = obj
+            try:
+                self.numa[name] = read_nrt(obj)
+            except ValueError as error:
+                logger.error("cannot use %s: its NUMA zones are left as they were", error)
+                return
+        if (self.numa.get(name) == before or name not in self.nodes
+                or not self.graph.has_node(name)):
+            return
+        info = read_node(self.nodes[name], quiet=True, numa=self.numa)
+        if info is not None:
+            zones = info.numa.zones if info.numa else ()
+            logger.info("node %s: NUMA zones %s", name,
+                        ", ".join(f"{z.name} ({z.cores} cores)" for z in zones) or "none")
+            self._replace_node(info)
 
     def _on_workload(self, event: str, obj: KubeObject) -> None:
         key = g.pod_key(obj)

@@ -73,8 +73,13 @@ class FluxionMatcher:
 
     name = "fluxion"
 
-    def __init__(self, graph: ResourceGraph, policy: MatchPolicy | str, library: Library) -> None:
+    def __init__(self, graph: ResourceGraph, policy: MatchPolicy | str, library: Library, *,
+                 numa: bool = False) -> None:
         self.graph = graph
+        self.numa = numa
+        """NUMA zones loaded as ``numanode`` vertices (``FLUENCE_FLUXION_NUMA``): Fluxion finds a
+        slot's cores under one vertex, so then only a single-numa pod's cores fit, and no
+        other pod spans two zones; without, single-numa pods find no zone and wait."""
         self.policy = MatchPolicy(policy)
         self.lib = library
         self._destroy = library.api.reapi_cli_destroy
@@ -95,7 +100,7 @@ class FluxionMatcher:
         """(Re)create the context from the graph and re-hold every known allocation."""
         if self._ctx != ffi.NULL:
             self.lib.api.reapi_cli_destroy(self._ctx)
-        jgf = self.graph.to_jgf()
+        jgf = self.graph.to_jgf(numa=self.numa)
         check_jgf(jgf)
         ensure_types(
             self.lib,
@@ -316,10 +321,11 @@ class FluxionMatcher:
         """The containment paths of the vertices an allocation holds exclusively."""
         held: set[str] = set()
         for share in allocation.nodes:
-            base = self.graph.node_path(share.node)
-            held.update(f"{base}/core{i}" for i in share.cores)
-            held.update(f"{base}/gpu{i}" for i in share.gpus)
-            held.update(f"{base}/memory{i}" for i in share.memory)
+            node, numa = share.node, self.numa
+            path = self.graph.vertex_path
+            held.update(path(node, "core", i, numa=numa) for i in share.cores)
+            held.update(path(node, "gpu", i, numa=numa) for i in share.gpus)
+            held.update(path(node, "memory", i, numa=numa) for i in share.memory)
         held.update(share.path for share in allocation.virtual)
         return held
 

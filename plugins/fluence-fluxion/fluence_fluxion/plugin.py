@@ -39,11 +39,12 @@ def fluence_settings() -> list[type[PluginSettings]]:
 
 @hookimpl
 def fluence_matcher(settings: Settings, graph: ResourceGraph) -> Matcher | None:
-    library, status = _library(FluxionSettings.load())
+    own = FluxionSettings.load()
+    library, status = _library(own)
     if library is None:
         logger.info("fluxion plugin %s", status)
         return None
     from fluence_fluxion.matcher import FluxionMatcher
 
     logger.info("fluxion plugin %s", status)
-    return FluxionMatcher(graph, settings.match_policy, library)
+    return FluxionMatcher(graph, settings.match_policy, library, numa=own.numa)

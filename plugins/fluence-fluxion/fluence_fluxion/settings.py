@@ -21,3 +21,11 @@ class FluxionSettings(PluginSettings):
     lib: Path | None = Field(
         default=None, description="Path to libreapi_cli.so (or a flux-sched install prefix)."
     )
+    numa: bool = Field(
+        default=False,
+        description=(
+            "Load NUMA zones (from NodeResourceTopology) as numanode vertices under the nodes, "
+            "so pods annotated single-numa fit one zone. Fluxion then finds a pod's cores "
+            "under one vertex only: a pod not asking single-numa cannot span two zones."
+        ),
+    )
