@@ -34,7 +34,7 @@ from fluence_core.kube.downward import container_env
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.kube.manifests import read_objects
 from fluence_core.plugins import get_plugin_manager
-from fluence_core.runtime.fake_provider import QUEUED, RUNNING, FakeQueueProvider, FakeTask
+from fluence_core.runtime.fake_provider import FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import collect_providers
 from fluence_core.runtime.report import LocalReporter
 from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
@@ -42,28 +42,13 @@ from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing import indexed_job_pods
 from fluence_core.webhook import build_service
+from tests.hybrid_case import RESOURCES, SCRIPT
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "hybrid"
 GATE = "example.org/hybrid-ready"  # not the default: the webhook gates and Fluence ungates it
-RESOURCES = """
-resources:
-  - type: qdevice
-    name: sim_qpu
-    attributes: {provider: fake, region: sim-1, device-arn: "arn:fake:device/sim"}
-    with:
-      - type: qpu
-"""
-SCRIPT = [
-    (0.0, 7, QUEUED),
-    (25.0, 4, QUEUED),
-    (45.0, 2, QUEUED),
-    (62.0, 1, QUEUED),
-    (95.0, None, RUNNING),
-]
-"""The scout's task in the vendor queue: (from virtual second, position, state)."""
 
 
 def admit(service: Any, pod: dict[str, Any]) -> dict[str, Any]:

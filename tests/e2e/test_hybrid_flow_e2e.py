@@ -36,7 +36,7 @@ from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import Conflict
 from fluence_core.kube.manifests import read_objects
 from fluence_core.plugins import get_plugin_manager
-from fluence_core.runtime.fake_provider import QUEUED, RUNNING, FakeQueueProvider, FakeTask
+from fluence_core.runtime.fake_provider import FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import collect_providers
 from fluence_core.runtime.report import HttpsReporter, ReportError
 from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
@@ -51,26 +51,11 @@ from fluence_core.testing_apiserver import (
     webhook_beside,
 )
 from fluence_core.webhook.main import Webhook
+from tests.hybrid_case import RESOURCES, SCRIPT
 from tests.test_hybrid_flow import assert_released_worker
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = [
-    (0.0, 7, QUEUED),
-    (25.0, 4, QUEUED),
-    (45.0, 2, QUEUED),
-    (62.0, 1, QUEUED),
-    (95.0, None, RUNNING),
-]
-"""The scout's task in the vendor queue: (from virtual second, position, state)."""
-RESOURCES = """
-resources:
-  - type: qdevice
-    name: sim_qpu
-    attributes: {provider: fake, region: sim-1, device-arn: "arn:fake:device/sim"}
-    with:
-      - type: qpu
-"""
 
 
 class Flow:
