@@ -200,6 +200,9 @@ def test_generated_conditions_send_only_the_pods_a_handler_needs_and_change_no_o
         groups_with = wait_for(lambda: _pod_groups(kube, namespace) or None,
                                f"PodGroups in {namespace}")
         outcomes[namespace]["<podgroups>"] = groups_with
+        for pod in kube.list("pods", namespace).items:  # its quantum pods' promises would
+            # weigh on the admission budget of every later test on this shared server
+            kube.delete("pods", pod["metadata"]["name"], namespace, grace_period_seconds=0)
     for name in outcomes[with_ns]:
         assert outcomes[with_ns][name] == outcomes[without_ns][name], name
     # the table exercises every outcome: patched, untouched, refused

@@ -19,8 +19,9 @@ from fluence_core.kube.client import KubeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
 from fluence_core.webhook import BackgroundWriter, build_service
-from fluence_core.testing import make_node_dict
+from fluence_core.testing import make_node_dict, make_pod_dict
 from fluence_core.testing_apiserver import scheduler_beside, wait_for
+from tests.e2e.test_webhook_gang_e2e import fence
 from fluence_core.webhook.repair import repair_for
 
 pytestmark = pytest.mark.e2e
@@ -30,17 +31,16 @@ def test_a_gang_whose_podgroup_was_lost_gets_it_from_the_repair_and_binds(
         kube: KubeCluster, kube_namespace: str) -> None:
     ns = kube_namespace
     settings = load_settings(webhook_repair_interval=1)
-    node = f"{ns}-n0"
-    kube.create("nodes", make_node_dict(node, 4, labels={"e2e-ns": ns}, capacity=True))
+    node = f"{ns}-n0"  # tainted: the pending pods earlier tests leave cannot take its room
+    kube.create("nodes", make_node_dict(
+        node, 4, labels={"e2e-ns": ns}, capacity=True,
+        taints=[{"key": "e2e-ns", "value": ns, "effect": "NoSchedule"}]))
     members = [f"r-{i}" for i in range(3)]
     for name in members:  # as the killed webhook stamped them
-        kube.create("pods", {
-            "metadata": {"name": name, "labels": {names.GROUP_LABEL: "r"},
-                         "annotations": {names.GROUP_SIZE_ANNOTATION: "3"}},
-            "spec": {"schedulerName": names.SCHEDULER_NAME, "nodeSelector": {"e2e-ns": ns},
-                     "schedulingGroup": {"podGroupName": "r"},
-                     "containers": [{"name": "c", "image": "busybox", "resources": {
-                         "requests": {"cpu": "1"}}}]}}, ns)
+        kube.create("pods", make_pod_dict(
+            name, "1", namespace=ns, group="r", labels={names.GROUP_LABEL: "r"},
+            annotations={names.GROUP_SIZE_ANNOTATION: "3"}, nodeSelector={"e2e-ns": ns},
+            tolerations=fence(ns)), ns)
     writer = BackgroundWriter()
     repair = None
     try:
