@@ -25,8 +25,8 @@ from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.resource_config import ResourceConfig, parse_resource_config
 from fluence_core.runtime.conformance import CASES, Case, TaskState, VendorDouble, run_case
 from fluence_core.runtime.fake_provider import FakeQueueProvider, FakeTask
-from fluence_core.runtime.sidecar import Outcome as SidecarOutcome
-from fluence_core.runtime.sidecar import Sidecar, SidecarConfig, VirtualClock
+from fluence_core.hybrid.sidecar import Outcome as SidecarOutcome
+from fluence_core.hybrid.sidecar import Sidecar, SidecarConfig, VirtualClock
 from fluence_core.testing_apiserver import find_assets, start_apiserver, wait_for
 from fluence_core.webhook import build_service, tls
 from fluence_core.webhook.informer import watched_for

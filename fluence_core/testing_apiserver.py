@@ -62,7 +62,7 @@ from fluence_core.webhook.conditions import scheduler_condition
 from fluence_core.webhook.informer import Informer, watched_for
 from fluence_core.webhook.publish import publish_match_conditions
 from fluence_core.webhook.main import Webhook
-from fluence_core.webhook.report import ReportEndpoint
+from fluence_core.hybrid.endpoint import ReportEndpoint
 from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
 from fluence_core.webhook.routes import Routes
 from fluence_core.webhook.server import Loop, WebhookServer, server_context

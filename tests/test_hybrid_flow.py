@@ -36,8 +36,8 @@ from fluence_core.kube.manifests import read_objects
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.runtime.fake_provider import FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import collect_providers
-from fluence_core.runtime.report import LocalReporter
-from fluence_core.runtime.sidecar import Outcome, VirtualClock, sidecar_from_env
+from fluence_core.hybrid.reporter import LocalReporter
+from fluence_core.hybrid.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing import indexed_job_pods

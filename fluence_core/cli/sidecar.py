@@ -20,8 +20,8 @@ def sidecar_command(
     to run (reports over HTTPS: the sidecar holds no Kubernetes rights)."""
     from fluence_core.plugins import get_plugin_manager
     from fluence_core.runtime.provider import collect_providers
-    from fluence_core.runtime.report import HttpsReporter
-    from fluence_core.runtime.sidecar import sidecar_from_env
+    from fluence_core.hybrid.reporter import HttpsReporter
+    from fluence_core.hybrid.sidecar import sidecar_from_env
 
     settings = current_settings()
     if observe_only is not None:

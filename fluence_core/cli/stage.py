@@ -14,7 +14,7 @@ def stage_command(
     directory: Path = typer.Argument(..., help="Directory to fill (an emptyDir on PYTHONPATH)."),
 ) -> None:
     """Stage the interceptor runtime and every installed provider's interceptor into DIRECTORY."""
-    from fluence_core.runtime.stage import installed_providers, stage
+    from fluence_core.hybrid.stage import installed_providers, stage
 
     manifest = stage(directory, installed_providers())
     providers = manifest["providers"]

@@ -30,6 +30,9 @@ Patch: TypeAlias = Mapping[str, Any] | Sequence[Mapping[str, Any]]
 
 PatchType: TypeAlias = Literal["merge", "json"]
 
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+"""The pod phases after which a pod runs no more and holds nothing."""
+
 ADDED: Final = "ADDED"
 MODIFIED: Final = "MODIFIED"
 DELETED: Final = "DELETED"

@@ -1,7 +1,7 @@
 """Discrete-event time: an event queue keyed by virtual seconds, and processes that sleep in it.
 
 Most of the simulation is callbacks at a time (:meth:`Engine.at`). Code written
-as a blocking loop over a :class:`~fluence_core.runtime.sidecar.Clock` — the
+as a blocking loop over a :class:`~fluence_core.hybrid.sidecar.Clock` — the
 real sidecar — runs as a :class:`Process`: a thread that holds the only right
 to run while it works, and hands it back whenever it sleeps. Exactly one thread
 runs at a time and every wake-up is an ordinary event, so a run is as
@@ -72,7 +72,7 @@ class Engine:
 
 
 class ProcessClock:
-    """The :class:`~fluence_core.runtime.sidecar.Clock` a process sees."""
+    """The :class:`~fluence_core.hybrid.sidecar.Clock` a process sees."""
 
     def __init__(self, process: Process) -> None:
         self._process = process

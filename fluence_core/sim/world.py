@@ -7,7 +7,7 @@ What is real and what is simulated:
   installed plugin's admission hooks, admission control among them, on the
   simulation's clock (through :meth:`AdmissionService.review`, the function the
   HTTPS server calls), Fluence's :class:`~fluence_core.scheduler.core.Scheduler`
-  and matcher, the :class:`~fluence_core.runtime.sidecar.Sidecar` (configured
+  and matcher, the :class:`~fluence_core.hybrid.sidecar.Sidecar` (configured
   from the env the webhook wrote into its container) and ``fluence select``'s
   ranking;
 * simulated: the Job controller (creates the pods of a gang, recreates them
@@ -44,8 +44,8 @@ from fluence_core.plugins import get_plugin_manager
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.runtime import select
 from fluence_core.runtime.provider import Backend, attributes_from_env, resolve_provider
-from fluence_core.runtime.report import LocalReporter
-from fluence_core.runtime.sidecar import Sidecar, SidecarConfig, SidecarResult
+from fluence_core.hybrid.reporter import LocalReporter
+from fluence_core.hybrid.sidecar import Sidecar, SidecarConfig, SidecarResult
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import Settings, load_settings
 from fluence_core.sim.baseline import DEFAULT_SCHEDULER, FirstFitScheduler

@@ -32,7 +32,7 @@ from fluence_core import names
 from fluence_core.kube.api import PODGROUPS, PODS, ClusterAPI
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
-from fluence_core.release import TERMINAL_PHASES
+from fluence_core.kube.api import TERMINAL_PHASES
 from fluence_core.webhook import pods
 from fluence_core.webhook.base import recent_of
 from fluence_core.periodic import Periodic

@@ -39,9 +39,9 @@ from fluence_core.testing_apiserver import (
     webhook_beside,
 )
 from fluence_core.webhook import BackgroundWriter, build_service
-from fluence_core.webhook.orphans import OrphanSweep
+from fluence_core.hybrid.orphans import OrphanSweep
 from fluence_core.webhook.repair import PodGroupRepair
-from fluence_core.webhook.report import MAX_REPORT
+from fluence_core.hybrid.endpoint import MAX_REPORT
 from fluence_core.webhook.main import Webhook
 
 pytestmark = pytest.mark.e2e

@@ -23,7 +23,7 @@ from fluence_core.kube.manifests import read_objects
 from fluence_core.settings import Settings, load_settings
 from fluence_core.testing import indexed_job_pods
 from fluence_core.testing_apiserver import ApiServer, wait_for, webhook_beside
-from fluence_core.webhook.orphans import REASON, OrphanSweep
+from fluence_core.hybrid.orphans import REASON, OrphanSweep
 from tests.hybrid_case import RESOURCES
 
 pytestmark = pytest.mark.e2e

@@ -16,7 +16,7 @@ from fluence_core import names
 from fluence_core.kube.api import TOKEN_REVIEWS
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import Settings
-from fluence_core.webhook.report import REVIEW_BURST, ReportEndpoint
+from fluence_core.hybrid.endpoint import REVIEW_BURST, ReportEndpoint
 
 BODY = json.dumps({"event": names.REPORT_RELEASE, "status": names.SCOUT_STATUS_READY}).encode()
 

@@ -17,8 +17,8 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import Settings
-from fluence_core.webhook.orphans import JOB_UID_LABEL, OrphanSweep
-from fluence_core.webhook.report import ReportEndpoint
+from fluence_core.hybrid.orphans import JOB_UID_LABEL, OrphanSweep
+from fluence_core.hybrid.endpoint import ReportEndpoint
 
 GATE = names.QUANTUM_GATE
 VQE = {"apiVersion": "batch/v1", "kind": "Job", "name": "vqe", "uid": "vqe-uid",

@@ -13,7 +13,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.runtime.provider import Backend
-from fluence_core.runtime.sidecar import SidecarConfig, VirtualClock
+from fluence_core.hybrid.sidecar import SidecarConfig, VirtualClock
 from fluence_core.testing import make_pod_dict
 
 GROUP = "qaoa"

@@ -16,7 +16,7 @@ from fluence_core.runtime.provider import (
     parse_queue_position,
     resolve_provider,
 )
-from fluence_core.runtime.sidecar import VirtualClock
+from fluence_core.hybrid.sidecar import VirtualClock
 from fluence_core.settings import Settings
 
 

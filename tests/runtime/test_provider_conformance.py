@@ -22,7 +22,7 @@ from fluence_core.runtime.conformance import (
 )
 from fluence_core.runtime.fake_provider import FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import Backend
-from fluence_core.runtime.sidecar import VirtualClock
+from fluence_core.hybrid.sidecar import VirtualClock
 from fluence_core.testing import provider_conformance
 
 FAKE_STATES = {QUEUED: "QUEUED", RUNNING: "RUNNING", COMPLETED: "COMPLETED", FAILED: "FAILED"}

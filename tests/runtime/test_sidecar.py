@@ -15,9 +15,9 @@ from fluence_core.runtime.fake_provider import (
     FakeQueueProvider,
     FakeTask,
 )
-from fluence_core.release import ungate_patch
-from fluence_core.runtime.report import LocalReporter, ReportError
-from fluence_core.runtime.sidecar import Outcome, Sidecar
+from fluence_core.hybrid.release import ungate_patch
+from fluence_core.hybrid.reporter import LocalReporter, ReportError
+from fluence_core.hybrid.sidecar import Outcome, Sidecar
 
 from .conftest import OTHER_GATE, annotations, config, finish, gates
 

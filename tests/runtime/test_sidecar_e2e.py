@@ -16,7 +16,7 @@ from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.runtime.fake_provider import QUEUED, FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import Backend
-from fluence_core.runtime.sidecar import Outcome, Sidecar, SidecarConfig, VirtualClock
+from fluence_core.hybrid.sidecar import Outcome, Sidecar, SidecarConfig, VirtualClock
 from fluence_core.testing_apiserver import ensure_namespace, find_assets, start_apiserver
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from fluence_core.cli import app, load_plugin_commands
 from fluence_core.plugins import get_plugin_manager
-from fluence_core.runtime import boot
+from fluence_core.hybrid import boot
 from fluence_core.runtime.provider import collect_providers
 from fluence_core.settings import load_settings
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fluence_core.runtime.stage import stage
+from fluence_core.hybrid.stage import stage
 
 pytest.importorskip("braket.aws")
 pytest.importorskip("fluence_braket")  # an optional plugin: without it there is nothing to stage

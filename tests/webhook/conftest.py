@@ -12,7 +12,7 @@ from fluence_core.resource_config import parse_resource_config
 from fluence_core.settings import Settings, load_settings
 from fluence_core.webhook.fluxion_env import FluxionEnvHandler
 from fluence_core.webhook.gang import GangHandler
-from fluence_core.webhook.quantum import QuantumSplitHandler
+from fluence_core.hybrid.split import QuantumSplitHandler
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.writer import BackgroundWriter
 

@@ -177,7 +177,7 @@ def test_a_worker_without_the_priority_class_installed_gets_a_warning(service):
 
 
 def test_the_gate_name_is_a_setting(settings, cluster, config):
-    from fluence_core.webhook.quantum import QuantumSplitHandler
+    from fluence_core.hybrid.split import QuantumSplitHandler
     from fluence_core.webhook.review import AdmissionService
 
     settings = settings.model_copy(update={"quantum_gate": "example.org/wait"})

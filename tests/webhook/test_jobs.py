@@ -17,7 +17,7 @@ from fluence_core.webhook import BackgroundWriter
 from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.jobs import JobGroupHandler
 from fluence_core.webhook.pods import pod_group_body
-from fluence_core.webhook.quantum import QuantumSplitHandler
+from fluence_core.hybrid.split import QuantumSplitHandler
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.writer import Write
 from tests.webhook.webhook_helpers import Counting, admit, decode_patch, pod, review, shared

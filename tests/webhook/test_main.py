@@ -158,7 +158,7 @@ def test_scout_reports_are_served_on_their_own_port_and_admission_on_the_other(
 def test_disabling_the_quantum_plugin_stops_the_report_route_and_the_orphan_sweep(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fluence_core.webhook.orphans import OrphanSweep
+    from fluence_core.hybrid.orphans import OrphanSweep
 
     monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
     server, _ = serve(tmp_path)

@@ -11,7 +11,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import Settings
-from fluence_core.webhook.orphans import REASON, OrphanSweep, orphaned
+from fluence_core.hybrid.orphans import REASON, OrphanSweep, orphaned
 
 from tests.webhook.test_report import GATE, JOB, gates, member, pod
 

@@ -14,7 +14,7 @@ from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.kube.errors import ApiError
 from fluence_core.webhook.gang import GangHandler
-from fluence_core.webhook.quantum import QuantumSplitHandler
+from fluence_core.hybrid.split import QuantumSplitHandler
 from fluence_core.webhook.repair import PodGroupRepair, repair_for
 from fluence_core.webhook.review import AdmissionService
 from fluence_core.webhook.writer import Write

@@ -12,10 +12,10 @@ import pytest
 
 from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
-from fluence_core.runtime.report import HttpsReporter, ReportError
+from fluence_core.hybrid.reporter import HttpsReporter, ReportError
 from fluence_core.settings import Settings
 from fluence_core.webhook import tls
-from fluence_core.webhook.report import ReportEndpoint
+from fluence_core.hybrid.endpoint import ReportEndpoint
 from fluence_core.webhook.routes import Routes
 from fluence_core.webhook.server import WebhookServer, server_context
 

@@ -11,7 +11,7 @@ from webhook_helpers import admit, container, shared
 from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import SCOUT, SIDECAR, Settings, env_names, readers_of
-from fluence_core.webhook.quantum import QuantumSplitHandler
+from fluence_core.hybrid.split import QuantumSplitHandler
 from fluence_core.webhook.review import AdmissionService
 
 AWS = [{"secretRef": {"name": "aws-creds"}}, {"configMapRef": {"name": "tuning"}}]

@@ -9,7 +9,7 @@ quantum task, from its **scout** (Job completion index 0); the classical
   container mounts and finds on ``PYTHONPATH`` (its ``sitecustomize`` runs at
   interpreter start); a sidecar container (``fluence sidecar``) watches the
   vendor's queue and ungates the workers. The sidecar gets the app's ``env`` and
-  ``envFrom`` references (:mod:`~fluence_core.webhook.credentials`: the vendor
+  ``envFrom`` references (:mod:`~fluence_core.hybrid.credentials`: the vendor
   credentials) and every setting it reads, at the webhook's values
   (:func:`~fluence_core.settings.pod_env`: among them where to report and the CA to
   trust); the app containers get the scout's. The pod keeps its own ServiceAccount,
@@ -20,7 +20,7 @@ quantum task, from its **scout** (Job completion index 0); the classical
   ``fluence-quantum-classical`` unless one is set, role and scout env, and no
   virtual request (the scout holds it). The containers that asked for it get
   ``FLUXION_BACKEND`` / ``FLUXION_<ATTR>`` from the backend annotations, which the
-  release copies from the scout (:mod:`fluence_core.release`).
+  release copies from the scout (:mod:`fluence_core.hybrid.release`).
 
 ``independent`` groups (the default) are not this handler's: each pod submits
 its own task, ungated. A pod that arrives with the job controller's scheduling
@@ -44,9 +44,9 @@ from fluence_core.kube.api import PRIORITY_CLASSES, ClusterAPI
 from fluence_core.settings import SCOUT, SIDECAR, Settings, pod_env
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook import pods
-from fluence_core.webhook.credentials import copy_credentials
-from fluence_core.webhook.orphans import OrphanSweep
-from fluence_core.webhook.report import ReportEndpoint
+from fluence_core.hybrid.credentials import copy_credentials
+from fluence_core.hybrid.orphans import OrphanSweep
+from fluence_core.hybrid.endpoint import ReportEndpoint
 from fluence_core.webhook._patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 from fluence_core.webhook.env import (
@@ -307,11 +307,11 @@ def fluence_webhook_handlers(settings: Settings) -> list[Any]:
 
 @hookimpl
 def fluence_webhook_routes(settings: Settings, cluster: ClusterAPI) -> list[Any]:
-    """The scouts' reports (:mod:`~fluence_core.webhook.report`): what ungates the workers."""
+    """The scouts' reports (:mod:`~fluence_core.hybrid.endpoint`): what ungates the workers."""
     return [ReportEndpoint(cluster, settings)]
 
 
 @hookimpl
 def fluence_webhook_loops(settings: Settings, cluster: ClusterAPI) -> list[Any]:
-    """The orphan sweep (:mod:`~fluence_core.webhook.orphans`): workers whose scout is gone."""
+    """The orphan sweep (:mod:`~fluence_core.hybrid.orphans`): workers whose scout is gone."""
     return [OrphanSweep(cluster, settings)]

@@ -7,7 +7,7 @@ Every ``orphan_sweep`` seconds the webhook lists the shared groups' pods (one
 list, scouts and workers together), and for each group with workers still behind
 Fluence's gate and no live scout (none there, or each one terminal: Succeeded,
 Failed, or being deleted) it releases them through
-:func:`fluence_core.release.release_workers`, the step the report endpoint takes.
+:func:`fluence_core.hybrid.release.release_workers`, the step the report endpoint takes.
 
 * Outcome: ``scout-lost`` (a warning log naming the group and a ``ScoutLost``
   Event on each worker), unless an ended scout had reported a release already
@@ -17,7 +17,7 @@ Failed, or being deleted) it releases them through
   scout) and replaces a failed scout after a backoff; a scout seen live on the
   second sweep takes the group back.
 * Only Fluence's: a scout and its workers are the pods of one Job, by uid
-  (:func:`~fluence_core.release.controlling_job`); a pod no Job controls is never
+  (:func:`~fluence_core.hybrid.release.controlling_job`); a pod no Job controls is never
   acted on, and a group whose Job still has a live pod running the sidecar is left
   gated even when no pod carries the scout's label (issue 32: removing a live
   scout's label made the sweep release its workers).
@@ -32,12 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluence_core import names
-from fluence_core.kube.api import PODS, ClusterAPI, KubeObject
+from fluence_core.kube.api import PODS, TERMINAL_PHASES, ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
-from fluence_core.release import (
+from fluence_core.hybrid.release import (
     RELEASE_STATUSES,
-    TERMINAL_PHASES,
     controlling_job,
     release_workers,
     stamp,
@@ -63,7 +62,7 @@ def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def group_key(pod: Mapping[str, Any]) -> GroupKey:
     """Which group a pod belongs to: a worker must share its scout's controlling Job, by
-    uid (as :func:`fluence_core.release.workers_of` requires); '' for a pod no Job controls,
+    uid (as :func:`fluence_core.hybrid.release.workers_of` requires); '' for a pod no Job controls,
     which the sweep never acts on."""
     meta = _meta(pod)
     return (str(meta.get("namespace") or ""),

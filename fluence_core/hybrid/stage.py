@@ -4,8 +4,8 @@ The result, with DIR on ``PYTHONPATH``, makes any ``python app.py`` install the
 vendor interceptors before the program starts, with nothing changed in the
 user's image::
 
-    DIR/sitecustomize.py                 fluence_core/runtime/hooks/sitecustomize.py
-    DIR/fluence_staged/__init__.py       fluence_core/runtime/boot.py (stdlib only)
+    DIR/sitecustomize.py                 fluence_core/hybrid/hooks/sitecustomize.py
+    DIR/fluence_staged/__init__.py       fluence_core/hybrid/boot.py (stdlib only)
     DIR/fluence_staged/names.py          fluence_core/names.py (stdlib only)
     DIR/fluence_staged/manifest.json     which interceptors, and when they apply
     DIR/fluence_staged/interceptors/<provider>.py   each provider's interceptor module
@@ -25,10 +25,10 @@ from pathlib import Path
 
 from fluence_core import names
 from fluence_core.errors import FluenceError
-from fluence_core.runtime import boot
+from fluence_core.hybrid import boot
 from fluence_core.runtime.provider import Provider, collect_providers
 
-SITECUSTOMIZE: Traversable = files("fluence_core.runtime").joinpath("hooks", "sitecustomize.py")
+SITECUSTOMIZE: Traversable = files("fluence_core.hybrid").joinpath("hooks", "sitecustomize.py")
 """The interpreter-start hook, shipped as package data of ``fluence_core.runtime``."""
 
 

@@ -15,14 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluence_core import names
-from fluence_core.kube.api import PODS, ClusterAPI, KubeObject
+from fluence_core.kube.api import PODS, TERMINAL_PHASES, ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError, NotFound
 from fluence_core.kube.meta import (
     annotations_of, job_controller_reference, labels_of, metadata_of,
 )
 from fluence_core.log import logger
 
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 PATCH_ATTEMPTS = 5
 
 
@@ -157,7 +156,7 @@ def release_workers(cluster: ClusterAPI, workers: list[KubeObject], gate: str,
     """Stamp and ungate each of ``workers`` still behind ``gate``: (ungated now, still running).
 
     The report endpoint passes a scout's workers; the orphan sweep
-    (:mod:`fluence_core.webhook.orphans`) the gated workers of a scout that is gone.
+    (:mod:`fluence_core.hybrid.orphans`) the gated workers of a scout that is gone.
     """
     done = [w["metadata"]["name"] for w in workers if ungate(cluster, w, gate, annotations)]
     return done, running(workers)

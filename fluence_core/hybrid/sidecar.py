@@ -11,13 +11,13 @@ sits in the vendor queue. The sidecar, next to the scout:
 3. when the task is at or under ``ungate_position``, or already running or
    finished, stamps the job id, session and the scout's backend onto every gated
    worker and removes *the named gate* from it, in one JSON patch per pod
-   (:mod:`fluence_core.release`);
+   (:mod:`fluence_core.hybrid.release`);
 4. waits for the workers to finish (``worker_timeout``, 0 = forever), ungating
    late arrivals too, then writes the release marker the scout's session close
    waits for.
 
 It holds no Kubernetes rights: steps 3 and 4 are reports to Fluence
-(:mod:`~fluence_core.runtime.report`: HTTPS to the webhook's endpoint with the
+(:mod:`~fluence_core.hybrid.reporter`: HTTPS to the webhook's endpoint with the
 pod's projected token, docs/scout-report.md), and Fluence stamps and ungates the
 workers itself. The release report is sent until it gets through.
 
@@ -44,8 +44,8 @@ from typing import Any, Protocol
 from fluence_core import names
 from fluence_core.kube.api import ClusterAPI
 from fluence_core.log import logger
-from fluence_core.release import Report
-from fluence_core.runtime.report import LocalReporter, Reporter, ReportError
+from fluence_core.hybrid.release import Report
+from fluence_core.hybrid.reporter import LocalReporter, Reporter, ReportError
 from fluence_core.runtime.provider import Backend, Provider, attributes_from_env, resolve_provider
 
 SERIES_FILE = "queue-series.jsonl"

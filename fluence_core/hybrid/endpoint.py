@@ -20,10 +20,10 @@ checked, in order, and refused with a JSON error and a log line otherwise:
    scout of a shared group (role label and group label, and the sidecar
    container, all set by the webhook) that a Job controls: 403 otherwise. Its
    workers are then the pods that same Job (by uid) controls and Fluence marked
-   as workers (:func:`fluence_core.release.workers_of`): a bare pod dressed as a
+   as workers (:func:`fluence_core.hybrid.release.workers_of`): a bare pod dressed as a
    scout (issue 32) matches nothing.
 
-Only then does it act (:func:`fluence_core.release.apply_report`), on the
+Only then does it act (:func:`fluence_core.hybrid.release.apply_report`), on the
 scout's own pod and its workers, never on a pod the request names.
 """
 
@@ -42,7 +42,7 @@ from fluence_core import names
 from fluence_core.kube.api import PODS, TOKEN_REVIEWS, ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
-from fluence_core.release import BadReport, apply_report, controlling_job, parse_report
+from fluence_core.hybrid.release import BadReport, apply_report, controlling_job, parse_report
 from fluence_core.settings import Settings
 from fluence_core.webhook.routes import Reply
 

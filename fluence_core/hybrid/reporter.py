@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from fluence_core.kube.api import PODS, ClusterAPI
 from fluence_core.errors import FluenceError
 from fluence_core.kube.errors import ApiError
-from fluence_core.release import apply_report, parse_report
+from fluence_core.hybrid.release import apply_report, parse_report
 
 TIMEOUT = 10.0
 """Seconds one report may take."""
