@@ -37,6 +37,7 @@ from typing import Any
 
 from fluence_core import names
 from fluence_core.kube.api import DELETED, NODES, PODS, PRIORITY_CLASSES, KubeObject
+from fluence_core.kube.downward import container_env
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
@@ -117,27 +118,6 @@ class JobState:
     @property
     def quantum(self) -> bool:
         return self.plan.quantum is not None
-
-
-def resolve_env(pod: KubeObject, container: dict[str, Any]) -> dict[str, str]:
-    """The container's environment as the kubelet would build it (values and downward API)."""
-    env: dict[str, str] = {}
-    metadata = pod.get("metadata") or {}
-    for entry in container.get("env") or []:
-        if "value" in entry:
-            env[entry["name"]] = str(entry["value"])
-            continue
-        path = ((entry.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
-        if path.startswith("metadata.annotations['"):
-            key = path[len("metadata.annotations['"):-2]
-            value = (metadata.get("annotations") or {}).get(key)
-        elif path.startswith("metadata.labels['"):
-            value = (metadata.get("labels") or {}).get(path[len("metadata.labels['"):-2])
-        else:
-            value = metadata.get(path.split(".", 1)[-1]) if path.startswith("metadata.") else None
-        if value is not None:
-            env[entry["name"]] = str(value)
-    return env
 
 
 def settings_from_env(env: dict[str, str], **overrides: Any) -> Settings:
@@ -522,10 +502,7 @@ class Run:
 
     def _sidecar(self, pod: KubeObject, clock: ProcessClock) -> SidecarResult:
         """``fluence sidecar`` as its container runs it, with the env the webhook wrote."""
-        container = next(
-            c for c in pod["spec"]["containers"] if c.get("name") == names.SIDECAR_CONTAINER
-        )
-        env = resolve_env(pod, container)
+        env = container_env(pod, names.SIDECAR_CONTAINER)
         settings = settings_from_env(env, sidecar_poll_interval=self.settings.sidecar_poll_interval,
                                      ungate_position=self.settings.ungate_position,
                                      find_task_timeout=self.settings.find_task_timeout)
