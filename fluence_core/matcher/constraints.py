@@ -82,20 +82,20 @@ FEW_HOSTS = 64
 matcher's own order offers."""
 
 
-def few_hosts(constraints: Any) -> list[str] | None:
+def few_hosts(constraints: Any, limit: int = FEW_HOSTS) -> list[str] | None:
     """The hosts a constraint names at its top (alone, or in an ``and``, or an ``and`` of
-    ``and`` parts), when they are at most :data:`FEW_HOSTS`; None otherwise (the predicate
+    ``and`` parts), when they are at most ``limit``; None otherwise (the predicate
     decides node by node). No other node can satisfy such a constraint, so a matcher may
     look at these alone."""
     if not isinstance(constraints, Mapping):
         return None
     hosts = constraints.get("hostlist")
-    if isinstance(hosts, list) and len(hosts) <= FEW_HOSTS and all(
+    if isinstance(hosts, list) and len(hosts) <= limit and all(
             isinstance(h, str) for h in hosts):
         return [name for item in hosts for name in expand_hostlist(item)]
     if list(constraints) == ["and"] and isinstance(constraints["and"], list):
         for part in constraints["and"]:
-            found = few_hosts(part)
+            found = few_hosts(part, limit)
             if found is not None:
                 return found
     return None

@@ -56,6 +56,10 @@ class PoolIndex:
             self._now.set(position, -1)
             self._leasable.set(position, -1)
 
+    def room(self, position: int) -> tuple[int, int]:
+        """(now, leasable) millicores of the node at ``position``, as the trees hold them."""
+        return self._now.get(position), self._leasable.get(position)
+
     def with_room(self, millicores: int, start: int = 0) -> int:
         """The first position from ``start`` whose pool has ``millicores`` free now, or -1."""
         return self._now.first_at_least(millicores, start)

@@ -59,7 +59,8 @@ restore).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +71,9 @@ from fluence_core.matcher.jobspec import MILLICORES
 from fluence_core.matcher.base import (
     Allocation, GroupMatcher, GroupRefusal, Matcher, MatchOutcome, NodeShare,
 )
-from fluence_core.matcher.constraints import Predicate, compile_constraint, few_hosts
+from fluence_core.matcher.constraints import (
+    FEW_HOSTS, Predicate, compile_constraint, few_hosts,
+)
 from fluence_core.matcher.pool_index import PoolIndex
 from fluence_core.models import NodeInfo
 
@@ -311,9 +314,11 @@ class PooledMatcher:
         constraints = _constraints(jobspec)
         predicate = compile_constraint(constraints)
         hosts = few_hosts(constraints)
+        listed = None if hosts is not None else few_hosts(
+            constraints, max(FEW_HOSTS, len(self.graph.node_names) // 2))
         placed: list[str] = []
         for _ in range(slots):
-            node = self._place_one(predicate, hosts, millicores, mib)
+            node = self._place_one(predicate, hosts, millicores, mib, listed)
             if node is None:
                 for done in placed:
                     self._put_back(NodeShare(done, memory_mib=mib, pods=1, millicores=millicores))
@@ -335,15 +340,32 @@ class PooledMatcher:
         return allocation
 
     def _place_one(self, predicate: Predicate, hosts: list[str] | None, millicores: int,
-                   mib: int) -> str | None:
+                   mib: int, listed: list[str] | None = None) -> str | None:
         """The first node in rank order whose pool has room as it is, else the first that
         can lease it (with topology levels: the first of :meth:`_tightest_first`); the pod
-        is drawn from it and counted there."""
+        is drawn from it and counted there.
+
+        ``hosts``: the few nodes the constraint names, walked node by node. ``listed``: the
+        nodes of a longer hostlist (at most half the nodes): the index is walked for
+        :data:`FEW_HOSTS` steps, then the rest of what it would offer, in the same order,
+        is found among the listed nodes. Walking the index alone met every node with room
+        the hostlist refuses (a lone pod kept off the nodes already used by anti-affinity:
+        O(placed pods) per pod).
+        """
         index = self._indexed()
         if hosts is not None:
             positions = sorted(p for p in map(index.position, hosts) if p is not None)
             now: list[int] | Any = iter(positions)
             later: list[int] | Any = iter(positions)
+        elif listed is not None:
+            def found(position: int, leasing: int) -> bool:
+                return index.room(position)[leasing] >= millicores
+            ordered = _Lazy(lambda: sorted(p for p in map(index.position, listed)
+                                            if p is not None))
+            now = _bounded(_walk(index.with_room, millicores), ordered,
+                           lambda p: found(p, 0))
+            later = (self._tightest_first(index) if self.graph.levels else _bounded(
+                _walk(index.could_lease, millicores), ordered, lambda p: found(p, 1)))
         else:
             now = _walk(index.with_room, millicores)
             later = (self._tightest_first(index) if self.graph.levels
@@ -520,6 +542,33 @@ def _positions(index: PoolIndex, nodes: Iterable[str]) -> Iterator[int]:
         position = index.position(name)
         if position is not None:
             yield position
+
+
+class _Lazy:
+    """A list made the first time it is asked for."""
+
+    def __init__(self, make: Callable[[], list[int]]) -> None:
+        self._make = make
+        self._made: list[int] | None = None
+
+    def __call__(self) -> list[int]:
+        if self._made is None:
+            self._made = self._make()
+        return self._made
+
+
+def _bounded(walk: Iterator[int], ordered: _Lazy, fits: Callable[[int], bool],
+             steps: int = FEW_HOSTS) -> Iterator[int]:
+    """What ``walk`` offers (ascending positions), its first ``steps`` from the walk itself,
+    the rest found among ``ordered`` (the listed positions, ascending) with ``fits``: the
+    same positions, less those the hostlist refuses anyway."""
+    last = -1
+    for count, position in enumerate(walk):
+        if count == steps:
+            yield from (p for p in ordered()[bisect_right(ordered(), last):] if fits(p))
+            return
+        last = position
+        yield position
 
 
 def _walk(first_from: Any, millicores: int) -> Any:

@@ -12,6 +12,7 @@ from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.constraints import FEW_HOSTS, few_hosts
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.matcher.jobspec import compute_jobspec
+from fluence_core.matcher.pooled import PooledMatcher, pooled
 from fluence_core.models import NodeInfo, PodRequest
 
 
@@ -48,3 +49,31 @@ def test_a_jobspec_naming_one_node_asks_no_other_node() -> None:
 def test_a_jobspec_naming_only_unknown_nodes_fits_nowhere() -> None:
     matcher = EmbeddedMatcher(ResourceGraph([NodeInfo("n0", 4, 4096)]))
     assert matcher.match_allocate(_on("gone")) is None
+
+
+def _pool(count: int) -> PooledMatcher:
+    graph = ResourceGraph([NodeInfo(f"n{i:03d}", 4, 4096) for i in range(count)])
+    return pooled(EmbeddedMatcher(graph), graph)
+
+
+def _fractional(matcher: PooledMatcher, hosts: list[str]) -> str:
+    pod = PodRequest("p", cores=0, millicores=100)
+    allocation = matcher.match_allocate(compute_jobspec([pod], {"hostlist": hosts}))
+    assert allocation is not None
+    [share] = allocation.nodes
+    return share.node
+
+
+def _names(numbers: range) -> list[str]:
+    return [f"n{i:03d}" for i in numbers]
+
+
+def test_a_long_hostlist_finds_the_pools_first_listed_node_past_many_refused_ones() -> None:
+    matcher = _pool(200)
+    for name in _names(range(100)):  # n000..n099 each lease a core: 900m left as they are
+        assert _fractional(matcher, [name]) == name
+    assert len(_names(range(70, 170))) > FEW_HOSTS
+    # 70 nodes with room come first and are refused; n070 has room as it is
+    assert _fractional(matcher, _names(range(70, 170))) == "n070"
+    # no listed node has room as it is: the first listed one that can lease a core
+    assert _fractional(matcher, _names(range(100, 200))) == "n100"
