@@ -83,6 +83,32 @@ def best_fit(found: dict[Domain, Room], group: Group) -> list[Domain]:
     return sorted(fitting, key=lambda d: (found[d].free_cores, found[d].free_gpus))
 
 
+def fewest_children(graph: ResourceGraph, below: dict[Domain, Room], domain: Domain,
+                    group: Group) -> list[str] | None:
+    """The nodes of the fewest domains one level below ``domain`` (``below``: that level's
+    rooms) whose free totals could hold ``group``, emptiest first; None when that takes all
+    of them. A group bigger than one rack is tried there before the whole block, as the
+    embedded matcher does (:meth:`EmbeddedMatcher._fewest_children`)."""
+    cores, gpus, _ = need(group)
+    children = [d for d in below if d[: len(domain)] == domain]
+    children.sort(key=lambda d: (-below[d].free_gpus, -below[d].free_cores, d) if gpus
+                  else (-below[d].free_cores, -below[d].free_gpus, d))
+    chosen: list[Domain] = []
+    free_cores = free_gpus = 0
+    for child in children:
+        if free_cores >= cores and free_gpus >= gpus:
+            break
+        chosen.append(child)
+        free_cores += below[child].free_cores
+        free_gpus += below[child].free_gpus
+    if len(chosen) == len(children) or free_cores < cores or free_gpus < gpus:
+        return None
+    depth = len(domain)
+    wanted = set(chosen)
+    return [n.name for n in graph.domains(depth - 1, known_only=False).get(domain, [])
+            if n.domains[: depth + 1] in wanted]
+
+
 def need(group: Group) -> tuple[int, int, int]:
     """(whole cores, GPUs, MiB) the group's pods ask for in all."""
     return (sum(p.cores for p in group.pods if not p.shared), sum(p.gpus for p in group.pods),

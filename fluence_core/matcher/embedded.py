@@ -533,16 +533,49 @@ class EmbeddedMatcher:
             fitting.sort(key=lambda d: (domains.cores[d], domains.gpus[d], d))
         exhausted = False
         for domain in fitting:
-            self._within = domains.members[domain]
-            try:
-                found = self._place_compute(shapes)
-            finally:
-                self._within = None
-            if found.masks is not None:
-                self.last_domain = domains.key[domain]
-                return found
-            exhausted = exhausted or found.exhausted
+            narrowed = self._fewest_children(domain, level, cores, gpus)
+            for within in (narrowed, domains.members[domain]):
+                if within is None:
+                    continue
+                self._within = within
+                try:
+                    found = self._place_compute(shapes)
+                finally:
+                    self._within = None
+                if found.masks is not None:
+                    self.last_domain = domains.key[domain]
+                    return found
+                exhausted = exhausted or found.exhausted
         return _Found(None, exhausted)
+
+    def _fewest_children(self, domain: int, level: int, cores: int, gpus: int
+                         ) -> list[int] | None:
+        """The nodes of the fewest domains one level down (racks in a block) whose free
+        totals could hold the group, emptiest first; None when that is all of them, or there
+        is no level below. A group bigger than one rack, held to a block, is tried there
+        first: searched over the whole block, it took the first nodes with room, often a
+        rack more than it needs (a tight block's partly used racks)."""
+        domains = self._domains
+        if level + 1 >= domains.levels:
+            return None
+        key = domains.key[domain]
+        children = [c for c in domains.at_level[level + 1]
+                    if domains.key[c][: level + 1] == key]
+        if gpus:
+            children.sort(key=lambda c: (-domains.gpus[c], -domains.cores[c], c))
+        else:
+            children.sort(key=lambda c: (-domains.cores[c], -domains.gpus[c], c))
+        chosen: list[int] = []
+        free_cores = free_gpus = 0
+        for child in children:
+            if free_cores >= cores and free_gpus >= gpus:
+                break
+            chosen.append(child)
+            free_cores += domains.cores[child]
+            free_gpus += domains.gpus[child]
+        if len(chosen) == len(children) or free_cores < cores or free_gpus < gpus:
+            return None
+        return sorted(p for child in chosen for p in domains.members[child])
 
     def _candidates(self, cores: int, cursor: int | None) -> Iterator[int]:
         """Node positions with ``cores`` free in policy order from ``cursor`` on: the whole

@@ -40,7 +40,7 @@ from typing import Iterator, Sequence, TypeGuard
 
 from fluence_core.errors import TopologyError
 from fluence_core.graph import ResourceGraph
-from fluence_core.matcher.domains import best_fit, rooms, short_of
+from fluence_core.matcher.domains import best_fit, fewest_children, rooms, short_of
 from fluence_core.matcher.jobspec import (
     COMPUTE, GroupJobspec, compute_parts, group_jobspecs, is_compute,
 )
@@ -183,16 +183,20 @@ def _match_domain_by_domain(
 ) -> GroupMatch | GroupMiss:
     found = rooms(graph, matcher, level)
     members = graph.domains(level)
+    below = rooms(graph, matcher, level + 1) if level + 1 < len(graph.levels) else {}
     miss: GroupMiss | None = None
     for domain in best_fit(found, group):
-        within = [node.name for node in members[domain]]
-        specs = group_jobspecs(group, graph, exclude_nodes=list(exclude_nodes or []),
-                               within=within)
-        outcome = _match_specs(group, graph, matcher, specs, level)
-        if isinstance(outcome, GroupMatch):
-            return outcome
-        if miss is None:
-            miss = outcome
+        whole = [node.name for node in members[domain]]
+        for within in (fewest_children(graph, below, domain, group), whole):
+            if within is None:
+                continue
+            specs = group_jobspecs(group, graph, exclude_nodes=list(exclude_nodes or []),
+                                   within=within)
+            outcome = _match_specs(group, graph, matcher, specs, level)
+            if isinstance(outcome, GroupMatch):
+                return outcome
+            if miss is None:
+                miss = outcome
     return miss or GroupMiss(group, COMPUTE, MatchOutcome.BUSY)
 
 
