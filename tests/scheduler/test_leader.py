@@ -20,10 +20,17 @@ class Clock:
         return self.now
 
 
-def test_only_one_candidate_leads_while_the_lease_is_fresh() -> None:
+def _rivals(**first_options: Any) -> tuple[FakeCluster, Clock, LeaderElector, LeaderElector]:
+    """Candidates ``a`` (with ``first_options``) and ``b`` for Lease ``default/fluence`` on one
+    in-memory cluster and one virtual clock."""
     cluster, clock = FakeCluster(), Clock()
-    first = LeaderElector(cluster, "fluence", "default", "a", clock=clock)
+    first = LeaderElector(cluster, "fluence", "default", "a", clock=clock, **first_options)
     second = LeaderElector(cluster, "fluence", "default", "b", clock=clock)
+    return cluster, clock, first, second
+
+
+def test_only_one_candidate_leads_while_the_lease_is_fresh() -> None:
+    _, clock, first, second = _rivals()
     assert first.try_acquire()
     assert not second.try_acquire()
     clock.now += 5
@@ -33,9 +40,7 @@ def test_only_one_candidate_leads_while_the_lease_is_fresh() -> None:
 
 
 def test_an_expired_lease_is_taken_over_and_counted() -> None:
-    cluster, clock = FakeCluster(), Clock()
-    first = LeaderElector(cluster, "fluence", "default", "a", clock=clock)
-    second = LeaderElector(cluster, "fluence", "default", "b", clock=clock)
+    cluster, clock, first, second = _rivals()
     assert first.try_acquire()
     clock.now += 16
     assert second.try_acquire()
@@ -111,9 +116,7 @@ def _lead_until(stop_leading: threading.Event) -> None:
 
 
 def test_a_leader_that_is_stopped_releases_its_lease_and_the_next_takes_it_at_once() -> None:
-    cluster, clock = FakeCluster(), Clock()
-    first = LeaderElector(cluster, "fluence", "default", "a", clock=clock, renew=0.01)
-    second = LeaderElector(cluster, "fluence", "default", "b", clock=clock)
+    cluster, _, first, second = _rivals(renew=0.01)
     stop = threading.Event()
     runner = threading.Thread(target=first.run, args=(_lead_until, stop))
     runner.start()
@@ -132,9 +135,7 @@ def test_a_leader_that_is_stopped_releases_its_lease_and_the_next_takes_it_at_on
 
 
 def test_releasing_a_lease_someone_else_took_leaves_it_theirs() -> None:
-    cluster, clock = FakeCluster(), Clock()
-    first = LeaderElector(cluster, "fluence", "default", "a", clock=clock)
-    second = LeaderElector(cluster, "fluence", "default", "b", clock=clock)
+    cluster, clock, first, second = _rivals()
     assert first.try_acquire()
     clock.now += 16
     assert second.try_acquire()
