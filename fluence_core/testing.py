@@ -41,7 +41,7 @@ __all__ = [
     "SidecarOutcome", "TaskState", "VendorDouble", "VirtualClock", "WebhookServer",
     "braket_config", "build_service", "compute_jobspec", "fake_cluster", "fake_vendor_queue",
     "find_assets", "get_plugin_manager", "indexed_job_pods", "make_node_dict", "make_nodes",
-    "make_pod_dict", "make_pod_group_dict", "parse_resource_config", "pod_group",
+    "make_pod_dict", "make_pod_group_dict", "make_split_pod", "parse_resource_config", "pod_group",
     "provider_conformance", "server_context", "small_graph", "start_apiserver", "tls",
     "vendor_clock", "virtual_jobspec", "wait_for", "watched_for",
 ]
@@ -141,6 +141,24 @@ def make_pod_dict(
         metadata["labels"] = dict(labels)
     return {"apiVersion": PODS.api_version, "kind": PODS.kind, "metadata": metadata,
             "spec": body}
+
+
+def make_split_pod(name: str, group: str, role: str | None = None, *,
+                   gates: Sequence[str] = (), image: str = "busybox") -> dict[str, Any]:
+    """A pod of shared hybrid group ``group``, asking for no CPU. With ``role``
+    (``names.ROLE_SCOUT`` or ``names.ROLE_WORKER``) it is one of the split's: labelled so and
+    controlled by the group's Indexed Job (uid ``<group>-job-uid``: a scout releases only
+    its own Job's workers); without, a pod that merely carries the group label.
+    ``gates`` are its scheduling gates (a worker waits behind ``names.QUANTUM_GATE``)."""
+    labels = {names.GROUP_LABEL: group}
+    if role:
+        labels[names.ROLE_LABEL] = role
+    made = make_pod_dict(name, None, labels=labels, gates=gates, image=image)
+    if role:
+        made["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
+                                                "name": group, "uid": f"{group}-job-uid",
+                                                "controller": True}]
+    return made
 
 
 def make_pod_group_dict(name: str, min_count: int | None,

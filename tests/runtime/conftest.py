@@ -14,7 +14,7 @@ from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.runtime.provider import Backend
 from fluence_core.hybrid.sidecar import SidecarConfig, VirtualClock
-from fluence_core.testing import make_pod_dict
+from fluence_core.testing import make_split_pod
 
 GROUP = "qaoa"
 OTHER_GATE = "example.com/other"
@@ -24,15 +24,7 @@ def pod(
     name: str, *, gates: list[str] = (), role: str | None = None, group: str = GROUP
 ) -> dict[str, Any]:  # type: ignore[assignment]
     """A pod of the group; the split's (with a role) are the pods of one Indexed Job."""
-    labels = {names.GROUP_LABEL: group}
-    if role:
-        labels[names.ROLE_LABEL] = role
-    made = make_pod_dict(name, None, labels=labels, gates=gates, image="python:3.11")
-    if role:
-        made["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
-                                                "name": group, "uid": f"{group}-job-uid",
-                                                "controller": True}]
-    return made
+    return make_split_pod(name, group, role, gates=gates, image="python:3.11")
 
 
 @pytest.fixture

@@ -193,22 +193,16 @@ def test_the_sidecar_releases_the_workers_with_a_local_task_and_no_aws(tmp_path,
     from fluence_braket import interceptor
     from fluence_core.api import names
     from fluence_core.testing import FakeCluster, Sidecar, SidecarConfig, VirtualClock
+    from fluence_core.testing import make_split_pod
     from fluence_core.testing import SidecarOutcome as Outcome
 
     monkeypatch.setenv(names.ENV_RUNTIME_DIR, str(tmp_path))
     interceptor.install_interceptor("scout-uid")
     task = LocalSimulator().run(Circuit().h(0).cnot(0, 1), shots=10)
     cluster = FakeCluster()
-    group = {names.GROUP_LABEL: "qaoa"}
-    job = [{"apiVersion": "batch/v1", "kind": "Job", "name": "qaoa", "uid": "job-uid",
-            "controller": True}]  # a scout releases only its own Job's workers
-    cluster.create("pods", {"metadata": {"name": "scout", "ownerReferences": job, "labels": {
-        **group, names.ROLE_LABEL: names.ROLE_SCOUT}},
-                            "spec": {"containers": [{"name": "a", "image": "i"}]}})
-    cluster.create("pods", {"metadata": {"name": "w", "ownerReferences": job, "labels": {
-        **group, names.ROLE_LABEL: names.ROLE_WORKER}},
-                            "spec": {"schedulingGates": [{"name": names.QUANTUM_GATE}],
-                                     "containers": [{"name": "a", "image": "i"}]}})
+    cluster.create("pods", make_split_pod("scout", "qaoa", names.ROLE_SCOUT))
+    cluster.create("pods", make_split_pod("w", "qaoa", names.ROLE_WORKER,
+                                          gates=[names.QUANTUM_GATE]))
     clock = VirtualClock()
     clock.on_sleep = lambda now: cluster.patch_status(
         "pods", "w", {"status": {"phase": "Succeeded"}}, "default")

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fluence_core.api import Backend, BackendInfo, names
-from fluence_core.testing import FakeCluster, Sidecar, SidecarConfig, VirtualClock
+from fluence_core.testing import FakeCluster, Sidecar, SidecarConfig, VirtualClock, make_split_pod
 from fluence_core.testing import SidecarOutcome as Outcome
 from fluence_qrmi import interceptor
 from fluence_qrmi.provider import COMPLETED, FAILED, QUEUED, RUNNING, QrmiProvider, normal_status
@@ -122,16 +122,9 @@ def test_sidecar_ungates_with_the_session_when_the_job_runs(tmp_path) -> None:
     provider = QrmiProvider(runtime_dir=tmp_path,
                             status_of=lambda task, backend: statuses.get(clock.now(), RUNNING))
     cluster = FakeCluster()
-    group = {names.GROUP_LABEL: "bell"}
-    job = [{"apiVersion": "batch/v1", "kind": "Job", "name": "bell", "uid": "job-uid",
-            "controller": True}]  # a scout releases only its own Job's workers
-    cluster.create("pods", {"metadata": {"name": "scout", "ownerReferences": job, "labels": {
-        **group, names.ROLE_LABEL: names.ROLE_SCOUT}},
-                            "spec": {"containers": [{"name": "a", "image": "i"}]}})
-    cluster.create("pods", {"metadata": {"name": "w", "ownerReferences": job, "labels": {
-        **group, names.ROLE_LABEL: names.ROLE_WORKER}},
-                            "spec": {"schedulingGates": [{"name": names.QUANTUM_GATE}],
-                                     "containers": [{"name": "a", "image": "i"}]}})
+    cluster.create("pods", make_split_pod("scout", "bell", names.ROLE_SCOUT))
+    cluster.create("pods", make_split_pod("w", "bell", names.ROLE_WORKER,
+                                          gates=[names.QUANTUM_GATE]))
     clock.on_sleep = lambda now: (
         cluster.patch_status("pods", "w", {"status": {"phase": "Succeeded"}}, "default")
         if now >= 30
