@@ -32,6 +32,14 @@ Not checked here: which vertex of a node or of a virtual type the record names (
 restore refuses one that is held already), and the filters that depend on other pods
 (inter-pod affinity, spread): those are asked when the record's unbound members are
 bound (:mod:`~fluence_core.scheduler.promises`), with every filter the cycle uses.
+
+Known limits: memory is counted in the node's chunks as they are now, so a node whose
+memory grew while Fluence was down can make an honest record look too big (its pods are
+then held from what they request: the accounting stays right, the warning is wrong). A
+record naming a pod that is gone is held for the pods left, so its size counts only
+theirs: a gang that lost a member while Fluence was down is held from its pods' requests.
+A PodGroup's record is still a promise for its members not yet bound (a crash mid-bind
+must not scatter a gang), kept only within their filters; a lone pod's is not.
 """
 
 from __future__ import annotations
