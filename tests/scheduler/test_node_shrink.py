@@ -33,7 +33,10 @@ def _held_cores(h: Harness, name: str = "n0") -> int:
 
 
 def _errors(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    """ERRORs about held jobs (the false ``cannot re-hold`` / ``cannot restore`` lines); an
+    unrelated error, such as a plugin that fails to load, is another test's business."""
+    return [r.getMessage() for r in caplog.records
+            if r.levelno >= logging.ERROR and "jobid" in r.getMessage()]
 
 
 def test_a_node_that_shrinks_under_lone_pods_keeps_it_full_and_logs_no_error(
