@@ -20,6 +20,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tests.cluster import sources
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 SCRIPT = HERE / "local-cluster.sh"
@@ -46,6 +48,13 @@ def why_not() -> str:
               if not (IMAGES / name).is_file()]
     if absent:
         return ("not built (run tests/cluster/images.sh): " + ", ".join(absent))
+    fluence = IMAGES / "localhost_fluence-local_fluence_0.1.0.tar"
+    built_from = Path(f"{fluence}.sources")
+    recorded = built_from.read_text().strip() if built_from.is_file() else "unknown sources"
+    if recorded != sources.digest():
+        return (f"Fluence's image {fluence} was built from {recorded[:12]}, not from this tree's "
+                f"code ({sources.digest()[:12]}): rebuild it with tests/cluster/images.sh "
+                "fluence archives")
     if (STATE / "up").exists():
         return f"a local cluster is up already ({STATE}/up): run local-cluster.sh down first"
     return ""

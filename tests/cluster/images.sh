@@ -129,11 +129,20 @@ pause_image() {
     say "$PAUSE_IMAGE built"
 }
 
+# The digest of the sources (sources.py) is a label of the image and, once archived, a file
+# beside its archive: the cluster tier skips, saying so, when the tree's differs.
+SOURCES_LABEL=org.fluence.local.sources
+
 fluence_image() {
     say "podman build $FLUENCE_IMAGE from $REPO/Containerfile"
-    podman build --layers -t "$FLUENCE_IMAGE" -t "$LOCAL_FLUENCE_IMAGE" -f "$REPO/Containerfile" \
+    local sources
+    sources=$(python3 "$HERE/sources.py")
+    # --no-cache: podman 4.3's layer cache reuses the `pip install` step although the wheels
+    # it bind-mounts from the first stage changed (a rebuild after code changes gave the very
+    # same image id), so a cached build can hold old code.
+    podman build --no-cache -t "$FLUENCE_IMAGE" -t "$LOCAL_FLUENCE_IMAGE" -f "$REPO/Containerfile" \
         --build-arg "PYTHON_IMAGE=$DEBIAN_IMAGE" --build-arg "FLUX_SCHED_IMAGE=$FLUX_IMAGE" \
-        "$REPO"
+        --label "$SOURCES_LABEL=$sources" "$REPO"
 }
 
 braket_image() {
@@ -151,6 +160,10 @@ archives() {
         file=$STATE/images/$(echo "$image" | tr '/:' '__').tar
         rm -f "$file"
         podman save --format docker-archive -o "$file" "$image"
+        if [[ $image == "$LOCAL_FLUENCE_IMAGE" ]]; then
+            podman image inspect --format "{{ index .Labels \"$SOURCES_LABEL\" }}" "$image" \
+                > "$file.sources"
+        fi
         say "saved $file"
     done
 }
