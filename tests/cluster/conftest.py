@@ -17,6 +17,20 @@ import pytest
 from tests.cluster.harness import STATE, Cluster, script, why_not
 
 
+TIER_TIMEOUT = 1200
+"""Seconds for any test of the tier, whose last one also pays, in its teardown, for
+`local-cluster.sh down` (pytest-timeout counts it): minutes on a busy machine, mostly
+removing each node's unpacked images."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here gets :data:`TIER_TIMEOUT`, so whichever runs last can tear down."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.timeout(TIER_TIMEOUT))
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     """Two kubelets with Fluence deployed from deploy/ (the local image); torn down after."""
