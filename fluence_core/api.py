@@ -101,7 +101,7 @@ from fluence_core.runtime.provider import (
 )
 from fluence_core.settings import MatchPolicy, PluginSettings, Settings, Switch, load_settings
 from fluence_core.webhook import conditions
-from fluence_core.webhook._patch import JsonPatch, apply_patch, pointer
+from fluence_core.kube.patch import JsonPatch, apply_patch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler, ServiceState
 from fluence_core.webhook.controller import Reconciler, StoredContext
 from fluence_core.webhook.conditions import judges

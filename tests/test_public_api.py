@@ -54,11 +54,11 @@ def test_the_scan_sees_every_first_party_plugin() -> None:
 def test_core_imports_sees_every_spelling_of_an_internal_import() -> None:
     source = (
         "import fluence_core.graph\nfrom fluence_core import names\n"
-        "from fluence_core.webhook._patch import pointer\nfrom fluence_core.api import hookimpl\n"
+        "from fluence_core.kube.patch import pointer\nfrom fluence_core.api import hookimpl\n"
         "import json\n"
     )
     assert core_imports(source) == [(1, "fluence_core.graph"), (2, "fluence_core.names"),
-                                    (3, "fluence_core.webhook._patch"), (4, "fluence_core.api")]
+                                    (3, "fluence_core.kube.patch"), (4, "fluence_core.api")]
 
 
 def test_plugins_import_only_the_public_api() -> None:

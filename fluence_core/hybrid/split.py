@@ -47,7 +47,7 @@ from fluence_core.webhook import pods
 from fluence_core.hybrid.credentials import copy_credentials
 from fluence_core.hybrid.orphans import OrphanSweep
 from fluence_core.hybrid.endpoint import ReportEndpoint
-from fluence_core.webhook._patch import JsonPatch, pointer
+from fluence_core.kube.patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 from fluence_core.webhook.env import (
     add_all_to_list,

@@ -53,8 +53,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import jsonpatch
-
 from fluence_core.kube.api import (
     ADDED,
     DELETED,
@@ -76,6 +74,7 @@ from fluence_core.kube.api import (
     resolve,
 )
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
+from fluence_core.kube.patch import apply_patch
 from fluence_core.kube.meta import metadata_of
 
 _Key = tuple[str, str, str]
@@ -423,10 +422,12 @@ class FakeCluster:
             key = self._key(res, name, namespace)
             old = self._existing(res, key)
             if patch_type == "json":
+                if isinstance(patch, Mapping):
+                    raise ApiError(422, "a JSON patch must be a list of operations", "Invalid")
                 try:
-                    new = jsonpatch.apply_patch(old, list(patch))  # type: ignore[arg-type]
-                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
-                    raise ApiError(422, f"the JSON patch failed: {error}", "Invalid") from None
+                    new = apply_patch(copy.deepcopy(old), [dict(op) for op in patch])
+                except (ValueError, KeyError, IndexError, TypeError) as error:
+                    raise ApiError(422, f"the JSON patch failed: {error!r}", "Invalid") from None
             elif isinstance(patch, Mapping):
                 new = _merge_patch(old, patch)
                 self._check_version(res, old, new)

@@ -395,7 +395,7 @@ class Run:
         if not response.get("allowed"):
             return str((response.get("status") or {}).get("message") or "refused")
         if response.get("patch"):
-            from fluence_core.webhook._patch import apply_patch
+            from fluence_core.kube.patch import apply_patch
 
             apply_patch(pod, json.loads(base64.b64decode(response["patch"])))
         return pod

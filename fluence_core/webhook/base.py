@@ -41,7 +41,7 @@ from fluence_core.kube.api import ClusterAPI
 from fluence_core.errors import FluenceError
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings
-from fluence_core.webhook._patch import JsonPatch
+from fluence_core.kube.patch import JsonPatch
 from fluence_core.webhook.informer import Watched
 from fluence_core.webhook.recent import Recent
 

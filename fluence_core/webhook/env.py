@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from fluence_core.webhook._patch import JsonPatch, pointer
+from fluence_core.kube.patch import JsonPatch, pointer
 
 
 def annotation_env(variable: str, annotation: str) -> dict[str, Any]:

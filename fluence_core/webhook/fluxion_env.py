@@ -18,7 +18,7 @@ from fluence_core.resource_config import load_resource_config
 from fluence_core.settings import Settings
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook import pods
-from fluence_core.webhook._patch import JsonPatch, pointer
+from fluence_core.kube.patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, Handler
 from fluence_core.webhook.env import add_env, annotation_env
 

@@ -30,7 +30,7 @@ from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.settings import Settings
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook import pods
-from fluence_core.webhook._patch import JsonPatch, pointer
+from fluence_core.kube.patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, Handler
 
 

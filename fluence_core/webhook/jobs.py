@@ -39,7 +39,7 @@ from typing import Any, Mapping
 from fluence_core import hookimpl, names
 from fluence_core.settings import Settings
 from fluence_core.webhook import pods
-from fluence_core.webhook._patch import JsonPatch, pointer
+from fluence_core.kube.patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
 
 JOBS = "batch/jobs"

@@ -21,7 +21,7 @@ from typing import Any
 
 from fluence_core import names
 from fluence_core.webhook import conditions as cel
-from fluence_core.webhook._patch import JsonPatch, pointer
+from fluence_core.kube.patch import JsonPatch, pointer
 
 
 def scheduler_only(key: str) -> bool:

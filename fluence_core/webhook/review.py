@@ -23,7 +23,7 @@ from fluence_core.log import logger
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings
 from fluence_core.webhook import owned, pods
-from fluence_core.webhook._patch import JsonPatch, apply_patch
+from fluence_core.kube.patch import JsonPatch, apply_patch
 from fluence_core.webhook.conditions import Need, any_of, pod_match_conditions
 from fluence_core.webhook.informer import Watched
 from fluence_core.webhook.base import (

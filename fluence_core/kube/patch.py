@@ -1,8 +1,11 @@
 """A small RFC 6902 JSON patch: build pointers and apply add/remove/replace/test.
 
-Handlers see the pod as left by the handlers before them, so the service applies
-each handler's patch to its working copy; the API server applies the joined
-list to the real object, operation by operation, with the same result.
+Fluence's one implementation. Webhook handlers see the pod as left by the
+handlers before them, so the admission service applies each handler's patch to
+its working copy; the API server applies the joined list to the real object,
+operation by operation, with the same result. The in-memory API
+(:mod:`~fluence_core.kube.fake`) applies the JSON patches Fluence sends it with
+the same code.
 """
 
 from __future__ import annotations
