@@ -132,9 +132,12 @@ class LeaderElector:
 
     def run(self, lead: Callable[[threading.Event], None], stop: threading.Event) -> None:
         """Wait for the Lease, then call ``lead(stop_leading)`` in a thread while renewing it."""
-        while not stop.is_set() and not self.try_acquire():  # LeaseUnavailable: to the caller
+        acquired = False  # LeaseUnavailable from try_acquire goes to the caller
+        while not stop.is_set() and not (acquired := self.try_acquire()):
             stop.wait(self.renew)
         if stop.is_set():
+            if acquired:  # stopped the moment it was won: handed on at once all the same
+                self.release()
             return
         leading = threading.Event()
         worker = threading.Thread(target=lead, args=(leading,), daemon=True, name="leader")

@@ -164,3 +164,20 @@ def test_a_loop_that_does_not_stop_keeps_the_lease_until_it_expires() -> None:
     runner.join(timeout=10)
     never.set()
     assert cluster.get("leases", "fluence", "default")["spec"]["holderIdentity"] == "a"
+
+
+def test_a_leader_stopped_the_moment_it_wins_the_lease_still_hands_it_on() -> None:
+    cluster, _, first, second = _rivals()
+    stop = threading.Event()
+    acquire = first.try_acquire
+
+    def acquire_then_stop() -> bool:
+        won = acquire()
+        stop.set()  # SIGTERM in fluence up, right as the Lease is won
+        return won
+
+    first.try_acquire = acquire_then_stop  # type: ignore[method-assign]
+    first.run(_lead_until, stop)
+    lease = cluster.get("leases", "fluence", "default")
+    assert lease["spec"].get("holderIdentity") is None
+    assert second.try_acquire(), "taken at once, not 15 s later"
