@@ -45,6 +45,7 @@ from fluence_core.log import logger
 from fluence_core.hybrid.release import BadReport, apply_report, controlling_job, parse_report
 from fluence_core.settings import Settings
 from fluence_core.webhook.routes import Reply
+from fluence_core.kube.meta import metadata_of
 
 MAX_REPORT = 16 * 1024
 """Bytes a report's body may have (it is a handful of short fields)."""
@@ -226,7 +227,7 @@ class ReportEndpoint:
     def scout(self, caller: Caller) -> KubeObject:
         """The caller's pod, if it is the scout of a shared group."""
         pod = self.cluster.get(PODS, caller.pod_name, caller.namespace)
-        meta = (pod or {}).get("metadata") or {}
+        meta = metadata_of(pod or {})
         if pod is None or meta.get("uid") != caller.pod_uid:
             raise Refused(403, f"pod {caller.namespace}/{caller.pod_name} with uid"
                                f" {caller.pod_uid} does not exist")

@@ -43,6 +43,7 @@ from fluence_core.hybrid.release import (
 )
 from fluence_core.settings import Settings
 from fluence_core.periodic import Periodic
+from fluence_core.kube.meta import metadata_of
 
 SELECTOR = (f"{names.ROLE_LABEL} in ({names.ROLE_SCOUT},{names.ROLE_WORKER}),"
             f"{names.GROUP_LABEL}")
@@ -56,15 +57,11 @@ GroupKey = tuple[str, str, str]
 """Namespace, group label, uid of the controlling Job ('' without one)."""
 
 
-def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    return pod.get("metadata") or {}
-
-
 def group_key(pod: Mapping[str, Any]) -> GroupKey:
     """Which group a pod belongs to: a worker must share its scout's controlling Job, by
     uid (as :func:`fluence_core.hybrid.release.workers_of` requires); '' for a pod no Job controls,
     which the sweep never acts on."""
-    meta = _meta(pod)
+    meta = metadata_of(pod)
     return (str(meta.get("namespace") or ""),
             str((meta.get("labels") or {}).get(names.GROUP_LABEL) or ""),
             controlling_job(pod) or "")
@@ -72,7 +69,7 @@ def group_key(pod: Mapping[str, Any]) -> GroupKey:
 
 def ended(pod: Mapping[str, Any]) -> bool:
     """Terminal (Succeeded, Failed) or being deleted."""
-    return bool(_meta(pod).get("deletionTimestamp")) or (
+    return bool(metadata_of(pod).get("deletionTimestamp")) or (
         (pod.get("status") or {}).get("phase") in TERMINAL_PHASES)
 
 
@@ -91,7 +88,7 @@ class Orphaned:
     def outcome(self) -> tuple[dict[str, str], bool]:
         """The workers' stamp, and whether it says the scout was lost."""
         for scout in self.scouts:
-            notes = _meta(scout).get("annotations") or {}
+            notes = metadata_of(scout).get("annotations") or {}
             status = notes.get(names.SCOUT_STATUS_ANNOTATION)
             if status in RELEASE_STATUSES:  # it reported a release: late workers get it too
                 return stamp(scout, status, notes.get(names.SCOUT_JOB_ID_ANNOTATION),
@@ -107,7 +104,7 @@ def orphaned(pods: Iterable[KubeObject], gate: str) -> dict[GroupKey, Orphaned]:
         key = group_key(pod)
         if not key[2]:
             continue  # no Job controls it: not a split's pod, whatever its labels say
-        role = (_meta(pod).get("labels") or {}).get(names.ROLE_LABEL)
+        role = (metadata_of(pod).get("labels") or {}).get(names.ROLE_LABEL)
         if role == names.ROLE_SCOUT:
             if ended(pod):
                 groups.setdefault(key, Orphaned()).scouts.append(pod)
@@ -174,7 +171,7 @@ class OrphanSweep(Periodic):
             logger.info("orphan sweep: group %s's scout had reported %s; released late %s",
                         where, annotations[names.SCOUT_STATUS_ANNOTATION], ", ".join(done))
             return done
-        scouts = ", ".join(f"{_meta(s).get('name')} ({(s.get('status') or {}).get('phase')})"
+        scouts = ", ".join(f"{metadata_of(s).get('name')} ({(s.get('status') or {}).get('phase')})"
                            for s in group.scouts) or "none left"
         logger.warning("orphan sweep: group %s lost its scout before it reported (scouts: %s);"
                        " released %s as %s", where, scouts, ", ".join(done),

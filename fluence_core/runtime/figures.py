@@ -41,6 +41,7 @@ from fluence_core import names, yamlfile
 from fluence_core.kube.api import CONFIGMAPS, ClusterAPI, KubeObject
 from fluence_core.errors import FluenceError
 from fluence_core.runtime.provider import BackendInfo
+from fluence_core.kube.meta import metadata_of
 
 NUMBERS = ("price_per_shot", "price_per_task")
 COUNTS = ("queue", "qubits")
@@ -169,6 +170,6 @@ def write_configmap(cluster: ClusterAPI, ref: ConfigMapRef,
     if current is None:
         return cluster.create(CONFIGMAPS, configmap_body(ref, entries, refreshed_at),
                               ref.namespace)
-    version = str((current.get("metadata") or {}).get("resourceVersion") or "")
+    version = str(metadata_of(current).get("resourceVersion") or "")
     return cluster.replace(CONFIGMAPS, configmap_body(ref, entries, refreshed_at, version),
                            ref.namespace)

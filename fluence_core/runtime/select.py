@@ -43,6 +43,7 @@ from fluence_core.errors import FluenceError
 from fluence_core.resource_config import ResourceConfig, VirtualResource
 from fluence_core.runtime import figures
 from fluence_core.runtime.provider import Backend, BackendInfo, Provider, normalise_key
+from fluence_core.kube.meta import annotations_of
 
 RANKINGS = ("min-cost", "min-queue", "max-qubits")
 FLAGS = ("online-only",)
@@ -348,7 +349,7 @@ def _template_of(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 def template_pins(template: Mapping[str, Any]) -> dict[str, str]:
     """The pins a pod template already carries."""
-    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    annotations = annotations_of(template)
     return pins_of(annotations) if isinstance(annotations, dict) else {}
 
 

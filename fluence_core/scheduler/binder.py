@@ -38,6 +38,7 @@ from fluence_core.scheduler.events import EventRecorder
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.view import ClusterView
+from fluence_core.kube.meta import metadata_of
 
 
 @dataclass
@@ -258,7 +259,7 @@ class Binder:
             node = outcome.bound.get(f"{key[0]}/{key[1]}")
             if node is not None:
                 pod["spec"]["nodeName"] = node
-                self.view.assume(key, node, (pod.get("metadata") or {}).get("uid"))
+                self.view.assume(key, node, metadata_of(pod).get("uid"))
         if outcome.error is not None:
             return self.abandon(commit, outcome.bound, outcome.error)
         self.reporter.scheduled(commit.pending, outcome.bound)
@@ -297,7 +298,7 @@ class Binder:
                 raise FluenceError(f"pod {namespace}/{name} got no node")
             try:
                 self.cluster.bind(namespace, name, node,
-                                  uid=(pod.get("metadata") or {}).get("uid"))
+                                  uid=metadata_of(pod).get("uid"))
             except Conflict as error:
                 if bound:
                     logger.error("gang %s partly bound (%s) before %s failed: %s",

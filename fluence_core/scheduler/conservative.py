@@ -23,6 +23,7 @@ from fluence_core.matcher.base import Allocation, Matcher
 from fluence_core.matcher.jobspec import COMPUTE, compute_jobspec, virtual_jobspec
 from fluence_core.models import PodRequest
 from fluence_core.scheduler.leftover import hold_what_is_left
+from fluence_core.kube.meta import annotations_of
 
 
 @dataclass
@@ -71,7 +72,7 @@ def hold_running(graph: ResourceGraph, matcher: Matcher, pod: KubeObject) -> Run
                                  + (", so what it has left is held" if left else ""))
         else:
             hold.allocations[COMPUTE] = compute
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    annotations = annotations_of(pod)
     backend = annotations.get(names.BACKEND_ANNOTATION)
     known = graph.virtual_types
     for vtype, count in sorted(request.virtual.items()):

@@ -66,6 +66,7 @@ from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.trust import distrust
 from fluence_core.scheduler.view import ClusterView, read_node
 from fluence_core.settings import Settings
+from fluence_core.kube.meta import metadata_of
 
 __all__ = ["WATCHED", "CycleResult", "Scheduler", "build_graph"]
 
@@ -240,7 +241,7 @@ class Scheduler:
         return [r for r in WATCHED if r.plural not in self._absent]
 
     def _advance(self, plural: str, event: str, obj: KubeObject) -> None:
-        version = (obj.get("metadata") or {}).get("resourceVersion")
+        version = metadata_of(obj).get("resourceVersion")
         if version:
             self._versions[plural] = version
         self.view.handle(plural, event, obj)

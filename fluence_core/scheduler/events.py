@@ -20,6 +20,7 @@ from typing import Any
 from fluence_core.kube.api import ClusterAPI
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
+from fluence_core.kube.meta import metadata_of
 
 _Event = tuple[dict[str, Any], str, str, str]
 
@@ -94,7 +95,7 @@ class EventRecorder:
 
 def _reference(obj: Mapping[str, Any]) -> dict[str, Any]:
     """What an Event needs of its object, copied so later changes to the object don't leak in."""
-    metadata = obj.get("metadata") or {}
+    metadata = metadata_of(obj)
     return {
         "apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind", ""),
         "metadata": {key: metadata[key] for key in ("name", "namespace", "uid", "resourceVersion")

@@ -45,6 +45,7 @@ from fluence_core.models import Group
 from fluence_core.matcher.readback import PodPlacement
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.view import ClusterView
+from fluence_core.kube.meta import metadata_of
 
 
 CHANGES_KEPT = 4096
@@ -329,4 +330,4 @@ def _counting_all(feasibility_filter: FeasibilityFilter) -> FeasibilityFilter:
 def _version(obj: KubeObject) -> Any:
     """What tells a changed object from the one read before: its resourceVersion, or (an
     object that has none, as in some tests) the dict itself, read again each time."""
-    return (obj.get("metadata") or {}).get("resourceVersion") or object()
+    return metadata_of(obj).get("resourceVersion") or object()

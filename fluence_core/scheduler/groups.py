@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from fluence_core import names
 from fluence_core.kube.api import KubeObject
+from fluence_core.kube.meta import metadata_of
 from fluence_core.models import Group, PodRequest
 from fluence_core.topology import read_constraint, template_ref, workload_template
 
@@ -25,7 +26,7 @@ Owner = tuple[str, str, str]
 
 
 def pod_key(pod: KubeObject) -> PodKey:
-    metadata = pod.get("metadata") or {}
+    metadata = metadata_of(pod)
     return (metadata.get("namespace") or "default", metadata.get("name") or "")
 
 
@@ -49,7 +50,7 @@ def is_finished(pod: KubeObject) -> bool:
 
 def is_terminating(pod: KubeObject) -> bool:
     """Being deleted: never to be placed, still holding where it runs."""
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+    return bool(metadata_of(pod).get("deletionTimestamp"))
 
 
 def is_gated(pod: KubeObject) -> bool:
@@ -67,7 +68,7 @@ def priority(pod: KubeObject) -> int:
 
 
 def created(pod: KubeObject) -> str:
-    return str((pod.get("metadata") or {}).get("creationTimestamp") or "")
+    return str(metadata_of(pod).get("creationTimestamp") or "")
 
 
 @dataclass
@@ -186,7 +187,7 @@ def template_of(pod_group: KubeObject, workloads: Mapping[PodKey, KubeObject]
     ref = template_ref(pod_group)
     if ref is None:
         return None
-    namespace = (pod_group.get("metadata") or {}).get("namespace") or "default"
+    namespace = metadata_of(pod_group).get("namespace") or "default"
     found = workload_template(workloads.get((namespace, ref[0])), ref[1])
     return dict(found) if found is not None else None
 
@@ -221,4 +222,4 @@ def _single(pod: KubeObject, namespace: str, name: str) -> PendingGroup:
 
 
 def annotations_of(obj: KubeObject) -> dict[str, Any]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
+    return dict(metadata_of(obj).get("annotations") or {})

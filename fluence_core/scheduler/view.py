@@ -32,6 +32,7 @@ from fluence_core.scheduler.conservative import hold_running
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.records import HeldPlacement, RecordBook, outgrown
 from fluence_core.topology import domains_of
+from fluence_core.kube.meta import metadata_of
 
 
 def describe(obj: Any) -> str:
@@ -158,7 +159,7 @@ class ClusterView:
         pod = self.pods.get(key)
         if pod is None or g.is_finished(pod):
             return
-        if uid and (pod.get("metadata") or {}).get("uid") not in (None, uid):
+        if uid and metadata_of(pod).get("uid") not in (None, uid):
             return
         self.unplaced.pop(key, None)
         self.pod_changes.add(key)
@@ -295,7 +296,7 @@ class ClusterView:
     @staticmethod
     def _key(plural: str, obj: KubeObject) -> Any:
         if plural in ("nodes", NODE_RESOURCE_TOPOLOGIES.plural):  # cluster-scoped
-            return (obj.get("metadata") or {}).get("name")
+            return metadata_of(obj).get("name")
         return g.pod_key(obj)
 
     def handle(self, plural: str, event: str, obj: KubeObject) -> None:
@@ -470,7 +471,7 @@ class ClusterView:
     def _on_nrt(self, event: str, obj: KubeObject) -> None:
         """A node's NodeResourceTopology: its zones as read (what is available in them moves
         with every pod and changes nothing here); the node is rebuilt when they change."""
-        name = str((obj.get("metadata") or {}).get("name") or "")
+        name = str(metadata_of(obj).get("name") or "")
         before = self.numa.get(name)
         if event == DELETED:
             self.nrts.pop(name, None)

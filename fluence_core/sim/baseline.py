@@ -29,6 +29,7 @@ from fluence_core.models import NodeInfo
 from fluence_core.pod_requests import CPU, MEMORY, pod_requests
 from fluence_core.quantity import cpu_cores, parse_quantity
 from fluence_core.scheduler import groups as g
+from fluence_core.kube.meta import metadata_of
 
 DEFAULT_SCHEDULER = "default-scheduler"
 INITIAL_BACKOFF = 1.0
@@ -81,7 +82,7 @@ class FirstFitScheduler:
             for event, obj in self.cluster.watch(
                 resource, resource_version=self._versions.get(resource.plural), timeout=0
             ):
-                version = (obj.get("metadata") or {}).get("resourceVersion")
+                version = metadata_of(obj).get("resourceVersion")
                 if version:
                     self._versions[resource.plural] = version
                 if event == RESYNC:
@@ -186,7 +187,7 @@ class FirstFitScheduler:
                 continue
             namespace, name = key
             try:
-                self.cluster.bind(namespace, name, node, uid=(pod.get("metadata") or {}).get("uid"))
+                self.cluster.bind(namespace, name, node, uid=metadata_of(pod).get("uid"))
             except ApiError as error:
                 logger.debug("first-fit: binding %s/%s failed: %s", namespace, name, error)
                 continue

@@ -54,6 +54,7 @@ from fluence_core.sim.engine import Engine, Process, ProcessClock
 from fluence_core.sim.scenario import RANDOM_POLICY, QuantumSpec, Scenario
 from fluence_core.sim.vendor import BackendQueue, SimQueueProvider, SimTask, stable_rng
 from fluence_core.webhook import build_service
+from fluence_core.kube.meta import annotations_of
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 NAMESPACE = "default"
@@ -478,7 +479,7 @@ class Run:
         pod = self.cluster.get(PODS, record.name, NAMESPACE) or {}
         quantum = job.plan.quantum
         assert quantum is not None
-        chosen = ((pod.get("metadata") or {}).get("annotations") or {}).get(
+        chosen = annotations_of(pod).get(
             names.BACKEND_ANNOTATION
         )
         backend = chosen or quantum.backend or next(
