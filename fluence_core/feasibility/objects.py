@@ -22,6 +22,7 @@ from fluence_core.feasibility.resources import PODS, read_amounts
 from fluence_core.feasibility.selectors import (
     LabelSelector, NodeSelector, NodeSelectorTerm, SelectorError, parse_term,
 )
+from fluence_core.kube.meta import labels_of, metadata_of
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -146,7 +147,7 @@ class PodFacts:
 
     @classmethod
     def from_kube(cls, pod: KubeObject) -> PodFacts:
-        metadata = pod.get("metadata") or {}
+        metadata = metadata_of(pod)
         spec = pod.get("spec") or {}
         namespace = str(metadata.get("namespace") or "default")
         name = str(metadata.get("name") or metadata.get("generateName") or "")
@@ -157,8 +158,8 @@ class PodFacts:
             raise ValueError(str(error)) from None
 
     @classmethod
-    def _read(cls, metadata: KubeObject, spec: KubeObject, pod: KubeObject, namespace: str,
-              name: str, where: str) -> PodFacts:
+    def _read(cls, metadata: Mapping[str, Any], spec: Mapping[str, Any], pod: KubeObject,
+              namespace: str, name: str, where: str) -> PodFacts:
         affinity = spec.get("affinity")
         labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
         return cls(
@@ -299,7 +300,7 @@ def _spread(raw: KubeObject, labels: Mapping[str, str], where: str) -> SpreadCon
     )
 
 
-def _host_ports(spec: KubeObject, where: str) -> tuple[HostPort, ...]:
+def _host_ports(spec: Mapping[str, Any], where: str) -> tuple[HostPort, ...]:
     ports = []
     containers = list(spec.get("initContainers") or ()) + list(spec.get("containers") or ())
     for container in containers:
@@ -330,7 +331,7 @@ class NodeFacts:
 
     @classmethod
     def from_kube(cls, node: KubeObject) -> NodeFacts:
-        metadata = node.get("metadata") or {}
+        metadata = metadata_of(node)
         spec = node.get("spec") or {}
         status = node.get("status") or {}
         name = metadata.get("name")
@@ -483,7 +484,7 @@ class Snapshot:
         return cls(
             nodes=[NodeFacts.from_kube(n) for n in nodes],
             pods=bound,
-            namespaces={_name(n): dict((n.get("metadata") or {}).get("labels") or {})
+            namespaces={_name(n): dict(labels_of(n))
                         for n in namespaces},
             claims={f"{(c.get('metadata') or {}).get('namespace') or 'default'}/{_name(c)}": c
                     for c in claims},
@@ -508,4 +509,4 @@ def _count_spread(entry: SpreadKey, counts: Counter[str], pod: PodFacts,
 
 
 def _name(obj: KubeObject) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
+    return str(metadata_of(obj).get("name") or "")

@@ -25,6 +25,7 @@ from fluence_core.feasibility.resources import amount
 from fluence_core.feasibility.selectors import LabelSelector, NodeSelector, SelectorError
 from fluence_core.kube.api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES, KubeObject
 from fluence_core.settings import Settings
+from fluence_core.kube.meta import annotations_of, labels_of, metadata_of
 
 if TYPE_CHECKING:  # the reserve hook's types, above this layer: named, never imported
     from fluence_core.models import Group
@@ -44,7 +45,7 @@ MISSING_VOLUME = "node(s) unavailable due to one or more pvc(s) bound to non-exi
 
 def class_of(claim: KubeObject) -> str:
     spec = claim.get("spec") or {}
-    annotations = (claim.get("metadata") or {}).get("annotations") or {}
+    annotations = annotations_of(claim)
     return str(spec.get("storageClassName") or annotations.get(CLASS_ANNOTATION) or "")
 
 
@@ -52,7 +53,7 @@ def _node_affinity(volume: KubeObject) -> NodeSelector | None:
     required = (((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required"))
     if required is None:
         return None
-    name = (volume.get("metadata") or {}).get("name")
+    name = metadata_of(volume).get("name")
     try:
         return NodeSelector.parse(required, f"persistentvolume {name}: nodeAffinity.required")
     except SelectorError as error:
@@ -95,10 +96,10 @@ class _Claim:
                 continue
             if not modes <= set(vspec.get("accessModes") or ()):
                 continue
-            vname = (volume.get("metadata") or {}).get("name")
+            vname = metadata_of(volume).get("name")
             if _storage(vspec.get("capacity") or {}, f"persistentvolume {vname}") < wanted:
                 continue
-            labels = (volume.get("metadata") or {}).get("labels") or {}
+            labels = labels_of(volume)
             if selector is not None and not selector.matches(labels):
                 continue
             self.candidates.append(volume)
@@ -131,7 +132,7 @@ class VolumeBinding:
             claim = snapshot.claims.get(key)
             if claim is None:
                 return Refusal(f'persistentvolumeclaim "{name}" not found')
-            if (claim.get("metadata") or {}).get("deletionTimestamp"):
+            if metadata_of(claim).get("deletionTimestamp"):
                 return Refusal(f'persistentvolumeclaim "{name}" is being deleted')
             volume_name = (claim.get("spec") or {}).get("volumeName")
             if volume_name:
@@ -156,9 +157,9 @@ class VolumeBinding:
             taken: set[str] = set()
             for claim in delayed:
                 usable = [v for v in claim.candidates if _fits_node(v, node)
-                          and (v.get("metadata") or {}).get("name") not in taken]
+                          and metadata_of(v).get("name") not in taken]
                 if usable:
-                    taken.add(str((usable[0].get("metadata") or {}).get("name")))
+                    taken.add(str(metadata_of(usable[0]).get("name")))
                 elif not claim.provisionable_on(node):
                     return (BIND_CONFLICT,)
             return FINE
@@ -185,7 +186,7 @@ def fluence_reserve(group: Group, placements: Mapping[str, PodPlacement],
             claim = ctx.cluster.get(PERSISTENT_VOLUME_CLAIMS, name, pod.namespace)
             if claim is None or (claim.get("spec") or {}).get("volumeName"):
                 continue
-            annotations = (claim.get("metadata") or {}).get("annotations") or {}
+            annotations = annotations_of(claim)
             if annotations.get(SELECTED_NODE_ANNOTATION) == node:
                 continue
             storage_class = ctx.cluster.get(STORAGE_CLASSES, class_of(claim))

@@ -41,6 +41,7 @@ from fluence_core.settings import Settings
 from fluence_core.webhook import pods
 from fluence_core.kube.patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
+from fluence_core.kube.meta import labels_of, metadata_of
 
 JOBS = "batch/jobs"
 
@@ -52,7 +53,7 @@ def template_of(job: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def group_of_job(job: Mapping[str, Any]) -> str | None:
     """The group label of a Job's pod template, None without one."""
-    labels = (template_of(job).get("metadata") or {}).get("labels") or {}
+    labels = labels_of(template_of(job))
     value = labels.get(names.GROUP_LABEL)
     return str(value) if value else None
 
@@ -90,7 +91,7 @@ def _labelled(job: Mapping[str, Any], group: str) -> JsonPatch:
     """The group label on the Job itself, unless it has one: the webhook's controller
     watches Jobs by it and makes their PodGroups from the stored Job (:mod:`.controller`),
     and ``kubectl get jobs -l`` finds a group's Jobs."""
-    labels = (job.get("metadata") or {}).get("labels")
+    labels = metadata_of(job).get("labels")
     if isinstance(labels, Mapping) and names.GROUP_LABEL in labels:
         return []
     if not isinstance(labels, Mapping):
@@ -102,7 +103,7 @@ def _labelled(job: Mapping[str, Any], group: str) -> JsonPatch:
 
 def _pod(job: Mapping[str, Any]) -> dict[str, Any]:
     template = template_of(job)
-    return {"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}}
+    return {"metadata": metadata_of(template), "spec": template.get("spec") or {}}
 
 
 def pods_size(job: Mapping[str, Any]) -> int | None:
@@ -147,7 +148,7 @@ def _check_existing(ctx: AdmissionContext, target: str, count: int) -> None:
     if existing is None:
         return
     has = pods.min_count_of(existing)
-    if (existing.get("metadata") or {}).get("deletionTimestamp"):
+    if metadata_of(existing).get("deletionTimestamp"):
         raise AdmissionDenied(
             f"PodGroup {ctx.namespace}/{target} (minCount {has}) is being deleted: its earlier"
             f" gang is ending. Create this Job again once it is gone, or choose another group"

@@ -22,6 +22,7 @@ from typing import Any
 from fluence_core import names
 from fluence_core.webhook import conditions as cel
 from fluence_core.kube.patch import JsonPatch, pointer
+from fluence_core.kube.meta import annotations_of
 
 
 def scheduler_only(key: str) -> bool:
@@ -37,7 +38,7 @@ def owned(key: str) -> bool:
 
 def strip(pod: Mapping[str, Any]) -> JsonPatch:
     """The JSON patch removing every scheduler-only annotation ``pod`` carries."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    annotations = annotations_of(pod)
     return [{"op": "remove", "path": pointer("metadata", "annotations", str(key))}
             for key in annotations if scheduler_only(str(key))]
 
