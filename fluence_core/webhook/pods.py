@@ -7,9 +7,22 @@ from typing import Any, Callable, Mapping
 
 from fluence_core import names
 from fluence_core.kube.api import PODGROUPS
+from fluence_core.kube.meta import annotations_of as annotations_of
+from fluence_core.kube.meta import (
+    controller_reference,
+    job_controller_reference,
+    labels_of,
+    metadata_of,
+    owner_references_of,
+)
 from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
+
+metadata = metadata_of
+""":func:`fluence_core.kube.meta.metadata_of` by the name `fluence_core.api` exports."""
+labels = labels_of
+""":func:`fluence_core.kube.meta.labels_of` by the name `fluence_core.api` exports."""
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
@@ -82,20 +95,8 @@ def shape_condition() -> str:
     return cel.any_of(bad_group, bad_coordination)
 
 
-def metadata(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    return pod.get("metadata") or {}
-
-
 def spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return pod.get("spec") or {}
-
-
-def labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
-    return metadata(pod).get("labels") or {}
-
-
-def annotations_of(pod: Mapping[str, Any]) -> Mapping[str, str]:
-    return metadata(pod).get("annotations") or {}
 
 
 def pod_label(pod: Mapping[str, Any]) -> str:
@@ -111,14 +112,10 @@ def controller_of(obj: Mapping[str, Any], kind: str) -> tuple[str, str] | None:
     Only a reference with ``controller: true`` and a uid counts: that is what the
     controllers themselves write, and the uid cannot be guessed from a name.
     """
-    refs = metadata(obj).get("ownerReferences")
-    if not isinstance(refs, list):
+    ref = controller_reference(obj)
+    if ref is None or ref.get("kind") != kind:
         return None
-    for ref in refs:
-        if (isinstance(ref, Mapping) and ref.get("controller") is True
-                and ref.get("kind") == kind and ref.get("uid") and ref.get("name")):
-            return str(ref["name"]), str(ref["uid"])
-    return None
+    return str(ref["name"]), str(ref["uid"])
 
 
 def is_fluence_pod(pod: Mapping[str, Any]) -> bool:
@@ -197,7 +194,7 @@ def scheduling_group(pod: Mapping[str, Any]) -> str | None:
 def owning_job(pod: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, Any] | None:
     """The Job that owns the pod (owner reference, else the job-name label), or None."""
     name = None
-    for ref in metadata(pod).get("ownerReferences") or []:
+    for ref in owner_references_of(pod):
         if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
             name = ref.get("name")
             break
@@ -265,7 +262,7 @@ def known_group_size(pod: Mapping[str, Any]) -> int | None:
         return size
     has_job = labels(pod).get(JOB_NAME_LABEL) or any(
         isinstance(ref, Mapping) and ref.get("kind") == "Job"
-        for ref in metadata(pod).get("ownerReferences") or [])
+        for ref in owner_references_of(pod))
     return None if has_job else 1
 
 
@@ -300,14 +297,11 @@ def job_owner(pod: Mapping[str, Any]) -> dict[str, str] | None:
     """The owner reference a PodGroup made for ``pod`` gets: the pod's controlling Job (its
     uid is on the pod, so this costs no call), so the garbage collector deletes the PodGroup
     with the Job; None for a pod no Job controls."""
-    for ref in metadata(pod).get("ownerReferences") or []:
-        if (isinstance(ref, Mapping) and ref.get("controller") is True
-                and ref.get("kind") == "Job"
-                and str(ref.get("apiVersion", "")).startswith("batch/")
-                and ref.get("uid") and ref.get("name")):
-            return {"apiVersion": str(ref["apiVersion"]), "kind": "Job",
-                    "name": str(ref["name"]), "uid": str(ref["uid"])}
-    return None
+    ref = job_controller_reference(pod)
+    if ref is None:
+        return None
+    return {"apiVersion": str(ref["apiVersion"]), "kind": "Job",
+            "name": str(ref["name"]), "uid": str(ref["uid"])}
 
 
 def pod_group_body(name: str, namespace: str, min_count: int,
