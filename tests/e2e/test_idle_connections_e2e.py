@@ -80,7 +80,11 @@ def test_pods_created_in_parallel_while_idle_connections_hold_the_address_are_ad
     def create(index: int) -> dict[str, object]:
         return kube.create("pods", grouped_pod(f"idle-{index}"), kube_namespace)
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        stored = list(pool.map(create, range(16)))
-    assert [p["spec"]["schedulingGroup"] for p in stored] == [  # type: ignore[index]
-        {"podGroupName": f"idle-{i}"} for i in range(16)]
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            stored = list(pool.map(create, range(16)))
+        assert [p["spec"]["schedulingGroup"] for p in stored] == [  # type: ignore[index]
+            {"podGroupName": f"idle-{i}"} for i in range(16)]
+    finally:  # Fluence pods left pending would be placed by another test's scheduler
+        for index in range(16):
+            kube.delete("pods", f"idle-{index}", kube_namespace, grace_period_seconds=0)
