@@ -22,15 +22,10 @@ from fluence_core.kube.fake import FakeCluster
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.scheduler.fallback import HELD_FROM_POD, RELEASED
 from tests.scheduler.conftest import Harness, node, pod, pod_group
+from tests.scheduler.parts import ONE_QPU, TWO_QPUS, WANTS_QPU
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
-QPU = """
-resources:
-  - type: qpu
-    name: cepheus
-"""
-WANTS_QPU = {"fluxion.flux-framework.org/qpu": "1"}
 TENANT = {"pool": "tenant"}
 
 
@@ -106,7 +101,7 @@ def test_a_forged_record_on_a_pending_pod_whose_selector_fits_no_node_leaves_it_
 def test_an_inflated_record_on_a_bound_pod_is_cut_to_what_the_pod_requests(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    h = _harness(node("n0"), pod("holder", "1", requests=WANTS_QPU), resources=QPU)
+    h = _harness(node("n0"), pod("holder", "1", requests=WANTS_QPU), resources=ONE_QPU)
     h.cycle()
     assert h.node_of("holder") == "n0"
     record = json.loads(_annotations(h, PODS, "holder")[names.ALLOCATION_ANNOTATION])
@@ -129,7 +124,7 @@ def test_an_inflated_record_on_a_bound_pod_is_cut_to_what_the_pod_requests(
 
 
 def test_a_record_on_a_bound_pod_naming_another_node_is_not_held() -> None:
-    h = _harness(node("n0"), node("n1"), pod("holder", "1", requests=WANTS_QPU), resources=QPU)
+    h = _harness(node("n0"), node("n1"), pod("holder", "1", requests=WANTS_QPU), resources=ONE_QPU)
     h.cycle()
     bound = h.node_of("holder")
     other = "n1" if bound == "n0" else "n0"
@@ -175,13 +170,6 @@ def test_a_record_naming_a_pod_of_another_group_is_not_trusted() -> None:
     assert h.node_of("two") == "n1", "mine and stranger hold one core each, two is left"
 
 
-TWO_BACKENDS = """
-resources:
-  - type: qpu
-    name: cepheus
-  - type: qpu
-    name: ankaa
-"""
 
 
 def _patch_record(h: Harness, name: str, edit: Any) -> None:
@@ -192,7 +180,7 @@ def _patch_record(h: Harness, name: str, edit: Any) -> None:
 
 
 def test_a_record_holding_a_second_backend_is_cut_to_the_one_the_pod_requests() -> None:
-    h = _harness(node("n0"), pod("holder", "1", requests=WANTS_QPU), resources=TWO_BACKENDS)
+    h = _harness(node("n0"), pod("holder", "1", requests=WANTS_QPU), resources=TWO_QPUS)
     h.cycle()
     held = {v.backend for a in h.scheduler.matcher.allocations().values() for v in a.virtual}
     other = ({"cepheus", "ankaa"} - held).pop()
@@ -214,7 +202,7 @@ def test_a_record_holding_a_second_backend_is_cut_to_the_one_the_pod_requests() 
 def test_a_record_holding_a_backend_the_pod_is_pinned_away_from_is_not_trusted() -> None:
     pinned = pod("holder", "1", requests=WANTS_QPU,
                  annotations={names.REQUIRE_BACKEND_ANNOTATION: "cepheus"})
-    h = _harness(node("n0"), pinned, resources=TWO_BACKENDS)
+    h = _harness(node("n0"), pinned, resources=TWO_QPUS)
     h.cycle()
 
     def elsewhere(allocations: dict[str, Any]) -> None:

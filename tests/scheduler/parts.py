@@ -15,6 +15,19 @@ from fluence_core.topology import Level
 
 RESOURCES = {"Node": NODES, "Pod": PODS, "PodGroup": PODGROUPS}
 
+ONE_QPU = """
+resources:
+  - type: qpu
+    name: cepheus
+"""
+"""A resources.yaml of one exclusive backend, for the restore and record tests."""
+TWO_QPUS = ONE_QPU + """  - type: qpu
+    name: ankaa
+"""
+"""Two backends of one type: a record may name the one its pod was not given."""
+WANTS_QPU = {"fluxion.flux-framework.org/qpu": "1"}
+"""A pod's requests for one of them."""
+
 
 def cluster_of(*objects: dict[str, Any]) -> FakeCluster:
     cluster = FakeCluster()

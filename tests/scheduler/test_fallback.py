@@ -14,22 +14,10 @@ from fluence_core.kube.api import PODGROUPS, PODS
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.scheduler.fallback import HELD_FROM_POD, RELEASED
 from tests.scheduler.conftest import Harness, node, pod, pod_group
+from tests.scheduler.parts import ONE_QPU, TWO_QPUS, WANTS_QPU
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
-QPU = """
-resources:
-  - type: qpu
-    name: cepheus
-"""
-TWO_BACKENDS = """
-resources:
-  - type: qpu
-    name: cepheus
-  - type: qpu
-    name: ankaa
-"""
-WANTS_QPU = {"fluxion.flux-framework.org/qpu": "1"}
 
 Factory = Callable[..., Harness]
 
@@ -53,7 +41,7 @@ def _held_backends(h: Harness) -> list[str]:
 def test_a_corrupt_record_on_a_qpu_holder_keeps_it_running_and_its_qpu_held(
     harness_factory: Factory, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    h = harness_factory(node("n0"), pod("holder", "100m", requests=WANTS_QPU), resources=QPU)
+    h = harness_factory(node("n0"), pod("holder", "100m", requests=WANTS_QPU), resources=ONE_QPU)
     h.cycle()
     _set_record(h, PODS, "holder", "{not json")
     with caplog.at_level(logging.WARNING, logger="fluence"):
@@ -75,7 +63,7 @@ def test_a_record_whose_job_ids_clash_keeps_both_pods_and_holds_the_second_from_
     harness_factory: Factory,
 ) -> None:
     h = harness_factory(node("n0"), pod("first", "1", requests=WANTS_QPU),
-                        pod("other", "1", requests=WANTS_QPU), resources=TWO_BACKENDS)
+                        pod("other", "1", requests=WANTS_QPU), resources=TWO_QPUS)
     h.cycle()
     assert h.node_of("first") and h.node_of("other")
     raw = _annotations(h, PODS, "first")[names.ALLOCATION_ANNOTATION]
@@ -98,7 +86,7 @@ def test_a_record_naming_a_backend_the_graph_lost_keeps_the_pod_and_says_what_is
     harness_factory: Factory, caplog: pytest.LogCaptureFixture,
 ) -> None:
     h = harness_factory(node("n0"), pod("holder", "100m", requests=WANTS_QPU),
-                        resources=TWO_BACKENDS)
+                        resources=TWO_QPUS)
     h.cycle()
     backend = _annotations(h, PODS, "holder")[names.BACKEND_ANNOTATION]
     kept = "ankaa" if backend == "cepheus" else "cepheus"
@@ -150,7 +138,7 @@ def test_a_record_that_cannot_be_kept_releases_its_unbound_members_with_an_event
 def test_a_lone_qpu_pod_whose_record_was_removed_still_holds_its_qpu(
     harness_factory: Factory,
 ) -> None:
-    h = harness_factory(node("n0"), pod("holder", "100m", requests=WANTS_QPU), resources=QPU)
+    h = harness_factory(node("n0"), pod("holder", "100m", requests=WANTS_QPU), resources=ONE_QPU)
     h.cycle()
     h.cluster.patch(PODS, "holder", {"metadata": {"annotations": {
         names.ALLOCATION_ANNOTATION: None, names.JOBIDS_ANNOTATION: None}}}, "default")
@@ -164,7 +152,7 @@ def test_a_pod_of_another_scheduler_holding_a_qpu_is_pinned_with_it(
 ) -> None:
     theirs = pod("theirs", "1", scheduler="default-scheduler", node_name="n0",
                  requests=WANTS_QPU)
-    h = harness_factory(node("n0"), theirs, pod("mine", "1", requests=WANTS_QPU), resources=QPU)
+    h = harness_factory(node("n0"), theirs, pod("mine", "1", requests=WANTS_QPU), resources=ONE_QPU)
     h.cycle()
     assert h.node_of("mine") is None
     h.finish("theirs")

@@ -25,16 +25,10 @@ from fluence_core.models import NodeInfo
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from tests.scheduler.conftest import Harness, node, pod, pod_group
-from tests.scheduler.parts import cluster_of
+from tests.scheduler.parts import ONE_QPU, WANTS_QPU, cluster_of
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
-QPU = """
-resources:
-  - type: qpu
-    name: cepheus
-"""
-WANTS_QPU = {"fluxion.flux-framework.org/qpu": "1"}
 
 Factory = Callable[..., Harness]
 
@@ -43,7 +37,7 @@ def test_a_millicore_pod_holding_the_only_qpu_survives_a_restart_and_keeps_it(
     harness_factory: Factory,
 ) -> None:
     h = harness_factory(node("n0"), node("n1"), pod("holder", "100m", requests=WANTS_QPU),
-                        resources=QPU)
+                        resources=ONE_QPU)
     h.cycle()
     assert h.node_of("holder") == "n0"
     recorded = h.cluster.get(PODS, "holder", "default")["metadata"]["annotations"]
@@ -63,7 +57,7 @@ def test_after_a_restart_every_shape_beside_the_qpu_holder_keeps_running(
     harness_factory: Factory,
 ) -> None:
     h = harness_factory(node("n0"), node("n1"), pod("holder", "100m", requests=WANTS_QPU),
-                        resources=QPU)
+                        resources=ONE_QPU)
     h.cycle()
     h.add(pod("two", "2"), pod("milli", "300m"), pod("mem", "0", requests={"memory": "6Gi"}),
           pod_group("gm", 2), pod("gm-0", "200m", group="gm"), pod("gm-1", "200m", group="gm"))
@@ -79,7 +73,7 @@ def test_after_a_restart_every_shape_beside_the_qpu_holder_keeps_running(
 
 def _pooled() -> Any:
     graph = ResourceGraph([NodeInfo.from_kube(node("n0", cpu=4))],
-                          parse_resource_config(QPU, "test.yaml"))
+                          parse_resource_config(ONE_QPU, "test.yaml"))
     return pooled(EmbeddedMatcher(graph), graph)
 
 
@@ -164,10 +158,10 @@ def test_a_reload_re_holds_shared_allocations_and_whole_cores_with_their_own_ids
     harness_factory: Factory,
 ) -> None:
     h = harness_factory(node("n0"), pod("holder", "100m", requests=WANTS_QPU),
-                        pod("whole", "2"), resources=QPU)
+                        pod("whole", "2"), resources=ONE_QPU)
     h.cycle()
     held = dict(h.scheduler.matcher.allocations())
-    h.scheduler.reload_config(parse_resource_config(QPU, "again.yaml"))
+    h.scheduler.reload_config(parse_resource_config(ONE_QPU, "again.yaml"))
     assert dict(h.scheduler.matcher.allocations()) == held
 
 
