@@ -147,7 +147,9 @@ def test_grouped_jobs_are_admitted_with_no_read_and_one_write_each(
 
     ns = kube_namespace
     counting = Counting(kube)
-    watched = watched_for(kube)
+    # Informers of this namespace only: the API server is shared, and another test's pod
+    # left pending elsewhere would have its own Job read, counted here.
+    watched = watched_for(kube, ns)
     service = build_service(settings, get_plugin_manager(settings), counting,  # type: ignore[arg-type]
                             writer=BackgroundWriter(), watched=watched)
     with webhook_beside(kube, settings, tmp_path / "tls", namespace=ns,
