@@ -150,16 +150,19 @@ def test_a_loop_that_does_not_stop_keeps_the_lease_until_it_expires() -> None:
     elector = LeaderElector(cluster, "fluence", "default", "a", clock=clock, renew=0.01)
     elector.join_timeout = 0.05
     never = threading.Event()
+    leading = threading.Event()
     stop = threading.Event()
 
     def stuck(stop_leading: threading.Event) -> None:
+        leading.set()
         never.wait(5)  # ignores stop_leading, as a loop stuck in a bind would
 
     runner = threading.Thread(target=elector.run, args=(stuck, stop))
     runner.start()
-    while (cluster.get("leases", "fluence", "default") or {}).get("spec", {}).get(
-            "holderIdentity") != "a":
-        stop.wait(0.01)
+    # Stop once the loop runs, not once the Lease is written: a stop between the two is
+    # the "stopped the moment it won" case, which hands the Lease on (the next test).
+    assert leading.wait(10)
+    assert cluster.get("leases", "fluence", "default")["spec"]["holderIdentity"] == "a"
     stop.set()
     runner.join(timeout=10)
     never.set()
