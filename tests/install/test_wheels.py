@@ -141,7 +141,7 @@ def test_the_core_wheel_alone_stages_simulates_and_lists_its_plugins(install: In
     install.run("fluence", "plugins", "--check")
     stage = install.run("fluence", "stage", install.work / "staged")
     assert "staged no providers" in stage.stdout
-    shipped = REPO / "fluence_core" / "runtime" / "hooks" / "sitecustomize.py"
+    shipped = REPO / "fluence_core" / "hybrid" / "hooks" / "sitecustomize.py"
     assert (install.work / "staged" / "sitecustomize.py").read_bytes() == shipped.read_bytes()
     assert (install.work / "staged" / "fluence_staged" / "manifest.json").is_file()
     sim = install.run("fluence", "sim", "--no-plot", "-o", install.work / "sim")
