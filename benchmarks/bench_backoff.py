@@ -27,11 +27,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from baseline import ROOT, baseline_tree, quiet_fake_cluster
+
 STEP = 0.1
 """Virtual seconds between two cycles of the stream."""
 
@@ -54,17 +54,10 @@ def child(nodes: int, backlog: int, cycles: int) -> dict[str, float]:
     """One measurement in this process (whichever fluence_core is first on the path)."""
     import time
 
-    from fluence_core import log
     from fluence_core.scheduler.core import Scheduler
     from fluence_core.settings import load_settings
-    try:
-        from fluence_core.kube.fake import FakeCluster
-    except ImportError:  # a tree from before the kube/ package
-        from fluence_core.fake_cluster import FakeCluster  # type: ignore[no-redef]
 
-    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the log's handler, kept open
-    log.configure("WARNING")
-    cluster = FakeCluster()
+    cluster = quiet_fake_cluster()
     for i in range(nodes):
         cluster.create("nodes", _node(i))
     for i in range(backlog):
@@ -116,18 +109,10 @@ def main() -> None:
         "backoff": (ROOT, {}),
         "no backoff": (ROOT, {"FLUENCE_POD_INITIAL_BACKOFF_SECONDS": "0"}),
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.baseline:
-            base = Path(tmp) / "baseline"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base),
-                            args.baseline], check=True, capture_output=True)
+    with baseline_tree(args.baseline) as base:
+        if args.baseline and base is not None:
             cases[args.baseline] = (base, {})
-        try:
-            compare(cases, args)
-        finally:
-            if args.baseline:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                str(Path(tmp) / "baseline")], check=False, capture_output=True)
+        compare(cases, args)
 
 
 def compare(cases: dict[str, tuple[Path, dict[str, str]]], args: argparse.Namespace) -> None:

@@ -27,11 +27,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from baseline import ROOT, baseline_tree, quiet_fake_cluster
+
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -65,17 +65,10 @@ def child(shape: str, nodes: int, pods: int) -> dict[str, float]:
     """One measurement in this process (whichever fluence_core is first on the path)."""
     import time
 
-    from fluence_core import log
     from fluence_core.scheduler.core import Scheduler
     from fluence_core.settings import load_settings
-    try:
-        from fluence_core.kube.fake import FakeCluster
-    except ImportError:  # a tree from before the kube/ package
-        from fluence_core.fake_cluster import FakeCluster  # type: ignore[no-redef]
 
-    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the log's handler, kept open
-    log.configure("WARNING")
-    cluster = FakeCluster()
+    cluster = quiet_fake_cluster()
     for i in range(nodes):
         cluster.create("nodes", _node(i))
     for i in range(pods):
@@ -84,7 +77,7 @@ def child(shape: str, nodes: int, pods: int) -> dict[str, float]:
     scheduler.start()
     for method in ("bind", "patch", "patch_status"):
         setattr(cluster, method, lambda *a, **k: {})
-    cluster.post_event = lambda *a, **k: {}  # type: ignore[method-assign]
+    cluster.post_event = lambda *a, **k: {}
     started = time.process_time()
     results = scheduler.schedule_once()
     cpu = time.process_time() - started
@@ -117,25 +110,19 @@ def main() -> None:
         return
     if not args.baseline:
         parser.error("--baseline REF is required")
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base),
-                        args.baseline], check=True, capture_output=True)
-        try:
-            print(f"{args.pods} lone pods on {args.nodes} nodes, CPU ms per pod, median of "
-                  f"{args.repeat}; ratio = {args.baseline} / this tree")
-            print(f"{'shape':14} {'this tree':>10} {args.baseline:>12} {'ratio':>7}")
-            for shape in args.shapes.split(","):
-                ours, theirs = [], []
-                for _ in range(args.repeat):
-                    ours.append(run_child(ROOT, shape, args))
-                    theirs.append(run_child(base, shape, args))
-                mine, before = statistics.median(ours), statistics.median(theirs)
-                print(f"{shape:14} {mine:10.2f} {before:12.2f} {before / mine:6.2f}x",
-                      flush=True)
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
-                           check=False, capture_output=True)
+    with baseline_tree(args.baseline) as base:
+        assert base is not None
+        print(f"{args.pods} lone pods on {args.nodes} nodes, CPU ms per pod, median of "
+              f"{args.repeat}; ratio = {args.baseline} / this tree")
+        print(f"{'shape':14} {'this tree':>10} {args.baseline:>12} {'ratio':>7}")
+        for shape in args.shapes.split(","):
+            ours, theirs = [], []
+            for _ in range(args.repeat):
+                ours.append(run_child(ROOT, shape, args))
+                theirs.append(run_child(base, shape, args))
+            mine, before = statistics.median(ours), statistics.median(theirs)
+            print(f"{shape:14} {mine:10.2f} {before:12.2f} {before / mine:6.2f}x",
+                  flush=True)
 
 
 if __name__ == "__main__":
