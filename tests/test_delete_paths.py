@@ -2,20 +2,28 @@
 under which it acts; the pod deleters are in the README (issue 27).
 
 The scan reads the source of ``fluence_core`` and of every plugin package (not their tests)
-and finds each call of a method named ``delete``, ``delete_collection``, ``evict`` or
-``evict_pod``, and each call given the verb ``"DELETE"``. A new call site fails the test
-until it is added to :data:`DELETE_SITES`, and, if it deletes pods, to the README's
-"When Fluence deletes a pod".
+and finds each call of a function or method whose name starts with ``delete`` or ``evict``
+or names an eviction (``delete``, ``delete_collection``, the generated client's
+``delete_namespaced_pod`` and ``create_namespaced_pod_eviction``, ``evict_pod``), each call
+given the verb ``"DELETE"``, and each call given a string naming the ``eviction``
+subresource (a POST to ``.../pods/<name>/eviction`` deletes a pod too). A new call site
+fails the test until it is added to :data:`DELETE_SITES`, and, if it deletes pods, to the
+README's "When Fluence deletes a pod".
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
-METHODS = frozenset({"delete", "delete_collection", "evict", "evict_pod"})
+DELETER = re.compile(r"^(delete|evict)|eviction", re.IGNORECASE)
+"""A callee's name that deletes or evicts (``_evict``, a private helper, is found where it
+calls the wrapper, not at each call of it)."""
 
 
 @dataclass(frozen=True)
@@ -73,9 +81,14 @@ class _Finder(ast.NodeVisitor):
     visit_ClassDef = visit_FunctionDef = visit_AsyncFunctionDef = _enter
 
     def visit_Call(self, node: ast.Call) -> None:
-        method = isinstance(node.func, ast.Attribute) and node.func.attr in METHODS
-        verb = any(isinstance(a, ast.Constant) and a.value == "DELETE" for a in node.args)
-        if method or verb:
+        callee = (node.func.attr if isinstance(node.func, ast.Attribute)
+                  else node.func.id if isinstance(node.func, ast.Name) else "")
+        given = [a for arg in [*node.args, *(k.value for k in node.keywords)]
+                 for a in ast.walk(arg) if isinstance(a, ast.Constant)
+                 and isinstance(a.value, str)]
+        verb = any(a.value == "DELETE" for a in given)
+        eviction = any("eviction" in a.value.lower() for a in given)
+        if DELETER.search(callee) or verb or eviction:
             self.found.append(f"{self.relative}:{'.'.join(self.scope) or '<module>'}")
         self.generic_visit(node)
 
@@ -99,11 +112,29 @@ def test_every_delete_or_evict_call_in_the_shipped_code_is_listed_with_its_condi
     assert not listed - found, f"listed sites that no longer delete: {sorted(listed - found)}"
 
 
-def test_the_scan_finds_a_delete_it_was_not_told_about() -> None:
-    source = "class Restorer:\n    def start(self, cluster):\n        cluster.delete(PODS, 'p')\n"
+@pytest.mark.parametrize("call", [
+    "cluster.delete(PODS, 'p')",
+    "core_v1.delete_namespaced_pod('p', 'ns')",
+    "core_v1.delete_collection_namespaced_pod('ns')",
+    "core_v1.create_namespaced_pod_eviction('p', 'ns', body)",
+    "evict_pod(cluster, 'p')",
+    "cluster.request('POST', f'/api/v1/namespaces/{ns}/pods/{name}/eviction', body)",
+    "cluster.request('DELETE', path)",
+    "cluster.create(PODS, {'kind': 'Eviction'}, subresource='eviction')",
+], ids=["wrapper", "client", "collection", "client-eviction", "function", "subresource",
+        "verb", "keyword"])
+def test_the_scan_finds_a_delete_it_was_not_told_about(call: str) -> None:
+    source = f"class Restorer:\n    def start(self, cluster):\n        {call}\n"
     finder = _Finder("fluence_core/scheduler/new.py")
     finder.visit(ast.parse(source))
     assert finder.found == ["fluence_core/scheduler/new.py:Restorer.start"]
+
+
+def test_the_scan_does_not_flag_a_call_that_only_reads() -> None:
+    source = "def look(cluster):\n    cluster.get(PODS, 'p')\n    self._evict(victim)\n"
+    finder = _Finder("fluence_core/scheduler/new.py")
+    finder.visit(ast.parse(source))
+    assert finder.found == []
 
 
 def test_the_readme_names_every_place_that_deletes_a_pod_and_when() -> None:
