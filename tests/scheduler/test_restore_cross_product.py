@@ -9,9 +9,12 @@ The cross product:
   its own PodGroup, gated workers in another, ungated by the test once the scout runs,
   as the scout's sidecar has Fluence do);
 * **matchers**, always behind the pool as ``fluence up`` runs them: the embedded
-  matcher (joint group matching), the embedded matcher driven one jobspec at a time
-  (the path any matcher without joint matching takes, Fluxion's), and Fluxion itself
-  when ``FLUENCE_FLUXION_LIB`` names its library;
+  matcher (joint group matching, behind ``PooledGroupMatcher``), the embedded matcher
+  driven one jobspec at a time behind the plain ``PooledMatcher`` (the path any matcher
+  without joint matching takes, Fluxion's), and Fluxion itself when
+  ``FLUENCE_FLUXION_LIB`` names its library (each restart checks that the matcher in
+  charge is the one asked for: a library that failed to load would otherwise leave
+  the embedded matcher testing itself under Fluxion's name);
 * **kill points**: before each write of the first scheduler (so after each write too,
   and after the last), again at a write of the second; each restart is a new
   Scheduler on what the fake cluster kept;
@@ -227,9 +230,21 @@ def _env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(variable)
 
 
+MATCHER_NAMES = {"embedded": "embedded", "one-at-a-time": "embedded-one-at-a-time",
+                 "fluxion": "fluxion"}
+"""The name each matcher of :data:`MATCHERS` reports once in charge."""
+
+
 def scheduler_on(cluster: Any, matcher: str) -> Scheduler:
-    scheduler = Scheduler(cluster, load_settings(), _manager(matcher), config=_config())
-    return scheduler
+    return Scheduler(cluster, load_settings(), _manager(matcher), config=_config())
+
+
+def start(scheduler: Scheduler, matcher: str) -> None:
+    """Start ``scheduler``: list, restore, keep promises; then check that ``matcher`` is the
+    one in charge."""
+    scheduler.start()
+    assert scheduler.matcher.name == MATCHER_NAMES[matcher], (
+        f"asked for {matcher}, {scheduler.matcher.name} is in charge")
 
 
 # -- running and killing --------------------------------------------------------------------
@@ -269,9 +284,10 @@ def quiesce(scheduler: Scheduler, cluster: FakeCluster, units: list[Unit],
             return
 
 
-def run_until_killed(scheduler: Scheduler, cluster: FakeCluster, units: list[Unit]) -> bool:
+def run_until_killed(scheduler: Scheduler, matcher: str, cluster: FakeCluster,
+                     units: list[Unit]) -> bool:
     try:
-        scheduler.start()
+        start(scheduler, matcher)
         quiesce(scheduler, cluster, units)
     except Killed:
         return True
@@ -421,13 +437,13 @@ def restart_scenario(units: list[Unit], matcher: str, first_kill: int, second_ki
         if not kill:
             continue
         faulty = Faulty(cluster, kill)
-        run_until_killed(scheduler_on(faulty, matcher), cluster, units)
+        run_until_killed(scheduler_on(faulty, matcher), matcher, cluster, units)
         writes += faulty.writes
         before.update(bound_pods(cluster))
     spoiled = spoil(cluster, *spoiling) if spoiling else None
     faulty = Faulty(cluster)
     final = scheduler_on(faulty, matcher)
-    final.start()
+    start(final, matcher)
     quiesce(final, cluster, units)
     check_after_restart(cluster, final, before, writes + faulty.writes, spoiled)
     if spoiling:
@@ -441,7 +457,7 @@ def restart_scenario(units: list[Unit], matcher: str, first_kill: int, second_ki
     before = bound_pods(cluster)
     again = Faulty(cluster)
     restarted = scheduler_on(again, matcher)
-    restarted.start()
+    start(restarted, matcher)
     quiesce(restarted, cluster, units)
     check_after_restart(cluster, restarted, before, again.writes)
 
@@ -467,7 +483,7 @@ def _writes(matcher: str) -> tuple[str, ...]:
     cluster = populated(REPORTED)
     faulty = Faulty(cluster)
     scheduler = scheduler_on(faulty, matcher)
-    scheduler.start()
+    start(scheduler, matcher)
     quiesce(scheduler, cluster, REPORTED)
     return tuple(faulty.writes)
 
