@@ -131,6 +131,13 @@ class Settings(BaseSettings):
         description="kube-scheduler's podMaxBackoffSeconds: the longest a failed group waits "
         "for its backoff.",
     )
+    arrival_report_seconds: float = Field(
+        json_schema_extra=_reads(SCHEDULER),
+        default=1.0, ge=0,
+        description="A gang whose members (or PodGroup) are still arriving is told why it "
+        "waits (FailedScheduling events, PodScheduled=False) only once it has waited this long, "
+        "then at most this often; kube-scheduler's PreEnqueue tells nothing. 0 tells at once.",
+    )
     percentage_of_nodes_to_score: int = Field(
         json_schema_extra=_reads(SCHEDULER),
         default=0, ge=0, le=100,

@@ -32,6 +32,7 @@ from fluence_core.models import Group
 from fluence_core.matcher.readback import PodPlacement
 from fluence_core.plugins import FluencePluginManager
 from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.arrivals import ArrivalReports
 from fluence_core.scheduler.backoff import Backoff
 from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.scheduler.events import EventRecorder
@@ -55,10 +56,12 @@ class Reporter:
 
     def __init__(self, cluster: ClusterAPI, metrics: SchedulerMetrics,
                  clock: Callable[[], float], events: EventRecorder | None = None,
-                 backoff: Backoff | None = None) -> None:
+                 backoff: Backoff | None = None, arrivals: ArrivalReports | None = None) -> None:
         self.cluster = cluster
         self.backoff = backoff if backoff is not None else Backoff(clock, 0.0)
         """When each group that failed may be tried again (none waits by default)."""
+        self.arrivals = arrivals if arrivals is not None else ArrivalReports(clock)
+        """When a group still arriving is told why it waits (at once by default)."""
         self.events = events or EventRecorder(cluster)
         self.metrics = metrics
         self.clock = clock
@@ -78,6 +81,7 @@ class Reporter:
         self.metrics.attempts.labels(result="scheduled").inc()
         self.failed_at.pop(pending.key, None)
         self.backoff.forget(pending.key)
+        self.arrivals.forget(pending.key)
         self._told.pop(pending.key, None)
 
     def fail(self, pending: g.PendingGroup, reason: str, result: str,
@@ -88,6 +92,12 @@ class Reporter:
         self.backoff.failed(pending.key)
         self.tell_waiting(pending, reason)
         return CycleResult(pending.key, reason=reason)
+
+    def tell_arriving(self, pending: g.PendingGroup, reason: str) -> None:
+        """A group not ready yet (members or its PodGroup still to come): told as
+        :meth:`tell_waiting` does, once :class:`ArrivalReports` says it is due."""
+        if self.arrivals.due(pending.key, self._told.get(pending.key) != reason):
+            self.tell_waiting(pending, reason)
 
     def tell_waiting(self, pending: g.PendingGroup, reason: str) -> None:
         """FailedScheduling events and PodScheduled=False, once per new reason."""

@@ -53,6 +53,7 @@ from fluence_core.numa import NodeNuma
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.resource_config import ResourceConfig, load_resource_config
 from fluence_core.scheduler import groups as g
+from fluence_core.scheduler.arrivals import ArrivalReports
 from fluence_core.scheduler.backoff import Backoff
 from fluence_core.scheduler.binder import Binder, CycleResult, Reporter
 from fluence_core.scheduler.cycle import Cycle
@@ -121,7 +122,8 @@ class Scheduler:
         self.events = EventRecorder(cluster, background=bind_workers > 0)
         """Posted from a thread of their own when binding is asynchronous (``fluence up``)."""
         self.reporter = Reporter(cluster, self.metrics, clock, self.events, Backoff(
-            clock, settings.pod_initial_backoff_seconds, settings.pod_max_backoff_seconds))
+            clock, settings.pod_initial_backoff_seconds, settings.pod_max_backoff_seconds),
+            ArrivalReports(clock, settings.arrival_report_seconds))
         self.binder = Binder(cluster, self.view, self.records, self.manager, self.reporter,
                              bind_workers)
         preemptor = Preemptor(cluster, self.view, self.records, self.events)
@@ -270,9 +272,13 @@ class Scheduler:
         self.drain(timeout=30)
 
     def next_wakeup(self) -> float | None:
-        """The clock time at which the first group waiting out its backoff may be tried again
-        (the loop, and the simulator, wake then even if nothing changes)."""
-        return self.reporter.backoff.next_expiry()
+        """The clock time at which the first group waiting out its backoff may be tried again,
+        or the first still-arriving group is due to be told why it waits
+        (:mod:`~fluence_core.scheduler.arrivals`), whichever is sooner: the loop, and the
+        simulator, wake then even if nothing changes."""
+        times = [t for t in (self.reporter.backoff.next_expiry(),
+                             self.reporter.arrivals.next_due()) if t is not None]
+        return min(times, default=None)
 
     def _wait(self, idle: float) -> float:
         """How long the loop may wait for a change: ``idle`` at most, less when a backoff

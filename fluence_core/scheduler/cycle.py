@@ -78,13 +78,16 @@ class Cycle:
             pending = g.pending_groups(unplaced, view.pod_groups, held, view.workloads)
             self.metrics.pending_groups.set(len(pending))
             backoff = self.reporter.backoff
-            backoff.keep_only({group.key for group in pending})
+            keys = {group.key for group in pending}
+            backoff.keep_only(keys)
+            self.reporter.arrivals.keep_only(keys)
             results = []
             for group in pending:
                 self.reporter.seen(group.key)
                 if not group.ready:
-                    self.reporter.tell_waiting(group, group.waiting or "waiting")
+                    self.reporter.tell_arriving(group, group.waiting or "waiting")
                     continue
+                self.reporter.arrivals.forget(group.key)
                 if self.reporter.failed_at.get(group.key) == view.generation:
                     continue  # nothing changed since it failed
                 if not backoff.ready(group.key):

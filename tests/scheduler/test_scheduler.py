@@ -61,6 +61,7 @@ def test_a_gang_waits_for_min_count_ungated_members(harness_factory: Factory) ->
     gated = pod("w3", group="gang", gates=[names.QUANTUM_GATE])
     h = harness_factory(node("n0"), pod_group("gang", 4), *members, gated)
     h.cycle()
+    h.cycle()  # still incomplete past FLUENCE_ARRIVAL_REPORT_SECONDS: now it is told
     assert all(h.node_of(f"w{i}") is None for i in range(4))
     waiting = h.cluster.events(reason="FailedScheduling", involved_name="w0")
     assert "3 of 4 members ready (1 gated)" in waiting[-1]["message"]
