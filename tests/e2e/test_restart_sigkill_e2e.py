@@ -246,20 +246,21 @@ QPU = "fluxion.flux-framework.org/qpu"
 """Stands for this test's own qpu type in the shapes (:func:`_qpu_of`): a type named after the
 namespace, so pending qpu pods that earlier tests left on the shared API server, which the
 scheduler started here also sees, cannot take the only qpu."""
-SHAPES_27: dict[str, tuple[dict[str, str], dict[str, str]]] = {
-    # name: (app requests, a native sidecar's requests or {})
-    "holder": ({"cpu": "100m", QPU: "1"}, {}),
-    "two": ({"cpu": "2"}, {}),
-    "milli-a": ({"cpu": "300m"}, {}),
-    "milli-b": ({"cpu": "700m"}, {}),
-    "mem": ({"memory": "5Gi"}, {}),
-    "side": ({"cpu": "1"}, {"cpu": "500m"}),
+SHAPES_27: dict[str, tuple[dict[str, str], dict[str, str], dict[str, str]]] = {
+    # name: (app requests, a native sidecar's requests or {}, a classic init container's or {})
+    "holder": ({"cpu": "100m", QPU: "1"}, {}, {}),
+    "two": ({"cpu": "2"}, {}, {}),
+    "milli-a": ({"cpu": "300m"}, {}, {}),
+    "milli-b": ({"cpu": "700m"}, {}, {}),
+    "mem": ({"memory": "5Gi"}, {}, {}),
+    "side": ({"cpu": "1"}, {"cpu": "500m"}, {}),
+    "init": ({"cpu": "250m"}, {}, {"cpu": "2"}),
 }
 """The mixed run of issue 27 (the gang of two millicore pods is made beside them)."""
 
 
 def _pod_27(name: str, ns: str, app: dict[str, str], sidecar: dict[str, str],
-            group: str | None = None) -> dict[str, object]:
+            init: dict[str, str] | None = None, group: str | None = None) -> dict[str, object]:
     def container(cname: str, requests: dict[str, str]) -> dict[str, object]:
         limits = {k: v for k, v in requests.items() if "/" in k}
         return {"name": cname, "image": "busybox",
@@ -268,8 +269,11 @@ def _pod_27(name: str, ns: str, app: dict[str, str], sidecar: dict[str, str],
     spec: dict[str, object] = {"schedulerName": names.SCHEDULER_NAME,
                                "nodeSelector": {"e2e-ns": ns},
                                "containers": [container("app", app)]}
-    if sidecar:
-        spec["initContainers"] = [{**container("side", sidecar), "restartPolicy": "Always"}]
+    inits = [{**container("side", sidecar), "restartPolicy": "Always"}] if sidecar else []
+    if init:
+        inits.append(container("init", init))
+    if inits:
+        spec["initContainers"] = inits
     if group:
         spec["schedulingGroup"] = {"podGroupName": group}
     return {"metadata": {"name": name}, "spec": spec}
@@ -337,8 +341,8 @@ def test_sigkill_keeps_a_millicore_qpu_holder_running_and_its_qpu_held(
     mixed: bool,
 ) -> None:
     ns = kube_namespace
-    app, sidecar = SHAPES_27["holder"]
-    kube.create("pods", _pod_27("holder", ns, _qpu_of(ns, app), sidecar), ns)
+    app, sidecar, init = SHAPES_27["holder"]
+    kube.create("pods", _pod_27("holder", ns, _qpu_of(ns, app), sidecar, init), ns)
     first = spawn(qpu_env)
     restarted: Process | None = None
     try:
@@ -349,13 +353,13 @@ def test_sigkill_keeps_a_millicore_qpu_holder_running_and_its_qpu_held(
         assert backend == f"qpu-{ns}"
         expected = {"holder"}
         if mixed:
-            for name, (app, sidecar) in SHAPES_27.items():
+            for name, (app, sidecar, init) in SHAPES_27.items():
                 if name != "holder":
-                    kube.create("pods", _pod_27(name, ns, app, sidecar), ns)
+                    kube.create("pods", _pod_27(name, ns, app, sidecar, init), ns)
             kube.create("podgroups", {"metadata": {"name": "gm"}, "spec": {
                 "schedulingPolicy": {"gang": {"minCount": 2}}}}, ns)
             for i in range(2):
-                kube.create("pods", _pod_27(f"gm-{i}", ns, {"cpu": "200m"}, {}, "gm"), ns)
+                kube.create("pods", _pod_27(f"gm-{i}", ns, {"cpu": "200m"}, {}, group="gm"), ns)
             expected = set(SHAPES_27) | {"gm-0", "gm-1"}
             _wait("every shape bound", lambda: set(_placed(kube, ns)) == expected, first)
         before = _placed(kube, ns)
@@ -370,6 +374,13 @@ def test_sigkill_keeps_a_millicore_qpu_holder_running_and_its_qpu_held(
         after = _placed(kube, ns)
         _show("the first scheduler (SIGKILLed)", first)
         _show("the restarted scheduler", restarted)
+        matcher = "fluxion" if "FLUENCE_FLUXION_LIB" in qpu_env else "embedded"
+        for process in (first, restarted):
+            assert any(f"matcher: {matcher} " in line for line in process.log), (
+                f"{matcher} is not in charge:\n" + "".join(process.log[:10]))
+        assert any("restored jobids" in line and line.rstrip().endswith(f"for {ns}/holder")
+                   for line in restarted.log), (  # exactly, not held from its requests
+            "the holder's record was not restored:\n" + "".join(restarted.log[:30]))
         deleting = sorted(p["metadata"]["name"] for p in kube.list("pods", ns).items
                           if p["metadata"].get("deletionTimestamp"))
         assert not deleting, f"the restarted scheduler deleted {deleting}"
