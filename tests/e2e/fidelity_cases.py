@@ -9,8 +9,9 @@ cases, so a disagreement can be replayed.
 
 :func:`sizing_cases` adds fixed cases for a pod's size (issue 27): native
 sidecars before and after a large init container, pod-level requests with and
-without container requests, the RuntimeClass's overhead, and pods of other
-schedulers sized those ways. Each shape is asked twice: on a node just too small
+without container requests (CPU, memory, a pod-level limit alone, over a sidecar),
+the RuntimeClass's overhead alone and on top of pod-level requests, and pods of
+other schedulers sized those ways. Each shape is asked twice: on a node just too small
 (kube-scheduler refuses) and beside a node just big enough (it binds there).
 """
 
@@ -232,7 +233,18 @@ SIZING_SHAPES: dict[str, tuple[dict[str, Any], str, str | None]] = {
     "pod-level-without-container-requests": (
         _spec([_sized("app"), _sized("helper")],
               resources={"requests": {"cpu": "3", "memory": "1Gi"}}), "3", None),
+    "pod-level-memory": (
+        _spec([_sized("app", "100m", "256Mi")], resources={"requests": {"memory": "3Gi"}}),
+        "1", "3Gi"),
+    "pod-level-limits-only": (
+        _spec([_sized("app"), _sized("helper")], resources={"limits": {"cpu": "3"}}), "3", None),
+    "pod-level-over-sidecar": (
+        _spec([_sized("app", "1")], [_sized("side", "1", restart="Always")],
+              resources={"requests": {"cpu": "3"}}), "3", None),
     "overhead": (_spec([_sized("app", "2")], runtimeClassName=OVERHEAD_CLASS), "2500m", None),
+    "pod-level-plus-overhead": (
+        _spec([_sized("app", "1")], resources={"requests": {"cpu": "2"}},
+              runtimeClassName=OVERHEAD_CLASS), "2500m", None),
 }
 
 

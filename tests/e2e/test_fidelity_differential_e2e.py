@@ -45,6 +45,9 @@ pytestmark = pytest.mark.e2e
 CASES = int(os.environ.get("FLUENCE_DIFF_CASES", "200"))
 """At least 200 by default; fewer for a quick look."""
 NAMESPACE = "fidelity"
+MATCHER = "fluxion" if os.environ.get("FLUENCE_FLUXION_LIB") else "embedded"
+"""The matcher Fluence must place with: Fluxion when its library is named, as ``fluence up``
+chooses (a library that fails to load must fail the run, not hand it to the embedded one)."""
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +101,7 @@ def _place_with_fluence(
     try:
         scheduler = Scheduler(kube, load_settings())
         scheduler.start()
+        assert scheduler.matcher.name == MATCHER, f"{scheduler.matcher.name} placed {name}"
         results = scheduler.schedule_once()
         placed = {r.group: r for r in results}.get(f"{NAMESPACE}/{name}")
         assert placed is not None, f"fluence did not try {name}: {results}"
@@ -179,7 +183,7 @@ def test_fluence_agrees_with_kube_scheduler_on_generated_cases(control_plane: Ap
             by_feature[feature] += 1
         if problem:
             disagreements.append(problem)
-    print(f"\nagreement over {CASES} cases (kube-scheduler v1.36 vs fluence):")
+    print(f"\nagreement over {CASES} cases (kube-scheduler v1.36 vs fluence, {MATCHER}):")
     for verdict, count in sorted(table.items()):
         print(f"  {count:4d}  {verdict}")
     print("features exercised: " + ", ".join(f"{f}={n}" for f, n in sorted(by_feature.items())))
@@ -212,7 +216,7 @@ def test_fluence_sizes_pods_as_kube_scheduler_does_case_by_case(
     ensure_namespace(kube, NAMESPACE)
     _ensure_overhead_class(kube)
     problems = []
-    print("\nsizing cases (kube-scheduler v1.36 vs fluence):")
+    print(f"\nsizing cases (kube-scheduler v1.36 vs fluence, {MATCHER}):")
     for case in sizing_cases():
         verdict, problem = _compare(kube, case)
         print(f"  case {case.index} {', '.join(sorted(case.features)):40s} {verdict}")
