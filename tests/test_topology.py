@@ -1,4 +1,4 @@
-"""fluence_core.topology: levels validated loudly; constraints read where users write them."""
+"""fluence_core.topology: levels validated loudly; the levels a constraint tries, in turn."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from fluence_core.topology import (
     choose_levels,
     parse_level_labels,
     parse_levels,
-    read_constraint,
 )
 
 ZONE = Level(names.ZONE_LABEL, "zone")
@@ -110,45 +109,3 @@ def test_an_unknown_level_or_no_levels_at_all_is_named() -> None:
         attempts(THREE, Constraint(required=("pod",), source="PodGroup a/b"))
     with pytest.raises(TopologyError, match="no topology levels are configured"):
         attempts((), Constraint(required=("rack",), source="x"))
-
-
-# -- reading constraints -------------------------------------------------------------------------
-
-def pod(name: str, **annotations: str) -> dict[str, object]:
-    return {"metadata": {"name": name, "namespace": "ns", "annotations": annotations}}
-
-
-def pod_group(*keys: object) -> dict[str, object]:
-    return {"metadata": {"name": "g", "namespace": "ns"},
-            "spec": {"schedulingConstraints": {"topology": [{"key": k} for k in keys]}}}
-
-
-def test_the_pod_groups_topology_key_is_required() -> None:
-    read = read_constraint(pod_group(names.RACK_LABEL), [pod("a"), pod("b")])
-    assert read.required == (names.RACK_LABEL,) and read.preferred == ()
-    assert "PodGroup ns/g spec.schedulingConstraints.topology" in read.source
-
-
-def test_kueue_and_fluence_annotations_are_read_from_the_pods() -> None:
-    kueue = {names.KUEUE_PREFERRED_TOPOLOGY_ANNOTATION: names.RACK_LABEL,
-             names.TOPOLOGY_REQUIRED_ANNOTATION: "block"}
-    read = read_constraint(None, [pod("a", **kueue), pod("b", **kueue)])
-    assert read.required == ("block",) and read.preferred == (names.RACK_LABEL,)
-    unconstrained = {names.KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION: "true"}
-    assert read_constraint(None, [pod("a", **unconstrained)]).unconstrained
-
-
-def test_members_that_disagree_make_an_error_naming_two_of_them() -> None:
-    read = read_constraint(None, [pod("a", **{names.TOPOLOGY_REQUIRED_ANNOTATION: "rack"}),
-                                  pod("b")])
-    assert "pod ns/a has" in read.error and "pod ns/b has none" in read.error
-    with pytest.raises(TopologyError):
-        attempts(THREE, read)
-
-
-def test_a_malformed_pod_group_constraint_is_an_error_not_a_crash() -> None:
-    assert "topology[0].key" in read_constraint(pod_group(7), [pod("a")]).error
-
-
-def test_a_group_that_states_nothing_has_no_constraint() -> None:
-    assert read_constraint(None, [pod("a")]) == Constraint()

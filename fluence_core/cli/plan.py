@@ -25,7 +25,8 @@ from fluence_core.matcher.group import GroupMatch, GroupMiss, match_group
 from fluence_core.matcher.pooled import pooled
 from fluence_core.models import Group, PodRequest
 from fluence_core.plugins import get_plugin_manager
-from fluence_core.topology import attempts, read_constraint
+from fluence_core.stated_topology import read_constraint
+from fluence_core.topology import attempts
 
 
 def plan(

@@ -16,7 +16,7 @@ from fluence_core import names
 from fluence_core.kube.api import KubeObject
 from fluence_core.kube.meta import metadata_of
 from fluence_core.models import Group, PodRequest
-from fluence_core.topology import read_constraint, template_ref, workload_template
+from fluence_core.stated_topology import read_constraint, template_ref, workload_template
 
 PodKey = tuple[str, str]
 """(namespace, name)"""

@@ -41,7 +41,7 @@ from fluence_core.kube.api import (
 )
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
-from fluence_core.topology import stated_annotations
+from fluence_core.stated_topology import stated_annotations
 
 T = TypeVar("T")
 Key = tuple[str, str]

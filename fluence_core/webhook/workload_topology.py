@@ -25,7 +25,7 @@ from typing import Any
 from fluence_core.kube.api import JOBSETS, TRAINJOBS, ClusterAPI, Resource
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
-from fluence_core.topology import scheduling_constraints, stated_annotations
+from fluence_core.stated_topology import scheduling_constraints, stated_annotations
 from fluence_core.webhook import pods
 
 OWNER_CHAIN: tuple[tuple[str, Resource], ...] = (("JobSet", JOBSETS), ("TrainJob", TRAINJOBS))

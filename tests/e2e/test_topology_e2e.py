@@ -13,7 +13,7 @@ from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import wait_for, webhook_beside
-from fluence_core.topology import read_constraint
+from fluence_core.stated_topology import read_constraint
 from tests.e2e.test_scheduler_e2e import Run, running
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ from webhook_helpers import admit, pod
 
 from fluence_core import names
 from fluence_core.kube.api import JOBSETS, PODGROUPS, TRAINJOBS
-from fluence_core.topology import read_constraint
+from fluence_core.stated_topology import read_constraint
 from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.informer import slim_job
 from fluence_core.webhook.review import AdmissionService

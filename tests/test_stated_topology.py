@@ -1,0 +1,65 @@
+"""fluence_core.stated_topology: a group's constraint read where users write it."""
+
+from __future__ import annotations
+
+import pytest
+
+from fluence_core import names
+from fluence_core.errors import TopologyError
+from fluence_core.stated_topology import read_constraint, stated_annotations
+from fluence_core.topology import Constraint, Level, attempts
+
+RACK = Level(names.RACK_LABEL, "rack")
+
+
+def pod(name: str, **annotations: str) -> dict[str, object]:
+    return {"metadata": {"name": name, "namespace": "ns", "annotations": annotations}}
+
+
+def pod_group(*keys: object) -> dict[str, object]:
+    return {"metadata": {"name": "g", "namespace": "ns"},
+            "spec": {"schedulingConstraints": {"topology": [{"key": k} for k in keys]}}}
+
+
+def test_the_pod_groups_topology_key_is_required() -> None:
+    read = read_constraint(pod_group(names.RACK_LABEL), [pod("a"), pod("b")])
+    assert read.required == (names.RACK_LABEL,) and read.preferred == ()
+    assert "PodGroup ns/g spec.schedulingConstraints.topology" in read.source
+
+
+def test_kueue_and_fluence_annotations_are_read_from_the_pods() -> None:
+    kueue = {names.KUEUE_PREFERRED_TOPOLOGY_ANNOTATION: names.RACK_LABEL,
+             names.TOPOLOGY_REQUIRED_ANNOTATION: "block"}
+    read = read_constraint(None, [pod("a", **kueue), pod("b", **kueue)])
+    assert read.required == ("block",) and read.preferred == (names.RACK_LABEL,)
+    unconstrained = {names.KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION: "true"}
+    assert read_constraint(None, [pod("a", **unconstrained)]).unconstrained
+
+
+def test_members_that_disagree_make_an_error_naming_two_of_them() -> None:
+    read = read_constraint(None, [pod("a", **{names.TOPOLOGY_REQUIRED_ANNOTATION: "rack"}),
+                                  pod("b")])
+    assert "pod ns/a has" in read.error and "pod ns/b has none" in read.error
+    with pytest.raises(TopologyError):
+        attempts((RACK,), read)
+
+
+def test_a_malformed_pod_group_constraint_is_an_error_not_a_crash() -> None:
+    assert "topology[0].key" in read_constraint(pod_group(7), [pod("a")]).error
+
+
+def test_a_group_that_states_nothing_has_no_constraint() -> None:
+    assert read_constraint(None, [pod("a")]) == Constraint()
+
+
+def test_objects_without_metadata_state_nothing() -> None:
+    assert read_constraint({"spec": {}}, [{"spec": {}}, {"metadata": None}]) == Constraint()
+    assert stated_annotations(None, {"spec": {}}, {"metadata": {"annotations": None}}) == {}
+
+
+def test_the_nearest_object_states_an_annotation_first() -> None:
+    template = {"metadata": {"annotations": {names.TOPOLOGY_REQUIRED_ANNOTATION: " rack "}}}
+    job = {"metadata": {"annotations": {names.TOPOLOGY_REQUIRED_ANNOTATION: "block",
+                                        names.TOPOLOGY_PREFERRED_ANNOTATION: "rack"}}}
+    assert stated_annotations(template, job) == {names.TOPOLOGY_REQUIRED_ANNOTATION: "rack",
+                                                 names.TOPOLOGY_PREFERRED_ANNOTATION: "rack"}
