@@ -4,18 +4,28 @@ Objects reach Fluence as decoded JSON, and any part of ``metadata`` may be absen
 a body being built, a pod not yet admitted, a hostile review. Every module reads
 ``metadata``, its labels, its annotations and its owner references through these
 functions, which treat an absent part as empty, rather than spelling the guards
-out inline. They only read: a caller that writes metadata builds it itself.
+out inline. They only read, except :func:`writable_metadata`, the one way to get
+an object's own ``metadata`` to write into.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 
 def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object's ``metadata``; empty when it has none."""
     return obj.get("metadata") or {}
+
+
+def writable_metadata(obj: MutableMapping[str, Any]) -> dict[str, Any]:
+    """The object's own ``metadata``, to write into: an empty one is put in place when it
+    has none (absent, or ``null`` as a review may carry it), so what is written stays."""
+    meta: dict[str, Any] | None = obj.get("metadata")
+    if not meta:
+        meta = obj["metadata"] = {}
+    return meta
 
 
 def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:

@@ -19,6 +19,7 @@ import orjson
 
 from fluence_core import names
 from fluence_core.kube.api import ClusterAPI
+from fluence_core.kube.meta import writable_metadata
 from fluence_core.log import logger
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings
@@ -224,7 +225,7 @@ class AdmissionService:
         pod = json_copy(pod)
         stripped = owned.strip(pod)  # Fluence's records are Fluence's: never a user's
         apply_patch(pod, json_copy(stripped))
-        metadata = pod["metadata"] = pod.get("metadata") or {}
+        metadata = writable_metadata(pod)
         metadata["namespace"] = namespace
         ctx = self._context(namespace, request, uid)
         if self.admit is not None:
@@ -249,7 +250,7 @@ class AdmissionService:
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
             return deny(uid, f"fluence webhook: the request carries no {key} object", code=400)
         obj = json_copy(obj)
-        metadata = obj["metadata"] = obj.get("metadata") or {}
+        metadata = writable_metadata(obj)
         metadata["namespace"] = namespace
         ctx = self._context(namespace, request, uid)
         return self._run(uid, obj, ctx, handlers)

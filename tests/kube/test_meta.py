@@ -11,6 +11,7 @@ from fluence_core.kube.meta import (
     labels_of,
     metadata_of,
     owner_references_of,
+    writable_metadata,
 )
 
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "vqe", "uid": "u-1",
@@ -56,3 +57,11 @@ def test_only_a_batch_job_is_a_controlling_job() -> None:
     assert job_controller_reference(pod(ownerReferences=[other_group])) is None
     replica_set = {**JOB, "apiVersion": "apps/v1", "kind": "ReplicaSet"}
     assert job_controller_reference(pod(ownerReferences=[replica_set])) is None
+
+
+def test_metadata_written_through_writable_metadata_stays_on_the_object() -> None:
+    for obj in ({}, {"metadata": None}, pod(name="p")):
+        writable_metadata(obj)["namespace"] = "ns"
+        assert metadata_of(obj)["namespace"] == "ns"
+    kept = pod(name="p")
+    assert writable_metadata(kept) is kept["metadata"]
