@@ -37,7 +37,10 @@ What is here, by the hook that needs it:
 * ``fluence_providers``: :class:`Provider`, :class:`Backend`,
   :class:`BackendInfo`, :func:`parse_queue_position`;
 * talking to Kubernetes: :class:`ClusterAPI`, :class:`Resource`, the resource
-  names and the API errors.
+  names and the API errors;
+* reading any object's metadata (absent parts read as empty): :func:`metadata_of`,
+  :func:`labels_of`, :func:`annotations_of`, :func:`owner_references_of` and
+  :func:`controller_reference`; never spell ``obj.get("metadata") or {}`` out.
 """
 
 from __future__ import annotations
@@ -75,6 +78,13 @@ from fluence_core.feasibility.scoring import (
 from fluence_core.graph import ResourceGraph
 from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
+from fluence_core.kube.meta import (
+    annotations_of,
+    controller_reference,
+    labels_of,
+    metadata_of,
+    owner_references_of,
+)
 from fluence_core.log import configure as configure_logging
 from fluence_core.log import logger
 from fluence_core.matcher.base import (
@@ -107,19 +117,20 @@ from fluence_core.webhook.controller import Reconciler, StoredContext
 from fluence_core.webhook.conditions import judges
 from fluence_core.webhook.env import add_all_to_list
 from fluence_core.webhook.pods import (
-    annotations_of,
     group_of,
     group_size,
     is_fluence_pod,
     is_quantum,
-    labels,
-    metadata,
     positive_int_annotation,
     spec,
 )
 
 KubeDict = KubeObject
 """:data:`KubeObject` under the name this API gave it first, kept for plugins that use it."""
+metadata = metadata_of
+""":func:`metadata_of` under the name this API gave it first, kept for plugins that use it."""
+labels = labels_of
+""":func:`labels_of` under the name this API gave it first, kept for plugins that use it."""
 
 __all__ = [
     "BEYOND_REPORTED",
@@ -187,6 +198,7 @@ __all__ = [
     "annotations_of",
     "apply_patch",
     "configure_logging",
+    "controller_reference",
     "default_normalize",
     "group_of",
     "group_size",
@@ -195,11 +207,14 @@ __all__ = [
     "is_quantum",
     "judges",
     "labels",
+    "labels_of",
     "load_resource_config",
     "load_settings",
     "logger",
     "metadata",
+    "metadata_of",
     "names",
+    "owner_references_of",
     "parse_queue_position",
     "pod_requests",
     "pointer",

@@ -44,8 +44,12 @@ from fluence_core.api import (
     Resource,
     StoredContext,
     add_all_to_list,
+    annotations_of,
+    labels_of,
     logger,
+    metadata_of,
     names,
+    owner_references_of,
     pointer,
 )
 from fluence_flux import scripts, trainer
@@ -111,7 +115,7 @@ class FluxHandler(Handler):
             return wl.read(obj, ctx.namespace) if wl.opted_in(obj) else None
         found = wl.read(obj, ctx.namespace, trainer=policy)
         if (policy.tasks_per_node is not None
-                and names.FLUX_TASKS_PER_NODE_ANNOTATION not in wl.annotations_of(obj)):
+                and names.FLUX_TASKS_PER_NODE_ANNOTATION not in annotations_of(obj)):
             found = dataclasses.replace(found, tasks_per_node=policy.tasks_per_node)
         return found
 
@@ -163,7 +167,7 @@ class FluxHandler(Handler):
     @staticmethod
     def _labelled(obj: Mapping[str, Any]) -> JsonPatch:
         """The label the controller finds the stored workload by (:meth:`reconcile`)."""
-        labels = (obj.get("metadata") or {}).get("labels")
+        labels = metadata_of(obj).get("labels")
         if not isinstance(labels, Mapping):
             return [{"op": "add", "path": "/metadata/labels", "value": {names.FLUX_LABEL: "true"}}]
         if labels.get(names.FLUX_LABEL) == "true":
@@ -374,7 +378,7 @@ class FluxHandler(Handler):
         """Make the ConfigMap, Secret and Service of a stored workload this handler rewrote,
         owned by it; nothing for one being deleted, not rewritten (labelled by its user, not
         by this handler), or whose objects are made already."""
-        meta = obj.get("metadata") or {}
+        meta = metadata_of(obj)
         uid, namespace = str(meta.get("uid") or ""), str(meta.get("namespace") or "")
         if not uid or not namespace or meta.get("deletionTimestamp") or uid in self._made:
             return
@@ -421,7 +425,7 @@ class FluxHandler(Handler):
             logger.error("flux: %s %s/%s exists and is not Fluence's: %s cannot start",
                          resource.kind, work.namespace, name, work.label)
             return
-        owners = (existing.get("metadata") or {}).get("ownerReferences") or []
+        owners = owner_references_of(existing)
         if any(isinstance(o, Mapping) and o.get("uid") == uid for o in owners):
             return  # made for this very workload already
         # A leftover of an earlier workload of the same name: take it over, fresh content.
@@ -434,5 +438,4 @@ class FluxHandler(Handler):
 
 
 def _fluences(obj: Mapping[str, Any]) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return bool(labels.get(names.MANAGED_BY_LABEL) == names.SCHEDULER_NAME)
+    return bool(labels_of(obj).get(names.MANAGED_BY_LABEL) == names.SCHEDULER_NAME)

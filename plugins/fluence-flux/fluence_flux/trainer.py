@@ -19,7 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fluence_core.api import TRAINJOBS, AdmissionContext, AdmissionDenied, Resource, names
+from fluence_core.api import (
+    TRAINJOBS,
+    AdmissionContext,
+    AdmissionDenied,
+    Resource,
+    labels_of,
+    names,
+)
 from fluence_flux import workload as wl
 
 GROUP = "trainer.kubeflow.org"
@@ -61,8 +68,8 @@ def asks_for_flux(runtime: Mapping[str, Any]) -> bool:
     """``spec.mlPolicy.flux`` is set (an empty object counts), or the framework label says flux."""
     if isinstance((_spec(runtime).get("mlPolicy") or {}).get("flux"), Mapping):
         return True
-    runtime_labels = (runtime.get("metadata") or {}).get("labels") or {}
-    return bool(runtime_labels.get(names.TRAINER_FRAMEWORK_LABEL) == names.TRAINER_FRAMEWORK_FLUX)
+    framework = labels_of(runtime).get(names.TRAINER_FRAMEWORK_LABEL)
+    return framework == names.TRAINER_FRAMEWORK_FLUX
 
 
 def flux_policy(obj: Mapping[str, Any], ctx: AdmissionContext) -> wl.TrainerSize | None:

@@ -11,7 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fluence_core.api import AdmissionDenied, annotations_of, names, positive_int_annotation
+from fluence_core.api import (
+    AdmissionDenied,
+    annotations_of,
+    labels_of,
+    metadata_of,
+    names,
+    owner_references_of,
+    positive_int_annotation,
+)
 
 JOB_KIND = "Job"
 JOBSET_KIND = "JobSet"
@@ -92,15 +100,6 @@ class FluxWorkload:
         return f"{self.kind} {self.namespace}/{self.name}"
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return _meta(obj).get("labels") or {}
-
-
 def kind_of(obj: Mapping[str, Any]) -> str:
     kind = str(obj.get("kind") or "")
     if not kind:
@@ -111,18 +110,18 @@ def kind_of(obj: Mapping[str, Any]) -> str:
 
 def trainer_owner(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The TrainJob owner reference of a JobSet Kubeflow Trainer made, if any."""
-    for ref in _meta(obj).get("ownerReferences") or []:
+    for ref in owner_references_of(obj):
         if ref.get("kind") == "TrainJob" and str(ref.get("apiVersion", "")).startswith(
                 "trainer.kubeflow.org/"):
-            return ref  # type: ignore[no-any-return]
+            return ref
     return None
 
 
 def _trainer_label(obj: Mapping[str, Any]) -> bool:
-    if labels(obj).get(names.TRAINER_FRAMEWORK_LABEL) == names.TRAINER_FRAMEWORK_FLUX:
+    if labels_of(obj).get(names.TRAINER_FRAMEWORK_LABEL) == names.TRAINER_FRAMEWORK_FLUX:
         return True
     for job in (obj.get("spec") or {}).get("replicatedJobs") or []:
-        template_labels = ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        template_labels = labels_of(job.get("template") or {})
         if template_labels.get(names.TRAINER_FRAMEWORK_LABEL) == names.TRAINER_FRAMEWORK_FLUX:
             return True
     return False
@@ -225,7 +224,7 @@ def _flux_job(jobs: list[Mapping[str, Any]], what: str) -> int:
     if len(jobs) == 1:
         return 0
     for i, job in enumerate(jobs):
-        job_labels = ((job.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        job_labels = labels_of(job.get("template") or {})
         if job_labels.get(TRAINER_STEP_LABEL) == TRAINER_JOB:
             return i
     for i, job in enumerate(jobs):
@@ -244,7 +243,7 @@ def read(obj: Mapping[str, Any], namespace: str, *,
     already be Indexed with parallelism = completions.
     """
     kind = kind_of(obj)
-    meta = _meta(obj)
+    meta = metadata_of(obj)
     name = str(meta.get("name") or "")
     what = f"{kind} {namespace}/{name or meta.get('generateName', '') + '*'}"
     if not name:
