@@ -14,7 +14,8 @@ What is here, by the hook that needs it:
 * ``fluence_matcher``: :class:`Matcher` (and :class:`GroupMatcher`, with
   :class:`GroupRefusal`, for a matcher that holds a group's jobspecs
   together), :class:`Allocation` and its shares,
-  :class:`ResourceGraph`, :class:`NodeInfo`, :class:`MatchPolicy`;
+  :class:`ResourceGraph`, :class:`NodeInfo`, :class:`MatchPolicy`, and for NUMA zones
+  :class:`ZoneLoad` and :data:`NUMA_TYPE`;
 * scheduler hooks: :class:`Group`, :class:`PodRequest`, :class:`PodPlacement`
   and the :data:`SchedulingContext` they receive; a pod's size by kube-scheduler's
   rule is :func:`pod_requests` (never recount a pod's containers);
@@ -75,7 +76,7 @@ from fluence_core.feasibility.scoring import (
     ScorePlugin,
     default_normalize,
 )
-from fluence_core.graph import ResourceGraph
+from fluence_core.graph import NUMA_TYPE, ResourceGraph
 from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
 from fluence_core.kube.meta import (
@@ -97,6 +98,7 @@ from fluence_core.matcher.base import (
     VirtualShare,
 )
 from fluence_core.models import Group, NodeInfo, PodRequest
+from fluence_core.numa import ZoneLoad
 from fluence_core.matcher.readback import PodPlacement
 from fluence_core.pod_requests import pod_requests
 from fluence_core.resource_config import ResourceConfig, load_resource_config
@@ -138,6 +140,7 @@ __all__ = [
     "JOBS",
     "JOBSETS",
     "MAX_NODE_SCORE",
+    "NUMA_TYPE",
     "NODES",
     "PODS",
     "PRIORITY_CLASSES",
@@ -193,6 +196,7 @@ __all__ = [
     "Switch",
     "TopologyConstraint",
     "VirtualShare",
+    "ZoneLoad",
     "add_all_to_list",
     "conditions",
     "annotations_of",

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator, KeysView
 from fluence_core import names
 from fluence_core.log import logger
 from fluence_core.models import NodeInfo
-from fluence_core.numa import spans
+from fluence_core.numa import ZoneLoad, spans
 from fluence_core.resource_config import CLUSTER, ResourceConfig, VirtualResource
 from fluence_core.settings import Settings
 from fluence_core.topology import Level, choose_levels, domains_of, is_known
@@ -89,6 +89,11 @@ class NodeVertex:
     GPU and memory chunk ids; none when it publishes none."""
     single_numa_policy: bool = False
     """Its kubelet's topology manager enforces ``single-numa-node``."""
+
+    def zones_loaded(self, load: ZoneLoad) -> bool:
+        """Whether a JGF written with ``load`` holds this node's zones as vertices."""
+        return bool(self.zones) and (load is ZoneLoad.ALL
+                                     or (load is ZoneLoad.POLICY and self.single_numa_policy))
 
     def zone_of(self, kind: str, index: int) -> int | None:
         """The zone holding vertex ``<kind><index>`` (``core``, ``gpu``, ``memory``)."""
@@ -235,11 +240,13 @@ class ResourceGraph:
         """The containment path of a node's vertex: under its narrowest domain."""
         return f"{self.domain_path(self._nodes[name].domains)}/{name}"
 
-    def vertex_path(self, name: str, kind: str, index: int, *, numa: bool = True) -> str:
+    def vertex_path(self, name: str, kind: str, index: int, *,
+                    numa: ZoneLoad = ZoneLoad.ALL) -> str:
         """The containment path of core, GPU or memory chunk ``index`` of node ``name``: under
-        its NUMA zone's vertex when the node has zones and ``numa`` (the JGF was written with
-        them, :meth:`jgf_text`); the one place that knows."""
-        zone = self._nodes[name].zone_of(kind, index) if numa else None
+        its NUMA zone's vertex when the JGF written with ``numa`` holds the node's zones
+        (:meth:`jgf_text`); the one place that knows."""
+        node = self._nodes[name]
+        zone = node.zone_of(kind, index) if node.zones_loaded(numa) else None
         under = self.node_path(name) + ("" if zone is None else f"/{NUMA_TYPE}{zone}")
         return f"{under}/{kind}{index}"
 
@@ -369,17 +376,17 @@ class ResourceGraph:
 
     # -- JGF -------------------------------------------------------------------
 
-    def to_jgf(self, *, numa: bool = True) -> dict[str, Any]:
+    def to_jgf(self, *, numa: ZoneLoad = ZoneLoad.ALL) -> dict[str, Any]:
         """The graph as JSON Graph Format that Fluxion's ``reapi_cli`` loads (see
         :meth:`jgf_text`, its one serialisation)."""
         parsed: dict[str, Any] = json.loads(self.jgf_text(numa=numa))
         return parsed
 
-    def jgf_text(self, *, numa: bool = True) -> str:
+    def jgf_text(self, *, numa: ZoneLoad = ZoneLoad.ALL) -> str:
         """The JGF as compact JSON text, written directly (a 1000 x 64-core graph has 129,000
-        vertices; building dicts and encoding them took seconds). With ``numa`` a node's
-        cores, GPUs and memory hang under one ``numanode`` vertex per NUMA zone it has;
-        without, under the node itself.
+        vertices; building dicts and encoding them took seconds). On a node whose zones
+        ``numa`` loads (:meth:`NodeVertex.zones_loaded`) its cores, GPUs and memory hang
+        under one ``numanode`` vertex per NUMA zone; elsewhere, under the node itself.
 
         Ids are strings, every property value is a string, and each vertex
         carries ``type/basename/name/id/uniq_id/rank/exclusive/unit/size/paths``.
@@ -405,7 +412,8 @@ class ResourceGraph:
             writer.edge(domain_uid[node.domains], uid)
             node_uid[node.name] = uid
             whole = ZoneSpan("", (0, node.cores), (0, node.gpus), (0, node.memory_chunks))
-            zones: list[tuple[int | None, ZoneSpan]] = list(enumerate(node.zones)) if numa else []
+            zones: list[tuple[int | None, ZoneSpan]] = (
+                list(enumerate(node.zones)) if node.zones_loaded(numa) else [])
             for number, zone in zones or [(None, whole)]:
                 parent, under = uid, path
                 if number is not None:

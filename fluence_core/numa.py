@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Final
 
 from fluence_core import names
@@ -37,6 +38,26 @@ SINGLE_NUMA_POLICY: Final = "single-numa-node"
 OLD_SINGLE_NUMA_POLICIES: Final = frozenset({
     "SingleNUMANodeContainerLevel", "SingleNUMANodePodLevel"})
 """v1alpha1's ``topologyPolicies`` values for the same policy (deprecated in v1alpha2)."""
+
+
+class ZoneLoad(str, Enum):
+    """Which nodes' zones a graph written for Fluxion holds as ``numanode`` vertices.
+
+    flux-sched places a jobspec's slot at the first vertex whose own children hold every
+    type the slot asks for (``dfu_impl_t::slot_match``), and names nothing it may skip once
+    matched: under a node with ``numanode`` vertices a slot of cores is always found under
+    ONE of them, whatever the jobspec says. So a node whose zones are loaded keeps every
+    whole-core pod inside one zone, and one whose zones are not loaded lets every pod span
+    them. ``POLICY`` loads them where the kubelet enforces ``single-numa-node``, the nodes
+    where that is what the kubelet admits anyway.
+    """
+
+    ALL = "all"
+    """Every node that publishes zones."""
+    POLICY = "policy"
+    """Only nodes whose kubelet enforces ``single-numa-node``."""
+    NONE = "none"
+    """No node: every node is flat."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import pytest
 from fluence_core import names
 from fluence_core.graph import ResourceGraph
 from fluence_core.models import NodeInfo
-from fluence_core.numa import NodeNuma, NumaZone, read_nrt, spans
+from fluence_core.numa import NodeNuma, NumaZone, ZoneLoad, read_nrt, spans
 
 
 def nrt(name: str = "n0", *zones: tuple[str, str, str], policy: str | None = None,
@@ -83,9 +83,9 @@ def test_the_jgf_hangs_a_nodes_cores_gpus_and_memory_under_its_numa_zones() -> N
 def test_without_numa_the_jgf_keeps_every_vertex_under_the_node() -> None:
     graph = _zoned(NodeNuma((NumaZone("node-0", 4), NumaZone("node-1", 4))))
     paths = {v["metadata"]["paths"]["containment"]
-             for v in graph.to_jgf(numa=False)["graph"]["nodes"]}
+             for v in graph.to_jgf(numa=ZoneLoad.NONE)["graph"]["nodes"]}
     assert "/cluster0/n0/core5" in paths and not any("numanode" in p for p in paths)
-    assert graph.vertex_path("n0", "core", 5, numa=False) == "/cluster0/n0/core5"
+    assert graph.vertex_path("n0", "core", 5, numa=ZoneLoad.NONE) == "/cluster0/n0/core5"
     assert _zoned(None).vertex_path("n0", "core", 5) == "/cluster0/n0/core5"
 
 

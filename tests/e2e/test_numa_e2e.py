@@ -36,19 +36,27 @@ def _crd() -> dict[str, Any]:
                                 "x-kubernetes-preserve-unknown-fields": True}}}]}}
 
 
-@pytest.fixture
-def zoned(kube: KubeCluster, kube_namespace: str,
-          monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
-    # On Fluxion, zones reach the graph only with FLUENCE_FLUXION_NUMA (off by default:
-    # Fluxion then keeps every pod's cores inside one zone); the embedded matcher ignores it.
-    monkeypatch.setenv("FLUENCE_FLUXION_NUMA", "true")
+@pytest.fixture(scope="module")
+def crd(kube: KubeCluster) -> Iterator[None]:
+    """The CRD, once for the module (its deletion finishes later: a second create conflicts)."""
     kube.create(CRDS, _crd())
     wait_for(lambda: _served(kube), "the NodeResourceTopology CRD served")
     try:
-        with running(Run(kube, kube_namespace)) as harness:
-            yield harness
+        yield
     finally:
         kube.delete(CRDS, CRD_NAME)
+
+
+@pytest.fixture
+def zoned(crd: None, kube: KubeCluster, kube_namespace: str,
+          monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
+    # On Fluxion, by default only the zones of nodes whose kubelet enforces
+    # single-numa-node are loaded (Fluxion keeps every pod's cores inside one zone there);
+    # the single-numa pod below asks a node without the policy, so all zones are loaded.
+    # The embedded matcher ignores the setting.
+    monkeypatch.setenv("FLUENCE_FLUXION_NUMA", "all")
+    with running(Run(kube, kube_namespace)) as harness:
+        yield harness
 
 
 def _served(kube: KubeCluster) -> bool:
@@ -78,3 +86,36 @@ def test_a_single_numa_pod_waits_for_a_zone_then_binds_when_the_zones_change(
         zoned.wait(lambda: zoned.node_of("wide") == node, "the pod bound in the 6-core zone")
     finally:
         kube.delete(NODE_RESOURCE_TOPOLOGIES, node)
+
+
+def _guaranteed(run: Run, name: str, cpu: str) -> None:
+    """A Guaranteed pod of ``cpu`` whole CPUs: what the kubelet's topology manager aligns."""
+    run.pod(name, cpu, memory="1Gi", limits={"cpu": cpu, "memory": "1Gi"})
+
+
+def test_a_guaranteed_pod_goes_only_where_the_kubelets_policy_admits_it(
+        crd: None, kube: KubeCluster, kube_namespace: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # FLUENCE_FLUXION_NUMA as it starts by default: on Fluxion the policy node's zones load
+    monkeypatch.delenv("FLUENCE_FLUXION_NUMA", raising=False)
+    with running(Run(kube, kube_namespace)) as run:
+        strict, loose = run.node("strict", cpu=8), run.node("loose", cpu=8)
+        zones = (("node-0", "4", "0"), ("node-1", "4", "0"))
+        kube.create(NODE_RESOURCE_TOPOLOGIES, nrt(strict, *zones, policy="single-numa-node"))
+        kube.create(NODE_RESOURCE_TOPOLOGIES, nrt(loose, *zones, policy="none"))
+        try:
+            run.start_scheduler()
+            _guaranteed(run, "five-a", "5")
+            run.wait(lambda: run.node_of("five-a") is not None, "the first 5-CPU pod bound")
+            assert run.node_of("five-a") == loose, "no zone of the policy node holds 5 CPUs"
+            # the policy node has 8 free CPUs, but its kubelet would refuse 5 of them
+            # (TopologyAffinityError): the second waits
+            _guaranteed(run, "five-b", "5")
+            run.wait(lambda: bool(run.events("five-b", "FailedScheduling")),
+                     "the second 5-CPU pod refused")
+            assert run.node_of("five-b") is None
+            _guaranteed(run, "four", "4")
+            run.wait(lambda: run.node_of("four") == strict, "a 4-CPU pod bound in one zone")
+        finally:
+            for node in (strict, loose):
+                kube.delete(NODE_RESOURCE_TOPOLOGIES, node)

@@ -1,8 +1,8 @@
 """The scheduler reads NodeResourceTopology objects: a single-numa pod is bound inside one
 NUMA zone, a zone change rebuilds its node, and a cluster without the CRD still runs.
 
-On the embedded matcher: Fluxion's NUMA behaviour (zones loaded only with
-``FLUENCE_FLUXION_NUMA``) is in ``tests/matcher/test_numa.py``."""
+On the embedded matcher: Fluxion's NUMA behaviour (zones loaded node by node, as
+``FLUENCE_FLUXION_NUMA`` says) is in ``tests/matcher/test_numa.py``."""
 
 from __future__ import annotations
 

@@ -23,6 +23,10 @@ Facts of the library this module is written around:
   freed here;
 * ``update_allocate`` does not refuse an allocation that overlaps a held one,
   so :meth:`FluxionMatcher.restore` checks overlap itself;
+* it places a slot at the first vertex whose own children hold every type the slot asks
+  for, so under a node with ``numanode`` vertices a slot's cores come from one zone, and
+  a ``numanode`` named inside a slot is held whole: :class:`~fluence_core.api.ZoneLoad`
+  says which nodes get zones, :mod:`fluence_fluxion.numa` how a one-zone pod is asked;
 * it refuses sibling slots of one type in a jobspec, so a group with several
   pod shapes is several jobspecs; this matcher offers no joint match, and
   :func:`fluence_core.matcher.group.match_group` sends them most-constrained first and
@@ -44,10 +48,12 @@ from fluence_core.api import (
     NodeShare,
     ResourceGraph,
     VirtualShare,
+    ZoneLoad,
     logger,
 )
 
 from fluence_fluxion.binding import Library, ffi, library_path
+from fluence_fluxion.numa import one_zone_jobspec
 from fluence_fluxion.types import ensure_types
 
 _ERRNO_OUTCOME = {errno.EBUSY: MatchOutcome.BUSY, errno.ENODEV: MatchOutcome.UNSATISFIABLE}
@@ -74,12 +80,12 @@ class FluxionMatcher:
     name = "fluxion"
 
     def __init__(self, graph: ResourceGraph, policy: MatchPolicy | str, library: Library, *,
-                 numa: bool = False) -> None:
+                 numa: ZoneLoad = ZoneLoad.POLICY) -> None:
         self.graph = graph
         self.numa = numa
-        """NUMA zones loaded as ``numanode`` vertices (``FLUENCE_FLUXION_NUMA``): Fluxion finds a
-        slot's cores under one vertex, so then only a single-numa pod's cores fit, and no
-        other pod spans two zones; without, single-numa pods find no zone and wait."""
+        """Which nodes' NUMA zones are loaded as ``numanode`` vertices
+        (``FLUENCE_FLUXION_NUMA``): on those every whole-core pod stays inside one zone
+        (Fluxion finds a slot's cores under one vertex), elsewhere pods span zones."""
         self.policy = MatchPolicy(policy)
         self.lib = library
         self._destroy = library.api.reapi_cli_destroy
@@ -112,6 +118,7 @@ class FluxionMatcher:
         self._vertex_by_path = {
             v["metadata"]["paths"]["containment"]: v for v in jgf["graph"]["nodes"]
         }
+        self._zoned = [n.name for n in self.graph.nodes if n.zones_loaded(self.numa)]
         self._ctx = self.lib.api.reapi_cli_new()
         if self._ctx == ffi.NULL:
             raise MatcherError("reapi_cli_new failed")
@@ -154,6 +161,7 @@ class FluxionMatcher:
         at = ffi.new("int64_t *")
         overhead = ffi.new("double *")
         ffi.errno = 0
+        jobspec = one_zone_jobspec(jobspec, self._zoned)
         rc = self.lib.api.reapi_cli_match_with_jobid(
             self._ctx, self.lib.api.MATCH_ALLOCATE_W_SATISFIABILITY, json.dumps(jobspec).encode(),
             jobid, reserved, r_out, at, overhead,
@@ -185,7 +193,7 @@ class FluxionMatcher:
         overhead = ffi.new("double *")
         ffi.errno = 0
         rc = self.lib.api.reapi_cli_match_satisfy(
-            self._ctx, json.dumps(jobspec).encode(), sat, overhead
+            self._ctx, json.dumps(one_zone_jobspec(jobspec, self._zoned)).encode(), sat, overhead
         )
         code = ffi.errno
         if rc != 0 and code not in (errno.ENODEV, errno.EBUSY, 0):

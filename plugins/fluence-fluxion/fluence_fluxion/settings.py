@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from fluence_core.api import PluginSettings
+from fluence_core.api import PluginSettings, ZoneLoad
 
 
 class FluxionSettings(PluginSettings):
@@ -21,11 +23,24 @@ class FluxionSettings(PluginSettings):
     lib: Path | None = Field(
         default=None, description="Path to libreapi_cli.so (or a flux-sched install prefix)."
     )
-    numa: bool = Field(
-        default=False,
+    numa: ZoneLoad = Field(
+        default=ZoneLoad.POLICY,
         description=(
-            "Load NUMA zones (from NodeResourceTopology) as numanode vertices under the nodes, "
-            "so pods annotated single-numa fit one zone. Fluxion then finds a pod's cores "
-            "under one vertex only: a pod not asking single-numa cannot span two zones."
+            "Which nodes' NUMA zones (from NodeResourceTopology) Fluxion gets as numanode "
+            "vertices: 'policy' (nodes whose kubelet enforces single-numa-node), 'all', or "
+            "'none'. Fluxion finds a pod's cores under one vertex, so on a node whose zones "
+            "are loaded every whole-core pod stays inside one zone; pods annotated "
+            "single-numa go only to such nodes. 'true'/'false' (the old switch) mean "
+            "'all'/'none'."
         ),
     )
+
+    @field_validator("numa", mode="before")
+    @classmethod
+    def _old_switch(cls, value: Any) -> Any:
+        """``true``/``false``, as the switch was first written, still mean all/none."""
+        if isinstance(value, bool):
+            return ZoneLoad.ALL if value else ZoneLoad.NONE
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return ZoneLoad.ALL if value.strip().lower() == "true" else ZoneLoad.NONE
+        return value
