@@ -193,8 +193,9 @@ def fluence_webhook_routes(settings: "Settings", cluster: "ClusterAPI") -> "Sequ
     ``max_body``, ``post(headers, body)``) for pods to call, such as the scouts' reports.
     They are served on the webhook's report port (``FLUENCE_REPORT_PORT``), never on the
     admission port, which only the API server needs to reach. Called once when the webhook
-    starts with a cluster connection; every implementation runs; the lists are joined,
-    and two routes with one path are an error.
+    starts with a cluster connection; every implementation runs but that of a plugin whose
+    every handler ``FLUENCE_WEBHOOK_HANDLERS`` leaves out (its routes are its feature's);
+    the lists are joined, and two routes with one path are an error.
 
     :param settings: the webhook's settings.
     :param cluster: the webhook's cluster connection, for the routes to act with.
@@ -205,7 +206,8 @@ def fluence_webhook_routes(settings: "Settings", cluster: "ClusterAPI") -> "Sequ
 def fluence_webhook_loops(settings: "Settings", cluster: "ClusterAPI") -> "Sequence[Loop] | None":
     """Contribute periodic tasks of the webhook process (objects with ``start()`` and
     ``stop()``, such as the orphan sweep), run while it serves. Called once when the
-    webhook starts with a cluster connection; every implementation runs; the lists are
+    webhook starts with a cluster connection; every implementation runs but that of a
+    plugin whose every handler ``FLUENCE_WEBHOOK_HANDLERS`` leaves out; the lists are
     joined.
 
     :param settings: the webhook's settings.

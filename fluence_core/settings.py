@@ -260,7 +260,8 @@ class Settings(BaseSettings):
         json_schema_extra=_reads(WEBHOOK),
         default_factory=list,
         description="Comma-separated webhook handlers to run, in order; "
-        "empty runs all in default order.",
+        "empty runs all in default order. A plugin whose every handler is left out "
+        "serves no routes and runs no loops in the webhook.",
     )
     webhook_port: int = Field(
         json_schema_extra=_reads(WEBHOOK),

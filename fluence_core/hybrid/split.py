@@ -32,7 +32,9 @@ and deletes nothing (issue 32).
 
 The rest of the feature comes with this plugin, so ``FLUENCE_DISABLE_PLUGINS=webhook-quantum``
 stops all of it (issue 30): the scouts' report route (``fluence_webhook_routes``, served on
-the report port) and the orphan sweep (``fluence_webhook_loops``).
+the report port) and the orphan sweep (``fluence_webhook_loops``). So does a
+``FLUENCE_WEBHOOK_HANDLERS`` without ``quantum``: the webhook asks a plugin whose every
+handler is left out for no routes and no loops (:func:`~fluence_core.webhook.plugins_left_out`).
 """
 
 from __future__ import annotations

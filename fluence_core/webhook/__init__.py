@@ -67,9 +67,9 @@ def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None, 
     (``clock`` is the one plugins see: ``fluence sim`` passes its virtual time; ``writer``
     makes PodGroups after the answer, as ``fluence webhook`` does; ``watched``, the
     informers its handlers look objects up in)."""
-    contributed = [h for batch in manager.hook.fluence_webhook_handlers(settings=settings) or []
-                   for h in batch or []]
-    handlers = select_handlers(contributed, settings.webhook_handlers)
+    by_plugin = handlers_by_plugin(manager, settings)
+    handlers = select_handlers([h for _, batch in by_plugin for h in batch],
+                               settings.webhook_handlers)
     try:
         config = load_resource_config(settings.resources)
     except FluenceError as error:
@@ -85,7 +85,34 @@ def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None, 
     return AdmissionService(
         settings, handlers, cluster=cluster, admit=admit, resource_config=config, clock=clock,
         writer=writer, admit_needs=admit_needs, watched=watched,
+        plugins_off=plugins_left_out(by_plugin, handlers),
     )
+
+
+def handlers_by_plugin(manager: Any, settings: Settings) -> list[tuple[object, list[object]]]:
+    """Each plugin implementing ``fluence_webhook_handlers`` with what it contributes, so
+    that what is left out of the handlers can be traced to the plugin that offered it."""
+    hook = "fluence_webhook_handlers"
+    plugins = [impl.plugin for impl in getattr(manager.hook, hook).get_hookimpls()]
+    found: list[tuple[object, list[object]]] = []
+    for plugin in plugins:
+        alone = manager.subset_hook_caller(hook, remove_plugins=[p for p in plugins
+                                                                 if p is not plugin])
+        found.append((plugin, [h for batch in alone(settings=settings) or []
+                               for h in batch or []]))
+    return found
+
+
+def plugins_left_out(by_plugin: Sequence[tuple[object, Sequence[object]]],
+                     handlers: Sequence[Handler]) -> list[object]:
+    """The plugins that offer handlers of which none runs (``FLUENCE_WEBHOOK_HANDLERS``
+    leaves them all out). The webhook asks them for no routes and no loops either
+    (:func:`~fluence_core.webhook.main.make_server`): the quantum handler's report route
+    and orphan sweep are the quantum feature, and :func:`select_handlers` alone decides
+    whether it is on. A plugin that offers no handler at all is not left out."""
+    running = {id(h) for h in handlers}
+    return [plugin for plugin, offered in by_plugin
+            if offered and not any(id(h) in running for h in offered)]
 
 
 def log_contract(service: AdmissionService) -> None:
@@ -106,5 +133,6 @@ def log_contract(service: AdmissionService) -> None:
 
 __all__ = [
     "AdmissionContext", "AdmissionDenied", "AdmissionService", "BackgroundWriter", "Handler",
-    "build_service", "log_contract", "select_handlers",
+    "build_service", "handlers_by_plugin", "log_contract", "plugins_left_out",
+    "select_handlers",
 ]

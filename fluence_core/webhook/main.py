@@ -78,7 +78,9 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
     """Everything but the serving loop (tests call this with a fake cluster and ports 0):
     the certificate and caBundle, the service, the pod webhook's matchConditions built
     from its handlers, and what the plugins contribute for pods (routes) and to run
-    meanwhile (loops), both only with a cluster connection.
+    meanwhile (loops), both only with a cluster connection and only from plugins with a
+    handler that runs or none at all (``FLUENCE_WEBHOOK_HANDLERS`` without ``quantum``
+    leaves out its report route and orphan sweep too).
 
     The scout's sidecar trusts the CA the webhook serves with, unless FLUENCE_REPORT_CA
     names another: the certificate comes first, so the handlers inject it.
@@ -95,11 +97,15 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
         publish_match_conditions(cluster, settings.webhook_config, service.match_conditions)
     loops: list[Loop] = [*service.controller.informers()]  # lookups, and what is stored
     routes = Routes()
-    if cluster is not None:  # the plugins' (the quantum plugin's report route and sweep)
-        routes = Routes([r for batch in manager.hook.fluence_webhook_routes(
-            settings=settings, cluster=cluster) or [] for r in batch or []])
-        loops += [loop for batch in manager.hook.fluence_webhook_loops(
-            settings=settings, cluster=cluster) or [] for loop in batch or []]
+    if cluster is not None:  # the plugins' (the quantum plugin's report route and sweep),
+        # but not those of a plugin whose handlers FLUENCE_WEBHOOK_HANDLERS all leaves out
+        off = service.plugins_off
+        routes = Routes([r for batch in manager.subset_hook_caller(
+            "fluence_webhook_routes", remove_plugins=off)(settings=settings, cluster=cluster)
+            or [] for r in batch or []])
+        loops += [loop for batch in manager.subset_hook_caller(
+            "fluence_webhook_loops", remove_plugins=off)(settings=settings, cluster=cluster)
+            or [] for loop in batch or []]
     repair = repair_for(service)  # PodGroups a killed predecessor left queued
     if repair is not None:
         loops.append(repair)

@@ -142,8 +142,11 @@ class AdmissionService:
                  clock: Callable[[], float] = time.monotonic,
                  writer: BackgroundWriter | None = None,
                  admit_needs: Sequence[Need] | None = None,
-                 watched: Watched | None = None) -> None:
+                 watched: Watched | None = None, plugins_off: Sequence[object] = ()) -> None:
         self.settings = settings
+        self.plugins_off = list(plugins_off)
+        """Plugins whose every handler ``FLUENCE_WEBHOOK_HANDLERS`` leaves out: the webhook
+        asks them for no routes and no loops (:func:`~fluence_core.webhook.plugins_left_out`)."""
         self.watched = watched or Watched()
         self.writer = writer
         self.handlers = list(handlers)

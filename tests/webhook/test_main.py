@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from webhook_helpers import admit, container, shared
 
-from fluence_core import names
+from fluence_core import hookimpl, names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import load_settings
 from fluence_core.webhook import tls
@@ -176,4 +176,79 @@ def test_disabling_the_quantum_plugin_stops_the_report_route_and_the_orphan_swee
     finally:
         server.shutdown()
         thread.join(10)
+        server.server_close()
+
+
+def test_handlers_without_quantum_leave_out_its_report_route_and_orphan_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fluence_core.hybrid.orphans import OrphanSweep
+
+    monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
+    server, cert = serve(tmp_path, webhook_handlers=["gang", "job-group", "fluxion-env"])
+    thread = _serving(server)
+    try:
+        assert "quantum" not in [h.name for h in server.service.handlers]
+        assert not [loop for loop in server.loops if isinstance(loop, OrphanSweep)]
+        assert not server.routes.by_path
+        status, answer = _post(server.report_port, cert.ca_pem, names.REPORT_PATH)
+        assert (status, answer["code"]) == (404, 404)
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()
+
+
+def test_handlers_naming_quantum_keep_its_report_route_and_orphan_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fluence_core.hybrid.orphans import OrphanSweep
+
+    monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
+    server, _ = serve(tmp_path, webhook_handlers=["quantum", "gang"])
+    try:
+        assert [type(loop) for loop in server.loops].count(OrphanSweep) == 1
+        assert list(server.routes.by_path) == [names.REPORT_PATH]
+    finally:
+        server.server_close()
+
+
+class _RouteOnly:
+    """A plugin that offers a route and a loop but no handler."""
+
+    path = "/v1/elsewhere"
+    max_body = 1024
+
+    def post(self, headers: object, body: bytes) -> tuple[int, dict]:  # type: ignore[type-arg]
+        return 200, {}
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    @hookimpl
+    def fluence_webhook_routes(self, settings: object, cluster: object) -> list[object]:
+        return [self]
+
+    @hookimpl
+    def fluence_webhook_loops(self, settings: object, cluster: object) -> list[object]:
+        return [self]
+
+
+def test_a_plugin_that_offers_no_handler_keeps_its_routes_and_loops_whatever_the_handlers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fluence_core.plugins import get_plugin_manager
+
+    monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
+    tls.generate(["localhost"], tmp_path / "tls", ip_addresses=["127.0.0.1"])
+    settings = load_settings(webhook_cert_dir=tmp_path / "tls", webhook_handlers=["gang"])
+    plugin = _RouteOnly()
+    manager = get_plugin_manager(settings, extra_plugins=[("route-only", plugin)])
+    server = make_server(settings, FakeCluster(), host="127.0.0.1", port=0, report_port=0,
+                         manager=manager)
+    try:
+        assert list(server.routes.by_path) == ["/v1/elsewhere"]
+        assert plugin in server.loops
+    finally:
         server.server_close()
