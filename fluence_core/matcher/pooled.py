@@ -37,7 +37,11 @@ is held again: restoring in :func:`restore_order` (inner ids first) reserves the
 before anything new is allocated, whatever order the records are read in (an inner
 matcher's restore moves its counter past the id it restores). Restoring a shared
 allocation before them let its lease take id 1, and the record holding job 1 then
-failed to restore with "job 1 is already held" (issue 27).
+failed to restore with "job 1 is already held" (issue 27). A record's id must also be
+in the space of what it holds (:func:`misnumbered`): a virtual vertex or a whole core
+under a shared id would be "restored" into the pool's books while no vertex is held, and
+millicores under an inner id would be held by nobody; such a record is refused, and its
+pods are held from what they request instead.
 
 **Pod limit.** The pool counts the pods on each node that pass through it (shared
 pods, and the inner matcher's allocations it hands out or restores) and places no
@@ -84,6 +88,22 @@ SHARED_JOBIDS = 1 << 40
 def is_shared_allocation(allocation: Allocation) -> bool:
     """Whether ``allocation`` draws from the nodes' pools (numbered from SHARED_JOBIDS)."""
     return allocation.jobid >= SHARED_JOBIDS
+
+
+def misnumbered(allocation: Allocation) -> str | None:
+    """Why ``allocation``'s job id is in the wrong id space for what it holds, or None.
+
+    A shared allocation holds millicores and MiB of nodes' pools only; every other holds
+    vertices (cores, GPUs, memory chunks, virtual resources) of the inner matcher and no
+    millicores. Only an edited or corrupt record breaks this."""
+    if is_shared_allocation(allocation):
+        if allocation.virtual or any(s.cores or s.gpus or s.memory for s in allocation.nodes):
+            return (f"its id is a shared allocation's (from {SHARED_JOBIDS}) but it holds "
+                    "cores, GPUs, memory chunks or virtual resources")
+    elif any(s.millicores for s in allocation.nodes):
+        return (f"its id is the matcher's (below {SHARED_JOBIDS}) but it holds millicores of "
+                "a node's shared pool")
+    return None
 
 
 def restores_later(allocation: Allocation) -> bool:
@@ -231,6 +251,9 @@ class PooledMatcher:
         return True
 
     def restore(self, allocation: Allocation) -> None:
+        wrong = misnumbered(allocation)
+        if wrong is not None:
+            raise MatcherError(f"cannot restore job {allocation.jobid}: {wrong}")
         if allocation.jobid < SHARED_JOBIDS:
             self.inner.restore(allocation)
             self._count_inner(allocation)

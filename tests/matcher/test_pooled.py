@@ -132,6 +132,23 @@ def test_a_shared_allocation_restores_from_its_record_into_a_fresh_matcher() -> 
         fresh.restore(record)
 
 
+@pytest.mark.parametrize("kind", ["whole-core", "shared"])
+def test_a_record_numbered_in_the_other_kinds_id_space_is_refused_and_holds_nothing(
+    kind: str,
+) -> None:
+    matcher = _matcher(NodeInfo("n", 2, 2048))
+    allocation = _cores(matcher, 1) if kind == "whole-core" else _take(matcher, _shared(500))
+    assert allocation is not None
+    wrong = SHARED_JOBIDS * 2 if kind == "whole-core" else 7
+    record = Allocation.from_json(allocation.to_json().replace(
+        f'"jobid":{allocation.jobid}', f'"jobid":{wrong}'))
+    fresh = _matcher(NodeInfo("n", 2, 2048))
+    with pytest.raises(MatcherError, match=f"cannot restore job {wrong}: its id is"):
+        fresh.restore(record)
+    assert fresh.allocations() == {}
+    assert _cores(fresh, 2) is not None, "nothing was held"
+
+
 def test_restoring_more_than_the_node_has_is_refused() -> None:
     matcher = _matcher(NodeInfo("n", 2, 2048))
     allocation = _take(matcher, _shared(1500))

@@ -50,6 +50,7 @@ from fluence_core.kube.fake import FakeCluster
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.base import Allocation, Matcher
 from fluence_core.matcher.embedded import EmbeddedMatcher
+from fluence_core.matcher.pooled import SHARED_JOBIDS
 from fluence_core.models import NodeInfo, PodRequest
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.resource_config import ResourceConfig, parse_resource_config
@@ -301,9 +302,10 @@ def bound_pods(cluster: FakeCluster) -> dict[str, str]:
 
 # -- records a user or a bug spoiled -------------------------------------------------------
 
-CORRUPTIONS = ("garble", "remove", "clash")
+CORRUPTIONS = ("garble", "remove", "clash", "renumber")
 """How a record is spoiled before the final restart: unreadable JSON; the annotation removed;
-the job ids of another record (so it cannot be restored beside it)."""
+the job ids of another record (so it cannot be restored beside it); each job id moved into
+the other kind's id space (the matcher's below ``SHARED_JOBIDS``, the pool's above)."""
 
 
 def _recorded_owners(cluster: FakeCluster) -> list[tuple[Any, dict[str, Any]]]:
@@ -335,6 +337,14 @@ def spoil(cluster: FakeCluster, how: str, which: int) -> str | None:
         for entry in records:
             for i, allocation in enumerate(entry["allocations"].values()):
                 allocation["jobid"] = ids[i % len(ids)]
+        value = json.dumps(records)
+    elif how == "renumber":
+        records = json.loads(raw)
+        for entry in records:
+            for allocation in entry["allocations"].values():
+                jobid = allocation["jobid"]
+                allocation["jobid"] = (jobid - SHARED_JOBIDS + 1 if jobid >= SHARED_JOBIDS
+                                       else jobid + 2 * SHARED_JOBIDS)
         value = json.dumps(records)
     cluster.patch(resource, obj["metadata"]["name"], {"metadata": {"annotations": {
         names.ALLOCATION_ANNOTATION: value, names.JOBIDS_ANNOTATION: None}}}, "default")

@@ -23,6 +23,7 @@ from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.matcher.pooled import SHARED_JOBIDS, pooled
 from fluence_core.models import NodeInfo
 from fluence_core.resource_config import parse_resource_config
+from fluence_core.scheduler.fallback import HELD_FROM_POD
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from tests.scheduler.conftest import Harness, node, pod, pod_group
 from tests.scheduler.parts import ONE_QPU, WANTS_QPU, cluster_of
@@ -175,3 +176,30 @@ def test_a_kept_record_binds_a_millicore_member_where_the_record_holds_its_milli
                         pod("g-0", "1", group="g", node_name="n0"), pod("g-1", "300m", group="g"))
     assert h.node_of("g-1") == "n1", "bound at start, where its millicores are held"
     assert dict(h.scheduler.matcher.allocations()) == {1: whole, SHARED_JOBIDS: shared}
+
+
+@pytest.mark.parametrize("shape, moved, into", [
+    ("100m", "qpu", SHARED_JOBIDS * 2),
+    ("1", "compute", SHARED_JOBIDS * 2),
+    ("100m", "compute", 7),
+], ids=["qpu-into-the-pools-ids", "whole-core-into-the-pools-ids", "millicores-into-inner-ids"])
+def test_a_record_whose_job_id_is_in_the_wrong_space_is_held_from_its_pod_not_half_held(
+    harness_factory: Factory, shape: str, moved: str, into: int,
+) -> None:
+    h = harness_factory(node("n0", cpu=1), pod("holder", shape, requests=WANTS_QPU),
+                        resources=ONE_QPU)
+    h.cycle()
+    raw = h.cluster.get(PODS, "holder", "default")["metadata"]["annotations"]
+    records = json.loads(raw[names.ALLOCATION_ANNOTATION])
+    records[0]["allocations"][moved]["jobid"] = into  # an edited or corrupt record
+    h.cluster.patch(PODS, "holder", {"metadata": {"annotations": {
+        names.ALLOCATION_ANNOTATION: json.dumps(records)}}}, "default")
+    h.restart()
+    h.cycle()
+    assert h.node_of("holder") == "n0", "the running pod is neither deleted nor moved"
+    h.add(pod("second", "100m", requests=WANTS_QPU))
+    h.add(pod("filler", "1"))
+    h.cycle()
+    assert h.node_of("second") is None, "the only qpu is the holder's"
+    assert h.node_of("filler") is None, "the holder's CPU is held on its node"
+    assert h.cluster.events(reason=HELD_FROM_POD, involved_name="holder")
