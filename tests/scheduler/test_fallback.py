@@ -10,7 +10,7 @@ from typing import Callable
 import pytest
 
 from fluence_core import names
-from fluence_core.kube.api import PODGROUPS, PODS
+from fluence_core.kube.api import NODES, PODGROUPS, PODS
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.scheduler.fallback import HELD_FROM_POD, RELEASED
 from tests.scheduler.conftest import Harness, node, pod, pod_group
@@ -176,3 +176,57 @@ def test_running_gang_members_no_record_names_are_held_with_their_group(
     assert sorted(p for r in held for p in r.pods) == ["g-0", "g-1", "g-2"]
     assert h.cluster.events(reason=HELD_FROM_POD, involved_name="g-0")
     assert not h.scheduler.view.pins, "held with their group, not pinned apart"
+
+
+def _garble(h: Harness) -> None:
+    _set_record(h, PODS, "holder", "{not json")
+
+
+def _clash(h: Harness) -> None:
+    other = json.loads(_annotations(h, PODS, "first")[names.ALLOCATION_ANNOTATION])
+    mine = json.loads(_annotations(h, PODS, "holder")[names.ALLOCATION_ANNOTATION])
+    for kind, allocation in mine[0]["allocations"].items():
+        allocation["jobid"] = other[0]["allocations"][kind]["jobid"]
+    _set_record(h, PODS, "holder", json.dumps(mine))
+
+
+def _shrink_node(h: Harness) -> None:
+    h.cluster.patch_status(NODES, "n0", {"status": {"allocatable": {"cpu": "2"}}})
+
+
+def _drop_backend(h: Harness) -> None:
+    held = _annotations(h, PODS, "holder")[names.BACKEND_ANNOTATION]
+    kept = "ankaa" if held == "cepheus" else "cepheus"
+    h.config = parse_resource_config(f"resources: [{{type: qpu, name: {kept}}}]", "kept.yaml")
+
+
+@pytest.mark.parametrize("spoil, said", [
+    (_garble, "cannot read a record: pods/default/holder"),
+    (_clash, "cannot restore default/holder jobids"),
+    (_shrink_node, "cannot be held where it says: node n0 has 2 cores now"),
+    (_drop_backend, "is no longer in the graph"),
+], ids=["corrupt-annotation", "job-id-collision", "changed-node", "unknown-vertex"])
+def test_every_record_that_cannot_be_restored_exactly_warns_and_posts_an_event_on_its_pod(
+    harness_factory: Factory, caplog: pytest.LogCaptureFixture,
+    spoil: Callable[[Harness], None], said: str,
+) -> None:
+    """Issue 27's four causes: the pod stays where it runs, held from what it requests, with
+    a WARNING and a HeldFromPod Event on the pod saying why."""
+    h = harness_factory(node("n0", cpu=4), node("n1", cpu=4),
+                        pod("first", "1", requests=WANTS_QPU),  # read and restored first,
+                        pod("holder", "3", requests=WANTS_QPU), resources=TWO_QPUS)  # so
+    h.cycle()  # first keeps the ids holder's record is given
+    assert h.node_of("first") == h.node_of("holder") == "n0"
+    spoil(h)
+    with caplog.at_level(logging.WARNING, logger="fluence"):
+        h.restart()
+        h.cycle()
+    assert h.node_of("holder") == "n0", "neither deleted nor moved"
+    assert said in caplog.text
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING
+              and "fluence holds default/holder on n0 from what it requests" in r.getMessage()]
+    assert warned, caplog.text
+    events = h.cluster.events(reason=HELD_FROM_POD, involved_name="holder")
+    assert events and events[0]["type"] == "Warning"
+    assert "default/holder" in events[0]["message"]
+    assert not h.cluster.events(reason=HELD_FROM_POD, involved_name="first")
