@@ -18,8 +18,8 @@ and the pod's labels match the label selector.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from fluence_core import hookimpl
 from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
@@ -31,23 +31,34 @@ AFFINITY = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 
-Domain = tuple[str, str]
 
 
-def term_matches(term: AffinityTerm, pod: PodFacts, namespace_labels: Mapping[str, str]) -> bool:
+def term_matches(term: AffinityTerm, pod: PodFacts | _Look,
+                 namespace_labels: Mapping[str, str]) -> bool:
     """Whether ``pod`` (whose namespace carries ``namespace_labels``) is what ``term`` names."""
     in_namespace = pod.namespace in term.namespaces or (
         term.namespace_selector is not None and term.namespace_selector.matches(namespace_labels))
     return in_namespace and matches(term.selector, pod.labels)
 
 
-def _matcher(snapshot: Snapshot) -> Callable[[AffinityTerm, PodFacts], bool]:
-    return lambda term, pod: term_matches(term, pod, snapshot.namespace_labels(pod.namespace))
+Counts = list[Mapping[str, int]]
+"""Pods per value of one topology key, from each look or term that named the pod: a domain is
+taken when any of them counts a pod there."""
+
+MERGE_ABOVE = 4
+"""More counts than this for one key are merged into one, so that a node's check stays a
+lookup or two whatever the number of looks that matched."""
 
 
-def _labels_of(snapshot: Snapshot, pod: PodFacts) -> Mapping[str, str]:
-    node = snapshot.node(pod.node_name)
-    return node.labels if node is not None else {}
+def _taken(counts: Counts) -> Counts:
+    """``counts`` as one when there are many (each node asks all of them)."""
+    if len(counts) <= MERGE_ABOVE:
+        return counts
+    return [{value: 1 for found in counts for value in found}]
+
+
+def _held(counts: Counts, value: str) -> bool:
+    return any(found.get(value, 0) > 0 for found in counts)
 
 
 class InterPodAffinity:
@@ -55,60 +66,69 @@ class InterPodAffinity:
     reads_pods = True
 
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | None:
-        match = _matcher(snapshot)
-        affinity: Counter[Domain] = Counter()
-        anti: Counter[Domain] = Counter()
-        existing_anti: Counter[Domain] = Counter()
+        """Which domains the placed pods close or open to ``pod``, read from the snapshot's
+        :class:`~fluence_core.feasibility.affinity_index.AffinityIndex`: each distinct term of
+        the placed pods and each distinct look of them is asked once, never each pod."""
+        index = snapshot.affinity_index
         own_labels = snapshot.namespace_labels(pod.namespace)
-        for other in snapshot.anti_affine:
-            labels = _labels_of(snapshot, other)
-            for term in other.anti_affinity:
-                if term.topology_key in labels and term_matches(term, pod, own_labels):
-                    existing_anti[(term.topology_key, labels[term.topology_key])] += 1
+        existing: dict[str, Counts] = {}
+        for term, placed in index.anti_terms.items():
+            if term_matches(term, pod, own_labels):
+                existing.setdefault(term.topology_key, []).append(placed)
+        affinity: dict[str, Counts] = {}
+        anti: dict[str, Counts] = {}
         if pod.affinity or pod.anti_affinity:
-            named: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[bool, tuple[bool, ...]]] = {}
-            """What the pod's terms say of a placed pod, by its namespace and labels: the placed
-            pods of one workload look alike, and a term's answer depends on nothing else."""
-            for other in snapshot.pods:
-                look = (other.namespace, tuple(other.labels.items()))
-                said = named.get(look)
-                if said is None:
-                    said = named[look] = (
-                        bool(pod.affinity) and all(match(t, other) for t in pod.affinity),
-                        tuple(match(t, other) for t in pod.anti_affinity))
-                if not (said[0] or any(said[1])):
-                    continue
-                labels = _labels_of(snapshot, other)
-                if said[0]:
+            for look in index.looks():
+                labels = snapshot.namespace_labels(look.namespace)
+                other = _Look(look.namespace, look.labels)
+                if pod.affinity and all(term_matches(t, other, labels) for t in pod.affinity):
                     for term in pod.affinity:
-                        if term.topology_key in labels:
-                            affinity[(term.topology_key, labels[term.topology_key])] += 1
-                for term, hit in zip(pod.anti_affinity, said[1]):
-                    if hit and term.topology_key in labels:
-                        anti[(term.topology_key, labels[term.topology_key])] += 1
-        if not (pod.affinity or pod.anti_affinity or existing_anti):
+                        affinity.setdefault(term.topology_key, []).append(
+                            index.domains(look, term.topology_key))
+                for term in pod.anti_affinity:
+                    if term_matches(term, other, labels):
+                        anti.setdefault(term.topology_key, []).append(
+                            index.domains(look, term.topology_key))
+        if not (pod.affinity or pod.anti_affinity or existing):
             return None
-        self_affine = bool(pod.affinity) and all(match(t, pod) for t in pod.affinity)
+        matched_anywhere = any(found for counts in affinity.values() for found in counts)
+        self_affine = bool(pod.affinity) and all(
+            term_matches(t, pod, own_labels) for t in pod.affinity)
+        affinity_keys = [(t.topology_key, _taken(affinity.get(t.topology_key, [])))
+                         for t in pod.affinity]
+        anti_keys = [(key, _taken(counts)) for key, counts in anti.items()]
+        existing_keys = [(key, _taken(counts)) for key, counts in existing.items()]
 
         def check(node: NodeFacts) -> tuple[str, ...]:
             labels = node.labels
             found = True
-            for term in pod.affinity:
-                if term.topology_key not in labels:
+            for key, counts in affinity_keys:
+                value = labels.get(key)
+                if value is None:
                     return (AFFINITY,)
-                if affinity[(term.topology_key, labels[term.topology_key])] <= 0:
+                if found and not _held(counts, value):
                     found = False
-            if not found and not (not affinity and self_affine):
+            if not found and not (not matched_anywhere and self_affine):
                 return (AFFINITY,)
-            for term in pod.anti_affinity:
-                key = term.topology_key
-                if key in labels and anti[(key, labels[key])] > 0:
+            for key, counts in anti_keys:
+                value = labels.get(key)
+                if value is not None and _held(counts, value):
                     return (ANTI_AFFINITY,)
-            if existing_anti and any(existing_anti[d] > 0 for d in labels.items()):
-                return (EXISTING_ANTI_AFFINITY,)
+            for key, counts in existing_keys:
+                value = labels.get(key)
+                if value is not None and _held(counts, value):
+                    return (EXISTING_ANTI_AFFINITY,)
             return FINE
 
         return check
+
+
+@dataclass(frozen=True, slots=True)
+class _Look:
+    """What a term reads of a placed pod (the look's namespace and labels)."""
+
+    namespace: str
+    labels: Mapping[str, str]
 
 
 @hookimpl

@@ -18,6 +18,7 @@ from typing import Any
 from fluence_core.kube.api import KubeObject
 from fluence_core.models import volume_claims
 from fluence_core.pod_requests import pod_requests
+from fluence_core.feasibility.affinity_index import AffinityIndex
 from fluence_core.feasibility.resources import PODS, read_amounts
 from fluence_core.feasibility.selectors import (
     LabelSelector, NodeSelector, NodeSelectorTerm, SelectorError, parse_term,
@@ -375,6 +376,8 @@ class Snapshot:
         """The bound pods with required anti-affinity terms (every pod is asked about these)."""
         self.affine: list[PodFacts] = []
         """The bound pods with any pod affinity term (InterPodAffinity's score reads these)."""
+        self.affinity_index = AffinityIndex()
+        """The counted pods per topology domain, as InterPodAffinity's filter asks."""
         self.soft_tainted = any(t.effect == PREFER_NO_SCHEDULE for n in self.nodes
                                 for t in n.taints)
         """Whether a node has a PreferNoSchedule taint (TaintToleration's score reads them)."""
@@ -397,6 +400,8 @@ class Snapshot:
         self._at[id(pod)] = len(self.pods)
         self.pods.append(pod)
         self._spread_count(pod, 1)
+        self.affinity_index.add(pod.namespace, pod.labels, pod.anti_affinity, pod.node_name,
+                                self._node[pod.node_name].labels)
         if pod.anti_affinity:
             self.anti_affine.append(pod)
         if pod.has_affinity_terms:
@@ -410,6 +415,8 @@ class Snapshot:
         if at is None:
             return
         self._spread_count(pod, -1)
+        self.affinity_index.remove(pod.namespace, pod.labels, pod.anti_affinity, pod.node_name,
+                                   self._node[pod.node_name].labels)
         last = self.pods.pop()
         if last is not pod:
             self.pods[at] = last
