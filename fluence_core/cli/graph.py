@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,29 +15,48 @@ from fluence_core import hookimpl, log
 from fluence_core.cli.base import console, settings
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph, levels_for
+from fluence_core.kube.api import NODE_RESOURCE_TOPOLOGIES
 from fluence_core.kube.manifests import read_objects
-from fluence_core.matcher.domains import DomainRow, hierarchy
+from fluence_core.matcher.domains import DomainRow, ZoneRow, hierarchy, zone_rows
 from fluence_core.models import NodeInfo
+from fluence_core.numa import read_nrt
 from fluence_core.resource_config import load_resource_config
 
 NodesOption = typer.Option(
-    ..., "--nodes", help="Kubernetes Node YAML (a `kubectl get nodes -o yaml` dump works).")
+    ..., "--nodes", help="Kubernetes Node YAML (a `kubectl get nodes -o yaml` dump works; "
+    "NodeResourceTopology objects in it give the nodes' NUMA zones).")
 ResourcesOption = typer.Option(
     None, "--resources", help="resources.yaml of virtual resources (default: $FLUENCE_RESOURCES).")
 
 
 def build_graph(nodes_file: Path, resources: Path | None) -> ResourceGraph:
-    """The graph of ``nodes_file`` plus the virtual resources; bad input raises FluenceError."""
+    """The graph of ``nodes_file`` (its Nodes, with the NUMA zones of the
+    NodeResourceTopology objects beside them) plus the virtual resources; bad input raises
+    FluenceError."""
     current = settings()
     try:
         config = load_resource_config(resources or current.resources)
-        nodes = [NodeInfo.from_kube(obj) for obj in read_objects(nodes_file, "Node")]
+        objects = read_objects(nodes_file)
+        numa = {_name_of(o): read_nrt(o)
+                for o in objects if o.get("kind") == NODE_RESOURCE_TOPOLOGIES.kind}
+        nodes = [replace(info, numa=numa.get(info.name, info.numa))
+                 for info in (NodeInfo.from_kube(obj) for obj in objects
+                              if obj.get("kind", "Node") == "Node")]
         built = ResourceGraph(nodes, config, memory_chunks_per_core=current.memory_chunks_per_core,
                               levels=levels_for(config, current))
     except ValueError as failure:
         raise FluenceError(f"{nodes_file}: {failure}") from None
     log.logger.info("graph: %s", ", ".join(f"{k}={v}" for k, v in built.summary().items()))
     return built
+
+
+def _name_of(nrt: dict[str, Any]) -> str:
+    """A NodeResourceTopology's name, its node's (ValueError when it has none)."""
+    meta = nrt.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(name, str) or not name:
+        raise ValueError("a NodeResourceTopology without metadata.name")
+    return name
 
 
 def graph(
@@ -63,6 +83,9 @@ def graph(
     console.print(table)
     if built.levels:
         print_hierarchy(hierarchy(built), "Topology (capacity per domain)", free=False)
+    zones = zone_rows(built)
+    if zones:
+        print_zones(zones, "NUMA zones (capacity per zone)", free=False)
     if built.virtual:
         _print_virtual(built)
     summary = built.summary()
@@ -84,6 +107,25 @@ def print_hierarchy(rows: list[DomainRow], title: str, *, free: bool) -> None:
                       cell(room.cores, room.free_cores), cell(room.gpus, room.free_gpus),
                       cell(room.memory_mib, room.free_memory_mib))
     console.print(table)
+
+
+def print_zones(rows: list[ZoneRow], title: str, *, free: bool) -> None:
+    """Each node's NUMA zones, with their capacity (and what is free), and whether the
+    node's kubelet keeps Guaranteed pods inside one zone."""
+    table = Table(title=title)
+    for column in ("node", "zone", "cores", "gpus", "memory MiB", "kubelet policy"):
+        table.add_column(column, justify="left" if column in ("node", "zone") else "right")
+    for row in rows:
+        room = row.room
+        table.add_row(row.node, row.zone, _cell(room.cores, room.free_cores, free),
+                      _cell(room.gpus, room.free_gpus, free),
+                      _cell(room.memory_mib, room.free_memory_mib, free),
+                      "single-numa-node" if row.policy else "")
+    console.print(table)
+
+
+def _cell(total: int, left: int, free: bool) -> str:
+    return f"{left}/{total}" if free else str(total)
 
 
 def _print_virtual(built: ResourceGraph) -> None:

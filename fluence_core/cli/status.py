@@ -9,7 +9,7 @@ from rich.table import Table
 from fluence_core import hookimpl
 from fluence_core.cli.base import console
 from fluence_core.cli.base import settings as current_settings
-from fluence_core.cli.graph import print_hierarchy
+from fluence_core.cli.graph import print_hierarchy, print_zones
 from fluence_core.cli.up import connect
 
 
@@ -37,6 +37,8 @@ def status() -> None:
     console.print(nodes)
     if report.domains:
         print_hierarchy(report.domains, "Topology (free/total per domain)", free=True)
+    if report.zones:
+        print_zones(report.zones, "NUMA zones (free/total per zone)", free=True)
     if report.virtual:
         virtual = Table(title="Virtual resources")
         for column in ("resource", "type", "held by"):

@@ -38,6 +38,15 @@ class Room:
     free_memory_mib: int = 0
 
 
+def _holding_vertices(matcher: Matcher | None) -> Iterable[Allocation]:
+    """What holds the matcher's vertices: its jobs, and the shared pool's leases."""
+    if isinstance(matcher, LeasesVertices):
+        return matcher.vertex_allocations().values()
+    if matcher is not None:
+        return matcher.allocations().values()
+    return ()
+
+
 def rooms(graph: ResourceGraph, matcher: Matcher | None, level: int, *,
           known_only: bool = True) -> dict[Domain, Room]:
     """Each domain of ``level`` with its capacity and what the matcher's allocations leave
@@ -46,12 +55,7 @@ def rooms(graph: ResourceGraph, matcher: Matcher | None, level: int, *,
     held_cores: dict[str, int] = {}
     held_gpus: dict[str, int] = {}
     held_mib: dict[str, int] = {}
-    allocations: Iterable[Allocation] = ()
-    if isinstance(matcher, LeasesVertices):
-        allocations = matcher.vertex_allocations().values()
-    elif matcher is not None:
-        allocations = matcher.allocations().values()
-    for allocation in allocations:
+    for allocation in _holding_vertices(matcher):
         for share in allocation.nodes:
             held_cores[share.node] = held_cores.get(share.node, 0) + len(share.cores)
             held_gpus[share.node] = held_gpus.get(share.node, 0) + len(share.gpus)
@@ -163,3 +167,42 @@ def hierarchy(graph: ResourceGraph, matcher: Matcher | None = None) -> list[Doma
         for domain, room in rooms(graph, matcher, level, known_only=False).items():
             found[domain] = DomainRow(domain, kind.type, room)
     return [found[domain] for domain in sorted(found)]
+
+
+@dataclass
+class ZoneRow:
+    """One NUMA zone of a node, for display: its NodeResourceTopology name, whether the
+    node's kubelet enforces ``single-numa-node``, and its room (``nodes`` is 1)."""
+
+    node: str
+    zone: str
+    policy: bool
+    room: Room
+
+
+def zone_rows(graph: ResourceGraph, matcher: Matcher | None = None) -> list[ZoneRow]:
+    """Every NUMA zone of every node that publishes zones, node by node, with its capacity
+    and what the matcher's allocations leave of it (none for a graph without zones)."""
+    held: dict[tuple[str, int], list[int]] = {}  # (node, zone) -> [cores, gpus, chunks]
+    for allocation in _holding_vertices(matcher):
+        for share in allocation.nodes:
+            if not graph.has_node(share.node) or not graph.node(share.node).zones:
+                continue
+            vertex = graph.node(share.node)
+            for column, (kind, ids) in enumerate((("core", share.cores), ("gpu", share.gpus),
+                                                  ("memory", share.memory))):
+                for index in ids:
+                    zone = vertex.zone_of(kind, index)
+                    if zone is not None:
+                        held.setdefault((vertex.name, zone), [0, 0, 0])[column] += 1
+    rows = []
+    for node in graph.nodes:
+        for number, span in enumerate(node.zones):
+            cores, gpus, chunks = (stop - start for start, stop in
+                                   (span.cores, span.gpus, span.memory))
+            used = held.get((node.name, number), [0, 0, 0])
+            rows.append(ZoneRow(node.name, span.name, node.single_numa_policy, Room(
+                nodes=1, cores=cores, gpus=gpus, memory_mib=chunks * node.chunk_mib,
+                free_cores=max(0, cores - used[0]), free_gpus=max(0, gpus - used[1]),
+                free_memory_mib=max(0, chunks - used[2]) * node.chunk_mib)))
+    return rows

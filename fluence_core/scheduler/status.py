@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from fluence_core import names
 from fluence_core.log import logger
-from fluence_core.matcher.domains import DomainRow, hierarchy
+from fluence_core.matcher.domains import DomainRow, ZoneRow, hierarchy, zone_rows
 from fluence_core.pod_requests import CPU, MEMORY, pod_requests
 from fluence_core.quantity import MIB
 from fluence_core.scheduler import groups as g
@@ -81,11 +81,14 @@ class Status:
     pending: list[PendingInfo] = field(default_factory=list)
     domains: list[DomainRow] = field(default_factory=list)
     """The topology hierarchy, with what is free of each domain (none without levels)."""
+    zones: list[ZoneRow] = field(default_factory=list)
+    """Each node's NUMA zones, with what is free of each (none where no node has zones)."""
 
 
 def collect_status(scheduler: Scheduler) -> Status:
     """Summarise a started (read-only) scheduler's view."""
-    status = Status(domains=hierarchy(scheduler.graph, scheduler.view.matcher))
+    status = Status(domains=hierarchy(scheduler.graph, scheduler.view.matcher),
+                    zones=zone_rows(scheduler.graph, scheduler.view.matcher))
     held = _held_by_node(scheduler)
     for node in scheduler.graph.nodes:
         ours, theirs, memory, gpus = held.get(node.name, (0, 0, 0, 0))

@@ -10,6 +10,7 @@ import pytest
 from fluence_core import names
 from fluence_core.testing import make_node_dict, make_pod_dict
 from tests.test_cli import failed, fluence, ok
+from tests.test_numa import nrt
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 LEVELS = f"topology:\n  levels: [{names.ZONE_LABEL}, {names.RACK_LABEL}]\n"
@@ -63,3 +64,32 @@ def test_plan_of_a_gang_too_big_for_its_required_rack_exits_1_naming_the_best_ra
                                      for i in range(5)))
     output = failed(fluence("plan", pods, "--nodes", nodes, "--resources", resources), code=1)
     assert "must stay inside one rack" in output and "lacks 2 cores" in output
+
+
+def test_graph_shows_each_nodes_numa_zones_from_the_topology_objects_beside_the_nodes(
+    write_yaml: Callable[..., Path],
+) -> None:
+    zoned = make_node_dict("zoned", 8, "8Gi")
+    topology = nrt("zoned", ("node-0", "6", "0"), ("node-1", "2", "0"), policy="single-numa-node")
+    nodes = write_yaml("nodes.yaml", zoned, make_node_dict("flat", 4, "4Gi"), topology)
+    output = ok(fluence("graph", "--nodes", nodes))
+    assert "NUMA zones (capacity per zone)" in output
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]]
+            for line in output.splitlines() if "node-" in line]
+    assert rows == [["zoned", "node-0", "6", "0", "6144", "single-numa-node"],
+                    ["zoned", "node-1", "2", "0", "2048", "single-numa-node"]]
+
+
+def test_graph_without_topology_objects_shows_no_numa_zones(
+    write_yaml: Callable[..., Path],
+) -> None:
+    nodes = write_yaml("nodes.yaml", make_node_dict("flat", 4, "4Gi"))
+    assert "NUMA zones" not in ok(fluence("graph", "--nodes", nodes))
+
+
+def test_graph_names_a_topology_object_without_a_name(write_yaml: Callable[..., Path]) -> None:
+    topology = nrt("x", ("node-0", "2", "0"))
+    del topology["metadata"]["name"]
+    nodes = write_yaml("nodes.yaml", make_node_dict("flat", 4, "4Gi"), topology)
+    assert "NodeResourceTopology without metadata.name" in failed(
+        fluence("graph", "--nodes", nodes))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from fluence_core.kube.api import PODS
+from fluence_core import names
+from fluence_core.kube.api import NODE_RESOURCE_TOPOLOGIES, PODS
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.scheduler.status import NodeUse, collect_status
 from fluence_core.settings import load_settings
 from tests.scheduler.conftest import Harness, node, pod, pod_group
+from tests.test_numa import nrt
 
 QPU = """
 resources:
@@ -127,3 +129,31 @@ def test_status_shows_each_topology_domain_with_what_is_free_of_it(
     assert (rows[("r1",)].room.cores, rows[("r1",)].room.free_cores) == (8, 2)
     assert (rows[("r2",)].room.cores, rows[("r2",)].room.free_cores) == (4, 4)
     assert rows[("r1",)].type == "rack" and rows[("_unknown",)].room.nodes == 1
+
+
+def test_status_shows_each_numa_zone_with_what_is_free_of_it(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    h = harness_factory(node("n0", cpu=8), node("flat", cpu=2),
+                        pod("one", "3", annotations={names.SINGLE_NUMA_ANNOTATION: "true"}))
+    h.cluster.create(NODE_RESOURCE_TOPOLOGIES, nrt("n0", ("node-0", "4", "0"),
+                                                   ("node-1", "4", "0"),
+                                                   policy="single-numa-node"))
+    h.restart()
+    h.cycle()
+    assert h.node_of("one") == "n0"
+    viewer = Scheduler(h.cluster, load_settings(), read_only=True)
+    viewer.start()
+    rows = {(row.node, row.zone): row.room for row in collect_status(viewer).zones}
+    assert set(rows) == {("n0", "node-0"), ("n0", "node-1")}, "the flat node has none"
+    assert sorted((room.cores, room.free_cores) for room in rows.values()) == [(4, 1), (4, 4)]
+
+
+def test_status_shows_no_zones_where_no_node_publishes_them(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    h = harness_factory(node("n0", cpu=4), pod("p", "1"))
+    h.cycle()
+    viewer = Scheduler(h.cluster, load_settings(), read_only=True)
+    viewer.start()
+    assert collect_status(viewer).zones == []
