@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from typing import Any, Callable
 
 import pytest
@@ -22,9 +23,11 @@ from fluence_core.matcher.base import Allocation, NodeShare
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.matcher.pooled import SHARED_JOBIDS, pooled
 from fluence_core.models import NodeInfo
+from fluence_core.plugins import get_plugin_manager
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.scheduler.fallback import HELD_FROM_POD
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.settings import load_settings
 from tests.scheduler.conftest import Harness, node, pod, pod_group
 from tests.scheduler.parts import ONE_QPU, WANTS_QPU, cluster_of
 
@@ -72,16 +75,31 @@ def test_after_a_restart_every_shape_beside_the_qpu_holder_keeps_running(
     assert not h.cluster.events(reason="GangReleased")
 
 
-def _pooled() -> Any:
+FLUXION_LIB = os.environ.get("FLUENCE_FLUXION_LIB")
+"""Read before ``clean_env`` empties the environment: the Fluxion cases set it again."""
+MATCHERS = [
+    pytest.param("embedded", id="embedded"),
+    pytest.param("fluxion", id="fluxion", marks=pytest.mark.skipif(
+        not FLUXION_LIB, reason="FLUENCE_FLUXION_LIB is not set (flux-sched's libreapi_cli)")),
+]
+
+
+def _pooled(matcher: str = "embedded") -> Any:
+    """A fresh pool over a fresh ``matcher`` (as a restarted scheduler has them)."""
     graph = ResourceGraph([NodeInfo.from_kube(node("n0", cpu=4))],
                           parse_resource_config(ONE_QPU, "test.yaml"))
-    return pooled(EmbeddedMatcher(graph), graph)
+    if matcher == "embedded":
+        return pooled(EmbeddedMatcher(graph), graph)
+    settings = load_settings()  # the test set FLUENCE_FLUXION_LIB again
+    inner = get_plugin_manager(settings).hook.fluence_matcher(settings=settings, graph=graph)
+    assert inner is not None and inner.name == "fluxion", inner
+    return pooled(inner, graph)
 
 
-def _held_by_first_scheduler() -> list[tuple[str, dict[str, Any]]]:
+def _held_by_first_scheduler(matcher: str = "embedded") -> list[tuple[str, dict[str, Any]]]:
     """Three owners as one scheduler recorded them: a whole-core gang (job 2), a qpu
     holder of 100m (jobs 1 and a shared one), and a millicore gang (shared)."""
-    first = _pooled()
+    first = _pooled(matcher)
     qpu = first.match_allocate(_virtual())
     whole = first.match_allocate(_compute(cores=2))
     milli = first.match_allocate(_compute(millicores=100))
@@ -122,22 +140,25 @@ def _virtual() -> dict[str, Any]:
                 "properties": [names.VIRTUAL_TRUE, names.class_property("qpu")]}}}}
 
 
+@pytest.mark.parametrize("matcher", MATCHERS)
 @pytest.mark.parametrize("order", list(itertools.permutations(range(3))),
                          ids=lambda order: "-".join(map(str, order)))
 def test_records_restore_whole_whatever_order_their_owners_come_in(
-    order: tuple[int, ...],
+    order: tuple[int, ...], matcher: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    owners = _held_by_first_scheduler()
+    if FLUXION_LIB and matcher == "fluxion":
+        monkeypatch.setenv("FLUENCE_FLUXION_LIB", FLUXION_LIB)
+    owners = _held_by_first_scheduler(matcher)
     recorded = {a.jobid: a for _, obj in owners
                 for entry in json.loads(obj["metadata"]["annotations"][
                     names.ALLOCATION_ANNOTATION])
                 for a in map(Allocation.from_json, entry["allocations"].values())}
-    matcher = _pooled()
+    restarted = _pooled(matcher)
     book = RecordBook(cluster_of(), read_only=True)
-    book.restore([owners[i] for i in order], matcher, lambda namespace, name: True)
+    book.restore([owners[i] for i in order], restarted, lambda namespace, name: True)
     assert not book.unrestored
-    assert dict(matcher.allocations()) == recorded
-    fresh = matcher.match_allocate(_compute(cores=1))
+    assert dict(restarted.allocations()) == recorded
+    fresh = restarted.match_allocate(_compute(cores=1))
     assert fresh is not None and fresh.jobid not in recorded
 
 
