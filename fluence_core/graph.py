@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator, KeysView
 from fluence_core import names
 from fluence_core.log import logger
 from fluence_core.models import NodeInfo
-from fluence_core.numa import ZoneLoad, spans
+from fluence_core.numa import ZoneLoad, shares, spans
 from fluence_core.resource_config import CLUSTER, ResourceConfig, VirtualResource
 from fluence_core.settings import Settings
 from fluence_core.topology import Level, choose_levels, domains_of, is_known
@@ -441,14 +441,18 @@ class ResourceGraph:
 
 def _zones(info: NodeInfo, memory_chunks: int, chunks_per_core: int) -> tuple[ZoneSpan, ...]:
     """The node's NUMA zones as id ranges (:func:`fluence_core.numa.spans`): cores and GPUs
-    as the zones report them, memory chunks following the cores."""
+    as the zones report them; memory chunks in proportion to the zones' memory
+    (:func:`fluence_core.numa.shares`), or following the cores where a zone reports none."""
     if info.numa is None or not info.numa.zones:
         return ()
     zones = info.numa.zones
     cores = spans(tuple(z.cores for z in zones), info.cores)
     gpus = spans(tuple(z.gpus for z in zones), info.gpus)
-    memory = spans(tuple((stop - start) * chunks_per_core for start, stop in cores),
-                   memory_chunks)
+    reported = tuple(z.memory_mib for z in zones)
+    memory = (shares(tuple(m or 0 for m in reported), memory_chunks)
+              if all(m is not None for m in reported) else
+              spans(tuple((stop - start) * chunks_per_core for start, stop in cores),
+                    memory_chunks))
     return tuple(ZoneSpan(z.name, c, g, m) for z, c, g, m in zip(zones, cores, gpus, memory))
 
 

@@ -15,9 +15,11 @@ placed inside one zone there (:attr:`NodeNuma.single_numa_policy`).
 
 **Counts.** A zone's whole CPUs and GPUs are what it reports allocatable; the node's own
 allocatable is the truth for the totals, so zones are trimmed (from the last) or the
-last one grows until they add up to the node's whole cores and GPUs. Memory chunks
-follow cores (``memory_chunks_per_core`` each), as everywhere in the graph: a zone's
-reported memory is not used.
+last one grows until they add up to the node's whole cores and GPUs. The node's memory
+chunks are shared out in proportion to the memory each zone reports (the memory
+manager's reserved memory makes zones unequal), so the totals stay the node's whatever
+the zones add up to; where a zone reports no memory, chunks follow cores
+(``memory_chunks_per_core`` each), as everywhere in the graph.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from enum import Enum
 from typing import Any, Final
 
 from fluence_core import names
-from fluence_core.quantity import cpu_cores
+from fluence_core.quantity import cpu_cores, memory_mib
 
 ZONE_TYPE: Final = "Node"
 """The NRT zone type of a NUMA node, as the NFD topology-updater publishes it."""
@@ -62,11 +64,13 @@ class ZoneLoad(str, Enum):
 
 @dataclass(frozen=True)
 class NumaZone:
-    """One NUMA node: its name and the whole CPUs and GPUs it reports allocatable."""
+    """One NUMA node: its name, the whole CPUs and GPUs it reports allocatable, and its
+    allocatable memory in MiB (None when it reports none)."""
 
     name: str
     cores: int
     gpus: int = 0
+    memory_mib: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ def read_nrt(obj: Mapping[str, Any]) -> NodeNuma:
             raise ValueError(f"{where}: zones[{i}].name is missing")
         amounts = _resources(zone.get("resources"), f"{where}: zones[{i}]")
         zones.append(NumaZone(zone_name, amounts.get("cpu", 0),
-                              amounts.get(names.GPU_RESOURCE, 0)))
+                              amounts.get(names.GPU_RESOURCE, 0), amounts.get("memory")))
     return NodeNuma(tuple(zones), _single_numa(obj, where))
 
 
@@ -112,13 +116,14 @@ def _resources(raw: Any, where: str) -> dict[str, int]:
     for j, entry in enumerate(raw):
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             raise ValueError(f"{where}.resources[{j}] has no name")
-        if entry["name"] not in ("cpu", names.GPU_RESOURCE):
+        if entry["name"] not in ("cpu", "memory", names.GPU_RESOURCE):
             continue
         value = entry.get("allocatable", entry.get("capacity"))
         if value is None:
             continue
+        parse = memory_mib if entry["name"] == "memory" else cpu_cores
         try:
-            amount = math.floor(cpu_cores(value))
+            amount = math.floor(parse(value))
         except (ValueError, TypeError) as error:
             raise ValueError(f"{where}.resources[{j}] ({entry['name']}): {error}") from None
         if amount < 0:
@@ -149,6 +154,23 @@ def spans(counts: tuple[int, ...], total: int) -> tuple[tuple[int, int], ...]:
         stop = min(total, start + max(0, count))
         if i == len(counts) - 1:
             stop = total
+        found.append((start, stop))
+        start = stop
+    return tuple(found)
+
+
+def shares(weights: tuple[int, ...], total: int) -> tuple[tuple[int, int], ...]:
+    """Consecutive ``(start, stop)`` index ranges sharing ``total`` items out in proportion
+    to ``weights`` (rounded down, the last range taking what rounding leaves); equal
+    ranges when every weight is 0."""
+    whole = sum(max(0, w) for w in weights)
+    if whole == 0:
+        weights, whole = (1,) * len(weights), len(weights)
+    found: list[tuple[int, int]] = []
+    start = seen = 0
+    for i, weight in enumerate(weights):
+        seen += max(0, weight)
+        stop = total if i == len(weights) - 1 else total * seen // whole
         found.append((start, stop))
         start = stop
     return tuple(found)

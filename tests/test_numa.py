@@ -10,7 +10,7 @@ import pytest
 from fluence_core import names
 from fluence_core.graph import ResourceGraph
 from fluence_core.models import NodeInfo
-from fluence_core.numa import NodeNuma, NumaZone, ZoneLoad, read_nrt, spans
+from fluence_core.numa import NodeNuma, NumaZone, ZoneLoad, read_nrt, shares, spans
 
 
 def nrt(name: str = "n0", *zones: tuple[str, str, str], policy: str | None = None,
@@ -31,10 +31,40 @@ def nrt(name: str = "n0", *zones: tuple[str, str, str], policy: str | None = Non
     return body
 
 
-def test_zones_of_type_node_are_the_numa_nodes_with_their_allocatable_cpus_and_gpus() -> None:
+def test_zones_of_type_node_are_the_numa_nodes_with_their_allocatable_cpus_gpus_and_memory(
+        ) -> None:
     body = nrt("n0", ("node-0", "16", "2"), ("node-1", "14", "2"))
     body["zones"].append({"name": "cache-0", "type": "L3Cache"})
-    assert read_nrt(body) == NodeNuma((NumaZone("node-0", 16, 2), NumaZone("node-1", 14, 2)))
+    assert read_nrt(body) == NodeNuma((NumaZone("node-0", 16, 2, 8192),
+                                       NumaZone("node-1", 14, 2, 8192)))
+
+
+def test_a_zone_reporting_no_memory_has_none() -> None:
+    body = nrt("n0", ("node-0", "4", "0"))
+    body["zones"][0]["resources"] = [r for r in body["zones"][0]["resources"]
+                                     if r["name"] != "memory"]
+    assert read_nrt(body).zones[0].memory_mib is None
+
+
+def test_memory_chunks_are_shared_out_in_proportion_to_the_zones_memory() -> None:
+    assert shares((12288, 4096), 16) == ((0, 12), (12, 16))
+    assert shares((8192, 8192), 8) == ((0, 4), (4, 8))     # more reported than the node has
+    assert shares((1, 1, 1), 8) == ((0, 2), (2, 5), (5, 8))  # the last takes what is left
+    assert shares((0, 0), 4) == ((0, 2), (2, 4))
+
+
+def test_a_zones_memory_chunks_follow_its_reported_memory_not_its_cores() -> None:
+    zones = (NumaZone("node-0", 4, 0, 12 * 1024), NumaZone("node-1", 4, 0, 4 * 1024))
+    graph = ResourceGraph([NodeInfo("n0", 8, 16 * 1024, numa=NodeNuma(zones))])
+    node = graph.node("n0")
+    assert [z.memory for z in node.zones] == [(0, 6), (6, 8)]      # chunks of 2 GiB
+    assert [z.cores for z in node.zones] == [(0, 4), (4, 8)]
+
+
+def test_where_a_zone_reports_no_memory_chunks_follow_the_cores() -> None:
+    zones = (NumaZone("node-0", 6, 0, 12 * 1024), NumaZone("node-1", 2, 0, None))
+    graph = ResourceGraph([NodeInfo("n0", 8, 16 * 1024, numa=NodeNuma(zones))])
+    assert [z.memory for z in graph.node("n0").zones] == [(0, 6), (6, 8)]
 
 
 def test_the_kubelets_single_numa_node_policy_is_read_from_the_attributes() -> None:

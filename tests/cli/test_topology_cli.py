@@ -71,6 +71,10 @@ def test_graph_shows_each_nodes_numa_zones_from_the_topology_objects_beside_the_
 ) -> None:
     zoned = make_node_dict("zoned", 8, "8Gi")
     topology = nrt("zoned", ("node-0", "6", "0"), ("node-1", "2", "0"), policy="single-numa-node")
+    for zone, memory in zip(topology["zones"], ("6Gi", "2Gi")):  # the zones' own memory
+        for entry in zone["resources"]:
+            if entry["name"] == "memory":
+                entry["allocatable"] = entry["capacity"] = memory
     nodes = write_yaml("nodes.yaml", zoned, make_node_dict("flat", 4, "4Gi"), topology)
     output = ok(fluence("graph", "--nodes", nodes))
     assert "NUMA zones (capacity per zone)" in output

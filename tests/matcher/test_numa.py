@@ -235,3 +235,17 @@ def test_by_default_fluxion_gives_single_numa_pods_only_the_policy_nodes_zones()
     result = match_group(pods("two", 2, 3, single_numa=True), graph, fluxion)
     assert isinstance(result, GroupMatch)
     assert {s.node for a in result.allocations.values() for s in a.nodes} == {"strict"}
+
+
+def test_a_single_numa_pod_gets_memory_from_the_zone_that_reports_it(
+        matcher_factory: Factory) -> None:
+    # 8 cores, 16 GiB: zone 0 reports 12 GiB, zone 1 4 GiB (chunks of 2 GiB: 6 and 2)
+    numa = NodeNuma((NumaZone("node-0", 4, 0, 12 * 1024), NumaZone("node-1", 4, 0, 4 * 1024)))
+    graph = ResourceGraph([NodeInfo("n0", 8, 16 * 1024, numa=numa)])
+    matcher = matcher_factory(graph, "first")
+    result = match_group(pods("fat", 1, 1, single_numa=True, memory_mib=10 * 1024), graph,
+                         matcher)
+    assert isinstance(result, GroupMatch)
+    assert zones_used(graph, result) == [{0}]
+    assert isinstance(match_group(pods("more", 1, 1, single_numa=True, memory_mib=6 * 1024),
+                                  graph, matcher), GroupMiss), "zone 1 holds 4 GiB"
