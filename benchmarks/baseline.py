@@ -16,10 +16,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextmanager
-def baseline_tree(ref: str | None) -> Iterator[Path | None]:
-    """``ref`` as a temporary detached worktree (None when no ref is asked), removed after."""
+def baseline_tree(ref: str | None, keep: Path | None = None) -> Iterator[Path | None]:
+    """``ref`` as a detached worktree (None when no ref is asked): a temporary one, removed
+    after; or, with ``keep``, the worktree in that folder, made on the first call and moved
+    to ``ref`` on the next ones (its venv, :func:`baseline_python`, kept with it)."""
     if not ref:
         yield None
+        return
+    if keep is not None:
+        keep = keep.resolve()
+        if (keep / ".git").exists():
+            subprocess.run(["git", "-C", str(keep), "checkout", "--detach", "--quiet", ref],
+                           check=True, capture_output=True)
+        else:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(keep),
+                            ref], check=True, capture_output=True)
+        yield keep
         return
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "baseline"
@@ -30,6 +42,29 @@ def baseline_tree(ref: str | None) -> Iterator[Path | None]:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
                            check=False, capture_output=True)
+
+
+def baseline_python(tree: Path) -> Path:
+    """The interpreter of a venv of ``tree``'s own (``tree/.venv``), with ``tree``'s
+    ``requirements-dev.txt`` installed (the core and every plugin, editable, as each
+    engineer's venv): a child run by it imports only that tree's modules and plugins, so a
+    baseline from before a module moved runs as it was. Made on the first call (a minute
+    or two); one installed from the same commit is reused (the installs are editable, but
+    the entry points are written at install)."""
+    venv = tree / ".venv"
+    python = venv / "bin" / "python"
+    marker = venv / "fluence-installed-from"
+    commit = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    if python.exists() and marker.exists() and marker.read_text() == commit:
+        return python
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "-r",
+                    str(tree / "requirements-dev.txt")], check=True, cwd=tree,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker.write_text(commit)
+    return python
 
 
 def quiet_fake_cluster() -> Any:

@@ -32,9 +32,14 @@ it (its ``apiserver_admission_webhook_admission_duration_seconds``, read from
 the review's own time inside the webhook: their difference is the transport, both
 ends; and how long the API server's, etcd's and the webhook's threads waited for a
 CPU per create (Linux schedstat): the share of the latency the machine decides.
-``--profile DIR`` has py-spy sample each webhook process. ``--baseline REF`` adds
-paths served by ``fluence_core/webhook/server.py`` as it was at git ``REF``
-(``null-base``, ``hooked-base``): two transports, one run.
+``--profile DIR`` has py-spy sample each webhook process.
+
+Paths ``deployed`` and ``deployed-base`` run ``fluence webhook`` as deployed
+(``webhook_process.py``: the tree's own ``make_server``, with its informers,
+controller, background writer and loops, each process's lists and watches kept to
+its namespace), ``deployed`` by this tree and ``deployed-base`` by git ``REF``'s
+whole tree (``--baseline REF``: a worktree with a venv of its own, so a baseline
+from before a module moved runs as it was): the webhook before and after, one run.
 
 Path ``skipping`` is Fluence's webhook registered with the matchConditions its
 handlers declare, as ``fluence webhook`` publishes them at start: the pods no
@@ -53,8 +58,8 @@ run mean anything.
 
     python benchmarks/bench_webhook.py --clients 50 --requests 10000
     python benchmarks/bench_webhook.py --mode apiserver --pods gang --json out.json
-    python benchmarks/bench_webhook.py --mode apiserver --baseline main~3 \
-        --paths plain,null,null-base,hooked,hooked-base
+    python benchmarks/bench_webhook.py --mode apiserver --baseline 71b89f5 \
+        --paths plain,deployed,deployed-base --baseline-dir /tmp/fluence-base
 """
 
 from __future__ import annotations
@@ -76,6 +81,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from baseline import baseline_python, baseline_tree  # noqa: E402 - beside this file
+
 from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.plugins import get_plugin_manager
@@ -91,8 +99,8 @@ NATIVE = "bench-native"
 NULL = "bench-null"
 PATCHED = "bench-patched"
 PLAIN = "bench-plain"
-NULL_BASE = "bench-null-base"
-HOOKED_BASE = "bench-hooked-base"
+DEPLOYED = "bench-deployed"
+DEPLOYED_BASE = "bench-deployed-base"
 SKIPPING = "bench-skipping"
 """Fluence's webhook registered with the matchConditions its handlers declare, as ``fluence
 webhook`` publishes them at start (the others are registered as deploy/webhook.yaml is)."""
@@ -102,9 +110,10 @@ call a webhook costs the API server (its CEL and the object it evaluates it on).
 POLICY = "bench-policy"
 """No webhook: a MutatingAdmissionPolicy (CEL in the API server, GA in 1.36) points each
 grouped pod at its group, the patch Fluence's webhook gives a gang pod; no PodGroup."""
-BASELINE = {NULL_BASE: NULL, HOOKED_BASE: HOOKED}
-"""Paths served by the baseline's server module (``--baseline REF``): the null webhook and
-Fluence's, with today's everything else, so the transports compare in one run."""
+DEPLOYED_PATHS = (DEPLOYED, DEPLOYED_BASE)
+"""Paths served by ``fluence webhook`` as deployed (``webhook_process.py``: its
+``make_server``, informers, controller, writer and loops), this tree's and, with
+``--baseline REF``, REF's whole tree (a worktree with a venv of its own), one run."""
 
 
 def _ms(seconds: float) -> str:
@@ -320,11 +329,10 @@ def review_cpu(baseline: str | None, reviews: int = 600, repeats: int = 6) -> di
 
 
 def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Connection,
-                  path: str, server_source: str | None = None) -> None:
+                  path: str) -> None:
     """The webhook process: default settings, its own API client, as ``fluence webhook`` runs
     (``NULL``: the same server answering every review with "allowed", nothing else;
-    ``PATCHED``: the same, with Fluence's patch; ``INLINE``: no background writer; a path of
-    ``BASELINE``: its service served by ``server_source``, the baseline's transport)."""
+    ``PATCHED``: the same, with Fluence's patch; ``INLINE``: no background writer)."""
     from fluence_core.kube.client import KubeCluster
     from fluence_core.log import configure
 
@@ -332,28 +340,23 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     settings = load_settings()
     cluster = KubeCluster.from_token(url, token, ca_file=ca_file, qps=settings.kube_qps,
                                      burst=settings.kube_burst)
-    publish = path == SKIPPING
-    path = BASELINE.get(path, HOOKED if publish else path)
+    namespace, publish = path, path == SKIPPING
+    path = HOOKED if publish else path
     writer = None if path == INLINE else BackgroundWriter()
-    watched = Watched() if path in (NULL, NEVER, PATCHED) else watched_for(cluster)
+    # its own namespace only: the other paths' pods are not its to act on
+    watched = Watched() if path in (NULL, NEVER, PATCHED) else watched_for(cluster, namespace)
     service: Any = (NullService() if path in (NULL, NEVER) else PatchingService() if path == PATCHED
                     else build_service(settings, get_plugin_manager(settings), cluster,
                                        writer=writer, watched=watched))
-    for each in watched.informers():  # as fluence webhook: lookups instead of reads
+    informers = (watched.informers() if path in (NULL, NEVER, PATCHED)
+                 else service.controller.informers(namespace))  # and the controller's events
+    for each in informers:  # as fluence webhook: lookups instead of reads
         each.start()
         each.wait_synced(30)
     cert = tls.generate(["localhost"], Path(workdir), ip_addresses=["127.0.0.1"])
-    make: Any = WebhookServer
-    context_of: Any = server_context
-    served: Any = AdmissionEndpoint(service)  # today's server takes an endpoint
-    if server_source is not None:
-        module = baseline_module(server_source, "server", Path(workdir))
-        make, context_of = module.WebhookServer, module.server_context
-        served = service  # a baseline's took the service itself
-    server = make(("127.0.0.1", 0), served,
-                  ssl_context=context_of(str(cert.cert_file), str(cert.key_file)))
+    server = WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(service),
+                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
     reviews: list[float] = []  # seconds each review took inside the webhook
-    connections = [0]  # accepted: the API server's keep-alive reuse shows here
     review = service.review
 
     def timed(body: bytes) -> Any:
@@ -364,14 +367,6 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
             reviews.append(time.perf_counter() - started)
 
     service.review = timed
-    if not hasattr(server, "accepted"):  # a socketserver (the baseline's, before issue 20's)
-        accept = server.process_request
-
-        def counted(request: Any, client_address: Any) -> None:
-            connections[0] += 1
-            accept(request, client_address)
-
-        server.process_request = counted
     conditions = (service.match_conditions if publish else
                   [{"name": "never", "expression": "false"}] if path == NEVER else None)
     reply.send((server.port, cert.ca_pem, conditions))
@@ -380,8 +375,7 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
         while reply.recv() is not None:
             taken = reviews[:]
             del reviews[:len(taken)]
-            reply.send((time.process_time(), taken,
-                        getattr(server, "accepted", connections[0]), run_queue_wait("self")))
+            reply.send((time.process_time(), taken, server.accepted, run_queue_wait("self")))
 
     threading.Thread(target=report, daemon=True).start()
     server.serve_forever()
@@ -698,16 +692,16 @@ def webhook_seconds(api: ApiClient) -> dict[str, tuple[float, int]]:
 class Webhook:
     """A webhook in a process of its own, registered for one namespace, and its figures."""
 
-    def __init__(self, apiserver: Any, kube: Any, namespace: str, workdir: Path,
-                 server_source: str | None = None, *, jobs: bool = False) -> None:
+    def __init__(self, apiserver: Any, kube: Any, namespace: str, workdir: Path, *,
+                 jobs: bool = False) -> None:
         context = multiprocessing.get_context("spawn")
         self.namespace = namespace
         self.pipe, child = context.Pipe()
         workdir.mkdir(parents=True, exist_ok=True)
-        self.process = context.Process(
+        self.process: Any = context.Process(
             target=serve_webhook, daemon=True,
             args=(apiserver.url, apiserver.token, str(apiserver.ca_file), str(workdir), child,
-                  namespace, server_source))
+                  namespace))
         self.process.start()
         if not self.pipe.poll(60):
             raise SystemExit(f"the webhook process for {namespace} never came up")
@@ -741,10 +735,55 @@ class Webhook:
         self.process.join(10)
 
 
+class DeployedWebhook(Webhook):
+    """``fluence webhook`` as deployed by the tree of interpreter ``python``
+    (``webhook_process.py``), registered for one namespace, and its figures."""
+
+    def __init__(self, apiserver: Any, kube: Any, namespace: str, workdir: Path, *,
+                 python: str, jobs: bool = False) -> None:
+        import subprocess
+
+        self.namespace = namespace
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.log = open(workdir / "webhook.log", "wb")  # noqa: SIM115 - closed by stop
+        self.process = subprocess.Popen(
+            [python, str(Path(__file__).resolve().parent / "webhook_process.py"),
+             apiserver.url, apiserver.token, str(apiserver.ca_file), str(workdir), namespace],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            cwd=workdir)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
+        line = self.stdout.readline()
+        if not line:
+            raise SystemExit(f"the webhook process for {namespace} ({python}) never came up:"
+                             f" see {workdir / 'webhook.log'}")
+        started = json.loads(line)
+        self.calls: dict[str, int] = {}
+        """Its API calls and watch events so far, by method and kind (at the last figures)."""
+        register_webhook(kube, f"bench-{namespace}", namespace, started["port"],
+                         started["ca"].encode(), jobs=jobs)
+
+    def figures(self) -> tuple[float, list[float], int, float]:
+        self.stdin.write("figures\n")
+        self.stdin.flush()
+        cpu, reviews, connections, waited, self.calls = json.loads(self.stdout.readline())
+        return cpu, reviews, connections, waited
+
+    def stop(self) -> None:
+        self.stdin.close()
+        try:
+            self.process.wait(15)
+        except Exception:  # noqa: BLE001 - a webhook that does not stop is ended
+            self.process.kill()
+            self.process.wait(10)
+        self.log.close()
+
+
 PATHS = {PLAIN: "without", NATIVE: "without, client makes PodGroups", NULL: "null webhook",
          PATCHED: "null webhook, Fluence's patch", HOOKED: "with",
-         INLINE: "with, inline writes", NULL_BASE: "null webhook, baseline's server",
-         HOOKED_BASE: "with, baseline's server", SKIPPING: "with, generated matchConditions",
+         INLINE: "with, inline writes", DEPLOYED: "with, as deployed",
+         DEPLOYED_BASE: "with, as deployed, baseline's tree",
+         SKIPPING: "with, generated matchConditions",
          NEVER: "null webhook, condition false", POLICY: "no webhook, a policy's patch"}
 """Each path's label: no webhook; no webhook, the client making each gang's PodGroup and
 pointing its pods at it (what the same gangs cost without Fluence); a webhook that allows
@@ -752,7 +791,7 @@ everything unchanged; the same answering with Fluence's patch (no PodGroup); Flu
 Fluence's making its PodGroups on the request path (as before issue 20's background
 writer)."""
 BY_NAME = {"plain": PLAIN, "native": NATIVE, "null": NULL, "patched": PATCHED, "hooked": HOOKED,
-           "inline": INLINE, "null-base": NULL_BASE, "hooked-base": HOOKED_BASE,
+           "inline": INLINE, "deployed": DEPLOYED, "deployed-base": DEPLOYED_BASE,
            "skipping": SKIPPING, "never": NEVER, "policy": POLICY}
 
 
@@ -788,7 +827,7 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
                       baseline: str | None = None) -> list[dict[str, Any]]:
     """Each client count's creates on every one of ``paths``, alternated ``repeats`` times;
     the table printed, the figures returned. ``profile``: py-spy samples every webhook;
-    ``baseline``: the text of the server module the ``BASELINE`` paths run."""
+    ``baseline``: the interpreter of the baseline tree's venv (path ``DEPLOYED_BASE``)."""
     from fluence_core.testing_apiserver import ensure_namespace, start_apiserver
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-webhook-"))
@@ -797,11 +836,18 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
         kube = apiserver.cluster(qps=1000, burst=1000)
         for namespace in paths:
             ensure_namespace(kube, namespace)
-        hooks = {namespace: Webhook(apiserver, kube, namespace, workdir / namespace,
-                                    baseline if namespace in BASELINE else None,
-                                    jobs=shape == "job" and BASELINE.get(namespace, namespace)
-                                    in (HOOKED, INLINE, SKIPPING))
-                 for namespace in paths if namespace not in (PLAIN, NATIVE, POLICY)}
+        hooks: dict[str, Webhook] = {}
+        for namespace in paths:
+            jobs = shape == "job" and namespace in (HOOKED, INLINE, SKIPPING, *DEPLOYED_PATHS)
+            if namespace in DEPLOYED_PATHS:
+                python = sys.executable if namespace == DEPLOYED else baseline
+                assert python is not None
+                hooks[namespace] = DeployedWebhook(apiserver, kube, namespace,
+                                                   workdir / namespace, python=python,
+                                                   jobs=jobs)
+            elif namespace not in (PLAIN, NATIVE, POLICY):
+                hooks[namespace] = Webhook(apiserver, kube, namespace, workdir / namespace,
+                                           jobs=jobs)
         if POLICY in paths:
             register_policy(kube, POLICY)
             wait_policy(ApiClient(apiserver.url, apiserver.token,
@@ -822,8 +868,10 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
             for clients, count in counts.items():
                 phases = {namespace: Phase() for namespace in paths}
                 hook_before = {ns: hook.figures() for ns, hook in hooks.items()}
+                calls_before = {ns: dict(getattr(hook, "calls", {}))
+                                for ns, hook in hooks.items()}
                 scraper = ApiClient(apiserver.url, apiserver.token, context)
-                calls_before = webhook_seconds(scraper)  # outside the CPU windows below
+                seconds_before = webhook_seconds(scraper)  # outside the CPU windows below
                 run_phase(apiserver.url, apiserver.token, context, PLAIN, clients,
                           min(count, 50), f"warm{clients}", shape, Phase())
                 control_plane = {namespace: 0.0 for namespace in phases}
@@ -838,10 +886,17 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
                                                      - idle * (time.perf_counter() - started))
                         control_wait[namespace] += sum(map(run_queue_wait, pids)) - waited
                 hook_after = {ns: hook.figures() for ns, hook in hooks.items()}
-                calls = calls_made(calls_before, webhook_seconds(scraper))
+                calls = calls_made(seconds_before, webhook_seconds(scraper))
                 scraper.conn.close()
                 result = phase_result(clients, phases, control_plane, hook_before, hook_after,
                                       calls, control_wait)
+                for ns, hook in hooks.items():  # what each deployed webhook asked of the server
+                    if isinstance(hook, DeployedWebhook):
+                        made = max(1, len(phases[ns].latencies))
+                        result["paths"][PATHS[ns]]["webhook_api_calls_per_create"] = {
+                            key: (count - calls_before[ns].get(key, 0)) / made
+                            for key, count in sorted(hook.calls.items())
+                            if count != calls_before[ns].get(key, 0)}
                 for namespace in paths:
                     label = PATHS[namespace]
                     row = result["paths"][label]
@@ -851,6 +906,10 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
             profiles.stop()
             for result in results:
                 print(summary_line(result))
+            if shape != "single":  # every gang's PodGroup made, or which path did not
+                for namespace in paths:
+                    made = len(kube.list("podgroups", namespace).items)
+                    print(f"PodGroups in {PATHS[namespace]!r}'s namespace at the end: {made}")
         finally:
             for hook in hooks.values():
                 hook.stop()
@@ -948,6 +1007,9 @@ def summary_line(result: dict[str, Any]) -> str:
                     f" metric) mean {row['apiserver_webhook_mean_ms']:.2f}ms over"
                     f" {row['apiserver_webhook_calls']} calls; connections the API server"
                     f" opened to it: {row['webhook_connections']}")
+            if "webhook_api_calls_per_create" in row:
+                cpu += "; its API calls per create: " + ", ".join(
+                    f"{key} {per:.3f}" for key, per in row["webhook_api_calls_per_create"].items())
         lines.append(cpu)
     for label, row in result["paths"].items():
         if row["errors"]:
@@ -960,14 +1022,13 @@ def load_average() -> list[float]:
     return list(os.getloadavg())
 
 
-def baseline_source(ref: str | None, chosen: list[str],
-                    parser: argparse.ArgumentParser) -> str | None:
-    """The server module's text at git ``ref`` if a path runs it (None otherwise); an error if
-    paths need it and it is missing."""
-    wanted = [path for path in chosen if path in BASELINE]
+def baseline_wanted(ref: str | None, chosen: list[str], parser: argparse.ArgumentParser) -> bool:
+    """Whether a chosen path runs the baseline's tree; an error if one does and no ``ref``
+    says which."""
+    wanted = DEPLOYED_BASE in chosen
     if ref is None and wanted:
-        parser.error(f"paths {wanted} need --baseline REF")
-    return git_show(ref, "fluence_core/webhook/server.py") if ref and wanted else None
+        parser.error("path deployed-base needs --baseline REF")
+    return wanted
 
 
 def main() -> None:
@@ -997,12 +1058,20 @@ def main() -> None:
                              " registered with the matchConditions its handlers declare), never"
                              " (the null webhook, its condition never true), policy (no webhook:"
                              " a MutatingAdmissionPolicy gives gang pods Fluence's patch),"
-                             " null-base and"
-                             " hooked-base (null and hooked on --baseline's server)")
+                             " deployed (fluence webhook's make_server, as deployed, in a"
+                             " process of this tree's interpreter), deployed-base (the same,"
+                             " run by --baseline's whole tree)")
     parser.add_argument("--baseline", metavar="REF", default=None,
-                        help="through the API server: the paths null-base and hooked-base are"
-                             " served by fluence_core/webhook/server.py as it was at git REF;"
-                             " --mode review: review.py at REF too")
+                        help="through the API server: path deployed-base runs git REF's whole"
+                             " tree (a temporary worktree with a venv of its own, made with"
+                             " its requirements-dev.txt; --baseline-venv keeps it); --mode"
+                             " review: review.py at REF")
+    parser.add_argument("--baseline-dir", type=Path, default=None, metavar="DIR",
+                        help="keep --baseline's worktree and venv in DIR and reuse them in"
+                             " later runs (made on the first), instead of a temporary one")
+    parser.add_argument("--client-counts", default="1,20",
+                        help="through the API server: the client counts, in order (creates"
+                             " per repeat: --creates with 1, x5 with more)")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="through the API server: py-spy (on PATH or beside this Python)"
                              " samples each webhook process; collapsed stacks in DIR/<path>.txt")
@@ -1024,9 +1093,13 @@ def main() -> None:
             chosen = [BY_NAME[name] for name in args.paths.split(",")]
             if PLAIN not in chosen:
                 parser.error("--paths must include plain, the baseline")
-            report["apiserver"] = through_apiserver(
-                assets, args.pods, {1: args.creates, 20: args.creates * 5}, args.repeats,
-                chosen, args.profile, baseline_source(args.baseline, chosen, parser))
+            counts = {int(n): args.creates * (1 if int(n) == 1 else 5)
+                      for n in args.client_counts.split(",")}
+            wanted = baseline_wanted(args.baseline, chosen, parser)
+            with baseline_tree(args.baseline if wanted else None, keep=args.baseline_dir) as base:
+                python = None if base is None else str(baseline_python(base))
+                report["apiserver"] = through_apiserver(
+                    assets, args.pods, counts, args.repeats, chosen, args.profile, python)
     report["load_after"] = load_average()
     print(f"load averages (1, 5, 15 min): before {report['load_before']}, "
           f"after {report['load_after']} on {report['cpus']} CPUs")
