@@ -18,7 +18,7 @@ and the pod's labels match the label selector.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from fluence_core import hookimpl
@@ -42,23 +42,15 @@ def term_matches(term: AffinityTerm, pod: PodFacts | _Look,
 
 
 Counts = list[Mapping[str, int]]
-"""Pods per value of one topology key, from each look or term that named the pod: a domain is
-taken when any of them counts a pod there."""
-
-MERGE_ABOVE = 4
-"""More counts than this for one key are merged into one, so that a node's check stays a
-lookup or two whatever the number of looks that matched."""
+"""Pods per value of one topology key, from each look or term that named the pod."""
 
 
-def _taken(counts: Counts) -> Counts:
-    """``counts`` as one when there are many (each node asks all of them)."""
-    if len(counts) <= MERGE_ABOVE:
-        return counts
-    return [{value: 1 for found in counts for value in found}]
-
-
-def _held(counts: Counts, value: str) -> bool:
-    return any(found.get(value, 0) > 0 for found in counts)
+def _taken(counts: Counts) -> Collection[str]:
+    """The values of one key where any of ``counts`` holds a pod (counts hold no zeros): the
+    one count itself, or the union of many, so that a node's check is one lookup."""
+    if len(counts) == 1:
+        return counts[0].keys()
+    return {value for found in counts for value in found}
 
 
 class InterPodAffinity:
@@ -106,17 +98,15 @@ class InterPodAffinity:
                 value = labels.get(key)
                 if value is None:
                     return (AFFINITY,)
-                if found and not _held(counts, value):
+                if value not in counts:
                     found = False
             if not found and not (not matched_anywhere and self_affine):
                 return (AFFINITY,)
             for key, counts in anti_keys:
-                value = labels.get(key)
-                if value is not None and _held(counts, value):
+                if labels.get(key) in counts:
                     return (ANTI_AFFINITY,)
             for key, counts in existing_keys:
-                value = labels.get(key)
-                if value is not None and _held(counts, value):
+                if labels.get(key) in counts:
                     return (EXISTING_ANTI_AFFINITY,)
             return FINE
 
