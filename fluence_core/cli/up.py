@@ -22,12 +22,22 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 """The namespace a pod runs in, as its mounted service account states it."""
 
 
+CONNECTIONS_BESIDE = 4
+"""Requests in flight besides the bindings and the watches: events, the Lease, the
+scheduling loop's own writes, the backend figures' refresh."""
+
+
 def connect(settings: Settings) -> Any:
     """The API server of the current context (or in cluster); unreachable raises FluenceError."""
     from fluence_core.kube.client import KubeCluster
+    from fluence_core.scheduler.core import WATCHED
 
+    # every binding thread, every watch, and the rest (events, the Lease, the loop's own
+    # writes, the figures' refresh) may each have a request in flight
+    connections = settings.bind_pool + len(WATCHED) + CONNECTIONS_BESIDE
     try:
-        return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)
+        return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst,
+                                   connections=connections)
     except FluenceError:
         raise  # already says what is missing
     except Exception as error:  # no kubeconfig, no in-cluster token: say so plainly

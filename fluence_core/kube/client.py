@@ -118,7 +118,15 @@ class KubeCluster:
     def __init__(self, configuration: k8s_client.Configuration, *, qps: float = KUBE_QPS,
                  burst: int = KUBE_BURST, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
-                 now: Callable[[], datetime] = _utcnow, user_agent: str = "fluence") -> None:
+                 now: Callable[[], datetime] = _utcnow, user_agent: str = "fluence",
+                 connections: int | None = None) -> None:
+        if connections is not None:
+            # urllib3 keeps at most this many connections open; a request made while all
+            # are out opens another, which is closed after it (a TLS handshake per request
+            # on both sides). The client's default is 5 per CPU: fewer than the threads of
+            # a scheduler binding on a pool while its watches hold a connection each.
+            configuration.connection_pool_maxsize = max(
+                configuration.connection_pool_maxsize or 0, connections)
         self._api = k8s_client.ApiClient(configuration)
         self._api.user_agent = user_agent  # how the API server's audit log names this client
         self.host: str = configuration.host
@@ -176,11 +184,14 @@ class KubeCluster:
         return cls(configuration, **options)
 
     @classmethod
-    def connect(cls, qps: float = KUBE_QPS, burst: int = KUBE_BURST) -> KubeCluster:
-        """In cluster when a service account is mounted, else the kubeconfig's current context."""
+    def connect(cls, qps: float = KUBE_QPS, burst: int = KUBE_BURST,
+                connections: int | None = None) -> KubeCluster:
+        """In cluster when a service account is mounted, else the kubeconfig's current context;
+        ``connections``: how many requests may be in flight at once without opening (and
+        closing) a connection each (None: the client's default)."""
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return cls.in_cluster(qps=qps, burst=burst)
-        return cls.from_kubeconfig(qps=qps, burst=burst)
+            return cls.in_cluster(qps=qps, burst=burst, connections=connections)
+        return cls.from_kubeconfig(qps=qps, burst=burst, connections=connections)
 
     def close(self) -> None:
         """Release the connection pool."""

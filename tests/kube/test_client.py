@@ -384,3 +384,20 @@ def test_watch_lines_are_whole_however_the_chunks_fall() -> None:
             return (text[a:b] for a, b in itertools.pairwise(cuts))
 
     assert list(_lines(Response())) == events + ['{"type":"BOOKMARK"}']
+
+
+def test_connections_asked_for_are_kept_open_in_the_pool(server: MockServer) -> None:
+    cluster = KubeCluster.from_token(server.url, TOKEN, connections=64)
+    try:
+        pool = cluster._api.rest_client.pool_manager
+        assert pool.connection_pool_kw["maxsize"] == 64
+    finally:
+        cluster.close()
+
+
+def test_fewer_connections_than_the_default_leave_the_default(server: MockServer) -> None:
+    cluster = KubeCluster.from_token(server.url, TOKEN, connections=1)
+    try:
+        assert cluster._api.rest_client.pool_manager.connection_pool_kw["maxsize"] >= 5
+    finally:
+        cluster.close()
