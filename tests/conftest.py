@@ -2,12 +2,16 @@
 
 The ``fluence_core.testing`` pytest plugin (entry point ``pytest11``) already
 provides ``braket_config``, ``small_graph`` and ``pod_group``; these add the
-file helpers the CLI and config tests need.
+file helpers the CLI and config tests need, and ``clean_python`` (a user's
+container's interpreter) for the staging tests of ``runtime/`` and ``hybrid/``.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sysconfig
+import venv
 from pathlib import Path
 from typing import Any, Callable
 
@@ -84,3 +88,24 @@ def qrmi_pinned_pod() -> str:
     """A one-qpu pod ``bell`` whose manifest pins ``require-provider: qrmi``: what the
     ``select`` tests (CLI, kubectl plugin, e2e) pin a backend onto, keeping that pin."""
     return QRMI_PINNED_POD
+
+
+@pytest.fixture(scope="session")
+def clean_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A brand-new venv's python that sees the vendor SDKs (a ``.pth`` line pointing at this
+    venv's site-packages, which does not run their own ``.pth`` hooks, so Fluence itself is
+    *not* importable): a user's container, with nothing of Fluence but what is staged."""
+    root = tmp_path_factory.mktemp("clean-venv")
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
+    site = Path(
+        subprocess.check_output(
+            [
+                str(root / "bin" / "python"),
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ],
+            text=True,
+        ).strip()
+    )
+    (site / "vendor-sdk.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return root / "bin" / "python"

@@ -51,8 +51,8 @@ from fluence_core.testing_apiserver import (
     webhook_beside,
 )
 from fluence_core.webhook.main import Webhook
-from tests.hybrid_case import RESOURCES, SCRIPT
-from tests.test_hybrid_flow import assert_released_worker
+from tests.hybrid.case import RESOURCES, SCRIPT
+from tests.hybrid.test_flow import assert_released_worker
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

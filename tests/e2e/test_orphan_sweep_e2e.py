@@ -24,7 +24,7 @@ from fluence_core.settings import Settings, load_settings
 from fluence_core.testing import indexed_job_pods
 from fluence_core.testing_apiserver import ApiServer, wait_for, webhook_beside
 from fluence_core.hybrid.orphans import REASON, OrphanSweep
-from tests.hybrid_case import RESOURCES
+from tests.hybrid.case import RESOURCES
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

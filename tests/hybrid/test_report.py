@@ -19,37 +19,13 @@ from fluence_core.hybrid.endpoint import ReportEndpoint
 from fluence_core.webhook.routes import Routes
 from fluence_core.webhook.server import WebhookServer, server_context
 
-GATE = names.QUANTUM_GATE
-JOB = [{"apiVersion": "batch/v1", "kind": "Job", "name": "qj", "uid": "job-uid",
-        "controller": True}]
-
-
-def member(name: str, role: str, *, gated: bool = False, sidecar: bool = False,
-           account: str | None = None, group: str = "qj", owners: Any = JOB) -> dict[str, Any]:
-    containers = [{"name": "app", "image": "python:3.12"}]
-    if sidecar:
-        containers.append({"name": names.SIDECAR_CONTAINER, "image": "fluence"})
-    spec: dict[str, Any] = {"schedulerName": "fluence", "containers": containers}
-    if gated:
-        spec["schedulingGates"] = [{"name": "example.org/other"}, {"name": GATE}]
-    if account:
-        spec["serviceAccountName"] = account
-    meta: dict[str, Any] = {"name": name, "namespace": "default", "ownerReferences": owners,
-                            "labels": {names.GROUP_LABEL: group, names.ROLE_LABEL: role}}
-    if role == names.ROLE_SCOUT:
-        meta["annotations"] = {names.BACKEND_ANNOTATION: "sim_qpu",
-                               names.attr_annotation("provider"): "fake"}
-    return {"metadata": meta, "spec": spec}
-
+from .scouts import GATE, JOB, gates, job_qj, split_member, stored
 
 @pytest.fixture
 def cluster() -> FakeCluster:
-    fake = FakeCluster()
-    fake.create("pods", member("qj-0", names.ROLE_SCOUT, sidecar=True))
-    for name in ("qj-1", "qj-2"):
-        fake.create("pods", member(name, names.ROLE_WORKER, gated=True))
-    fake.create("pods", member("other-1", names.ROLE_WORKER, gated=True, group="other"))
-    fake.create("pods", member("foreign-1", names.ROLE_WORKER, gated=True, owners=[
+    fake = job_qj()
+    fake.create("pods", split_member("other-1", names.ROLE_WORKER, gated=True, group="other"))
+    fake.create("pods", split_member("foreign-1", names.ROLE_WORKER, gated=True, owners=[
         {**JOB[0], "uid": "another-job"}]))
     return fake
 
@@ -75,49 +51,39 @@ def reporter(served, tmp_path: Path, token: str) -> HttpsReporter:
     return HttpsReporter(f"https://localhost:{server.port}{names.REPORT_PATH}", token_file, ca)
 
 
-def pod(cluster: FakeCluster, name: str) -> dict[str, Any]:
-    found = cluster.get("pods", name, "default")
-    assert found is not None
-    return found
-
-
-def gates(cluster: FakeCluster, name: str) -> list[str]:
-    return [g["name"] for g in pod(cluster, name)["spec"].get("schedulingGates") or []]
-
-
 RELEASE = {"status": "ready", "jobId": "task-1", "session": "sess-1"}
 
 
 def test_the_scouts_release_report_stamps_and_ungates_only_its_workers(
     served, cluster, tmp_path
 ) -> None:
-    token = cluster.issue_token(pod(cluster, "qj-0"), "fluence")
+    token = cluster.issue_token(stored(cluster, "qj-0"), "fluence")
     reply = reporter(served, tmp_path, token).report("release", RELEASE)
     assert reply == {"ok": True, "ungated": ["qj-1", "qj-2"], "running": ["qj-1", "qj-2"]}
     for name in ("qj-1", "qj-2"):
         assert gates(cluster, name) == ["example.org/other"]  # only Fluence's gate goes
-        stamped = pod(cluster, name)["metadata"]["annotations"]
+        stamped = stored(cluster, name)["metadata"]["annotations"]
         assert stamped[names.SCOUT_JOB_ID_ANNOTATION] == "task-1"
         assert stamped[names.SCOUT_SESSION_ANNOTATION] == "sess-1"
         assert stamped[names.BACKEND_ANNOTATION] == "sim_qpu"
         assert stamped[names.attr_annotation("provider")] == "fake"
     assert gates(cluster, "other-1") == ["example.org/other", GATE]  # another group
     assert gates(cluster, "foreign-1") == ["example.org/other", GATE]  # another Job's pod
-    scout = pod(cluster, "qj-0")["metadata"]["annotations"]
+    scout = stored(cluster, "qj-0")["metadata"]["annotations"]
     assert scout[names.SCOUT_STATUS_ANNOTATION] == "ready"
     again = reporter(served, tmp_path, token).report("release", RELEASE)
     assert again["ungated"] == [] and again["running"] == ["qj-1", "qj-2"]
 
 
 def test_found_and_final_reports_annotate_the_scout(served, cluster, tmp_path) -> None:
-    token = cluster.issue_token(pod(cluster, "qj-0"), "fluence")
+    token = cluster.issue_token(stored(cluster, "qj-0"), "fluence")
     client = reporter(served, tmp_path, token)
     assert client.report("found", {"jobId": "task-1", "position": 4}) == {"ok": True}
-    notes = pod(cluster, "qj-0")["metadata"]["annotations"]
+    notes = stored(cluster, "qj-0")["metadata"]["annotations"]
     assert notes[names.SCOUT_QUEUE_POSITION_ANNOTATION] == "4"
     assert notes[names.SCOUT_JOB_ID_ANNOTATION] == "task-1"
     client.report("final", {"status": "observed", "workersFinished": False})
-    notes = pod(cluster, "qj-0")["metadata"]["annotations"]
+    notes = stored(cluster, "qj-0")["metadata"]["annotations"]
     assert notes[names.SCOUT_STATUS_ANNOTATION] == "observed"
     assert gates(cluster, "qj-1") == ["example.org/other", GATE]  # nobody released
 
@@ -132,13 +98,13 @@ def refused(served, tmp_path, token: str, caplog, status: int, words: str) -> No
 
 
 def test_a_workers_token_is_refused_and_nothing_changes(served, cluster, tmp_path, caplog):
-    token = cluster.issue_token(pod(cluster, "qj-1"), "fluence")
+    token = cluster.issue_token(stored(cluster, "qj-1"), "fluence")
     refused(served, tmp_path, token, caplog, 403, "is not the scout of a shared group")
     assert gates(cluster, "qj-2") == ["example.org/other", GATE]
 
 
 def test_a_token_for_another_audience_is_refused(served, cluster, tmp_path, caplog):
-    token = cluster.issue_token(pod(cluster, "qj-0"), "https://kubernetes.default.svc")
+    token = cluster.issue_token(stored(cluster, "qj-0"), "https://kubernetes.default.svc")
     refused(served, tmp_path, token, caplog, 401, "not valid for audience 'fluence'")
     assert gates(cluster, "qj-1") == ["example.org/other", GATE]
 
@@ -148,14 +114,15 @@ def test_a_made_up_token_is_refused(served, cluster, tmp_path, caplog):
 
 
 def test_a_token_of_a_deleted_scout_is_refused(served, cluster, tmp_path, caplog):
-    token = cluster.issue_token(pod(cluster, "qj-0"), "fluence")
+    token = cluster.issue_token(stored(cluster, "qj-0"), "fluence")
     cluster.delete("pods", "qj-0", "default")
-    cluster.create("pods", member("qj-0", names.ROLE_SCOUT, sidecar=True))  # same name, new uid
+    # the same name, a new uid
+    cluster.create("pods", split_member("qj-0", names.ROLE_SCOUT, sidecar=True))
     refused(served, tmp_path, token, caplog, 401, "gone")
 
 
 def test_a_scout_running_as_another_account_is_refused(cluster) -> None:
-    scout = pod(cluster, "qj-0")
+    scout = stored(cluster, "qj-0")
     token = cluster.issue_token({**scout, "spec": {**scout["spec"],
                                                   "serviceAccountName": "ci-deployer"}}, "fluence")
     reply = ReportEndpoint(cluster, Settings()).handle(f"Bearer {token}", b'{"event": "found"}')
@@ -163,8 +130,8 @@ def test_a_scout_running_as_another_account_is_refused(cluster) -> None:
 
 
 def test_a_pod_labelled_scout_without_the_injected_sidecar_is_refused(cluster) -> None:
-    cluster.create("pods", member("forged", names.ROLE_SCOUT))
-    token = cluster.issue_token(pod(cluster, "forged"), "fluence")
+    cluster.create("pods", split_member("forged", names.ROLE_SCOUT))
+    token = cluster.issue_token(stored(cluster, "forged"), "fluence")
     reply = ReportEndpoint(cluster, Settings()).handle(f"Bearer {token}", b'{"event": "found"}')
     assert reply.status == 403 and reply.body["code"] == 403
 
@@ -191,13 +158,13 @@ def test_no_bearer_token_is_401(cluster, authorization) -> None:
     (b'{"event": "final", "status": "ready", "workersFinished": "yes"}', "'workersFinished'"),
 ])
 def test_a_bad_report_is_400_naming_the_field(cluster, body, words) -> None:
-    token = cluster.issue_token(pod(cluster, "qj-0"), "fluence")
+    token = cluster.issue_token(stored(cluster, "qj-0"), "fluence")
     reply = ReportEndpoint(cluster, Settings()).handle(f"Bearer {token}", body)
     assert reply.status == 400 and words in reply.body["error"], reply.body
 
 
 def test_an_unexpected_failure_is_a_500_in_json_and_logged(cluster, caplog) -> None:
-    token = cluster.issue_token(pod(cluster, "qj-0"), "fluence")
+    token = cluster.issue_token(stored(cluster, "qj-0"), "fluence")
 
     class Broken:
         def __getattr__(self, verb: str) -> Any:

@@ -19,7 +19,7 @@ from fluence_core.hybrid.release import ungate_patch
 from fluence_core.hybrid.reporter import LocalReporter, ReportError
 from fluence_core.hybrid.sidecar import Outcome, Sidecar
 
-from .conftest import OTHER_GATE, annotations, config, finish, gates
+from .scouts import OTHER_GATE, annotations, config, finish, gates
 
 
 def provider_with(clock, script, appear_at=0.0, session=None):  # type: ignore[no-untyped-def]
@@ -173,7 +173,7 @@ def test_worker_timeout_bounds_the_wait(cluster, clock, tmp_path) -> None:
 
 
 def test_late_worker_is_ungated_while_waiting(cluster, clock, tmp_path) -> None:
-    from .conftest import pod
+    from .scouts import pod
 
     provider = provider_with(clock, [(0, 1, QUEUED)])
 

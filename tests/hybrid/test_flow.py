@@ -42,11 +42,11 @@ from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing import indexed_job_pods
 from fluence_core.webhook import build_service
-from tests.hybrid_case import RESOURCES, SCRIPT
+from tests.hybrid.case import RESOURCES, SCRIPT
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "hybrid"
 GATE = "example.org/hybrid-ready"  # not the default: the webhook gates and Fluence ungates it
 

@@ -13,19 +13,16 @@ from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import Settings
 from fluence_core.hybrid.orphans import REASON, OrphanSweep, orphaned
 
-from tests.webhook.test_report import GATE, JOB, gates, member, pod
+from .scouts import GATE, JOB, gates, job_qj, split_member, stored
 
 
 @pytest.fixture
 def cluster() -> FakeCluster:
-    fake = FakeCluster()
-    fake.create("pods", member("qj-0", names.ROLE_SCOUT, sidecar=True))
-    for name in ("qj-1", "qj-2"):
-        fake.create("pods", member(name, names.ROLE_WORKER, gated=True))
-    fake.create("pods", member("other-0", names.ROLE_SCOUT, sidecar=True, group="other",
-                               owners=[{**JOB[0], "uid": "other-job"}]))
-    fake.create("pods", member("other-1", names.ROLE_WORKER, gated=True, group="other",
-                               owners=[{**JOB[0], "uid": "other-job"}]))
+    fake = job_qj()
+    fake.create("pods", split_member("other-0", names.ROLE_SCOUT, sidecar=True, group="other",
+                                     owners=[{**JOB[0], "uid": "other-job"}]))
+    fake.create("pods", split_member("other-1", names.ROLE_WORKER, gated=True, group="other",
+                                     owners=[{**JOB[0], "uid": "other-job"}]))
     return fake
 
 
@@ -50,7 +47,7 @@ def test_a_failed_scout_s_workers_are_released_as_scout_lost(cluster, caplog) ->
     assert sorted(released) == ["qj-1", "qj-2"]
     for name in ("qj-1", "qj-2"):
         assert gates(cluster, name) == ["example.org/other"]  # only Fluence's gate goes
-        stamped = pod(cluster, name)["metadata"]["annotations"]
+        stamped = stored(cluster, name)["metadata"]["annotations"]
         assert stamped[names.SCOUT_STATUS_ANNOTATION] == names.SCOUT_STATUS_LOST
         assert stamped[names.BACKEND_ANNOTATION] == "sim_qpu"  # the ended scout's backend
     assert gates(cluster, "other-1") == ["example.org/other", GATE]  # its scout runs
@@ -64,18 +61,18 @@ def test_a_deleted_scout_s_workers_are_released(cluster) -> None:
     cluster.delete("pods", "qj-0", "default")
     sweep = OrphanSweep(cluster, Settings())
     assert sorted(sweep_twice(sweep)) == ["qj-1", "qj-2"]
-    stamped = pod(cluster, "qj-1")["metadata"]["annotations"]
+    stamped = stored(cluster, "qj-1")["metadata"]["annotations"]
     assert stamped[names.SCOUT_STATUS_ANNOTATION] == names.SCOUT_STATUS_LOST
     assert names.BACKEND_ANNOTATION not in stamped  # nothing left to copy it from
 
 
 def test_a_scout_being_deleted_counts_as_gone(cluster) -> None:
-    scout = pod(cluster, "qj-0")  # as a list shows a pod in its grace period
+    scout = stored(cluster, "qj-0")  # as a list shows a pod in its grace period
     scout["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    found = orphaned([scout, pod(cluster, "qj-1"), pod(cluster, "qj-2")], GATE)
+    found = orphaned([scout, stored(cluster, "qj-1"), stored(cluster, "qj-2")], GATE)
     assert [len(group.workers) for group in found.values()] == [2]
     scout["metadata"].pop("deletionTimestamp")
-    assert orphaned([scout, pod(cluster, "qj-1")], GATE) == {}
+    assert orphaned([scout, stored(cluster, "qj-1")], GATE) == {}
 
 
 def test_a_running_scout_s_workers_are_untouched(cluster) -> None:
@@ -92,7 +89,7 @@ def test_a_replacement_scout_on_the_second_sweep_takes_the_group_back(cluster) -
     phase(cluster, "qj-0", "Failed")
     sweep = OrphanSweep(cluster, Settings())
     assert sweep.sweep() == []  # suspected
-    cluster.create("pods", member("qj-0-again", names.ROLE_SCOUT, sidecar=True))
+    cluster.create("pods", split_member("qj-0-again", names.ROLE_SCOUT, sidecar=True))
     assert sweep.sweep() == []
     assert gates(cluster, "qj-1") == ["example.org/other", GATE]
 
@@ -117,7 +114,7 @@ def test_a_late_worker_of_a_scout_that_reported_gets_its_release(cluster) -> Non
         names.SCOUT_JOB_ID_ANNOTATION: "task-1"}}}, "default")
     phase(cluster, "qj-0", "Succeeded")
     assert sorted(sweep_twice(OrphanSweep(cluster, Settings()))) == ["qj-1", "qj-2"]
-    stamped = pod(cluster, "qj-1")["metadata"]["annotations"]
+    stamped = stored(cluster, "qj-1")["metadata"]["annotations"]
     assert stamped[names.SCOUT_STATUS_ANNOTATION] == names.SCOUT_STATUS_READY
     assert stamped[names.SCOUT_JOB_ID_ANNOTATION] == "task-1"
     assert cluster.events(reason=REASON) == []

@@ -1,4 +1,4 @@
-"""The hybrid example both flows play, in memory (``tests/test_hybrid_flow.py``) and on a real
+"""The hybrid example both flows play, in memory (``tests/hybrid/test_flow.py``) and on a real
 API server (``tests/e2e/test_hybrid_flow_e2e.py``, ``test_orphan_sweep_e2e.py``): one
 simulated device and the scout's task in the fake vendor queue."""
 
