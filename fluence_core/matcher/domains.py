@@ -8,9 +8,9 @@ its domain, and what ``fluence status`` and ``fluence plan`` show.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from fluence_core.graph import Domain, ResourceGraph
 from fluence_core.matcher.base import Allocation, Matcher
@@ -90,27 +90,52 @@ def best_fit(found: dict[Domain, Room], group: Group) -> list[Domain]:
 def fewest_children(graph: ResourceGraph, below: dict[Domain, Room], domain: Domain,
                     group: Group) -> list[str] | None:
     """The nodes of the fewest domains one level below ``domain`` (``below``: that level's
-    rooms) whose free totals could hold ``group``, emptiest first; None when that takes all
-    of them. A group bigger than one rack is tried there before the whole block, as the
-    embedded matcher does (:meth:`EmbeddedMatcher._fewest_children`)."""
+    rooms) whose free totals could hold ``group`` (:func:`fewest_holding`); None when that
+    takes all of them. A group bigger than one rack is tried there before the whole block,
+    as the embedded matcher does (:meth:`EmbeddedMatcher._fewest_children`)."""
     cores, gpus, _ = need(group)
-    children = [d for d in below if d[: len(domain)] == domain]
-    children.sort(key=lambda d: (-below[d].free_gpus, -below[d].free_cores, d) if gpus
-                  else (-below[d].free_cores, -below[d].free_gpus, d))
-    chosen: list[Domain] = []
-    free_cores = free_gpus = 0
-    for child in children:
-        if free_cores >= cores and free_gpus >= gpus:
-            break
-        chosen.append(child)
-        free_cores += below[child].free_cores
-        free_gpus += below[child].free_gpus
-    if len(chosen) == len(children) or free_cores < cores or free_gpus < gpus:
+    chosen = fewest_holding([d for d in below if d[: len(domain)] == domain],
+                            lambda d: (below[d].free_cores, below[d].free_gpus), cores, gpus)
+    if chosen is None:
         return None
     depth = len(domain)
     wanted = set(chosen)
     return [n.name for n in graph.domains(depth - 1, known_only=False).get(domain, [])
             if n.domains[: depth + 1] in wanted]
+
+
+Child = TypeVar("Child", int, Domain)
+"""A domain as the embedded matcher numbers it, or as the graph names it."""
+
+
+def fewest_holding(children: Iterable[Child], free: Callable[[Child], tuple[int, int]],
+                   cores: int, gpus: int) -> list[Child] | None:
+    """The fewest ``children`` (the domains one level below a group's domain) whose free
+    ``(cores, GPUs)`` together reach ``cores`` and ``gpus``: taken emptiest first (most free
+    GPUs first when the group asks for any, else most free cores; ties by the child itself,
+    so the choice is repeatable). None when that takes every child, or all of them fall
+    short: then nothing narrower than the whole domain is worth trying.
+
+    One rule for both data shapes that hold free capacity: the embedded matcher's running
+    counts and the rooms read from any matcher's allocations (:func:`fewest_children`)."""
+
+    def emptiest(child: Child) -> tuple[int, int, Child]:
+        free_cores, free_gpus = free(child)
+        return (-free_gpus, -free_cores, child) if gpus else (-free_cores, -free_gpus, child)
+
+    ordered = sorted(children, key=emptiest)
+    chosen: list[Child] = []
+    total_cores = total_gpus = 0
+    for child in ordered:
+        if total_cores >= cores and total_gpus >= gpus:
+            break
+        chosen.append(child)
+        child_cores, child_gpus = free(child)
+        total_cores += child_cores
+        total_gpus += child_gpus
+    if len(chosen) == len(ordered) or total_cores < cores or total_gpus < gpus:
+        return None
+    return chosen
 
 
 def need(group: Group) -> tuple[int, int, int]:

@@ -41,6 +41,7 @@ from fluence_core.matcher.base import (
     VirtualShare,
 )
 from fluence_core.matcher.constraints import Predicate, compile_constraint, few_hosts
+from fluence_core.matcher.domains import fewest_holding
 from fluence_core.matcher.node_order import IdOrder, NodeOrder, RankOrder
 from fluence_core.matcher.jobspec import NUMA_ALIGNED
 from fluence_core.matcher.search import DEFAULT_BUDGET, search
@@ -559,21 +560,10 @@ class EmbeddedMatcher:
         if level + 1 >= domains.levels:
             return None
         key = domains.key[domain]
-        children = [c for c in domains.at_level[level + 1]
-                    if domains.key[c][: level + 1] == key]
-        if gpus:
-            children.sort(key=lambda c: (-domains.gpus[c], -domains.cores[c], c))
-        else:
-            children.sort(key=lambda c: (-domains.cores[c], -domains.gpus[c], c))
-        chosen: list[int] = []
-        free_cores = free_gpus = 0
-        for child in children:
-            if free_cores >= cores and free_gpus >= gpus:
-                break
-            chosen.append(child)
-            free_cores += domains.cores[child]
-            free_gpus += domains.gpus[child]
-        if len(chosen) == len(children) or free_cores < cores or free_gpus < gpus:
+        chosen = fewest_holding([c for c in domains.at_level[level + 1]
+                                 if domains.key[c][: level + 1] == key],
+                                lambda c: (domains.cores[c], domains.gpus[c]), cores, gpus)
+        if chosen is None:
             return None
         return sorted(p for child in chosen for p in domains.members[child])
 
