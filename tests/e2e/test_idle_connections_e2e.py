@@ -10,9 +10,6 @@ was closed at accept and the creates failed "failed calling webhook ... EOF".
 
 from __future__ import annotations
 
-import json
-import socket
-import ssl
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,35 +20,10 @@ from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import webhook_beside
+from tests.raw_tls import idle_connection, insecure_context
 
 pytestmark = pytest.mark.e2e
-INSECURE = ssl.create_default_context()
-INSECURE.check_hostname = False
-INSECURE.verify_mode = ssl.CERT_NONE  # a hostile client checks nothing
-REVIEW = json.dumps({
-    "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-    "request": {"uid": "idle", "operation": "CREATE", "namespace": "default",
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "object": {"metadata": {"name": "p"}, "spec": {"containers": []}}}}).encode()
-
-
-def idle_connection(port: int) -> ssl.SSLSocket | None:
-    """A keep-alive connection from 127.0.0.1 that was served once and then says nothing."""
-    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-    try:
-        sock = INSECURE.wrap_socket(raw)
-        sock.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
-                     % len(REVIEW) + REVIEW)
-        answer = b""
-        while not answer.rstrip().endswith(b"}"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed")
-            answer += chunk
-        return sock
-    except (OSError, ssl.SSLError):
-        raw.close()
-        return None
+INSECURE = insecure_context()  # a hostile client checks nothing
 
 
 def grouped_pod(name: str) -> dict[str, object]:
@@ -64,7 +36,7 @@ def grouped_pod(name: str) -> dict[str, object]:
 def attacked(kube: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[int]:
     settings = load_settings(webhook_config="fluence-idle-connections")
     with webhook_beside(kube, settings, tmp_path / "tls", namespace=kube_namespace) as webhook:
-        held = [s for s in (idle_connection(webhook.port)
+        held = [s for s in (idle_connection(webhook.port, INSECURE)
                             for _ in range(webhook.admission.max_per_client)) if s]
         try:
             yield len(held)

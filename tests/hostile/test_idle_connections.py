@@ -28,26 +28,9 @@ from fluence_core.webhook import tls
 from fluence_core.webhook.fairness import PENDING_GRACE
 from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
 from fluence_core.webhook.server import WebhookServer, server_context
+from tests.raw_tls import REVIEW, idle_connection, loopback_alias_works
 
-REVIEW = json.dumps({
-    "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-    "request": {"uid": "u", "operation": "CREATE", "namespace": "default",
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "object": {"metadata": {"name": "p"}, "spec": {"containers": []}}}}).encode()
-
-
-def _alias_works(address: str) -> bool:
-    probe = socket.socket()
-    try:
-        probe.bind((address, 0))
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
-
-
-pytestmark = pytest.mark.skipif(not _alias_works("127.0.0.5"),
+pytestmark = pytest.mark.skipif(not loopback_alias_works("127.0.0.5"),
                                 reason="cannot bind 127.0.0.2-5 (not Linux loopback)")
 
 
@@ -67,22 +50,8 @@ class Served:
     def idle_connection(self, source: str) -> bool:
         """One keep-alive connection from ``source``: handshake, one request answered, then
         nothing. Whether the server took it."""
-        raw = socket.socket()
-        raw.settimeout(10)
-        try:
-            raw.bind((source, 0))
-            raw.connect(("127.0.0.1", self.server.port))
-            sock = self.context.wrap_socket(raw, server_hostname="localhost")
-            sock.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
-                         % len(REVIEW) + REVIEW)
-            answer = b""
-            while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
-                chunk = sock.recv(65536)
-                if not chunk:
-                    raise ConnectionError("closed")
-                answer += chunk
-        except (OSError, ssl.SSLError):
-            raw.close()
+        sock = idle_connection(self.server.port, self.context, source=source)
+        if sock is None:
             return False
         self.held.append(sock)
         return True

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 import ssl
 import threading
 import time
@@ -24,26 +23,15 @@ from fluence_core.webhook import tls
 from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
 from fluence_core.webhook.server import WebhookServer, server_context
+from tests.raw_tls import insecure_context, loopback_alias_works, tls_connection
 
 ATTACKERS = 600
 DEADLINE = 3.0
 ATTACKER_ADDRESS = "127.0.0.2"
 
 
-def _loopback_alias_works() -> bool:
-    probe = socket.socket()
-    try:
-        probe.bind((ATTACKER_ADDRESS, 0))
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
-
-
-pytestmark = pytest.mark.skipif(
-    not _loopback_alias_works(), reason=f"cannot bind {ATTACKER_ADDRESS} (not Linux loopback)"
-)
+pytestmark = pytest.mark.skipif(not loopback_alias_works(ATTACKER_ADDRESS),
+                                reason=f"cannot bind {ATTACKER_ADDRESS} (not Linux loopback)")
 
 
 @pytest.fixture
@@ -85,23 +73,17 @@ class Trickler:
 
     def __init__(self, port: int) -> None:
         self.port = port
-        self.context = ssl.create_default_context()
-        self.context.check_hostname = False
-        self.context.verify_mode = ssl.CERT_NONE
+        self.context = insecure_context()
         self.sockets: list[ssl.SSLSocket] = []
         self.refused = 0
 
     def open(self, count: int) -> None:
         for _ in range(count):
-            raw = socket.socket()
-            raw.settimeout(2.0)
             try:
-                raw.bind((ATTACKER_ADDRESS, 0))
-                raw.connect(("127.0.0.1", self.port))
-                self.sockets.append(self.context.wrap_socket(raw))
-            except (OSError, ssl.SSLError):
+                self.sockets.append(tls_connection(self.port, self.context,
+                                                   source=ATTACKER_ADDRESS, timeout=2.0))
+            except OSError:
                 self.refused += 1
-                raw.close()
 
     def trickle(self, line: bytes, position: int) -> int:
         """One byte on every live socket; returns how many are still open."""
@@ -156,8 +138,7 @@ def test_a_trickling_request_from_the_api_servers_own_address_is_cut_at_its_dead
     served: tuple[WebhookServer, ssl.SSLContext],
 ) -> None:
     server, ctx = served
-    raw = socket.create_connection(("127.0.0.1", server.port), timeout=2.0)
-    sock = ctx.wrap_socket(raw, server_hostname="localhost")
+    sock = tls_connection(server.port, ctx, timeout=2.0)
     started = time.monotonic()
     line = b"POST /mutate HTTP/1.1\r\n"
     position = 0
