@@ -38,9 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from baseline import baseline_tree
 from fluence_core import names
 
-ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = (1, 20)
 
 
@@ -220,13 +220,6 @@ def run_path(path: str, label: str, args: argparse.Namespace, apiserver: Any,
     return result
 
 
-def worktree(ref: str) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="bench-job-burst-ref-"))
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(folder),
-                    ref], check=True, capture_output=True)
-    return folder
-
-
 def main() -> None:
     from fluence_core.testing_apiserver import find_assets, start_apiserver
 
@@ -250,22 +243,17 @@ def main() -> None:
     if assets is None:
         print(f"skipped: {reason}")
         return
-    trees: dict[str, Path | None] = {"plain": None, "fluence": None}
-    if args.baseline:
-        trees[f"fluence@{args.baseline}"] = worktree(args.baseline)
     report: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": os.getloadavg(),
                               "jobs": args.jobs, "size": args.size, "paths": {}}
     workdir = Path(tempfile.mkdtemp(prefix="bench-job-burst-"))
-    try:
+    with baseline_tree(args.baseline) as base:
+        trees: dict[str, Path | None] = {"plain": None, "fluence": None}
+        if base is not None:
+            trees[f"fluence@{args.baseline}"] = base
         with start_apiserver(assets, workdir / "apiserver", controller_manager=False) as api:
             for index, (path, tree) in enumerate(trees.items()):
                 report["paths"][path] = run_path(path.split("@")[0], f"p{index}", args, api,
                                                  tree)
-    finally:
-        for tree in trees.values():
-            if tree is not None:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                str(tree)], capture_output=True)
     report["load_after"] = os.getloadavg()
     print_table(report)
     args.json.write_text(json.dumps(report, indent=1))

@@ -51,7 +51,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,6 +63,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import audit  # noqa: E402
+from baseline import baseline_tree  # noqa: E402
 from peer import Peer, _in_parallel, fluence_peer, kube_scheduler_peer  # noqa: E402
 
 from fluence_core.kube.client import KubeCluster  # noqa: E402
@@ -71,7 +71,6 @@ from fluence_core.testing_apiserver import (  # noqa: E402
     ApiServer, ensure_namespace, find_assets, start_apiserver,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 TICK = os.sysconf("SC_CLK_TCK")
 ZONES = 3
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -493,19 +492,10 @@ def main() -> None:
     if "kube-scheduler" in wanted and not os.access(binary, os.X_OK):
         raise SystemExit(f"no kube-scheduler at {binary} (set KUBE_SCHEDULER)")
     results: list[Result] = []
-    with tempfile.TemporaryDirectory() as trees:
-        baseline = None
-        if args.baseline:
-            baseline = Path(trees) / "baseline"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(baseline),
-                            args.baseline], check=True, capture_output=True)
+    with baseline_tree(args.baseline) as baseline:
+        if baseline is not None:
             wanted.append("before")
-        try:
-            run(args, assets, binary, wanted, baseline, results)
-        finally:
-            if baseline is not None:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                str(baseline)], check=False, capture_output=True)
+        run(args, assets, binary, wanted, baseline, results)
     print(table(results))
 
 

@@ -18,7 +18,6 @@ binding in the scheduling loop, and on 8 bind workers (``fluence up``'s default)
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,7 +32,6 @@ from fluence_core.settings import load_settings
 from fluence_core.testing_apiserver import ensure_namespace, find_assets, start_apiserver
 
 
-ROOT = Path(__file__).resolve().parent.parent
 
 TIMEOUT = 180.0
 """A case not fully bound by then is reported with how many were."""
@@ -132,27 +130,19 @@ def main() -> None:
     args = parser.parse_args()
     if args.peer:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from baseline import baseline_tree
         from peer import run_peer
 
         assets, reason = find_assets()
         if assets is None:
             raise SystemExit(f"--peer needs a real API server: {reason}")
-        with tempfile.TemporaryDirectory() as tmp:
-            baseline = None
-            if args.baseline:  # Fluence at that commit takes its turn too, from a worktree
-                baseline = Path(tmp) / "baseline"
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach",
-                                str(baseline), args.baseline], check=True, capture_output=True)
-            try:
-                run_peer(assets, [int(n) for n in args.nodes.split(",")], args.json,
-                         audited=args.audit,
-                         limits_names=args.limits.split(",") if args.limits else None,
-                         workload_names=args.workloads.split(",") if args.workloads else None,
-                         baseline=baseline)
-            finally:
-                if baseline is not None:
-                    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                    str(baseline)], check=False, capture_output=True)
+        # Fluence at --baseline's commit takes its turn too, from a worktree
+        with baseline_tree(args.baseline) as baseline:
+            run_peer(assets, [int(n) for n in args.nodes.split(",")], args.json,
+                     audited=args.audit,
+                     limits_names=args.limits.split(",") if args.limits else None,
+                     workload_names=args.workloads.split(",") if args.workloads else None,
+                     baseline=baseline)
         return
     import logging
 

@@ -27,6 +27,7 @@ resume to the last bind), at the default client limits and at 5,000 QPS.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -36,7 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from baseline import ROOT, baseline_tree, quiet_fake_cluster
 
 
 def _node(i: int) -> dict[str, Any]:
@@ -58,14 +59,13 @@ def child(case: str, pods: int) -> dict[str, float]:
     import time
 
     from fluence_core import log
-    from fluence_core.kube.fake import FakeCluster
     from fluence_core.scheduler.core import Scheduler
     from fluence_core.settings import load_settings
 
-    # the log's handler writes to stderr, as under fluence up; kept open for the process
-    sys.stderr = open(os.devnull, "w")  # noqa: SIM115
-    log.configure("INFO" if case == "cycle+log" else "WARNING")
-    cluster = FakeCluster()
+    # the log's handler writes to stderr (dropped), as under fluence up
+    cluster = quiet_fake_cluster()
+    if case == "cycle+log":
+        log.configure("INFO")
     for i in range(100):
         cluster.create("nodes", _node(i))
     for i in range(pods):
@@ -119,19 +119,15 @@ def main() -> None:
     if not args.baseline:
         parser.error("--baseline REF is required")
     refs = args.baseline.split(",")
-    with tempfile.TemporaryDirectory() as tmp:
-        bases = {ref: Path(tmp) / f"baseline-{i}" for i, ref in enumerate(refs)}
-        try:
-            for ref, base in bases.items():
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach",
-                                str(base), ref], check=True, capture_output=True)
-            compare(bases, args.pods, args.repeat, args.cases.split(","))
-            if args.apiserver:
-                compare_on_apiserver(bases[refs[0]], refs[0], args.repeat)
-        finally:
-            for base in bases.values():
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                str(base)], check=False, capture_output=True)
+    with contextlib.ExitStack() as trees:
+        bases: dict[str, Path] = {}
+        for ref in refs:
+            base = trees.enter_context(baseline_tree(ref))
+            assert base is not None
+            bases[ref] = base
+        compare(bases, args.pods, args.repeat, args.cases.split(","))
+        if args.apiserver:
+            compare_on_apiserver(bases[refs[0]], refs[0], args.repeat)
 
 
 def compare(bases: dict[str, Path], pods: int, repeat: int, cases: list[str]) -> None:
