@@ -83,3 +83,43 @@ def test_a_stale_watch_event_never_makes_a_bound_pod_pending_again() -> None:
     assert scheduler.schedule_once() == []
     scheduler.pump()
     assert len(scheduler.matcher.allocations()) == 1
+
+
+def test_a_gangs_members_are_bound_side_by_side() -> None:
+    members = [pod(f"g{i}", "1", group="g") for i in range(4)]
+    cluster = _cluster(node("n0", cpu=8), pod_group("g", 4), *members)
+    real_bind = cluster.bind
+    together = threading.Barrier(4, timeout=10)
+
+    def all_at_once(namespace: str, name: str, node_name: str, *, uid: str | None = None) -> None:
+        together.wait()  # breaks (and the bind fails) unless the four are in flight at once
+        real_bind(namespace, name, node_name, uid=uid)
+
+    cluster.bind = all_at_once  # type: ignore[method-assign]
+    scheduler = Scheduler(cluster, load_settings(), bind_workers=4)
+    scheduler.start()
+    scheduler.schedule_once()
+    scheduler.drain(timeout=30)
+    scheduler.pump()
+    assert [cluster.get(PODS, f"g{i}", "default")["spec"].get("nodeName") for i in range(4)] \
+        == ["n0"] * 4
+    assert not cluster.events(reason="FailedScheduling")
+
+
+def test_a_member_that_fails_to_bind_stops_the_binds_not_yet_started() -> None:
+    members = [pod(f"g{i}", "1", group="g") for i in range(6)]
+    cluster = _cluster(node("n0", cpu=8), pod_group("g", 6), *members)
+    calls: list[str] = []
+
+    def refuse(namespace: str, name: str, node_name: str, *, uid: str | None = None) -> None:
+        calls.append(name)
+        raise Conflict(409, "simulated refusal", "Conflict")
+
+    cluster.bind = refuse  # type: ignore[method-assign]
+    scheduler = Scheduler(cluster, load_settings(), bind_workers=1)
+    scheduler.start()
+    scheduler.schedule_once()
+    scheduler.drain(timeout=30)
+    assert calls == ["g0"], "one worker: the first refusal leaves the others unasked"
+    assert not scheduler.matcher.allocations(), "nothing bound, nothing held"
+    assert "binding failed" in cluster.events(reason="FailedScheduling")[-1]["message"]
