@@ -56,6 +56,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,8 @@ ZONES = 3
 ZONE_LABEL = "topology.kubernetes.io/zone"
 STREAM_RATE = 100.0
 """Pods a second the mixed workload creates."""
+STREAM_CLIENTS = 8
+"""Threads creating the stream's pods, so that one slow request does not slow the stream."""
 TIMEOUT = 1800.0
 
 
@@ -241,6 +244,8 @@ class Result:
     bound: int
     seconds: float
     pods_per_s: float
+    arrivals_per_s: float
+    """Pods a second created (a stream's first to last creation; 0 in backlog mode)."""
     gang_p50: float
     gang_p99: float
     cpu_seconds: float
@@ -313,19 +318,33 @@ class Bench:
         return created
 
     def stream(self, batch: Batch, namespace: str) -> dict[str, float]:
-        """Create the batch at :data:`STREAM_RATE` pods a second (a gang's PodGroup first)."""
+        """Create the batch at :data:`STREAM_RATE` pods a second (a gang's PodGroup first).
+
+        Pod ``i`` is handed at ``i / STREAM_RATE`` to one of :data:`STREAM_CLIENTS` threads:
+        one client creating pods one after another was slowed by the machine's load, and
+        the arrival rate then differed between the two schedulers' turns of one run (the
+        stream's pods/s is its arrival rate when the scheduler keeps up). A gang's PodGroup
+        is created before its first pod is handed over.
+        """
         created: dict[str, float] = {}
         groups = {g["metadata"]["name"]: g for g in batch.groups}
-        started = time.monotonic()
-        for i, pod in enumerate(batch.pods):
-            gang = batch.gang_of[pod["metadata"]["name"]]
-            if gang in groups:
-                self.kube.create("podgroups", groups.pop(gang), namespace)
-            delay = started + i / STREAM_RATE - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+
+        def one(pod: dict[str, Any]) -> None:
             self.kube.create("pods", pod, namespace)
             created[pod["metadata"]["name"]] = time.time()
+        started = time.monotonic()
+        with ThreadPoolExecutor(STREAM_CLIENTS) as pool:
+            futures = []
+            for i, pod in enumerate(batch.pods):
+                gang = batch.gang_of[pod["metadata"]["name"]]
+                if gang in groups:
+                    self.kube.create("podgroups", groups.pop(gang), namespace)
+                delay = started + i / STREAM_RATE - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                futures.append(pool.submit(one, pod))
+            for future in futures:
+                future.result()
         return created
 
     def scenario(self, peer: Peer, workload: str, pods: int) -> Result:
@@ -393,6 +412,7 @@ class Bench:
         binds = [t for name, t in bound_at.items() if name in mine]
         last = max(binds) if binds else end
         first_arrival = min(created.values()) if created else start
+        arriving = (max(created.values()) - first_arrival) if created else 0.0
         seconds = max(1e-3, last - first_arrival)
         gangs: dict[str, list[str]] = {}
         for name, gang in batch.gang_of.items():
@@ -407,6 +427,7 @@ class Bench:
             nodes=self.nodes, workload=workload, scheduler=peer.name, pods=pods,
             bound=len(binds), seconds=round(seconds, 2),
             pods_per_s=round(len(binds) / seconds, 1) if done else 0.0,
+            arrivals_per_s=round(len(created) / arriving, 1) if arriving > 0 else 0.0,
             gang_p50=round(_percentile(latencies, 0.5), 2),
             gang_p99=round(_percentile(latencies, 0.99), 2),
             cpu_seconds=round(after["scheduler"] - before["scheduler"], 1),
@@ -433,10 +454,22 @@ def created_names(batch: Batch) -> list[str]:
 
 def _row(r: Result) -> str:
     return (f"{r.nodes:5d} {r.workload:12} {r.scheduler:14} {r.bound:6d}/{r.pods:<6d} "
-            f"{r.pods_per_s:8.1f} pods/s  gang p50 {r.gang_p50:7.2f} p99 {r.gang_p99:7.2f} s  "
+            f"{r.pods_per_s:8.1f} pods/s{_arrivals(r)}  "
+            f"gang p50 {r.gang_p50:7.2f} p99 {r.gang_p99:7.2f} s  "
             f"cpu {r.cpu_seconds:7.1f} s  rss {r.peak_rss_mib:6.0f} MiB  "
             f"api {r.api_per_pod:5.2f}/pod  apiserver {r.apiserver_cores:.2f} "
             f"etcd {r.etcd_cores:.2f} cores")
+
+
+def _arrivals(r: Result) -> str:
+    return f" (created at {r.arrivals_per_s:.1f})" if r.arrivals_per_s else ""
+
+
+def _created(ks: Result, fl: Result) -> str:
+    """A stream's arrival rate in each turn (ks / fl): its pods/s when the scheduler kept up."""
+    if not (ks.arrivals_per_s or fl.arrivals_per_s):
+        return ""
+    return f" (created at {ks.arrivals_per_s:.1f} / {fl.arrivals_per_s:.1f} pods/s)"
 
 
 def table(results: list[Result]) -> str:
@@ -457,7 +490,8 @@ def table(results: list[Result]) -> str:
         then = (f"{before.pods_per_s:.1f} ({before.pods_per_s / ks.pods_per_s:.2f}x)"
                 if before is not None and ks.pods_per_s else "")
         lines.append(
-            f"| {nodes} | {workload} | {fl.pods} | {ks.pods_per_s:.1f} | {fl.pods_per_s:.1f} | "
+            f"| {nodes} | {workload}{_created(ks, fl)} | {fl.pods} | {ks.pods_per_s:.1f} | "
+            f"{fl.pods_per_s:.1f} | "
             f"{ratio:.2f}x | {ks.gang_p50:.2f}/{ks.gang_p99:.2f} / "
             f"{fl.gang_p50:.2f}/{fl.gang_p99:.2f} | {ks.cpu_seconds:.0f} / {fl.cpu_seconds:.0f} | "
             f"{ks.peak_rss_mib:.0f} / {fl.peak_rss_mib:.0f} | {ks.api_per_pod:.2f} / "
