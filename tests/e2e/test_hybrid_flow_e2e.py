@@ -20,7 +20,6 @@ loopback port instead). The vendor queue is a fake (scripted, virtual time).
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -51,7 +50,8 @@ from fluence_core.testing_apiserver import (
     webhook_beside,
 )
 from fluence_core.webhook.main import Webhook
-from tests.hybrid.case import RESOURCES, SCRIPT
+from tests.hybrid.case import RESOURCES, SCRIPT, sidecar_settings_from
+
 from tests.hybrid.test_flow import assert_released_worker
 
 pytestmark = pytest.mark.e2e
@@ -297,12 +297,7 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     runtime = flow.work / "emptydir"
     runtime.mkdir()
     env[names.ENV_RUNTIME_DIR] = str(runtime)  # the emptyDir mounted at names.RUNTIME_MOUNT
-    for variable in list(os.environ):
-        if variable.startswith(("FLUENCE_", "FLUXION_")):
-            monkeypatch.delenv(variable)
-    for variable, value in env.items():
-        monkeypatch.setenv(variable, value)
-    sidecar_settings = load_settings()
+    sidecar_settings = sidecar_settings_from(monkeypatch, env)
     reporter = HttpsReporter.from_settings(sidecar_settings)  # what `fluence sidecar` builds
     clock = VirtualClock()
     fake = FakeQueueProvider(clock, {scout["metadata"]["uid"]: FakeTask("fake-task/0001", SCRIPT,

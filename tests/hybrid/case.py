@@ -4,7 +4,13 @@ simulated device and the scout's task in the fake vendor queue."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
+import pytest
+
 from fluence_core.runtime.fake_provider import QUEUED, RUNNING
+from fluence_core.settings import Settings, load_settings
 
 RESOURCES = """
 resources:
@@ -24,3 +30,15 @@ SCRIPT = [
     (95.0, None, RUNNING),
 ]
 """The scout's task in the vendor queue: (from virtual second, position, state)."""
+
+
+def sidecar_settings_from(monkeypatch: pytest.MonkeyPatch, env: Mapping[str, str]) -> Settings:
+    """The settings the sidecar reads when ``env`` (its container's, as injected) is its
+    whole environment: every ``FLUENCE_*`` and ``FLUXION_*`` variable of this shell is
+    dropped first, so nothing the test runner has set leaks in."""
+    for variable in list(os.environ):
+        if variable.startswith(("FLUENCE_", "FLUXION_")):
+            monkeypatch.delenv(variable)
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
+    return load_settings()

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,8 @@ from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing import indexed_job_pods
 from fluence_core.webhook import build_service
-from tests.hybrid.case import RESOURCES, SCRIPT
+from tests.hybrid.case import RESOURCES, SCRIPT, sidecar_settings_from
+
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -189,12 +189,7 @@ def test_webhook_scheduler_and_sidecar_release_the_workers_together(
     assert env["FLUXION_DEVICE_ARN"] == "arn:fake:device/sim"
     world["runtime"].mkdir()
     env[names.ENV_RUNTIME_DIR] = str(world["runtime"])  # the emptyDir behind names.RUNTIME_MOUNT
-    for variable in list(os.environ):
-        if variable.startswith(("FLUENCE_", "FLUXION_")):
-            monkeypatch.delenv(variable)
-    for variable, value in env.items():
-        monkeypatch.setenv(variable, value)
-    sidecar_settings = load_settings()
+    sidecar_settings = sidecar_settings_from(monkeypatch, env)
     assert (sidecar_settings.pod_name, sidecar_settings.pod_namespace) == ("vqe-0", NAMESPACE)
 
     clock = VirtualClock()
@@ -286,12 +281,7 @@ def test_the_injected_sidecar_env_resolves_an_installed_provider(
     scout = cluster.get(PODS, "vqe-0", NAMESPACE)
     assert scout["spec"].get("nodeName")
     env = container_env(scout, names.SIDECAR_CONTAINER)
-    for variable in list(os.environ):
-        if variable.startswith(("FLUENCE_", "FLUXION_")):
-            monkeypatch.delenv(variable)
-    for variable, value in env.items():
-        monkeypatch.setenv(variable, value)
-    sidecar_settings = load_settings()
+    sidecar_settings = sidecar_settings_from(monkeypatch, env)
     sidecar = sidecar_from_env(
         sidecar_settings, cluster, collect_providers(get_plugin_manager(sidecar_settings))
     )
