@@ -14,7 +14,11 @@ cores) is matched and cancelled ``--repeat`` times in each way:
 * ``flat``: no constraint, no levels (the graph of before), the baseline of the ratios.
 
 Each way reports the median and worst wall time of ``match_group`` (jobspecs, match and
-reading back a node per pod), its ratio to ``flat``, and where the gang went (racks used).
+reading back a node per pod), the median CPU time of this process over the same call
+(Fluxion matches in-process, so it is counted; on shared cores wall time waits for a core,
+CPU time does not), the wall ratio to ``flat``, and where the gang went (racks used).
+``--matchers`` picks the matchers (``embedded,fluxion``; Fluxion only with
+``FLUENCE_FLUXION_LIB``).
 Then ``--singles`` lone pods (1 core, and 500m from the shared pool) are matched on the
 empty cluster behind the shared pool, as the scheduler runs them, with levels and flat:
 what the default best fit costs a single pod. The Fluxion matcher joins when
@@ -75,12 +79,13 @@ def fill(graph: ResourceGraph, matcher: Matcher, fill_to: float, seed: int) -> i
 
 
 def timed(graph: ResourceGraph, matcher: Matcher, group: Group, repeat: int) -> dict[str, Any]:
-    times = []
+    times, cpu = [], []
     racks: set[int] = set()
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         result = match_group(group, graph, matcher)
         times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
         if not isinstance(result, GroupMatch):
             return {"placed": False, "reason": result.reason, "median_s": statistics.median(times)}
         racks.add(len({graph.node(p.node).labels.get(RACK.label) for p in
@@ -88,7 +93,7 @@ def timed(graph: ResourceGraph, matcher: Matcher, group: Group, repeat: int) -> 
         for allocation in result.allocations.values():
             matcher.cancel(allocation.jobid)
     return {"placed": True, "median_s": statistics.median(times), "worst_s": max(times),
-            "racks_used": sorted(racks)}
+            "cpu_s": statistics.median(cpu), "racks_used": sorted(racks)}
 
 
 def run(make: Callable[[ResourceGraph], Matcher], args: argparse.Namespace) -> dict[str, Any]:
@@ -141,15 +146,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--singles", type=int, default=500)
     parser.add_argument("--policy", default="first", help="the matchers' policy")
+    parser.add_argument("--matchers", default="embedded,fluxion",
+                        help="which matchers (fluxion only with FLUENCE_FLUXION_LIB)")
     args = parser.parse_args()
     print(f"{args.nodes} nodes x {args.cores} cores, racks of {args.per_rack}, zones of 10 "
           f"racks; gang of {args.gang} x {args.pod_cores}-core pods; racks filled 0-"
           f"{args.fill:.0%}; {args.repeat} matches each; policy {args.policy}")
-    makers: dict[str, Callable[[ResourceGraph], Matcher]] = {
-        "embedded": lambda graph: EmbeddedMatcher(graph, args.policy),
-    }
+    wanted = args.matchers.split(",")
+    makers: dict[str, Callable[[ResourceGraph], Matcher]] = {}
+    if "embedded" in wanted:
+        makers["embedded"] = lambda graph: EmbeddedMatcher(graph, args.policy)
     library = os.environ.get("FLUENCE_FLUXION_LIB")
-    if library:
+    if library and "fluxion" in wanted:
         from fluence_fluxion.matcher import FluxionMatcher, load_library
 
         lib = load_library(library)
@@ -158,14 +166,15 @@ def main() -> None:
         found = run(make, args)
         base = found["flat"]["median_s"]
         print(f"\n{kind}")
-        print(f"  {'way':<14} {'placed':>6} {'median ms':>10} {'worst ms':>9} {'x flat':>7}"
-              f"  racks used")
+        print(f"  {'way':<14} {'placed':>6} {'median ms':>10} {'worst ms':>9} {'cpu ms':>7}"
+              f" {'x flat':>7}  racks used")
         for way, row in found.items():
             if not row["placed"]:
                 print(f"  {way:<14} {'no':>6} {row['median_s'] * 1000:>10.1f}  {row['reason']}")
                 continue
             print(f"  {way:<14} {'yes':>6} {row['median_s'] * 1000:>10.1f} "
-                  f"{row['worst_s'] * 1000:>9.1f} {row['median_s'] / base:>7.2f}  "
+                  f"{row['worst_s'] * 1000:>9.1f} {row['cpu_s'] * 1000:>7.1f} "
+                  f"{row['median_s'] / base:>7.2f}  "
                   f"{row['racks_used']}")
         if args.singles:
             singles(make, args)
