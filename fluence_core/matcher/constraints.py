@@ -17,6 +17,9 @@ Predicate = Callable[[str, frozenset[str], int], bool]
 """(vertex name, properties, rank) -> satisfied."""
 
 _BRACKET = re.compile(r"^(.*?)\[([^\]]+)\](.*)$")
+_PLAIN_NAMES = re.compile(r"[^\s\[\],\0]+(?:\0[^\s\[\],\0]+)*")
+"""Names joined by NULs, none empty, none with a bracket, a comma or a space: each is its
+own hostlist."""
 
 
 def always(name: str, properties: frozenset[str], rank: int) -> bool:
@@ -41,7 +44,7 @@ def _compile_operator(op: str, operand: Any) -> Predicate:
         forbidden = frozenset(x[1:] for x in _strings(op, operand) if x.startswith("^"))
         return lambda n, p, r: required <= p and not (forbidden & p)
     if op == "hostlist":
-        hosts = frozenset(h for item in _strings(op, operand) for h in expand_hostlist(item))
+        hosts = frozenset(expand_hostlists(_strings(op, operand)))
         return lambda n, p, r: n in hosts
     if op == "ranks":
         ranks = frozenset(i for item in _strings(op, operand) for i in expand_idset(item))
@@ -92,13 +95,21 @@ def few_hosts(constraints: Any, limit: int = FEW_HOSTS) -> list[str] | None:
     hosts = constraints.get("hostlist")
     if isinstance(hosts, list) and len(hosts) <= limit and all(
             isinstance(h, str) for h in hosts):
-        return [name for item in hosts for name in expand_hostlist(item)]
+        return expand_hostlists(hosts)
     if list(constraints) == ["and"] and isinstance(constraints["and"], list):
         for part in constraints["and"]:
             found = few_hosts(part, limit)
             if found is not None:
                 return found
     return None
+
+
+def expand_hostlists(items: list[str]) -> list[str]:
+    """Every host of ``items``, each a hostlist, in order. A list of plain names (a feasible
+    set's hostlist, hundreds of names per pod) is taken as it is, without a call per name."""
+    if _PLAIN_NAMES.fullmatch("\0".join(items)):
+        return list(items)
+    return [name for item in items for name in expand_hostlist(item)]
 
 
 def expand_hostlist(text: str) -> list[str]:

@@ -148,9 +148,7 @@ def _allowed_nodes(pod: PodRequest, graph: ResourceGraph) -> dict[str, Any] | No
         if graph.covered_by(allowed):
             return None
         if 4 * len(allowed) < len(names):  # a few nodes: sort them, do not walk every node
-            ranked = sorted((graph.node(n) for n in allowed if graph.has_node(n)),
-                            key=lambda vertex: vertex.rank)
-            return {"hostlist": [vertex.name for vertex in ranked]}
+            return {"hostlist": graph.in_rank_order(allowed)}
         return {"hostlist": [name for name in names if name in allowed]}
     selector = set(pod.node_selector)
     if not selector and all(n.schedulable for n in graph.nodes):

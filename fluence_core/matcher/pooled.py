@@ -377,14 +377,13 @@ class PooledMatcher:
         """
         index = self._indexed()
         if hosts is not None:
-            positions = sorted(p for p in map(index.position, hosts) if p is not None)
+            positions = index.positions(hosts)
             now: list[int] | Any = iter(positions)
             later: list[int] | Any = iter(positions)
         elif listed is not None:
             def found(position: int, leasing: int) -> bool:
                 return index.room(position)[leasing] >= millicores
-            ordered = _Lazy(lambda: sorted(p for p in map(index.position, listed)
-                                            if p is not None))
+            ordered = _Lazy(lambda: index.positions(listed))
             now = _bounded(_walk(index.with_room, millicores), ordered,
                            lambda p: found(p, 0))
             later = (self._tightest_first(index) if self.graph.levels else _bounded(
