@@ -877,7 +877,9 @@ def through_apiserver(assets: Path, shape: str, counts: dict[int, int], repeats:
                 control_plane = {namespace: 0.0 for namespace in phases}
                 control_wait = {namespace: 0.0 for namespace in phases}
                 for repeat in range(repeats):
-                    for namespace, phase in phases.items():
+                    order = list(phases.items())  # each repeat starts one path later: no
+                    order = order[repeat % len(order):] + order[:repeat % len(order)]
+                    for namespace, phase in order:  # path always follows the same one
                         waited = sum(map(run_queue_wait, pids))
                         before, started = sum(map(process_cpu, pids)), time.perf_counter()
                         run_phase(apiserver.url, apiserver.token, context, namespace, clients,
