@@ -121,9 +121,9 @@ def _resources(raw: Any, where: str) -> dict[str, int]:
         value = entry.get("allocatable", entry.get("capacity"))
         if value is None:
             continue
-        parse = memory_mib if entry["name"] == "memory" else cpu_cores
         try:
-            amount = math.floor(parse(value))
+            amount = math.floor(memory_mib(value) if entry["name"] == "memory"
+                                else cpu_cores(value))
         except (ValueError, TypeError) as error:
             raise ValueError(f"{where}.resources[{j}] ({entry['name']}): {error}") from None
         if amount < 0:

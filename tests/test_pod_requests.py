@@ -241,7 +241,7 @@ READS_CONTAINERS_FOR_OTHER_REASONS = {
 
 PARSES_QUANTITIES_FOR_OTHER_REASONS = {
     "fluence_core/models.py": "a Node's allocatable",
-    "fluence_core/numa.py": "a NodeResourceTopology zone's allocatable CPUs and GPUs",
+    "fluence_core/numa.py": "a NodeResourceTopology zone's allocatable CPUs, GPUs, memory",
     "fluence_core/feasibility/resources.py": "a Node's allocatable and volume sizes",
     "fluence_core/feasibility/objects.py": "a Node's allocatable (NodeFacts)",
     "fluence_core/sim/baseline.py": "a Node's allocatable",
