@@ -14,7 +14,7 @@ from fluence_core import names
 from fluence_core.hybrid.sidecar import SidecarConfig
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.runtime.provider import Backend
-from fluence_core.testing import make_split_pod
+from fluence_core.testing import make_pod_dict, make_split_pod
 
 GROUP = "qaoa"
 OTHER_GATE = "example.com/other"
@@ -36,20 +36,17 @@ def split_member(name: str, role: str, *, gated: bool = False, sidecar: bool = F
     """A pod of Job ``qj``'s group as the split makes it: a scout carries the backend
     annotations (and, with ``sidecar``, Fluence's sidecar container); a ``gated`` worker
     waits behind another gate and the quantum gate."""
-    containers = [{"name": "app", "image": "python:3.12"}]
+    scout = role == names.ROLE_SCOUT
+    made = make_pod_dict(
+        name, None, labels={names.GROUP_LABEL: group, names.ROLE_LABEL: role},
+        annotations={names.BACKEND_ANNOTATION: "sim_qpu",
+                     names.attr_annotation("provider"): "fake"} if scout else None,
+        gates=["example.org/other", GATE] if gated else (), image="python:3.12",
+        **({"serviceAccountName": account} if account else {}))
+    made["metadata"]["ownerReferences"] = owners
     if sidecar:
-        containers.append({"name": names.SIDECAR_CONTAINER, "image": "fluence"})
-    spec: dict[str, Any] = {"schedulerName": "fluence", "containers": containers}
-    if gated:
-        spec["schedulingGates"] = [{"name": "example.org/other"}, {"name": GATE}]
-    if account:
-        spec["serviceAccountName"] = account
-    meta: dict[str, Any] = {"name": name, "namespace": "default", "ownerReferences": owners,
-                            "labels": {names.GROUP_LABEL: group, names.ROLE_LABEL: role}}
-    if role == names.ROLE_SCOUT:
-        meta["annotations"] = {names.BACKEND_ANNOTATION: "sim_qpu",
-                               names.attr_annotation("provider"): "fake"}
-    return {"metadata": meta, "spec": spec}
+        made["spec"]["containers"].append({"name": names.SIDECAR_CONTAINER, "image": "fluence"})
+    return made
 
 
 def job_qj() -> FakeCluster:
