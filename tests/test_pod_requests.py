@@ -252,7 +252,10 @@ PARSES_QUANTITIES_FOR_OTHER_REASONS = {
 THE_ONE = "fluence_core/pod_requests.py"
 _CONTAINER_LISTS = re.compile(r"""["'](containers|initContainers|overhead)["']|\bcontainers\(""")
 """The container lists named as keys, or through ``webhook.pods.containers(pod)``."""
-_QUANTITY_PARSERS = re.compile(r"\b(cpu_cores|memory_mib|parse_quantity|read_amounts)\(")
+_QUANTITY_PARSERS = re.compile(
+    r"\b(cpu_cores|memory_mib|parse_quantity|read_amounts)\("
+    r"|from fluence_core\.quantity import [^\n]*\b(cpu_cores|memory_mib|parse_quantity)\b")
+"""A parser called, or imported to be called by another name (``parse = memory_mib if ...``)."""
 
 
 def _shipped_modules() -> list[str]:
@@ -286,6 +289,13 @@ def test_the_allow_lists_name_modules_that_still_need_to_be_there() -> None:
     stale = (set(READS_CONTAINERS_FOR_OTHER_REASONS) - _reading(_CONTAINER_LISTS)) | (
         set(PARSES_QUANTITIES_FOR_OTHER_REASONS) - _reading(_QUANTITY_PARSERS))
     assert not stale, f"{sorted(stale)} no longer read containers or quantities: drop them"
+
+
+def test_the_guard_sees_a_parser_imported_and_called_under_another_name() -> None:
+    module = ("from fluence_core.quantity import cpu_cores, memory_mib\n"
+              "parse = memory_mib if kind == 'memory' else cpu_cores\n")
+    assert _QUANTITY_PARSERS.search(module)
+    assert not _QUANTITY_PARSERS.search("share.memory_mib + request.memory_mib")
 
 
 def test_the_guard_sees_a_module_that_sums_container_requests() -> None:
