@@ -15,7 +15,9 @@ from objects the API server stored, found through the webhook's informers
 * an unscheduled grouped pod pointing at one of Fluence's PodGroups that does not
   exist gets it (a bare gang's, a Job's whose Job missed the ``job-group``
   handler), minCount from the pod's ``group-size``, else its controlling Job's
-  parallelism, owned by that Job when one controls the pod;
+  parallelism, owned by that Job when one controls the pod; a pod whose Job the
+  Job informer has not delivered yet waits for it (:data:`JOB_WAIT`), so that the
+  Job's own event makes the PodGroup and nothing reads the Job;
 * the PodGroup made for a Job carries the topology the Job, its pod template, its
   JobSet or its TrainJob states (:mod:`.workload_topology`), so a constraint written only
   on the workload is the gang's;
@@ -33,6 +35,7 @@ caller's thread without one (``fluence sim``, unit tests).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -47,11 +50,19 @@ from fluence_core.webhook import jobs, pods
 from fluence_core.webhook.informer import Informer, Watched, slim_nothing, watched_for
 from fluence_core.webhook.recent import Recent
 from fluence_core.webhook.workload_topology import stated_for_job, with_topology
-from fluence_core.webhook.writer import BackgroundWriter, Write
+from fluence_core.webhook.writer import NOT_YET_MAX, BackgroundWriter, NotYet, Write
 
 SYNC_WAIT = 10.0
 """Seconds a write waits for the PodGroup informer's first list before it creates anyway
 (the create's "already exists" is then the answer: one call per object at start)."""
+JOB_WAIT = 2.0
+"""Seconds a Job's pod whose Job the synced Job informer has not delivered yet waits for it
+before its PodGroup is made from a read of the Job. The pods' and the Jobs' watches are
+two streams: under load a pod's event now and then comes first (4 in 100 creates in
+``bench_webhook.py --pods job``), and its Job's follows milliseconds later. Waiting makes
+that PodGroup from the Job's own event, with no read; a Job that never comes (one admitted
+before the webhook ran carries no group label, so the informer never sees it) is read
+once this has passed."""
 FINISHED = ("Complete", "Failed")
 """A Job condition type that, true, says the Job will make no more pods."""
 
@@ -188,14 +199,19 @@ class Controller:
 
     def __init__(self, settings: Settings, cluster: ClusterAPI | None, watched: Watched,
                  recent: Recent, writer: BackgroundWriter | None,
-                 reconcilers: Sequence[Reconciler] = ()) -> None:
+                 reconcilers: Sequence[Reconciler] = (),
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
+        self.clock = clock
+        """When a pod's wait for its Job (:data:`JOB_WAIT`) ends: the writer's clock."""
         self.cluster = cluster
         self.watched = watched
         self.recent = recent
         self.writer = writer
         self.reconcilers = list(reconcilers)
         self._informers: list[Informer[dict[str, Any]]] = []
+        self._jobs: Informer[dict[str, Any]] | None = watched.jobs
+        """The Job informer this controller listens to (:meth:`informers`)."""
         self.made = 0
         """PodGroups this controller created."""
 
@@ -212,6 +228,7 @@ class Controller:
         jobs = self.watched.jobs if self.watched.jobs is not None else own.jobs
         stored_pods = self.watched.pods if self.watched.pods is not None else own.pods
         assert jobs is not None and stored_pods is not None
+        self._jobs = jobs
         jobs.listeners.append(self.job_stored)
         stored_pods.listeners.append(self.pod_stored)
         extra: dict[tuple[str, str], Informer[dict[str, Any]]] = {}
@@ -255,9 +272,43 @@ class Controller:
         wanted = wanted_for_pod(pod, self._job_size, self._job)
         if wanted is None:
             return
-        self.ensure(wanted)
+        if not self._after_job(wanted):
+            self.ensure(wanted)
         if pods.role(pod) is not None and pods.is_shared_quantum(pod):
             self._drop_job_controller_group(pod)
+
+    def _job_unseen(self, namespace: str, owner: Mapping[str, str]) -> bool:
+        """Whether the synced Job informer lacks the Job ``owner`` names (by uid: a Job of
+        that name being replaced does not count). False while unsynced: a look-up reads
+        then anyway, and nothing says the Job is coming."""
+        informer = self._jobs
+        if informer is None:
+            return False
+        known, found = informer.lookup(namespace, owner["name"])
+        return known and (found is None or _meta(found).get("uid") != owner["uid"])
+
+    def _after_job(self, wanted: Wanted) -> bool:
+        """Hand a Job's pod's PodGroup to the writer to wait (:data:`JOB_WAIT`, holding no
+        thread) for the Job informer to deliver the Job, when it has not yet: the Job's own
+        event then makes the PodGroup (:meth:`job_stored`), and the wait ends finding it made;
+        a Job still missing at the end is read as before. False when there is nothing to wait
+        for, or no writer to wait in: the caller makes it now."""
+        owner, namespace = wanted.owner, wanted.namespace
+        if (owner is None or self.writer is None or self.cluster is None
+                or not self._job_unseen(namespace, owner)):
+            return False
+        if self.exists(namespace, wanted.name):
+            return True
+        deadline = self.clock() + JOB_WAIT
+
+        def then_ensure() -> None:
+            if self.clock() < deadline and self._job_unseen(namespace, owner):
+                raise NotYet(f"the Job informer has not delivered Job {namespace}/{owner['name']}")
+            self.ensure(wanted)
+        key = ("after-job", namespace, owner["uid"], wanted.name)
+        return self.writer.submit(Write(
+            key, f"PodGroup {namespace}/{wanted.name} of {wanted.source}, once its Job is seen",
+            then_ensure, patience=JOB_WAIT + NOT_YET_MAX))
 
     # -- PodGroups -------------------------------------------------------------------------
 

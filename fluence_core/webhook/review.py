@@ -161,7 +161,7 @@ class AdmissionService:
         self.state = ServiceState()
         self.controller = Controller(
             settings, cluster, self.watched, recent_of(self.state, clock), writer,
-            [h for h in self.handlers if isinstance(h, Reconciler)])
+            [h for h in self.handlers if isinstance(h, Reconciler)], clock)
         """Makes what stored objects need (:mod:`.controller`): admission makes nothing."""
 
     def needs(self) -> list[Need]:
