@@ -31,6 +31,7 @@ from fluence_core.settings import Settings
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook import pods
 from fluence_core.kube.patch import JsonPatch, pointer
+from fluence_core.kube.meta import job_controller_reference
 from fluence_core.webhook.base import AdmissionContext, Handler
 
 
@@ -62,6 +63,8 @@ class GangHandler(Handler):
         if known is not None:  # checked against the size this webhook knows the PodGroup has
             min_count: int | Callable[[], int] = pods.pod_group_min_count(group, group, known,
                                                                           None)
+        elif current == group and job_controller_reference(pod) is not None:
+            return []  # as its match_condition: its Job's admission checked the size; no read
         else:  # a Job read only if the PodGroup is unknown
             size = pods.group_size_later(pod, ctx)
             min_count = lambda: pods.pod_group_min_count(group, group, size(), None)  # noqa: E731

@@ -12,10 +12,11 @@ from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter
 from fluence_core.webhook.controller import JOB_WAIT
 from fluence_core.webhook.informer import Watched, watched_for
+from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.jobs import JobGroupHandler
 from fluence_core.webhook.review import AdmissionService
 from tests.webhook.test_jobs import job
-from tests.webhook.webhook_helpers import Counting, pod
+from tests.webhook.webhook_helpers import Counting, admit, pod
 
 
 class Race:
@@ -92,3 +93,21 @@ def test_a_job_that_never_reaches_the_informer_is_read_once_the_wait_is_over(
     assert made["metadata"]["ownerReferences"][0]["uid"] == stored["metadata"]["uid"]
     assert race.writer.failed == 0
 
+
+
+def test_a_jobs_pod_naming_its_group_is_admitted_without_reading_its_unseen_job(
+        settings, cluster) -> None:
+    """Sent to the webhook (a configuration without the handlers' matchConditions), a pod its
+    Job's admission named the group for gets the answer its condition gives: no Job read."""
+    counting = Counting(cluster)
+    service = AdmissionService(settings, [GangHandler()], cluster=counting,
+                               watched=watched_for(cluster))
+    for each in service.watched.informers():
+        each.sync()  # synced before the Job exists: it has not seen it
+    its_pod = pod("train-0", group="train", index=0, schedulingGroup={"podGroupName": "train"})
+    its_pod["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u-1",
+         "controller": True}]
+    response, patched = admit(service, its_pod, store=False)  # admission alone
+    assert response["allowed"] is True and patched == its_pod
+    assert counting.calls == []
