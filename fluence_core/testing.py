@@ -36,8 +36,8 @@ from fluence_core.webhook.writer import BackgroundWriter
 
 __all__ = [
     "AdmissionEndpoint", "AdmissionService", "BRAKET_EXAMPLE", "BackgroundWriter",
-    "EmbeddedMatcher", "FakeCluster",
-    "FakeQueueProvider", "FakeTask", "FluencePluginManager", "Sidecar", "SidecarConfig",
+    "EmbeddedMatcher", "FakeCluster", "FakeQueueProvider", "FakeTask", "FluencePluginManager",
+    "ManualClock", "Sidecar", "SidecarConfig",
     "SidecarOutcome", "TaskState", "VendorDouble", "VirtualClock", "WebhookServer",
     "braket_config", "build_service", "compute_jobspec", "fake_cluster", "fake_vendor_queue",
     "find_assets", "get_plugin_manager", "indexed_job_pods", "make_node_dict", "make_nodes",
@@ -45,6 +45,17 @@ __all__ = [
     "provider_conformance", "server_context", "small_graph", "start_apiserver", "tls",
     "vendor_clock", "virtual_jobspec", "wait_for", "watched_for",
 ]
+
+class ManualClock:
+    """A monotonic clock a test moves by hand (``clock.now += 1.5``): backoffs, quiet
+    periods and Lease expiries are then checked without sleeping."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
 
 BRAKET_EXAMPLE = """
 attributes:

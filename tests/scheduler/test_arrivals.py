@@ -11,21 +11,16 @@ from typing import Any, Callable
 
 from fluence_core.kube.api import PODGROUPS, PODS
 from fluence_core.scheduler.arrivals import ArrivalReports
+from fluence_core.testing import ManualClock
 from tests.scheduler.conftest import Harness, node, pod, pod_group
 
 Factory = Callable[..., Harness]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_changed_reason_is_held_until_the_quiet_period_is_over() -> None:
-    clock = Clock()
+    clock = ManualClock()
     reports = ArrivalReports(clock, quiet=1.0)
     assert not reports.due("g", changed=True)
     assert reports.next_due() == 101.0
@@ -37,7 +32,7 @@ def test_a_changed_reason_is_held_until_the_quiet_period_is_over() -> None:
 
 
 def test_after_a_report_the_next_one_waits_another_quiet_period() -> None:
-    clock = Clock()
+    clock = ManualClock()
     reports = ArrivalReports(clock, quiet=1.0)
     reports.due("g", changed=True)
     clock.now = 101.0
@@ -47,7 +42,7 @@ def test_after_a_report_the_next_one_waits_another_quiet_period() -> None:
 
 
 def test_an_unchanged_reason_is_never_told_again_and_holds_nothing() -> None:
-    clock = Clock()
+    clock = ManualClock()
     reports = ArrivalReports(clock, quiet=1.0)
     reports.due("g", changed=True)
     clock.now = 105.0
@@ -56,13 +51,13 @@ def test_an_unchanged_reason_is_never_told_again_and_holds_nothing() -> None:
 
 
 def test_a_quiet_period_of_zero_tells_every_change_at_once() -> None:
-    reports = ArrivalReports(Clock(), quiet=0.0)
+    reports = ArrivalReports(ManualClock(), quiet=0.0)
     assert reports.due("g", changed=True) and reports.due("g", changed=True)
     assert reports.next_due() is None
 
 
 def test_a_group_forgotten_starts_a_quiet_period_of_its_own_when_it_waits_again() -> None:
-    clock = Clock()
+    clock = ManualClock()
     reports = ArrivalReports(clock, quiet=1.0)
     reports.due("g", changed=True)
     clock.now = 110.0
@@ -71,7 +66,7 @@ def test_a_group_forgotten_starts_a_quiet_period_of_its_own_when_it_waits_again(
 
 
 def test_groups_no_longer_pending_are_dropped() -> None:
-    reports = ArrivalReports(Clock(), quiet=1.0)
+    reports = ArrivalReports(ManualClock(), quiet=1.0)
     reports.due("a", changed=True)
     reports.due("b", changed=True)
     reports.keep_only({"b"})

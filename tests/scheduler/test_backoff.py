@@ -10,26 +10,21 @@ from typing import Callable
 
 from fluence_core.kube.api import PODS
 from fluence_core.scheduler.backoff import Backoff
+from fluence_core.testing import ManualClock
 from tests.scheduler.conftest import Harness, node, pod
 
 Factory = Callable[..., Harness]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_each_failure_doubles_the_wait_up_to_the_maximum() -> None:
-    backoff = Backoff(Clock(), initial=1.0, maximum=10.0)
+    backoff = Backoff(ManualClock(), initial=1.0, maximum=10.0)
     assert [backoff.failed("g") for _ in range(6)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
 
 
 def test_a_group_is_ready_once_its_wait_is_over() -> None:
-    clock = Clock()
+    clock = ManualClock()
     backoff = Backoff(clock)
     assert backoff.ready("g"), "a group that never failed does not wait"
     backoff.failed("g")
@@ -39,7 +34,7 @@ def test_a_group_is_ready_once_its_wait_is_over() -> None:
 
 
 def test_a_placed_group_starts_again_from_the_initial_wait() -> None:
-    backoff = Backoff(Clock())
+    backoff = Backoff(ManualClock())
     backoff.failed("g")
     backoff.failed("g")
     backoff.forget("g")
@@ -47,7 +42,7 @@ def test_a_placed_group_starts_again_from_the_initial_wait() -> None:
 
 
 def test_only_pending_groups_are_remembered() -> None:
-    backoff = Backoff(Clock())
+    backoff = Backoff(ManualClock())
     for key in ("a", "b", "c"):
         backoff.failed(key)
     backoff.keep_only({"b"})
@@ -55,7 +50,7 @@ def test_only_pending_groups_are_remembered() -> None:
 
 
 def test_an_initial_wait_of_zero_turns_backoff_off() -> None:
-    backoff = Backoff(Clock(), initial=0.0)
+    backoff = Backoff(ManualClock(), initial=0.0)
     assert backoff.failed("g") == 0.0 and backoff.ready("g") and backoff.next_expiry() is None
 
 

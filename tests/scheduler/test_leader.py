@@ -10,20 +10,15 @@ import pytest
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.kube.errors import status_error
 from fluence_core.scheduler.leader import LeaderElector, LeaseUnavailable
+from fluence_core.testing import ManualClock
+
+EPOCH = 1_800_000_000.0  # a wall-clock time, as a Lease's renewTime carries one
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _rivals(**first_options: Any) -> tuple[FakeCluster, Clock, LeaderElector, LeaderElector]:
+def _rivals(**first_options: Any) -> tuple[FakeCluster, ManualClock, LeaderElector, LeaderElector]:
     """Candidates ``a`` (with ``first_options``) and ``b`` for Lease ``default/fluence`` on one
     in-memory cluster and one virtual clock."""
-    cluster, clock = FakeCluster(), Clock()
+    cluster, clock = FakeCluster(), ManualClock(EPOCH)
     first = LeaderElector(cluster, "fluence", "default", "a", clock=clock, **first_options)
     second = LeaderElector(cluster, "fluence", "default", "b", clock=clock)
     return cluster, clock, first, second
@@ -51,7 +46,7 @@ def test_an_expired_lease_is_taken_over_and_counted() -> None:
 
 
 def test_a_stale_update_loses_the_race() -> None:
-    cluster, clock = FakeCluster(), Clock()
+    cluster, clock = FakeCluster(), ManualClock(EPOCH)
     first = LeaderElector(cluster, "fluence", "default", "a", clock=clock)
     assert first.try_acquire()
     stale = cluster.get("leases", "fluence", "default")
@@ -93,21 +88,22 @@ class Refusing(FakeCluster):
 
 def test_a_missing_namespace_is_one_clear_error_not_an_endless_wait() -> None:
     elector = LeaderElector(Refusing(404, 'namespaces "fluence-system" not found'),
-                            "fluence", "fluence-system", "a", clock=Clock())
+                            "fluence", "fluence-system", "a", clock=ManualClock(EPOCH))
     with pytest.raises(LeaseUnavailable, match="namespace fluence-system does not exist"):
         elector.run(lambda stop: None, threading.Event())
 
 
 def test_forbidden_lease_access_names_the_rights_it_needs() -> None:
     elector = LeaderElector(Refusing(403, "leases is forbidden", reads_too=True),
-                            "fluence", "kube-system", "a", clock=Clock())
+                            "fluence", "kube-system", "a", clock=ManualClock(EPOCH))
     with pytest.raises(LeaseUnavailable, match="grant get, create and update on "
                                                "coordination.k8s.io leases in kube-system"):
         elector.try_acquire()
 
 
 def test_other_api_errors_are_retried() -> None:
-    elector = LeaderElector(Refusing(500, "etcd timeout"), "fluence", "default", "a", clock=Clock())
+    elector = LeaderElector(Refusing(500, "etcd timeout"), "fluence", "default", "a",
+                            clock=ManualClock(EPOCH))
     assert elector.try_acquire() is False
 
 
@@ -146,7 +142,7 @@ def test_releasing_a_lease_someone_else_took_leaves_it_theirs() -> None:
 
 
 def test_a_loop_that_does_not_stop_keeps_the_lease_until_it_expires() -> None:
-    cluster, clock = FakeCluster(), Clock()
+    cluster, clock = FakeCluster(), ManualClock(EPOCH)
     elector = LeaderElector(cluster, "fluence", "default", "a", clock=clock, renew=0.01)
     elector.join_timeout = 0.05
     never = threading.Event()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -127,12 +129,17 @@ def _post(port: int, ca: bytes, path: str) -> tuple[int, dict]:  # type: ignore[
         connection.close()
 
 
+@contextmanager
 def _serving(server):  # type: ignore[no-untyped-def]
-    import threading
-
+    """Serve ``server`` on a thread for the ``with`` block, then shut it down and close it."""
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    return thread
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()
 
 
 def test_scout_reports_are_served_on_their_own_port_and_admission_on_the_other(
@@ -140,8 +147,7 @@ def test_scout_reports_are_served_on_their_own_port_and_admission_on_the_other(
 ) -> None:
     monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
     server, cert = serve(tmp_path)
-    thread = _serving(server)
-    try:
+    with _serving(server):
         assert server.port != server.report_port
         status, answer = _post(server.report_port, cert.ca_pem, names.REPORT_PATH)
         assert (status, answer["code"]) == (401, 401)  # the report route: no valid token
@@ -149,10 +155,6 @@ def test_scout_reports_are_served_on_their_own_port_and_admission_on_the_other(
         assert answer["kind"] == "AdmissionReview"  # the admission port knows no reports
         status, answer = _post(server.report_port, cert.ca_pem, "/mutate")
         assert (status, answer["code"]) == (404, 404)  # nor the report port reviews
-    finally:
-        server.shutdown()
-        thread.join(10)
-        server.server_close()
 
 
 def test_disabling_the_quantum_plugin_stops_the_report_route_and_the_orphan_sweep(
@@ -168,15 +170,10 @@ def test_disabling_the_quantum_plugin_stops_the_report_route_and_the_orphan_swee
     finally:
         server.server_close()
     server, cert = serve(tmp_path, disable_plugins=["webhook-quantum"])
-    thread = _serving(server)
-    try:
+    with _serving(server):
         assert not [loop for loop in server.loops if isinstance(loop, OrphanSweep)]
         status, answer = _post(server.report_port, cert.ca_pem, names.REPORT_PATH)
         assert (status, answer["code"]) == (404, 404)
-    finally:
-        server.shutdown()
-        thread.join(10)
-        server.server_close()
 
 
 def test_handlers_without_quantum_leave_out_its_report_route_and_orphan_sweep(
@@ -186,17 +183,12 @@ def test_handlers_without_quantum_leave_out_its_report_route_and_orphan_sweep(
 
     monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
     server, cert = serve(tmp_path, webhook_handlers=["gang", "job-group", "fluxion-env"])
-    thread = _serving(server)
-    try:
+    with _serving(server):
         assert "quantum" not in [h.name for h in server.service.handlers]
         assert not [loop for loop in server.loops if isinstance(loop, OrphanSweep)]
         assert not server.routes.by_path
         status, answer = _post(server.report_port, cert.ca_pem, names.REPORT_PATH)
         assert (status, answer["code"]) == (404, 404)
-    finally:
-        server.shutdown()
-        thread.join(10)
-        server.server_close()
 
 
 def test_handlers_naming_quantum_keep_its_report_route_and_orphan_sweep(

@@ -10,19 +10,14 @@ from fluence_core import names
 from fluence_core.webhook.gang import GangHandler
 from fluence_core.webhook.recent import TTL, Recent
 from fluence_core.webhook.review import AdmissionService
+from fluence_core.testing import ManualClock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
