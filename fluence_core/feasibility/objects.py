@@ -372,12 +372,11 @@ class Snapshot:
     def __post_init__(self) -> None:
         self._by_node: dict[str, list[PodFacts]] = {n.name: [] for n in self.nodes}
         self._node = {n.name: n for n in self.nodes}
-        self.anti_affine: list[PodFacts] = []
-        """The bound pods with required anti-affinity terms (every pod is asked about these)."""
         self.affine: list[PodFacts] = []
         """The bound pods with any pod affinity term (InterPodAffinity's score reads these)."""
         self.affinity_index = AffinityIndex()
-        """The counted pods per topology domain, as InterPodAffinity's filter asks."""
+        """The counted pods per topology domain, as InterPodAffinity's filter asks (the
+        placed pods' required anti-affinity terms among them)."""
         self.soft_tainted = any(t.effect == PREFER_NO_SCHEDULE for n in self.nodes
                                 for t in n.taints)
         """Whether a node has a PreferNoSchedule taint (TaintToleration's score reads them)."""
@@ -402,8 +401,6 @@ class Snapshot:
         self._spread_count(pod, 1)
         self.affinity_index.add(pod.namespace, pod.labels, pod.anti_affinity, pod.node_name,
                                 self._node[pod.node_name].labels)
-        if pod.anti_affinity:
-            self.anti_affine.append(pod)
         if pod.has_affinity_terms:
             self.affine.append(pod)
 
@@ -423,8 +420,6 @@ class Snapshot:
             self._at[id(last)] = at
         placed = self._by_node[pod.node_name]
         placed[:] = [p for p in placed if p is not pod]
-        if pod.anti_affinity:
-            self.anti_affine = [p for p in self.anti_affine if p is not pod]
         if pod.has_affinity_terms:
             self.affine = [p for p in self.affine if p is not pod]
 

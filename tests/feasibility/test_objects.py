@@ -110,6 +110,6 @@ def test_a_snapshot_forgets_a_removed_pod_everywhere_it_counted_it() -> None:
     taken.remove(wary)  # a second removal changes nothing
     assert sorted(p.name for p in taken.pods) == ["b", "c"]
     assert [p.name for p in taken.pods_on("n0")] == ["b", "c"] and taken.pods_on("n1") == []
-    assert taken.anti_affine == []
+    assert taken.affinity_index.anti_terms == {}  # the wary pod's term no longer counts
     taken.add(first)
     assert sorted(p.name for p in taken.pods) == ["a", "b", "c"]
