@@ -82,6 +82,7 @@ def make_node_dict(
     pods: str | int | None = "110", labels: Mapping[str, str] | None = None,
     taints: Sequence[Mapping[str, str]] | None = None, unschedulable: bool = False,
     allocatable: Mapping[str, str] | None = None, capacity: bool = False,
+    hostname: bool = False, zone: str | None = None,
 ) -> dict[str, Any]:
     """A Node as the API server returns it, with what Fluence and the filters read.
 
@@ -90,7 +91,11 @@ def make_node_dict(
     resources, or a quantity written another way); with ``capacity``, ``status.capacity``
     is the same (a kubelet that reserves nothing; the nodes an e2e test creates). The spec
     carries ``taints`` and ``unschedulable`` only when given, as a kubelet-registered node
-    does."""
+    does.
+
+    ``hostname`` labels it ``kubernetes.io/hostname=<name>`` as the kubelet does (what a
+    hostname topology key reads); ``zone`` labels its ``topology.kubernetes.io/zone``;
+    ``labels`` are set over both."""
     status: dict[str, Any] = {"cpu": str(cpu), "memory": memory}
     if pods is not None:
         status["pods"] = str(pods)
@@ -102,10 +107,14 @@ def make_node_dict(
         body["taints"] = [dict(taint) for taint in taints]
     if unschedulable:
         body["unschedulable"] = True
+    node_labels = {names.HOSTNAME_LABEL: name} if hostname else {}
+    if zone is not None:
+        node_labels[names.ZONE_LABEL] = zone
+    node_labels.update(labels or {})
     return {
         "apiVersion": NODES.api_version,
         "kind": NODES.kind,
-        "metadata": {"name": name, "labels": dict(labels or {})},
+        "metadata": {"name": name, "labels": node_labels},
         "spec": body,
         "status": {"allocatable": status, **({"capacity": dict(status)} if capacity else {})},
     }
@@ -117,7 +126,10 @@ def make_pod_dict(
     namespace: str = "default", *, labels: Mapping[str, str] | None = None,
     group: str | None = None, gates: Sequence[str] = (), priority: int | None = None,
     scheduler: str = names.SCHEDULER_NAME, node_name: str | None = None,
-    limits: Mapping[str, str] | None = None, image: str = "busybox", **spec: Any,
+    limits: Mapping[str, str] | None = None, image: str = "busybox",
+    ports: Sequence[Mapping[str, Any]] = (), sidecars: Sequence[Mapping[str, str]] = (),
+    init: Sequence[Mapping[str, str]] = (), pod_requests: Mapping[str, str] | None = None,
+    uid: str | None = None, resource_version: str | None = None, **spec: Any,
 ) -> dict[str, Any]:
     """A Pod with one container ``app`` requesting ``cpu`` (none when None), ``memory`` and
     ``extra``'s resources.
@@ -125,7 +137,18 @@ def make_pod_dict(
     ``group`` points it at that PodGroup (``spec.schedulingGroup``, what the webhook
     writes; a pod that only carries the group *label* is made with ``labels``);
     ``gates`` are scheduling gates; ``node_name`` binds it; ``spec``'s keys are set over
-    the spec last (``tolerations=...``, ``affinity=...``)."""
+    the spec last (``tolerations=...``, ``affinity=...``, ``overhead=...``).
+
+    More of the pod, for the tests that need it:
+
+    - ``ports``: the ``app`` container's ports (a ``hostPort`` is what NodePorts reads).
+    - ``sidecars``: one init container with ``restartPolicy: Always`` per requests mapping
+      (native sidecars: they run beside the app, so their requests are added in full).
+    - ``init``: one classic init container per requests mapping, after the sidecars (each
+      runs alone before the app: the pod needs the largest, plus the sidecars).
+    - ``pod_requests``: the pod-level ``spec.resources.requests``, over the containers'.
+    - ``uid``, ``resource_version``: its ``metadata``'s, for what names one version of
+      the pod (events, a watch's changes) without an API server to set them."""
     requests: dict[str, Any] = {} if cpu is None else {"cpu": cpu}
     if memory:
         requests["memory"] = memory
@@ -133,10 +156,17 @@ def make_pod_dict(
     resources: dict[str, Any] = {"requests": requests}
     if limits is not None:
         resources["limits"] = dict(limits)
-    body: dict[str, Any] = {
-        "schedulerName": scheduler,
-        "containers": [{"name": "app", "image": image, "resources": resources}],
-    }
+    app: dict[str, Any] = {"name": "app", "image": image, "resources": resources}
+    if ports:
+        app["ports"] = [dict(port) for port in ports]
+    body: dict[str, Any] = {"schedulerName": scheduler, "containers": [app]}
+    starting = [_init_container(f"sidecar{i}", asks, image, "Always")
+                for i, asks in enumerate(sidecars)]
+    starting += [_init_container(f"init{i}", asks, image) for i, asks in enumerate(init)]
+    if starting:
+        body["initContainers"] = starting
+    if pod_requests is not None:
+        body["resources"] = {"requests": dict(pod_requests)}
     if priority is not None:
         body["priority"] = priority
     if group is not None:
@@ -150,8 +180,22 @@ def make_pod_dict(
                                 "annotations": dict(annotations or {})}
     if labels is not None:
         metadata["labels"] = dict(labels)
+    if uid is not None:
+        metadata["uid"] = uid
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
     return {"apiVersion": PODS.api_version, "kind": PODS.kind, "metadata": metadata,
             "spec": body}
+
+
+def _init_container(name: str, requests: Mapping[str, str], image: str,
+                    restart: str | None = None) -> dict[str, Any]:
+    """An init container of :func:`make_pod_dict` (``restart="Always"``: a native sidecar)."""
+    made: dict[str, Any] = {"name": name, "image": image,
+                            "resources": {"requests": dict(requests)}}
+    if restart is not None:
+        made["restartPolicy"] = restart
+    return made
 
 
 def make_split_pod(name: str, group: str, role: str | None = None, *,
@@ -172,16 +216,20 @@ def make_split_pod(name: str, group: str, role: str | None = None, *,
     return made
 
 
-def make_pod_group_dict(name: str, min_count: int | None,
-                        namespace: str = "default") -> dict[str, Any]:
+def make_pod_group_dict(name: str, min_count: int | None, namespace: str = "default", *,
+                        topology: Sequence[str] = ()) -> dict[str, Any]:
     """A ``scheduling.k8s.io`` PodGroup: a gang of ``min_count``, or ``basic`` when None
-    (or 0): each member placed on its own."""
+    (or 0): each member placed on its own. ``topology`` are the label keys of its required
+    topology constraint (``spec.schedulingConstraints``: the whole group in one domain)."""
     policy: dict[str, Any] = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
+    spec: dict[str, Any] = {"schedulingPolicy": policy}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": key} for key in topology]}
     return {
         "apiVersion": PODGROUPS.api_version,
         "kind": PODGROUPS.kind,
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"schedulingPolicy": policy},
+        "spec": spec,
     }
 
 
