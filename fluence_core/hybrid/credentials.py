@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluence_core import names
+from fluence_core.kube.meta import annotations_of
 from fluence_core.webhook import pods
 from fluence_core.webhook.base import AdmissionDenied
 
@@ -71,7 +72,7 @@ def source_container(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     for container in containers:
         if pods.virtual_requests(container):
             return container
-    chosen = pods.annotations_of(pod).get(names.DEFAULT_CONTAINER_ANNOTATION)
+    chosen = annotations_of(pod).get(names.DEFAULT_CONTAINER_ANNOTATION)
     named = [c for c in containers if c.get("name") == chosen]
     return named[0] if named else (containers[0] if containers else None)
 
@@ -96,7 +97,7 @@ def copy_credentials(pod: Mapping[str, Any], own: Collection[str]) -> Copied:
     """The ``env`` and ``envFrom`` entries to give the sidecar; ``own`` are the variables the
     sidecar sets itself, which an app entry of the same name never replaces."""
     selection = parse_selection(
-        pods.annotations_of(pod).get(names.SIDECAR_CREDENTIALS_ANNOTATION)
+        annotations_of(pod).get(names.SIDECAR_CREDENTIALS_ANNOTATION)
     )
     app = source_container(pod)
     if selection is None or app is None:

@@ -33,6 +33,7 @@ from fluence_core.kube.api import PODGROUPS, PODS, ClusterAPI
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.kube.api import TERMINAL_PHASES
+from fluence_core.kube.meta import metadata_of
 from fluence_core.webhook import pods
 from fluence_core.webhook.base import recent_of
 from fluence_core.periodic import Periodic
@@ -48,7 +49,7 @@ def _utcnow() -> datetime:
 
 def age(obj: Mapping[str, Any], now: datetime) -> float | None:
     """Seconds since ``obj`` was created; None when it has no readable creationTimestamp."""
-    stamp = pods.metadata(obj).get("creationTimestamp")
+    stamp = metadata_of(obj).get("creationTimestamp")
     try:
         created = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
     except ValueError:
@@ -60,7 +61,7 @@ def age(obj: Mapping[str, Any], now: datetime) -> float | None:
 
 def live(pod: Mapping[str, Any]) -> bool:
     """Not finished and not being deleted."""
-    return not pods.metadata(pod).get("deletionTimestamp") and (
+    return not metadata_of(pod).get("deletionTimestamp") and (
         (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES)
 
 
@@ -88,7 +89,7 @@ class PodGroupCleanup(Periodic):
         now = self.now()
         found = []
         for group in self.cluster.list(PODGROUPS, label_selector=MANAGED).items:
-            meta = pods.metadata(group)
+            meta = metadata_of(group)
             key = (str(meta.get("namespace")), str(meta.get("name")))
             old = age(group, now)
             if (meta.get("ownerReferences") or meta.get("deletionTimestamp") or old is None
@@ -106,7 +107,7 @@ class PodGroupCleanup(Periodic):
         for pod in self.cluster.list(PODS, label_selector=names.GROUP_LABEL).items:
             target = pods.scheduling_group(pod)
             if target is not None and live(pod):
-                used.add((str(pods.metadata(pod).get("namespace")), target))
+                used.add((str(metadata_of(pod).get("namespace")), target))
         deleted = []
         for namespace, name in candidates:
             if (namespace, name) in used:

@@ -46,6 +46,7 @@ from fluence_core.errors import FluenceError
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
 from fluence_core.log import logger
 from fluence_core.settings import Settings
+from fluence_core.kube.meta import metadata_of
 from fluence_core.webhook import jobs, pods
 from fluence_core.webhook.informer import Informer, Watched, slim_nothing, watched_for
 from fluence_core.webhook.recent import Recent
@@ -114,11 +115,6 @@ class Wanted:
     PodGroup is found missing (it may read the Job's JobSet and TrainJob)."""
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
 def job_finished(job: Mapping[str, Any]) -> bool:
     conditions = (job.get("status") or {}).get("conditions") or []
     return any(isinstance(c, Mapping) and c.get("type") in FINISHED and c.get("status") == "True"
@@ -129,7 +125,7 @@ def wanted_for_job(job: Mapping[str, Any]) -> list[Wanted]:
     """The PodGroups a stored grouped Job's pods will point at (``job-group`` handler): none
     for a Job being deleted or finished, one whose template names no own group, or whose
     pods the handlers would refuse."""
-    meta = _meta(job)
+    meta = metadata_of(job)
     namespace, name, uid = meta.get("namespace"), meta.get("name"), meta.get("uid")
     group = jobs.group_of_job(job)
     template_spec = (jobs.template_of(job).get("spec") or {})
@@ -155,7 +151,7 @@ def waiting_for(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
     one of Fluence's PodGroups and it may still be scheduled; None otherwise."""
     group = pods.group_of(pod)
     target = pods.scheduling_group(pod)
-    meta = pods.metadata(pod)
+    meta = metadata_of(pod)
     namespace = meta.get("namespace")
     if (group is None or target is None or not namespace or not pods.is_fluence_pod(pod)
             or meta.get("deletionTimestamp")
@@ -285,7 +281,7 @@ class Controller:
         if informer is None:
             return False
         known, found = informer.lookup(namespace, owner["name"])
-        return known and (found is None or _meta(found).get("uid") != owner["uid"])
+        return known and (found is None or metadata_of(found).get("uid") != owner["uid"])
 
     def _after_job(self, wanted: Wanted) -> bool:
         """Hand a Job's pod's PodGroup to the writer to wait (:data:`JOB_WAIT`, holding no
@@ -393,7 +389,7 @@ class Controller:
         split. Once per Job, for a few seconds."""
         job = pods.controller_of(pod, "Job")
         group = pods.group_of(pod)
-        namespace = str(_meta(pod).get("namespace") or "")
+        namespace = str(metadata_of(pod).get("namespace") or "")
         if job is None or group is None or self.cluster is None:
             return
         done = ("dropped-job-podgroups", namespace, job[1])
@@ -409,7 +405,7 @@ class Controller:
             if listed is None:
                 listed = cluster.list(PODGROUPS, namespace).items
             for existing in listed:
-                name = str(_meta(existing).get("name") or "")
+                name = str(metadata_of(existing).get("name") or "")
                 if name in ours or pods.controller_of(existing, "Job") != job:
                     continue
                 try:

@@ -7,8 +7,8 @@ from typing import Any, Callable, Mapping
 
 from fluence_core import names
 from fluence_core.kube.api import PODGROUPS
-from fluence_core.kube.meta import annotations_of as annotations_of
 from fluence_core.kube.meta import (
+    annotations_of,
     controller_reference,
     job_controller_reference,
     labels_of,
@@ -18,11 +18,6 @@ from fluence_core.kube.meta import (
 from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.webhook import conditions as cel
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
-
-metadata = metadata_of
-""":func:`fluence_core.kube.meta.metadata_of` by the name `fluence_core.api` exports."""
-labels = labels_of
-""":func:`fluence_core.kube.meta.labels_of` by the name `fluence_core.api` exports."""
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
@@ -101,7 +96,7 @@ def spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def pod_label(pod: Mapping[str, Any]) -> str:
     """``namespace/name`` (or the generateName prefix) for messages."""
-    meta = metadata(pod)
+    meta = metadata_of(pod)
     name = meta.get("name") or (meta.get("generateName") or "") + "*"
     return f"{meta.get('namespace') or '?'}/{name}"
 
@@ -123,7 +118,7 @@ def is_fluence_pod(pod: Mapping[str, Any]) -> bool:
 
 
 def group_of(pod: Mapping[str, Any]) -> str | None:
-    value = labels(pod).get(names.GROUP_LABEL)
+    value = labels_of(pod).get(names.GROUP_LABEL)
     return str(value) if value else None
 
 
@@ -154,7 +149,7 @@ def coordination(pod: Mapping[str, Any]) -> str:
 
 
 def role(pod: Mapping[str, Any]) -> str | None:
-    value = labels(pod).get(names.ROLE_LABEL)
+    value = labels_of(pod).get(names.ROLE_LABEL)
     return str(value) if value else None
 
 
@@ -174,7 +169,7 @@ def is_shared_quantum(pod: Mapping[str, Any]) -> bool:
 
 
 def completion_index(pod: Mapping[str, Any]) -> int | None:
-    raw = labels(pod).get(names.JOB_COMPLETION_INDEX) or annotations_of(pod).get(
+    raw = labels_of(pod).get(names.JOB_COMPLETION_INDEX) or annotations_of(pod).get(
         names.JOB_COMPLETION_INDEX
     )
     if raw is None:
@@ -198,7 +193,7 @@ def owning_job(pod: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, An
         if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
             name = ref.get("name")
             break
-    name = name or labels(pod).get(JOB_NAME_LABEL)
+    name = name or labels_of(pod).get(JOB_NAME_LABEL)
     if not name or ctx.cluster is None:
         return None
     cluster = ctx.cluster
@@ -260,7 +255,7 @@ def known_group_size(pod: Mapping[str, Any]) -> int | None:
     size = positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
     if size is not None:
         return size
-    has_job = labels(pod).get(JOB_NAME_LABEL) or any(
+    has_job = labels_of(pod).get(JOB_NAME_LABEL) or any(
         isinstance(ref, Mapping) and ref.get("kind") == "Job"
         for ref in owner_references_of(pod))
     return None if has_job else 1
@@ -380,7 +375,7 @@ def check_pod_group(ctx: AdmissionContext, name: str,
             min_count()  # still to be made: a size Fluence cannot hold is refused now
         return
     has = min_count_of(existing)
-    if metadata(existing).get("deletionTimestamp"):
+    if metadata_of(existing).get("deletionTimestamp"):
         raise AdmissionDenied(
             f"PodGroup {ctx.namespace}/{name} (minCount {has}) is being deleted: its earlier"
             f" gang is ending. Create this pod again once it is gone, or choose another group"

@@ -35,6 +35,7 @@ from fluence_core.kube.api import PODGROUPS, PODS, ClusterAPI
 from fluence_core.errors import FluenceError
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
+from fluence_core.kube.meta import metadata_of
 from fluence_core.webhook import pods
 from fluence_core.periodic import Periodic
 from fluence_core.webhook.review import AdmissionService
@@ -90,7 +91,7 @@ class PodGroupRepair(Periodic):
         controller = self.service.controller
         if controller.exists(namespace, target):
             return False  # being made now, or made seconds ago
-        first = min(members, key=lambda p: str(pods.metadata(p).get("name")))
+        first = min(members, key=lambda p: str(metadata_of(p).get("name")))
         wanted = wanted_for_pod(first, controller._job_size)
         if wanted is None:
             return False

@@ -26,6 +26,7 @@ from fluence_core.kube.api import JOBSETS, TRAINJOBS, ClusterAPI, Resource
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.stated_topology import scheduling_constraints, stated_annotations
+from fluence_core.kube.meta import metadata_of
 from fluence_core.webhook import pods
 
 OWNER_CHAIN: tuple[tuple[str, Resource], ...] = (("JobSet", JOBSETS), ("TrainJob", TRAINJOBS))
@@ -36,7 +37,7 @@ def owners_of_job(cluster: ClusterAPI, job: Mapping[str, Any]) -> list[Mapping[s
     """The Job's controlling JobSet and that JobSet's controlling TrainJob, as stored (as far
     as the chain goes; an owner that cannot be read ends it, logged)."""
     found: list[Mapping[str, Any]] = []
-    namespace = str(pods.metadata(job).get("namespace") or "")
+    namespace = str(metadata_of(job).get("namespace") or "")
     current: Mapping[str, Any] = job
     for kind, resource in OWNER_CHAIN:
         ref = pods.controller_of(current, kind)
@@ -49,7 +50,7 @@ def owners_of_job(cluster: ClusterAPI, job: Mapping[str, Any]) -> list[Mapping[s
             logger.info("webhook: cannot read %s %s/%s for its topology: %s", kind, namespace,
                         name, error)
             break
-        if owner is None or pods.metadata(owner).get("uid") != uid:
+        if owner is None or metadata_of(owner).get("uid") != uid:
             break
         found.append(owner)
         current = owner

@@ -30,7 +30,7 @@ from fluence_core.api import (
     is_fluence_pod,
     is_quantum,
     logger,
-    metadata,
+    metadata_of,
     names,
     pod_requests,
     pointer,
@@ -65,7 +65,7 @@ def group_key(pod: Mapping[str, Any], namespace: str) -> GroupKey:
     group = group_of(pod)
     if group:
         return namespace, group
-    meta = metadata(pod)
+    meta = metadata_of(pod)
     return namespace, "pod:" + str(
         meta.get("name") or meta.get("generateName") or meta.get("uid") or "?"
     )
@@ -80,7 +80,7 @@ def pod_cores(pod: Mapping[str, Any]) -> int:
                          if c.get("name") not in _FLUENCE_CONTAINERS]
     own["initContainers"] = [c for c in own.get("initContainers") or []
                              if c.get("name") not in _FLUENCE_CONTAINERS]
-    return -(-_millicores({"metadata": metadata(pod), "spec": own}) // 1000)
+    return -(-_millicores({"metadata": metadata_of(pod), "spec": own}) // 1000)
 
 
 def _millicores(pod: Mapping[str, Any]) -> int:
@@ -134,7 +134,7 @@ class AdmissionControl:
         """The refusal message for ``pod``, or None to admit it."""
         if not self.enabled or not is_quantum(pod):
             return None
-        namespace = str(ctx.namespace or metadata(pod).get("namespace") or "default")
+        namespace = str(ctx.namespace or metadata_of(pod).get("namespace") or "default")
         key = group_key(pod, namespace)
         grouped = group_of(pod) is not None
         pending_key: PendingKey = key if grouped else (namespace, "request", ctx.uid)
@@ -181,7 +181,7 @@ class AdmissionControl:
             node = spec(pod).get("nodeName")
             millicores = _request_millicores(pod)
             protected = is_protected(pod)
-            namespace = str(metadata(pod).get("namespace") or "default")
+            namespace = str(metadata_of(pod).get("namespace") or "default")
             if node:
                 if node in schedulable:
                     used += millicores
@@ -268,7 +268,7 @@ class MarkHandler(Handler):
                     if key in annotations]
         wanted = {names.PROTECTED_ANNOTATION: "true",
                   names.PROMISED_CORES_ANNOTATION: str(promised_cores(pod, ctx))}
-        if metadata(pod).get("annotations") is None:
+        if metadata_of(pod).get("annotations") is None:
             return [{"op": "add", "path": "/metadata/annotations", "value": wanted}]
         return [{"op": "add", "path": pointer("metadata", "annotations", key), "value": value}
                 for key, value in wanted.items() if annotations.get(key) != value]
