@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from fluence_core import names
 from fluence_core.quantity import cpu_cores, memory_mib
+from fluence_core.kube.meta import metadata_or_none
 
 ZONE_TYPE: Final = "Node"
 """The NRT zone type of a NUMA node, as the NFD topology-updater publishes it."""
@@ -84,8 +85,8 @@ class NodeNuma:
 def read_nrt(obj: Mapping[str, Any]) -> NodeNuma:
     """The NUMA zones of a NodeResourceTopology object; raises ValueError naming the object
     and the field when it cannot be read."""
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
+    meta = metadata_or_none(obj)
+    name = meta.get("name") if meta is not None else None
     where = f"NodeResourceTopology {name or '?'}"
     zones_raw = obj.get("zones")
     if zones_raw is None:

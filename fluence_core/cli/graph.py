@@ -17,6 +17,7 @@ from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph, levels_for
 from fluence_core.kube.api import NODE_RESOURCE_TOPOLOGIES
 from fluence_core.kube.manifests import read_objects
+from fluence_core.kube.meta import metadata_or_none
 from fluence_core.matcher.domains import DomainRow, ZoneRow, hierarchy, zone_rows
 from fluence_core.models import NodeInfo
 from fluence_core.numa import read_nrt
@@ -52,8 +53,8 @@ def build_graph(nodes_file: Path, resources: Path | None) -> ResourceGraph:
 
 def _name_of(nrt: dict[str, Any]) -> str:
     """A NodeResourceTopology's name, its node's (ValueError when it has none)."""
-    meta = nrt.get("metadata")
-    name = meta.get("name") if isinstance(meta, dict) else None
+    meta = metadata_or_none(nrt)
+    name = meta.get("name") if meta is not None else None
     if not isinstance(name, str) or not name:
         raise ValueError("a NodeResourceTopology without metadata.name")
     return name

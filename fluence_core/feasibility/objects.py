@@ -488,7 +488,7 @@ class Snapshot:
             pods=bound,
             namespaces={_name(n): dict(labels_of(n))
                         for n in namespaces},
-            claims={f"{(c.get('metadata') or {}).get('namespace') or 'default'}/{_name(c)}": c
+            claims={f"{metadata_of(c).get('namespace') or 'default'}/{_name(c)}": c
                     for c in claims},
             volumes={_name(v): v for v in volumes},
             storage_classes={_name(s): s for s in storage_classes},

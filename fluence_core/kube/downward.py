@@ -51,7 +51,7 @@ def container_env(pod: Mapping[str, Any], container: str) -> dict[str, str]:
                   for c in spec.get(section) or [] if c.get("name") == container), None)
     if found is None:
         raise FluenceError(
-            f"pod {(pod.get('metadata') or {}).get('name')} has no container {container!r}"
+            f"pod {metadata_of(pod).get('name')} has no container {container!r}"
         )
     env: dict[str, str] = {}
     for entry in found.get("env") or []:

@@ -4,8 +4,9 @@ Objects reach Fluence as decoded JSON, and any part of ``metadata`` may be absen
 a body being built, a pod not yet admitted, a hostile review. Every module reads
 ``metadata``, its labels, its annotations and its owner references through these
 functions, which treat an absent part as empty, rather than spelling the guards
-out inline. They only read, except :func:`writable_metadata`, the one way to get
-an object's own ``metadata`` to write into.
+out inline; an object that may not even be a mapping (what a watch delivers) is read
+with :func:`metadata_or_none`. They only read, except :func:`writable_metadata`, the
+one way to get an object's own ``metadata`` to write into.
 """
 
 from __future__ import annotations
@@ -17,6 +18,22 @@ from typing import Any
 def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object's ``metadata``; empty when it has none."""
     return obj.get("metadata") or {}
+
+
+_MAPPINGS = (dict, Mapping)
+"""``dict`` first: decoded JSON is one, and the check of an ABC costs several times more
+on a path every watch event takes."""
+
+
+def metadata_or_none(obj: object) -> Mapping[str, Any] | None:
+    """The metadata of an object of any shape, or None when ``obj`` is not a mapping or its
+    ``metadata`` is not one: for code that must outlive whatever a watch, a list or a
+    review carries (a watch loop, an informer, a log line naming the object), where an
+    object without readable metadata is told apart rather than read as empty."""
+    if not isinstance(obj, _MAPPINGS):
+        return None
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, _MAPPINGS) else None
 
 
 def writable_metadata(obj: MutableMapping[str, Any]) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from fluence_core.errors import FluenceError
 from fluence_core.resource_config import ResourceConfig, VirtualResource
 from fluence_core.runtime import figures
 from fluence_core.runtime.provider import Backend, BackendInfo, Provider, normalise_key
-from fluence_core.kube.meta import annotations_of
+from fluence_core.kube.meta import annotations_of, metadata_of
 
 RANKINGS = ("min-cost", "min-queue", "max-qubits")
 FLAGS = ("online-only",)
@@ -387,7 +387,7 @@ def select_into_manifest(text: str, choose: Callable[[Pins], Selection]) -> str:
             shown = ", ".join(f"require-{k}={v}" for k, v in sorted(pins.items()))
             raise FluenceError(
                 f"document {number} ({document.get('kind', '?')} "
-                f"{(document.get('metadata') or {}).get('name', '?')}): no backend passes "
+                f"{metadata_of(document).get('name', '?')}): no backend passes "
                 f"the policy{' with its pins ' + shown if shown else ''}"
             )
         touched += annotate_manifest(document, selection)

@@ -67,7 +67,7 @@ from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.trust import distrust
 from fluence_core.scheduler.view import ClusterView, read_node
 from fluence_core.settings import Settings
-from fluence_core.kube.meta import metadata_of
+from fluence_core.kube.meta import metadata_of, metadata_or_none
 
 __all__ = ["WATCHED", "CycleResult", "Scheduler", "build_graph"]
 
@@ -301,8 +301,8 @@ class Scheduler:
                 for event, obj in self.cluster.watch(
                     resource, resource_version=version, timeout=self.watch_chunk
                 ):
-                    metadata = obj.get("metadata") if isinstance(obj, dict) else None
-                    if isinstance(metadata, dict) and metadata.get("resourceVersion"):
+                    metadata = metadata_or_none(obj)
+                    if metadata is not None and metadata.get("resourceVersion"):
                         version = str(metadata["resourceVersion"])
                     inbox.put(plural, event, obj)
                     if stop.is_set():

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 from fluence_core.kube.api import RESYNC, KubeObject
+from fluence_core.kube.meta import metadata_or_none
 
 Change = tuple[str, str, KubeObject]
 """(plural, event, object), as :meth:`ClusterView.handle` takes them."""
@@ -85,8 +85,8 @@ class Inbox:
             return len(self._changes) + len(self._resyncs)
 
     def _key(self, plural: str, obj: KubeObject) -> tuple[Any, ...]:
-        metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-        if not isinstance(metadata, Mapping) or not metadata.get("name"):
+        metadata = metadata_or_none(obj)
+        if metadata is None or not metadata.get("name"):
             return (plural, "", next(self._unkeyed))  # unreadable: never merged, the view logs it
         return (plural, metadata.get("namespace") or "", metadata.get("name"),
                 metadata.get("uid") or "")

@@ -32,13 +32,13 @@ from fluence_core.scheduler.conservative import hold_running
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.records import HeldPlacement, RecordBook, outgrown
 from fluence_core.topology import domains_of
-from fluence_core.kube.meta import metadata_of
+from fluence_core.kube.meta import metadata_of, metadata_or_none
 
 
 def describe(obj: Any) -> str:
     """``namespace/name`` of a watched object, whatever shape it came in."""
-    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
-    if not isinstance(metadata, Mapping):
+    metadata = metadata_or_none(obj)
+    if metadata is None:
         return "(without metadata)"
     name = str(metadata.get("name"))[:253]
     return f"{metadata['namespace']}/{name}" if metadata.get("namespace") else name

@@ -40,6 +40,7 @@ from fluence_core.kube.api import (
     resolve,
 )
 from fluence_core.kube.errors import ApiError
+from fluence_core.kube.meta import metadata_or_none
 from fluence_core.log import logger
 from fluence_core.stated_topology import stated_annotations
 
@@ -59,8 +60,8 @@ UNSCHEDULED: Final = "spec.nodeName="
 
 def key_of(obj: Any) -> Key:
     """``(namespace, name)`` of ``obj``; ValueError when it has no metadata object."""
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    if not isinstance(meta, Mapping):
+    meta = metadata_or_none(obj)
+    if meta is None:
         raise ValueError("no metadata object")
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
@@ -162,8 +163,8 @@ class Informer(Generic[T]):
         watch's history was gone and it listed again) replaces everything. An object of an
         unexpected shape is kept as unreadable (looked up as unknown: callers read it, as
         without the informer), or skipped when it has no name; neither stops the watch."""
-        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+        meta = metadata_or_none(obj)
+        version = meta.get("resourceVersion") if meta is not None else None
         if event == RESYNC:
             items = obj.get("items") if isinstance(obj, Mapping) else None
             self._replace(items if isinstance(items, list) else [], version)

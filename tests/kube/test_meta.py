@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from fluence_core.kube.meta import (
@@ -10,6 +12,7 @@ from fluence_core.kube.meta import (
     job_controller_reference,
     labels_of,
     metadata_of,
+    metadata_or_none,
     owner_references_of,
     writable_metadata,
 )
@@ -65,3 +68,37 @@ def test_metadata_written_through_writable_metadata_stays_on_the_object() -> Non
         assert metadata_of(obj)["namespace"] == "ns"
     kept = pod(name="p")
     assert writable_metadata(kept) is kept["metadata"]
+
+
+def test_metadata_of_an_object_of_any_shape_is_none_unless_both_are_mappings() -> None:
+    for unreadable in ("pod", 7, None, ["pod"], {}, {"metadata": None},
+                       {"metadata": "garbled"}, {"metadata": ["p"]}):
+        assert metadata_or_none(unreadable) is None, unreadable
+    assert metadata_or_none(pod(name="p")) == {"name": "p"}
+    assert metadata_or_none({"metadata": {}}) == {}  # present and empty: readable
+
+
+ROOT = Path(__file__).resolve().parents[2]
+_INLINE = re.compile(r"""\.get\(\s*["']metadata["']\s*\)\s*or\s*\{\}""")
+"""``obj.get("metadata") or {}`` spelled out: what :func:`metadata_of` is for."""
+
+
+def _shipped() -> list[Path]:
+    found = list((ROOT / "fluence_core").rglob("*.py"))
+    for package in (ROOT / "plugins").glob("*/*/"):
+        if package.name != "tests" and (package / "__init__.py").exists():
+            found += package.rglob("*.py")
+    return [p for p in found if p != ROOT / "fluence_core" / "kube" / "meta.py"]
+
+
+def test_no_shipped_module_spells_out_the_metadata_guard() -> None:
+    inline = [f"{p.relative_to(ROOT)}:{n}" for p in _shipped()
+              for n, line in enumerate(p.read_text().splitlines(), 1)
+              if _INLINE.search(line) and "``" not in line]  # docs that name it may
+    assert not inline, f"read metadata with fluence_core.kube.meta.metadata_of: {inline}"
+
+
+def test_the_inline_guard_is_seen_however_it_is_spaced_or_quoted() -> None:
+    for spelled in ('(pod.get("metadata") or {}).get("name")', "c.get('metadata')  or  {}"):
+        assert _INLINE.search(spelled)
+    assert not _INLINE.search('pod.get("metadata")')
