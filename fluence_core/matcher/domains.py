@@ -208,12 +208,13 @@ class ZoneRow:
 def zone_rows(graph: ResourceGraph, matcher: Matcher | None = None) -> list[ZoneRow]:
     """Every NUMA zone of every node that publishes zones, node by node, with its capacity
     and what the matcher's allocations leave of it (none for a graph without zones)."""
+    zoned = {node.name: node for node in graph.nodes if node.zones}
     held: dict[tuple[str, int], list[int]] = {}  # (node, zone) -> [cores, gpus, chunks]
     for allocation in _holding_vertices(matcher):
         for share in allocation.nodes:
-            if not graph.has_node(share.node) or not graph.node(share.node).zones:
+            vertex = zoned.get(share.node)
+            if vertex is None:
                 continue
-            vertex = graph.node(share.node)
             for column, (kind, ids) in enumerate((("core", share.cores), ("gpu", share.gpus),
                                                   ("memory", share.memory))):
                 for index in ids:
@@ -221,7 +222,7 @@ def zone_rows(graph: ResourceGraph, matcher: Matcher | None = None) -> list[Zone
                     if zone is not None:
                         held.setdefault((vertex.name, zone), [0, 0, 0])[column] += 1
     rows = []
-    for node in graph.nodes:
+    for node in zoned.values():
         for number, span in enumerate(node.zones):
             cores, gpus, chunks = (stop - start for start, stop in
                                    (span.cores, span.gpus, span.memory))
