@@ -83,6 +83,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baseline import baseline_python, baseline_tree  # noqa: E402 - beside this file
+from webhook_process import run_queue_wait, take, time_reviews  # noqa: E402 - beside this file
 
 from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
@@ -356,26 +357,14 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
     cert = tls.generate(["localhost"], Path(workdir), ip_addresses=["127.0.0.1"])
     server = WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(service),
                            ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
-    reviews: list[float] = []  # seconds each review took inside the webhook
-    review = service.review
-
-    def timed(body: bytes) -> Any:
-        started = time.perf_counter()
-        try:
-            return review(body)
-        finally:
-            reviews.append(time.perf_counter() - started)
-
-    service.review = timed
+    reviews = time_reviews(service)  # seconds each review took inside the webhook
     conditions = (service.match_conditions if publish else
                   [{"name": "never", "expression": "false"}] if path == NEVER else None)
     reply.send((server.port, cert.ca_pem, conditions))
 
     def report() -> None:  # the parent asks for CPU used, reviews' times and connections
         while reply.recv() is not None:
-            taken = reviews[:]
-            del reviews[:len(taken)]
-            reply.send((time.process_time(), taken, server.accepted, run_queue_wait("self")))
+            reply.send((time.process_time(), take(reviews), server.accepted, run_queue_wait()))
 
     threading.Thread(target=report, daemon=True).start()
     server.serve_forever()
@@ -562,19 +551,6 @@ def process_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def run_queue_wait(pid: int | str) -> float:
-    """Seconds the threads of process ``pid`` (those alive now) have waited for a CPU while
-    ready to run (Linux ``/proc/<pid>/task/*/schedstat``; 0 elsewhere): on a shared machine,
-    the latency no code of ours can remove."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            total += int((task / "schedstat").read_text().split()[1])
-        except (OSError, IndexError, ValueError):  # the thread ended meanwhile
-            continue
-    return total / 1e9
 
 
 GROUPED_FOR_FLUENCE = (  # as deploy/webhook.yaml

@@ -33,15 +33,42 @@ from pathlib import Path
 from typing import Any
 
 
-def run_queue_wait() -> float:
-    """Seconds this process's threads waited for a CPU while ready (Linux schedstat)."""
+def run_queue_wait(pid: int | str = "self") -> float:
+    """Seconds the threads of process ``pid`` (those alive now) have waited for a CPU while
+    ready to run (Linux ``/proc/<pid>/task/*/schedstat``; 0 elsewhere): on a shared machine,
+    the latency no code of ours can remove."""
     total = 0
-    for task in Path("/proc/self/task").glob("*"):
+    for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
             total += int((task / "schedstat").read_text().split()[1])
-        except (OSError, IndexError, ValueError):
+        except (OSError, IndexError, ValueError):  # the thread ended meanwhile
             continue
     return total / 1e9
+
+
+def time_reviews(service: Any) -> list[float]:
+    """Wrap ``service.review`` so that each review's wall seconds inside the webhook are
+    appended to the list returned (failed reviews too); the caller takes them from it."""
+    reviews: list[float] = []
+    review = service.review
+
+    def timed(body: bytes) -> Any:
+        started = time.perf_counter()
+        try:
+            return review(body)
+        finally:
+            reviews.append(time.perf_counter() - started)
+
+    service.review = timed
+    return reviews
+
+
+def take(reviews: list[float]) -> list[float]:
+    """The seconds :func:`time_reviews` recorded since the last take, taken out of the list
+    (reviews still being answered append behind what is taken)."""
+    taken = reviews[:]
+    del reviews[:len(taken)]
+    return taken
 
 
 def resolve(resource: Any) -> Any:
@@ -123,27 +150,14 @@ def main() -> None:
     if "report_port" in inspect.signature(make_server).parameters:
         ports["report_port"] = 0
     server = make_server(settings, cluster, host="127.0.0.1", **ports)
-    service = server.service
-    reviews: list[float] = []
-    review = service.review
-
-    def timed(body: bytes) -> Any:
-        started = time.perf_counter()
-        try:
-            return review(body)
-        finally:
-            reviews.append(time.perf_counter() - started)
-
-    service.review = timed
+    reviews = time_reviews(server.service)
     admission = getattr(server, "admission", server)  # today's: two servers in one
 
     def report() -> None:
         for _ in sys.stdin:
-            taken = reviews[:]
-            del reviews[:len(taken)]
             with cluster._lock:
                 calls = dict(cluster.calls)
-            print(json.dumps([time.process_time(), taken, admission.accepted,
+            print(json.dumps([time.process_time(), take(reviews), admission.accepted,
                               run_queue_wait(), calls]), flush=True)
         server.shutdown()
 
