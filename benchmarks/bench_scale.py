@@ -65,7 +65,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import audit  # noqa: E402
 from baseline import baseline_tree  # noqa: E402
-from peer import Peer, _in_parallel, fluence_peer, kube_scheduler_peer  # noqa: E402
+from peer import (  # noqa: E402
+    Peer, _in_parallel, delete_workload, fluence_peer, kube_scheduler_peer,
+)
 
 from fluence_core.kube.client import KubeCluster  # noqa: E402
 from fluence_core.testing_apiserver import (  # noqa: E402
@@ -378,7 +380,7 @@ class Bench:
             peak = _peak_rss_mib(process.pid)
         result = self._result(peer, workload, batch, created, start, end, before, after, peak,
                               namespace, done)
-        self.clean(namespace)
+        delete_workload(self.kube, namespace)
         return result
 
     def _cpu(self, pid: int) -> dict[str, float]:
@@ -438,14 +440,6 @@ class Bench:
                 "kube-apiserver", 0)) / window, 2),
             etcd_cores=round((after.get("etcd", 0) - before.get("etcd", 0)) / window, 2),
         )
-
-    def clean(self, namespace: str) -> None:
-        """Delete the workload's pods and PodGroups (no namespace controller runs here)."""
-        names = [p["metadata"]["name"] for p in self.kube.list("pods", namespace).items]
-        _in_parallel(lambda n: self.kube.delete("pods", n, namespace, grace_period_seconds=0),
-                     names)
-        for group in self.kube.list("podgroups", namespace).items:
-            self.kube.delete("podgroups", group["metadata"]["name"], namespace)
 
 
 def created_names(batch: Batch) -> list[str]:

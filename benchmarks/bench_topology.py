@@ -62,7 +62,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import topology_metrics as metrics  # noqa: E402
-from peer import Peer, _in_parallel, kube_scheduler_peer  # noqa: E402
+from peer import Peer, _in_parallel, delete_workload, kube_scheduler_peer  # noqa: E402
 
 from fluence_core import names  # noqa: E402
 from fluence_core.kube.client import KubeCluster  # noqa: E402
@@ -433,11 +433,7 @@ class Bench:
 
     def clean(self, namespace: str) -> None:
         """Delete the run's pods and PodGroups, and wait until the pods are gone."""
-        names_ = [p["metadata"]["name"] for p in self.kube.list("pods", namespace).items]
-        _in_parallel(lambda n: self.kube.delete("pods", n, namespace, grace_period_seconds=0),
-                     names_)
-        for group in self.kube.list("podgroups", namespace).items:
-            self.kube.delete("podgroups", group["metadata"]["name"], namespace)
+        delete_workload(self.kube, namespace)
         deadline = time.monotonic() + 120
         while self.kube.list("pods", namespace).items and time.monotonic() < deadline:
             time.sleep(POLL)

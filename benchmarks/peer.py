@@ -101,6 +101,15 @@ def _in_parallel(action: Callable[[Any], Any], items: list[Any]) -> None:
         list(pool.map(action, items))
 
 
+def delete_workload(kube: Any, namespace: str) -> None:
+    """Delete the pods (at once, in parallel) and PodGroups of ``namespace``: no namespace
+    controller runs beside these benchmarks' API servers to do it."""
+    names = [p["metadata"]["name"] for p in kube.list("pods", namespace).items]
+    _in_parallel(lambda n: kube.delete("pods", n, namespace, grace_period_seconds=0), names)
+    for group in kube.list("podgroups", namespace).items:
+        kube.delete("podgroups", group["metadata"]["name"], namespace)
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (all threads)
@@ -225,7 +234,7 @@ class Run:
             waiting = (self.waiting_gang_cores(peer, process, namespace,
                                                f"{limits}-{workload}-waiting")
                        if gangs else None)
-        self.clean(namespace)
+        delete_workload(self.kube, namespace)
         return rate, waiting
 
     @contextmanager
@@ -279,12 +288,6 @@ class Run:
             time.sleep(1.0)
             counts.append(len(self.kube.list("events", namespace).items))
 
-    def clean(self, namespace: str) -> None:
-        names = [p["metadata"]["name"] for p in self.kube.list("pods", namespace).items]
-        _in_parallel(lambda n: self.kube.delete("pods", n, namespace, grace_period_seconds=0),
-                     names)
-        for group in self.kube.list("podgroups", namespace).items:
-            self.kube.delete("podgroups", group["metadata"]["name"], namespace)
 
 
 def run_peer(assets: Path, node_counts: list[int], output: Path, *, audited: bool = False,
