@@ -66,6 +66,59 @@ def _new_ca(common_name: str, not_before: datetime.datetime,
     return key, cert
 
 
+def _issue(ca_common_name: str, common_name: str, usage: Any, days: int,
+           alt_names: Sequence[Any] = ()) -> tuple[Any, Any, Any]:
+    """A new CA, and a key and a leaf certificate for ``common_name`` signed by it for
+    ``usage`` (an extended key usage: server or client auth), with ``alt_names`` when given:
+    ``(ca_cert, cert, key)``. Both are valid from five minutes ago (clocks drift) for
+    ``days``."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    not_before = now - datetime.timedelta(minutes=5)
+    not_after = now + datetime.timedelta(days=days)
+    ca_key, ca_cert = _new_ca(ca_common_name, not_before, not_after)
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_cert.subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before).not_valid_after(not_after)
+    )
+    if alt_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+    cert = (
+        builder
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return ca_cert, cert, key
+
+
+def _write(directory: Path, names: tuple[str, str, str], ca_cert: Any, cert: Any,
+           key: Any) -> bytes:
+    """Write the CA, the certificate and the key (``names``: their files, in that order) into
+    ``directory`` as PEM, the key readable by its owner alone; the CA's PEM."""
+    from cryptography.hazmat.primitives import serialization
+
+    ca_file, cert_file, key_file = names
+    directory.mkdir(parents=True, exist_ok=True)
+    pem = serialization.Encoding.PEM
+    ca_pem: bytes = ca_cert.public_bytes(pem)
+    (directory / ca_file).write_bytes(ca_pem)
+    (directory / cert_file).write_bytes(cert.public_bytes(pem))
+    key_path = directory / key_file
+    key_path.touch(mode=0o600)
+    key_path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return ca_pem
+
+
 def generate(dns_names: Sequence[str], directory: Path, *, ip_addresses: Sequence[str] = (),
              days: int = 365) -> ServingCert:
     """Write a new CA and a serving certificate for ``dns_names`` into ``directory``."""
@@ -73,40 +126,16 @@ def generate(dns_names: Sequence[str], directory: Path, *, ip_addresses: Sequenc
         import ipaddress
 
         from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+        from cryptography.x509.oid import ExtendedKeyUsageOID
     except ImportError:  # pragma: no cover - depends on the install
         raise FluenceError("self-managed webhook TLS needs the 'cryptography' package; "
                            "install it or mount a certificate (FLUENCE_WEBHOOK_CERT_DIR)") from None
-    now = datetime.datetime.now(datetime.timezone.utc)
-    not_before = now - datetime.timedelta(minutes=5)
-    not_after = now + datetime.timedelta(days=days)
-    ca_key, ca_cert = _new_ca("fluence-webhook-ca", not_before, not_after)
-    ca_name = ca_cert.subject
-    key = ec.generate_private_key(ec.SECP256R1())
     alt_names: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
-        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(not_before).not_valid_after(not_after)
-        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    pem = serialization.Encoding.PEM
-    ca_pem = ca_cert.public_bytes(pem)
-    (directory / CA_FILE).write_bytes(ca_pem)
-    (directory / CERT_FILE).write_bytes(cert.public_bytes(pem))
-    key_path = directory / KEY_FILE
-    key_path.touch(mode=0o600)
-    key_path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return ServingCert(directory / CERT_FILE, key_path, ca_pem)
+    ca_cert, cert, key = _issue("fluence-webhook-ca", dns_names[0],
+                                ExtendedKeyUsageOID.SERVER_AUTH, days, alt_names)
+    ca_pem = _write(directory, (CA_FILE, CERT_FILE, KEY_FILE), ca_cert, cert, key)
+    return ServingCert(directory / CERT_FILE, directory / KEY_FILE, ca_pem)
 
 
 CLIENT_CERT_FILE = "client.crt"
@@ -129,37 +158,14 @@ def generate_client(common_name: str, directory: Path, *, days: int = 365) -> Cl
     (``FLUENCE_WEBHOOK_CLIENT_CA``). For tests and trials; in production the operator's own
     PKI makes them (docs/webhook-client-auth.md)."""
     try:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+        from cryptography.x509.oid import ExtendedKeyUsageOID
     except ImportError:  # pragma: no cover - depends on the install
         raise FluenceError("making a client certificate needs the 'cryptography' package")
-    now = datetime.datetime.now(datetime.timezone.utc)
-    not_before = now - datetime.timedelta(minutes=5)
-    not_after = now + datetime.timedelta(days=days)
-    ca_key, ca_cert = _new_ca("fluence-webhook-client-ca", not_before, not_after)
-    ca_name = ca_cert.subject
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before).not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    pem = serialization.Encoding.PEM
-    (directory / CLIENT_CA_FILE).write_bytes(ca_cert.public_bytes(pem))
-    (directory / CLIENT_CERT_FILE).write_bytes(cert.public_bytes(pem))
-    key_path = directory / CLIENT_KEY_FILE
-    key_path.touch(mode=0o600)
-    key_path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return ClientCert(directory / CLIENT_CERT_FILE, key_path, directory / CLIENT_CA_FILE)
+    ca_cert, cert, key = _issue("fluence-webhook-client-ca", common_name,
+                                ExtendedKeyUsageOID.CLIENT_AUTH, days)
+    _write(directory, (CLIENT_CA_FILE, CLIENT_CERT_FILE, CLIENT_KEY_FILE), ca_cert, cert, key)
+    return ClientCert(directory / CLIENT_CERT_FILE, directory / CLIENT_KEY_FILE,
+                      directory / CLIENT_CA_FILE)
 
 
 def mounted(directory: Path) -> ServingCert:
