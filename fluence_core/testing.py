@@ -40,9 +40,9 @@ __all__ = [
     "ManualClock", "Sidecar", "SidecarConfig",
     "SidecarOutcome", "TaskState", "VendorDouble", "VirtualClock", "WebhookServer",
     "braket_config", "build_service", "compute_jobspec", "fake_cluster", "fake_vendor_queue",
-    "find_assets", "get_plugin_manager", "indexed_job_pods", "make_node_dict", "make_nodes",
-    "make_pod_dict", "make_pod_group_dict", "make_split_pod", "parse_resource_config", "pod_group",
-    "provider_conformance", "server_context", "small_graph", "start_apiserver", "tls",
+    "find_assets", "get_plugin_manager", "indexed_job_pods", "job_owner", "make_node_dict",
+    "make_nodes", "make_pod_dict", "make_pod_group_dict", "make_split_pod", "parse_resource_config",
+    "pod_group", "provider_conformance", "server_context", "small_graph", "start_apiserver", "tls",
     "vendor_clock", "virtual_jobspec", "wait_for", "watched_for",
 ]
 
@@ -123,13 +123,15 @@ def make_node_dict(
 def make_pod_dict(
     name: str, cpu: str | None = "1", memory: str | None = None,
     extra: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None,
-    namespace: str = "default", *, labels: Mapping[str, str] | None = None,
+    namespace: str | None = "default", *, labels: Mapping[str, str] | None = None,
     group: str | None = None, gates: Sequence[str] = (), priority: int | None = None,
     scheduler: str = names.SCHEDULER_NAME, node_name: str | None = None,
     limits: Mapping[str, str] | None = None, image: str = "busybox",
     ports: Sequence[Mapping[str, Any]] = (), sidecars: Sequence[Mapping[str, str]] = (),
     init: Sequence[Mapping[str, str]] = (), pod_requests: Mapping[str, str] | None = None,
-    uid: str | None = None, resource_version: str | None = None, **spec: Any,
+    uid: str | None = None, resource_version: str | None = None,
+    owners: Sequence[Mapping[str, Any]] | None = None,
+    more_containers: Sequence[Mapping[str, Any]] = (), **spec: Any,
 ) -> dict[str, Any]:
     """A Pod with one container ``app`` requesting ``cpu`` (none when None), ``memory`` and
     ``extra``'s resources.
@@ -148,7 +150,12 @@ def make_pod_dict(
       runs alone before the app: the pod needs the largest, plus the sidecars).
     - ``pod_requests``: the pod-level ``spec.resources.requests``, over the containers'.
     - ``uid``, ``resource_version``: its ``metadata``'s, for what names one version of
-      the pod (events, a watch's changes) without an API server to set them."""
+      the pod (events, a watch's changes) without an API server to set them.
+    - ``namespace`` None: no ``metadata.namespace``, for a pod posted to a real API server
+      in a test's namespace (it refuses a body that names another).
+    - ``owners``: its ``ownerReferences`` (:func:`job_owner` for one of a Job's pods).
+    - ``more_containers``: containers after ``app``, as given (the sidecar container the
+      webhook injects into a scout); ``containers=`` in ``spec`` replaces them all."""
     requests: dict[str, Any] = {} if cpu is None else {"cpu": cpu}
     if memory:
         requests["memory"] = memory
@@ -159,7 +166,8 @@ def make_pod_dict(
     app: dict[str, Any] = {"name": "app", "image": image, "resources": resources}
     if ports:
         app["ports"] = [dict(port) for port in ports]
-    body: dict[str, Any] = {"schedulerName": scheduler, "containers": [app]}
+    body: dict[str, Any] = {"schedulerName": scheduler,
+                            "containers": [app, *(dict(more) for more in more_containers)]}
     starting = [_init_container(f"sidecar{i}", asks, image, "Always")
                 for i, asks in enumerate(sidecars)]
     starting += [_init_container(f"init{i}", asks, image) for i, asks in enumerate(init)]
@@ -176,16 +184,26 @@ def make_pod_dict(
     if node_name:
         body["nodeName"] = node_name
     body.update(spec)
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace,
-                                "annotations": dict(annotations or {})}
+    metadata: dict[str, Any] = {"name": name, "annotations": dict(annotations or {})}
+    if namespace is not None:
+        metadata["namespace"] = namespace
     if labels is not None:
         metadata["labels"] = dict(labels)
+    if owners is not None:
+        metadata["ownerReferences"] = [dict(owner) for owner in owners]
     if uid is not None:
         metadata["uid"] = uid
     if resource_version is not None:
         metadata["resourceVersion"] = resource_version
     return {"apiVersion": PODS.api_version, "kind": PODS.kind, "metadata": metadata,
             "spec": body}
+
+
+def job_owner(name: str, uid: str) -> dict[str, Any]:
+    """The owner reference a Job's pods carry: Job ``name`` (uid ``uid``) is their
+    controller, as the job controller writes it."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
+            "controller": True}
 
 
 def _init_container(name: str, requests: Mapping[str, str], image: str,
@@ -208,12 +226,8 @@ def make_split_pod(name: str, group: str, role: str | None = None, *,
     labels = {names.GROUP_LABEL: group}
     if role:
         labels[names.ROLE_LABEL] = role
-    made = make_pod_dict(name, None, labels=labels, gates=gates, image=image)
-    if role:
-        made["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
-                                                "name": group, "uid": f"{group}-job-uid",
-                                                "controller": True}]
-    return made
+    owners = [job_owner(group, f"{group}-job-uid")] if role else None
+    return make_pod_dict(name, None, labels=labels, gates=gates, image=image, owners=owners)
 
 
 def make_pod_group_dict(name: str, min_count: int | None, namespace: str = "default", *,
@@ -251,8 +265,7 @@ def indexed_job_pods(job: dict[str, Any], **spec: Any) -> list[dict[str, Any]]:
                        names.JOB_COMPLETION_INDEX: str(index)},
             "annotations": {**template["metadata"].get("annotations", {}),
                             names.JOB_COMPLETION_INDEX: str(index)},
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
-                                 "uid": meta["uid"], "controller": True}],
+            "ownerReferences": [job_owner(meta["name"], meta["uid"])],
         }
         made.append({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
                      "spec": {**copy.deepcopy(template["spec"]), **spec}})
