@@ -23,9 +23,8 @@ NODES = 150
 
 
 def _labelled(name: str, cpu: int = 4) -> dict[str, Any]:
-    body = node(name, cpu=cpu, pods="110")
-    body["metadata"]["labels"] = {HOSTNAME: name}
-    return body
+    """A node of at most 110 pods, labelled with its hostname as the kubelet does."""
+    return node(name, cpu, pods="110", hostname=True)
 
 
 def _apart(name: str, cpu: str = "100m", group: str | None = None) -> dict[str, Any]:

@@ -12,9 +12,8 @@ from tests.scheduler.conftest import pod
 
 
 def _pod(name: str) -> dict[str, Any]:
-    obj = pod(name)
-    obj["metadata"].update(uid=f"uid-{name}", resourceVersion="1")
-    return obj
+    """A pod as the API server returned it: an event names its uid and resourceVersion."""
+    return pod(name, uid=f"uid-{name}", resource_version="1")
 
 
 def test_by_default_an_event_is_posted_at_once() -> None:

@@ -15,19 +15,7 @@ from tests.scheduler.parts import cluster_of, started_view
 
 Factory = Callable[..., Harness]
 GPU_TAINT = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
-
-
-def _with(obj: dict[str, Any], labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
-    obj["spec"].update(spec)
-    if labels:
-        obj["metadata"]["labels"] = labels
-    return obj
-
-
-def _labelled(name: str, labels: dict[str, str], **extra: Any) -> dict[str, Any]:
-    body = node(name, **extra)
-    body["metadata"]["labels"] = labels
-    return body
+HOST_PORT = {"containerPort": 80, "hostPort": 8080}
 
 
 def _reason(h: Harness, name: str) -> str:
@@ -40,8 +28,8 @@ def _reason(h: Harness, name: str) -> str:
 def test_a_pod_tolerating_a_taint_uses_the_tainted_node(harness_factory: Factory) -> None:
     h = harness_factory(
         node("plain", cpu=1),
-        node("gpu", spec={"taints": [GPU_TAINT]}),
-        _with(pod("trainer", "2"), tolerations=[{"key": "gpu", "operator": "Exists"}]),
+        node("gpu", taints=[GPU_TAINT]),
+        pod("trainer", "2", tolerations=[{"key": "gpu", "operator": "Exists"}]),
     )
     h.cycle()
     assert h.node_of("trainer") == "gpu"
@@ -49,7 +37,7 @@ def test_a_pod_tolerating_a_taint_uses_the_tainted_node(harness_factory: Factory
 
 def test_a_pod_not_tolerating_the_taint_is_told_why_in_kube_schedulers_words(
         harness_factory: Factory) -> None:
-    h = harness_factory(*(node(f"gpu{i}", spec={"taints": [GPU_TAINT]}) for i in range(4)),
+    h = harness_factory(*(node(f"gpu{i}", taints=[GPU_TAINT]) for i in range(4)),
                         *(node(f"cpu{i}", cpu=2) for i in range(8)), pod("big", "4"))
     h.cycle()
     assert h.node_of("big") is None
@@ -62,9 +50,9 @@ def test_required_node_affinity_picks_the_zone(harness_factory: Factory) -> None
     zone_b = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]}]}}}
-    h = harness_factory(_labelled("a1", {"topology.kubernetes.io/zone": "a"}),
-                        _labelled("b1", {"topology.kubernetes.io/zone": "b"}),
-                        _with(pod("p"), affinity=zone_b))
+    h = harness_factory(node("a1", labels={"topology.kubernetes.io/zone": "a"}),
+                        node("b1", labels={"topology.kubernetes.io/zone": "b"}),
+                        pod("p", affinity=zone_b))
     h.cycle()
     assert h.node_of("p") == "b1"
 
@@ -72,8 +60,8 @@ def test_required_node_affinity_picks_the_zone(harness_factory: Factory) -> None
 def test_a_pod_tolerating_the_cordon_may_use_a_cordoned_node(harness_factory: Factory) -> None:
     cordon = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
                "effect": "NoSchedule"}]
-    h = harness_factory(node("n0", spec={"unschedulable": True}),
-                        _with(pod("daemon"), tolerations=cordon), pod("plain"))
+    h = harness_factory(node("n0", unschedulable=True),
+                        pod("daemon", tolerations=cordon), pod("plain"))
     h.cycle()
     assert h.node_of("daemon") == "n0" and h.node_of("plain") is None
     assert _reason(h, "plain") == "0/1 nodes are available: 1 node(s) were unschedulable."
@@ -83,8 +71,8 @@ def test_anti_affinity_between_pods_placed_one_after_another(harness_factory: Fa
     one_per_node = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": "kubernetes.io/hostname",
          "labelSelector": {"matchLabels": {"app": "db"}}}]}}
-    nodes = [_labelled(f"n{i}", {"kubernetes.io/hostname": f"n{i}"}) for i in range(2)]
-    dbs = [_with(pod(f"db{i}"), labels={"app": "db"}, affinity=one_per_node) for i in range(3)]
+    nodes = [node(f"n{i}", hostname=True) for i in range(2)]
+    dbs = [pod(f"db{i}", labels={"app": "db"}, affinity=one_per_node) for i in range(3)]
     h = harness_factory(*nodes, *dbs)
     h.cycle()
     placed = [h.node_of(f"db{i}") for i in range(3)]
@@ -92,12 +80,8 @@ def test_anti_affinity_between_pods_placed_one_after_another(harness_factory: Fa
 
 
 def test_host_ports_keep_two_pods_apart_within_one_cycle(harness_factory: Factory) -> None:
-    def web(name: str) -> dict[str, Any]:
-        body = pod(name)
-        body["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
-        return body
-
-    h = harness_factory(node("n0"), node("n1"), web("w0"), web("w1"), web("w2"))
+    h = harness_factory(node("n0"), node("n1"),
+                        *(pod(name, ports=[HOST_PORT]) for name in ("w0", "w1", "w2")))
     h.cycle()
     placed = sorted(n or "-" for n in (h.node_of("w0"), h.node_of("w1"), h.node_of("w2")))
     assert placed == ["-", "n0", "n1"]
@@ -107,14 +91,14 @@ def test_a_gang_waits_with_the_reason_of_the_member_that_fits_nowhere(
     harness_factory: Factory,
 ) -> None:
     h = harness_factory(node("n0"), pod_group("g", 2), pod("a", group="g"),
-                        _with(pod("b", group="g"), nodeSelector={"pool": "gpu"}))
+                        pod("b", group="g", nodeSelector={"pool": "gpu"}))
     h.cycle()
     assert h.node_of("a") is None and h.node_of("b") is None
     assert "didn't match Pod's node affinity/selector" in _reason(h, "a")
 
 
 def test_labels_changing_retry_the_waiting_pod(harness_factory: Factory) -> None:
-    h = harness_factory(node("n0"), _with(pod("p"), nodeSelector={"pool": "x"}))
+    h = harness_factory(node("n0"), pod("p", nodeSelector={"pool": "x"}))
     h.cycle()
     assert h.node_of("p") is None
     h.cluster.patch(NODES, "n0", {"metadata": {"labels": {"pool": "x"}}})
@@ -123,7 +107,7 @@ def test_labels_changing_retry_the_waiting_pod(harness_factory: Factory) -> None
 
 
 def test_a_filter_plugin_blocked_is_not_asked(harness_factory: Factory) -> None:
-    h = harness_factory(node("gpu", spec={"taints": [GPU_TAINT]}), pod("p"))
+    h = harness_factory(node("gpu", taints=[GPU_TAINT]), pod("p"))
     h.scheduler = Scheduler(h.cluster, load_settings(disable_plugins="filter-taint-toleration"),
                             clock=h.clock)
     h.scheduler.start()
@@ -132,7 +116,7 @@ def test_a_filter_plugin_blocked_is_not_asked(harness_factory: Factory) -> None:
 
 
 def test_the_failed_scheduling_event_carries_the_summary(harness_factory: Factory) -> None:
-    h = harness_factory(node("n0"), _with(pod("p"), nodeName="", nodeSelector={"x": "y"}))
+    h = harness_factory(node("n0"), pod("p", nodeName="", nodeSelector={"x": "y"}))
     h.cycle()
     events = [e["message"] for e in h.cluster.list(EVENTS, "default").items]
     assert "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector." in events
@@ -143,11 +127,11 @@ def test_a_pod_placed_with_anti_affinity_keeps_later_pods_of_the_same_cycle_away
     keep_web_away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": "kubernetes.io/hostname",
          "labelSelector": {"matchLabels": {"app": "web"}}}]}}
-    nodes = [_labelled(f"n{i}", {"kubernetes.io/hostname": f"n{i}"}, cpu=1 if i == 0 else 4)
+    nodes = [node(f"n{i}", 1 if i == 0 else 4, hostname=True)
              for i in range(3)]
     # placed in name order: a web pod, then the guard, then two more web pods of the same shape
-    webs = [_with(pod(name), labels={"app": "web"}) for name in ("a-web", "c-web", "d-web")]
-    h = harness_factory(*nodes, webs[0], _with(pod("b-guard"), affinity=keep_web_away), *webs[1:])
+    webs = [pod(name, labels={"app": "web"}) for name in ("a-web", "c-web", "d-web")]
+    h = harness_factory(*nodes, webs[0], pod("b-guard", affinity=keep_web_away), *webs[1:])
     h.cycle()
     guard = h.node_of("b-guard")
     assert guard is not None
@@ -189,11 +173,11 @@ def _storage(h: Harness, *objects: tuple[Any, dict[str, Any]]) -> None:
 def test_a_wait_for_first_consumer_claim_learns_the_node_chosen(harness_factory: Factory) -> None:
     from fluence_core.kube.api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
 
-    h = harness_factory(node("n0"), node("n1", spec={"taints": [GPU_TAINT]}))
+    h = harness_factory(node("n0"), node("n1", taints=[GPU_TAINT]))
     _storage(h, (STORAGE_CLASSES, {"metadata": {"name": "csi"}, "provisioner": "csi.example.com",
                                    "volumeBindingMode": "WaitForFirstConsumer"}),
              (PERSISTENT_VOLUME_CLAIMS, _claim("data", "csi")))
-    h.add(_with(pod("p"), volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))
+    h.add(pod("p", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))
     h.cycle()
     assert h.node_of("p") == "n0"
     claim = h.cluster.get(PERSISTENT_VOLUME_CLAIMS, "data", "default")
@@ -219,43 +203,38 @@ def test_a_claim_bound_to_a_zonal_volume_pins_the_pod(harness_factory: Factory) 
             },
         },
     }
-    h = harness_factory(_labelled("a1", {"zone": "a"}), _labelled("b1", {"zone": "b"}))
+    h = harness_factory(node("a1", labels={"zone": "a"}), node("b1", labels={"zone": "b"}))
     _storage(h, (PERSISTENT_VOLUMES, volume),
              (PERSISTENT_VOLUME_CLAIMS, _claim("data", "local", volume="pv-b")))
-    h.add(_with(pod("p"), volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))
+    h.add(pod("p", volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))
     h.cycle()
     assert h.node_of("p") == "b1"
 
 
 def test_a_missing_claim_is_named_in_the_reason(harness_factory: Factory) -> None:
     h = harness_factory(node("n0"),
-                        _with(pod("p"), volumes=[{"name": "d",
-                                                  "persistentVolumeClaim": {"claimName": "gone"}}]))
+                        pod("p", volumes=[{"name": "d",
+                                           "persistentVolumeClaim": {"claimName": "gone"}}]))
     h.cycle()
     assert _reason(h, "p") == '0/1 nodes are available: persistentvolumeclaim "gone" not found.'
 
 
-def _ported(name: str, node_name: str | None = None) -> dict[str, Any]:
-    body = pod(name, "1", node_name=node_name)
-    body["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
-    return body
-
-
 def test_the_kept_snapshot_reads_again_only_the_pods_that_changed() -> None:
     view = started_view(cluster_of(node("n0", pods="110"), node("n1", pods="110"),
-                                   _ported("a", "n0"), pod("b", "1", node_name="n1")))
+                                   pod("a", node_name="n0", ports=[HOST_PORT]),
+                                   pod("b", "1", node_name="n1")))
     feasible_nodes = FeasibleNodes(view, default_filters(), set)
     feasible_nodes.begin()
     before = {p.name: p for p in feasible_nodes.snapshot().pods}
-    view.handle("pods", "DELETED", _ported("a", "n0"))
-    view.handle("pods", "ADDED", _ported("c", "n1"))
+    view.handle("pods", "DELETED", pod("a", node_name="n0", ports=[HOST_PORT]))
+    view.handle("pods", "ADDED", pod("c", node_name="n1", ports=[HOST_PORT]))
     feasible_nodes.begin()
     after = feasible_nodes.snapshot()
     assert sorted(p.name for p in after.pods) == ["b", "c"]
     assert next(p for p in after.pods if p.name == "b") is before["b"], "b was not read again"
     assert [p.name for p in after.pods_on("n1")] == ["b", "c"] and after.pods_on("n0") == []
-    asked = feasible_nodes.constrain(Group("g", (PodRequest.from_kube(_ported("d")),)),
-                                     [_ported("d")])
+    ported = pod("d", ports=[HOST_PORT])
+    asked = feasible_nodes.constrain(Group("g", (PodRequest.from_kube(ported),)), [ported])
     assert not isinstance(asked, str) and asked.pods[0].allowed == frozenset({"n0"})
 
 
@@ -277,12 +256,9 @@ def test_a_finished_pod_leaves_the_kept_snapshot_and_a_new_node_brings_all_back(
 
 
 def test_pods_differing_only_in_their_token_volume_share_one_answer() -> None:
-    def with_token(name: str) -> dict[str, Any]:
-        body = pod(name, "1")
-        body["spec"]["volumes"] = [{"name": f"kube-api-access-{name}", "projected": {}}]
-        return body
-
-    view = started_view(cluster_of(node("n0", pods="110"), with_token("a"), with_token("b")))
+    tokened = [pod(name, "1", volumes=[{"name": f"kube-api-access-{name}", "projected": {}}])
+               for name in ("a", "b")]
+    view = started_view(cluster_of(node("n0", pods="110"), *tokened))
     asked: list[str] = []
 
     class Counting:

@@ -9,8 +9,8 @@ import pytest
 from fluence_core.kube.api import PODS
 from fluence_core.feasibility import PodFacts
 from fluence_core.scheduler.members import entangled
-from fluence_core.testing import make_node_dict, make_pod_dict
-from tests.scheduler.conftest import Harness, pod_group
+from fluence_core.testing import make_pod_dict
+from tests.scheduler.conftest import Harness, node, pod_group
 
 Factory = Callable[..., Harness]
 HOST = "kubernetes.io/hostname"
@@ -20,8 +20,8 @@ GANG = {"gang": "g"}
 
 
 def _node(name: str, zone: str = "a", cpu: int = 4, **allocatable: str) -> dict[str, Any]:
-    return make_node_dict(name, cpu, "16Gi", pods=None, allocatable=allocatable,
-                          labels={HOST: name, ZONE: zone})
+    """A node of ``zone``, labelled with its hostname as the kubelet does."""
+    return node(name, cpu, hostname=True, zone=zone, **allocatable)
 
 
 def _member(name: str, cpu: str = "1", labels: dict[str, str] | None = None,
@@ -215,16 +215,11 @@ def test_a_gang_placed_member_by_member_is_restored_after_a_restart(
 ZONE_LEVEL = f"topology:\n  levels: [{ZONE}]\n"
 
 
-def _zone_required(group: dict[str, Any]) -> dict[str, Any]:
-    group["spec"]["schedulingConstraints"] = {"topology": [{"key": ZONE}]}
-    return group
-
-
 def test_an_entangled_gang_requiring_a_zone_is_placed_member_by_member_inside_one(
         harness_factory: Factory) -> None:
     members = [_member(f"m{i}", affinity=ONE_PER_NODE) for i in range(3)]
     nodes = [_node("a0", "a"), _node("a1", "a"), *(_node(f"b{i}", "b") for i in range(3))]
-    h = harness_factory(*nodes, _zone_required(pod_group("g", 3)), *members,
+    h = harness_factory(*nodes, pod_group("g", 3, topology=[ZONE]), *members,
                         resources=ZONE_LEVEL)
     h.cycle()
     assert sorted(str(n) for n in _gang(h, 3)) == ["b0", "b1", "b2"]
@@ -234,7 +229,7 @@ def test_an_entangled_gang_no_zone_can_hold_waits_holding_nothing(
         harness_factory: Factory) -> None:
     members = [_member(f"m{i}", affinity=ONE_PER_NODE) for i in range(3)]
     nodes = [_node("a0", "a"), _node("a1", "a"), _node("b0", "b"), _node("b1", "b")]
-    h = harness_factory(*nodes, _zone_required(pod_group("g", 3)), *members,
+    h = harness_factory(*nodes, pod_group("g", 3, topology=[ZONE]), *members,
                         resources=ZONE_LEVEL)
     h.cycle()
     assert _gang(h, 3) == [None] * 3 and _held(h) == 0
@@ -244,7 +239,7 @@ def test_a_gang_requiring_a_zone_that_cannot_fit_says_which_zone_is_best_and_wha
         harness_factory: Factory) -> None:
     members = [_member(f"m{i}", cpu="4") for i in range(3)]
     nodes = [_node("a0", "a"), _node("a1", "a"), _node("b0", "b")]
-    h = harness_factory(*nodes, _zone_required(pod_group("g", 3)), *members,
+    h = harness_factory(*nodes, pod_group("g", 3, topology=[ZONE]), *members,
                         resources=ZONE_LEVEL)
     h.cycle()
     assert _gang(h, 3) == [None] * 3

@@ -17,6 +17,7 @@ from fluence_core.kube.errors import NotFound
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_pod_dict
 from tests.scheduler.conftest import Harness, node, pod
 from tests.test_numa import nrt
 
@@ -74,10 +75,8 @@ def test_a_cluster_without_the_crd_is_scheduled_without_zones() -> None:
 
 
 def _guaranteed(name: str, cpu: str) -> dict[str, Any]:
-    body = pod(name, cpu)
-    body["spec"]["containers"][0]["resources"] = {
-        "requests": {"cpu": cpu, "memory": "1Gi"}, "limits": {"cpu": cpu, "memory": "1Gi"}}
-    return body
+    """A pod of the Guaranteed QoS class: its limits are its requests."""
+    return make_pod_dict(name, cpu, "1Gi", limits={"cpu": cpu, "memory": "1Gi"})
 
 
 def test_under_the_kubelets_single_numa_node_policy_a_guaranteed_pod_stays_in_one_zone(

@@ -17,21 +17,6 @@ from fluence_core.sim.baseline import DEFAULT_SCHEDULER, FirstFitScheduler
 from tests.scheduler.conftest import Harness, node, pod
 
 
-def _with_sidecar(name: str, app: str, sidecar: str, **kw: Any) -> dict[str, Any]:
-    body = pod(name, app, **kw)
-    body["spec"]["initContainers"] = [{"name": "side", "image": "busybox",
-                                       "restartPolicy": "Always",
-                                       "resources": {"requests": {"cpu": sidecar}}}]
-    return body
-
-
-def _pod_level(name: str, cpu: str, **kw: Any) -> dict[str, Any]:
-    body = pod(name, "0", **kw)
-    body["spec"]["containers"][0]["resources"] = {}
-    body["spec"]["resources"] = {"requests": {"cpu": cpu}}
-    return body
-
-
 def _cpu_on(h: Harness, node_name: str) -> int:
     """Millicores the pods bound to ``node_name`` request, by kube-scheduler's rule."""
     return sum(pod_requests(p).get("cpu", 0) for p in h.cluster.list(PODS).items
@@ -41,14 +26,14 @@ def _cpu_on(h: Harness, node_name: str) -> int:
 def test_a_pod_with_a_sidecar_is_not_bound_to_a_node_too_small_for_both(
     harness_factory: Callable[..., Harness],
 ) -> None:
-    h = harness_factory(node("n0", cpu=3), _with_sidecar("p", "2", "2"))
+    h = harness_factory(node("n0", cpu=3), pod("p", "2", sidecars=[{"cpu": "2"}]))
     h.cycle()
     assert h.node_of("p") is None  # 2 + 2 is 4 cpu; kube-scheduler refuses it too
 
 
 @pytest.mark.parametrize(("first", "next_cpu", "held"), [
-    pytest.param(_with_sidecar("first", "2", "2"), "1", 4000, id="app-and-sidecar"),
-    pytest.param(_pod_level("first", "3"), "2", 3000, id="pod-level"),
+    pytest.param(pod("first", "2", sidecars=[{"cpu": "2"}]), "1", 4000, id="app-and-sidecar"),
+    pytest.param(pod("first", None, pod_requests={"cpu": "3"}), "2", 3000, id="pod-level"),
 ])
 def test_a_pod_holds_its_whole_size_so_the_next_pod_waits(
     harness_factory: Callable[..., Harness], first: dict[str, Any], next_cpu: str, held: int,
@@ -66,7 +51,8 @@ def test_a_foreign_pod_sized_at_pod_level_is_subtracted_in_full(
     harness_factory: Callable[..., Harness],
 ) -> None:
     h = harness_factory(node("n0", cpu=8),
-                        _pod_level("theirs", "6", scheduler="default-scheduler", node_name="n0"),
+                        pod("theirs", None, pod_requests={"cpu": "6"},
+                            scheduler="default-scheduler", node_name="n0"),
                         *(pod(f"w{i}", "2") for i in range(4)))
     h.cycle()
     assert [h.node_of(f"w{i}") for i in range(4)].count("n0") == 1
@@ -76,9 +62,7 @@ def test_a_foreign_pod_sized_at_pod_level_is_subtracted_in_full(
 def test_the_runtime_classs_overhead_is_charged_with_the_pod(
     harness_factory: Callable[..., Harness],
 ) -> None:
-    heavy = pod("heavy", "2")
-    heavy["spec"]["overhead"] = {"cpu": "500m"}
-    h = harness_factory(node("n0", cpu=2), heavy)
+    h = harness_factory(node("n0", cpu=2), pod("heavy", "2", overhead={"cpu": "500m"}))
     h.cycle()
     assert h.node_of("heavy") is None  # 2.5 cpu on a 2-cpu node
 
@@ -87,8 +71,9 @@ def test_the_simulators_baseline_sizes_pods_by_the_same_rule(
     harness_factory: Callable[..., Harness],
 ) -> None:
     h = harness_factory(node("n0", cpu=3),
-                        _with_sidecar("side", "2", "2", scheduler=DEFAULT_SCHEDULER),
-                        _pod_level("small", "3", scheduler=DEFAULT_SCHEDULER))
+                        pod("side", "2", sidecars=[{"cpu": "2"}], scheduler=DEFAULT_SCHEDULER),
+                        pod("small", None, pod_requests={"cpu": "3"},
+                            scheduler=DEFAULT_SCHEDULER))
     baseline = FirstFitScheduler(h.cluster, clock=lambda: 0.0)
     baseline.start()
     assert baseline.schedule_once() == {"default/small": "n0"}

@@ -78,13 +78,9 @@ RACK_LEVELS = (Level(names.RACK_LABEL, "rack"),)
 def _rack_gang_cluster(*bound: dict[str, Any]) -> FakeCluster:
     """Racks r1 (n0, n1) and r2 (n2, n3) of 4-core nodes holding ``bound``, and a pending
     rack-required gang ``g`` of two 4-core pods of priority 100."""
-    racked = []
-    for name, rack in (("n0", "r1"), ("n1", "r1"), ("n2", "r2"), ("n3", "r2")):
-        body = node(name)
-        body["metadata"]["labels"] = {names.RACK_LABEL: rack}
-        racked.append(body)
-    group = pod_group("g", 2)
-    group["spec"]["schedulingConstraints"] = {"topology": [{"key": names.RACK_LABEL}]}
+    racked = [node(name, labels={names.RACK_LABEL: rack})
+              for name, rack in (("n0", "r1"), ("n1", "r1"), ("n2", "r2"), ("n3", "r2"))]
+    group = pod_group("g", 2, topology=[names.RACK_LABEL])
     return cluster_of(*racked, *bound, group, pod("g0", "4", group="g", priority=100),
                       pod("g1", "4", group="g", priority=100))
 

@@ -16,8 +16,7 @@ import pytest
 
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from fluence_core.testing import make_node_dict, make_pod_dict
-from tests.scheduler.conftest import Harness, pod_group
+from tests.scheduler.conftest import Harness, node, pod, pod_group
 
 Factory = Callable[..., Harness]
 HOST = "kubernetes.io/hostname"
@@ -26,14 +25,8 @@ ZONE = "topology.kubernetes.io/zone"
 
 def _node(name: str, zone: str, cpu: int = 4, taints: list[dict[str, str]] | None = None,
           **labels: str) -> dict[str, Any]:
-    return make_node_dict(name, cpu, "16Gi", pods=None, taints=taints,
-                          labels={HOST: name, ZONE: zone, **labels})
-
-
-def _pod(name: str, cpu: str = "1", labels: dict[str, str] | None = None,
-         group: str | None = None, node_name: str | None = None, **spec: Any) -> dict[str, Any]:
-    return make_pod_dict(name, cpu, group=group, node_name=node_name, labels=labels or {},
-                         **spec)
+    """A node of ``zone``, labelled with its hostname as the kubelet does, and ``labels``."""
+    return node(name, cpu, hostname=True, zone=zone, taints=taints, labels=labels)
 
 
 def _prefer_nodes(*weighted: tuple[int, str, str]) -> dict[str, Any]:
@@ -56,37 +49,37 @@ OTHER = {"key": "other", "value": "y", "effect": "PreferNoSchedule"}
 
 CASES: list[tuple[str, list[dict[str, Any]], dict[str, Any], set[str]]] = [
     ("preferred node affinity picks its node",
-     THREE, _pod("p", affinity=_prefer_nodes((10, ZONE, "b"))), {"n2"}),
+     THREE, pod("p", affinity=_prefer_nodes((10, ZONE, "b"))), {"n2"}),
     ("a preferred node without room: the next best fits",
      [_node("n0", "a"), _node("n1", "a"), _node("n2", "b", cpu=1)],
-     _pod("p", "2", affinity=_prefer_nodes((10, ZONE, "b"))), {"n0", "n1"}),
+     pod("p", "2", affinity=_prefer_nodes((10, ZONE, "b"))), {"n0", "n1"}),
     ("the heavier term wins, the lighter one is the second tier",
      [_node("n0", "a"), _node("n1", "a", ssd="yes"), _node("n2", "b", cpu=1)],
-     _pod("p", "2", affinity=_prefer_nodes((50, ZONE, "b"), (10, "ssd", "yes"))), {"n1"}),
+     pod("p", "2", affinity=_prefer_nodes((50, ZONE, "b"), (10, "ssd", "yes"))), {"n1"}),
     ("PreferNoSchedule taints steer a pod away",
      [_node("n0", "a", taints=[SOFT]), _node("n1", "a", taints=[SOFT]), _node("n2", "b")],
-     _pod("p"), {"n2"}),
+     pod("p"), {"n2"}),
     ("only the taints a pod does not tolerate count",
      [_node("n0", "a", taints=[SOFT]), _node("n1", "a", taints=[SOFT]),
       _node("n2", "b", taints=[OTHER])],
-     _pod("p", tolerations=[{"key": "soft", "operator": "Exists"}]), {"n0", "n1"}),
+     pod("p", tolerations=[{"key": "soft", "operator": "Exists"}]), {"n0", "n1"}),
     ("ScheduleAnyway spread goes to the emptiest host",
-     [*THREE, _pod("w0", labels=WEB, node_name="n0"), _pod("w1", labels=WEB, node_name="n1")],
-     _pod("p", labels=WEB, topologySpreadConstraints=[{
+     [*THREE, pod("w0", labels=WEB, node_name="n0"), pod("w1", labels=WEB, node_name="n1")],
+     pod("p", labels=WEB, topologySpreadConstraints=[{
          "maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "ScheduleAnyway",
          "labelSelector": {"matchLabels": WEB}}]), {"n2"}),
     ("preferred pod affinity joins the pod it names",
-     [*THREE, _pod("db", labels={"app": "db"}, node_name="n2")],
-     _pod("p", affinity=_prefer_pods("podAffinity", 20, "db")), {"n2"}),
+     [*THREE, pod("db", labels={"app": "db"}, node_name="n2")],
+     pod("p", affinity=_prefer_pods("podAffinity", 20, "db")), {"n2"}),
     ("preferred pod anti-affinity leaves its host",
-     [*THREE, _pod("db", labels={"app": "db"}, node_name="n0")],
-     _pod("p", affinity=_prefer_pods("podAntiAffinity", 20, "db")), {"n1", "n2"}),
+     [*THREE, pod("db", labels={"app": "db"}, node_name="n0")],
+     pod("p", affinity=_prefer_pods("podAntiAffinity", 20, "db")), {"n1", "n2"}),
     ("preferred pod anti-affinity by zone leaves the zone",
-     [*THREE, _pod("db", labels={"app": "db"}, node_name="n0")],
-     _pod("p", affinity=_prefer_pods("podAntiAffinity", 20, "db", ZONE)), {"n2"}),
+     [*THREE, pod("db", labels={"app": "db"}, node_name="n0")],
+     pod("p", affinity=_prefer_pods("podAntiAffinity", 20, "db", ZONE)), {"n2"}),
     ("a placed pod's preferred affinity draws the pod it names",
-     [*THREE, _pod("fan", node_name="n2", affinity=_prefer_pods("podAffinity", 30, "web"))],
-     _pod("p", labels=WEB), {"n2"}),
+     [*THREE, pod("fan", node_name="n2", affinity=_prefer_pods("podAffinity", 30, "web"))],
+     pod("p", labels=WEB), {"n2"}),
 ]
 
 
@@ -106,7 +99,7 @@ def test_a_preference_chooses_the_node(harness_factory: Factory, nodes: list[dic
 def test_preferences_can_be_turned_off(harness_factory: Factory, setting: dict[str, str]) -> None:
     """The embedded matcher's ``first`` then takes the lowest rank (Fluxion left out: its
     order among equal nodes is its own)."""
-    h = harness_factory(*THREE, _pod("p", affinity=_prefer_nodes((10, ZONE, "b"))))
+    h = harness_factory(*THREE, pod("p", affinity=_prefer_nodes((10, ZONE, "b"))))
     blocked = ",".join(filter(None, [setting.get("disable_plugins"), "fluxion"]))
     setting = {**setting, "disable_plugins": blocked}
     h.scheduler = Scheduler(h.cluster, load_settings(**setting))
@@ -118,7 +111,7 @@ def test_preferences_can_be_turned_off(harness_factory: Factory, setting: dict[s
 def test_a_gang_sits_wholly_on_its_preferred_nodes_when_they_hold_it(
         harness_factory: Factory) -> None:
     nodes = [_node("n0", "a"), _node("n1", "a"), _node("n2", "b", cpu=2), _node("n3", "b", cpu=2)]
-    members = [_pod(f"m{i}", "2", group="g", affinity=_prefer_nodes((10, ZONE, "b")))
+    members = [pod(f"m{i}", "2", group="g", affinity=_prefer_nodes((10, ZONE, "b")))
                for i in range(2)]
     h = harness_factory(*nodes, pod_group("g", 2), *members)
     h.cycle()
@@ -128,7 +121,7 @@ def test_a_gang_sits_wholly_on_its_preferred_nodes_when_they_hold_it(
 def test_a_gang_its_preferred_nodes_cannot_hold_is_placed_whole_elsewhere(
         harness_factory: Factory) -> None:
     nodes = [_node("n0", "a"), _node("n1", "a"), _node("n2", "b", cpu=2)]
-    members = [_pod(f"m{i}", "2", group="g", affinity=_prefer_nodes((10, ZONE, "b")))
+    members = [pod(f"m{i}", "2", group="g", affinity=_prefer_nodes((10, ZONE, "b")))
                for i in range(3)]
     h = harness_factory(*nodes, pod_group("g", 3), *members)
     h.cycle()
@@ -139,7 +132,7 @@ def test_a_gang_its_preferred_nodes_cannot_hold_is_placed_whole_elsewhere(
 def test_a_tier_that_misses_holds_nothing(harness_factory: Factory) -> None:
     """The narrow attempts that miss give back what they took: one allocation remains."""
     nodes = [_node("n0", "a"), _node("n1", "a"), _node("n2", "b", cpu=1)]
-    members = [_pod(f"m{i}", "2", group="g", affinity=_prefer_nodes((10, ZONE, "b")))
+    members = [pod(f"m{i}", "2", group="g", affinity=_prefer_nodes((10, ZONE, "b")))
                for i in range(2)]
     h = harness_factory(*nodes, pod_group("g", 2), *members)
     h.cycle()

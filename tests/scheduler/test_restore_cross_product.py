@@ -58,6 +58,7 @@ from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.scheduler.fallback import HELD_FROM_POD
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_pod_dict
 from tests.scheduler.conftest import node, pod_group
 from tests.scheduler.faults import Faulty, Killed
 
@@ -76,43 +77,28 @@ CHUNK_MIB = NODE_MEMORY_MIB // NODE_CPU
 """One memory chunk per core (the default ``memory_chunks_per_core``)."""
 
 SHAPES: dict[str, dict[str, Any]] = {
-    "whole": {"containers": [{"cpu": "1"}]},
-    "whole2": {"containers": [{"cpu": "2"}]},
-    "milli": {"containers": [{"cpu": "300m"}]},
-    "memory": {"containers": [{"memory": "2Gi"}]},
-    "qpu": {"containers": [{"cpu": "1", "fluxion.flux-framework.org/qpu": "1"}]},
-    "lic": {"containers": [{"cpu": "1", "fluxion.flux-framework.org/lic": "1"}]},
-    "milli+qpu": {"containers": [{"cpu": "100m", "fluxion.flux-framework.org/qpu": "1"}]},
-    "init": {"init": [{"cpu": "2"}], "containers": [{"cpu": "500m"}]},
-    "sidecar": {"init": [{"cpu": "500m", "always": True}], "containers": [{"cpu": "1"}]},
+    "whole": {"requests": {"cpu": "1"}},
+    "whole2": {"requests": {"cpu": "2"}},
+    "milli": {"requests": {"cpu": "300m"}},
+    "memory": {"requests": {"memory": "2Gi"}},
+    "qpu": {"requests": {"cpu": "1", "fluxion.flux-framework.org/qpu": "1"}},
+    "lic": {"requests": {"cpu": "1", "fluxion.flux-framework.org/lic": "1"}},
+    "milli+qpu": {"requests": {"cpu": "100m", "fluxion.flux-framework.org/qpu": "1"}},
+    "init": {"init": [{"cpu": "2"}], "requests": {"cpu": "500m"}},
+    "sidecar": {"sidecars": [{"cpu": "500m"}], "requests": {"cpu": "1"}},
 }
+"""Each shape's app container requests, with its classic init containers' and sidecars'."""
 
 
 def shaped_pod(name: str, shape: str, *, group: str | None = None,
                gated: bool = False) -> dict[str, Any]:
     """A Fluence pod of one of :data:`SHAPES` (extended resources as limits too)."""
-    def container(cname: str, requests: Mapping[str, Any]) -> dict[str, Any]:
-        wanted = {k: v for k, v in requests.items() if k != "always"}
-        body: dict[str, Any] = {"name": cname, "image": "busybox", "resources": {
-            "requests": wanted, "limits": {k: v for k, v in wanted.items() if "/" in k}}}
-        if requests.get("always"):
-            body["restartPolicy"] = "Always"
-        return body
-
-    shape_spec = SHAPES[shape]
-    spec: dict[str, Any] = {
-        "schedulerName": names.SCHEDULER_NAME,
-        "containers": [container(f"app{i}", c) for i, c in enumerate(shape_spec["containers"])],
-    }
-    if shape_spec.get("init"):
-        spec["initContainers"] = [container(f"init{i}", c)
-                                  for i, c in enumerate(shape_spec["init"])]
-    if group:
-        spec["schedulingGroup"] = {"podGroupName": group}
-    if gated:
-        spec["schedulingGates"] = [{"name": names.QUANTUM_GATE}]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "annotations": {}}, "spec": spec}
+    shaped = SHAPES[shape]
+    requests: Mapping[str, str] = shaped["requests"]
+    return make_pod_dict(name, None, extra=requests,
+                         limits={k: v for k, v in requests.items() if "/" in k},
+                         init=shaped.get("init", ()), sidecars=shaped.get("sidecars", ()),
+                         group=group, gates=[names.QUANTUM_GATE] if gated else [])
 
 
 @dataclass(frozen=True)

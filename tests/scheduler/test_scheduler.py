@@ -340,8 +340,7 @@ def test_metrics_count_attempts_and_pending_groups(harness_factory: Factory) -> 
 
 
 def test_a_node_selector_keeps_a_pod_on_matching_nodes(harness_factory: Factory) -> None:
-    picky = pod("picky", "1")
-    picky["spec"]["nodeSelector"] = {"pool": "gpu"}
+    picky = pod("picky", "1", nodeSelector={"pool": "gpu"})
     h = harness_factory(node("n0"), node("n1"), picky)
     h.cycle()
     assert h.node_of("picky") is None

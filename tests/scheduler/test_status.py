@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from fluence_core import names
 from fluence_core.kube.api import NODE_RESOURCE_TOPOLOGIES, PODS
@@ -57,14 +57,6 @@ def test_status_shows_use_holders_and_why_groups_wait(
     assert h.cluster.get(PODS, "huge", "default")["spec"].get("nodeName") is None
 
 
-def _pod_level(name: str, cpu: str, **kw: Any) -> dict[str, Any]:
-    """A pod whose size is said at pod level only (its container requests nothing)."""
-    body = pod(name, "0", **kw)
-    body["spec"]["containers"][0]["resources"] = {}
-    body["spec"]["resources"] = {"requests": {"cpu": cpu}}
-    return body
-
-
 def _status_of(h: Harness) -> dict[str, NodeUse]:
     viewer = Scheduler(h.cluster, load_settings(), read_only=True)
     viewer.start()
@@ -75,13 +67,11 @@ def test_status_shows_what_bound_pods_request_and_flags_an_overcommitted_node(
     harness_factory: Callable[..., Harness],
 ) -> None:
     # 12 cpu of Fluence pods bound on a 4-cpu node, sized at pod level and by a sidecar
-    sidecar = pod("side", "2", node_name="n0")
-    sidecar["spec"]["initContainers"] = [{"name": "s", "restartPolicy": "Always",
-                                          "resources": {"requests": {"cpu": "2"}}}]
+    sidecar = pod("side", "2", node_name="n0", sidecars=[{"cpu": "2"}])
     h = harness_factory(node("n0", cpu=4), node("n1", cpu=4),
-                        _pod_level("a", "4", node_name="n0"),
-                        _pod_level("b", "4", node_name="n0"), sidecar,
-                        _pod_level("theirs", "3", node_name="n1",
+                        pod("a", None, pod_requests={"cpu": "4"}, node_name="n0"),
+                        pod("b", None, pod_requests={"cpu": "4"}, node_name="n0"), sidecar,
+                        pod("theirs", None, pod_requests={"cpu": "3"}, node_name="n1",
                                    scheduler="default-scheduler"))
     uses = _status_of(h)
     assert (uses["n0"].fluence_millicores, uses["n0"].other_millicores) == (12000, 0)
@@ -110,14 +100,10 @@ def test_status_leaves_finished_pods_out(harness_factory: Callable[..., Harness]
 def test_status_shows_each_topology_domain_with_what_is_free_of_it(
     harness_factory: Callable[..., Harness],
 ) -> None:
-    def racked(name: str, rack: str) -> dict[str, Any]:
-        body = node(name)
-        body["metadata"]["labels"] = {"topology.kubernetes.io/rack": rack}
-        return body
-
-    group = pod_group("g", 2)
-    group["spec"]["schedulingConstraints"] = {"topology": [{"key": "topology.kubernetes.io/rack"}]}
-    h = harness_factory(racked("n0", "r1"), racked("n1", "r1"), racked("n2", "r2"), node("n3"),
+    racked = [node(name, labels={names.RACK_LABEL: rack})
+              for name, rack in (("n0", "r1"), ("n1", "r1"), ("n2", "r2"))]
+    group = pod_group("g", 2, topology=[names.RACK_LABEL])
+    h = harness_factory(*racked, node("n3"),
                         group, pod("g0", "3", group="g"), pod("g1", "3", group="g"),
                         resources="topology:\n  levels: [topology.kubernetes.io/rack]\n")
     h.cycle()

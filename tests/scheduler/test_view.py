@@ -100,7 +100,7 @@ def test_a_new_node_joins_the_graph_and_moves_the_generation() -> None:
 def test_a_cordoned_node_stays_in_the_graph_marked_and_moves_the_generation() -> None:
     view = started_view(cluster_of(node("n0")))
     before = view.generation
-    view.handle("nodes", "MODIFIED", node("n0", spec={"unschedulable": True}))
+    view.handle("nodes", "MODIFIED", node("n0", unschedulable=True))
     vertex = view.graph.node("n0")
     assert not vertex.schedulable and not vertex.down    # a tolerating pod may still go there
     assert view.generation > before
@@ -205,9 +205,8 @@ def test_a_lone_pod_of_ours_is_held_from_its_binding_not_pinned() -> None:
 
 
 def _racked(name: str, rack: str) -> dict[str, object]:
-    body = node(name)
-    body["metadata"]["labels"] = {names.RACK_LABEL: rack}
-    return body
+    """A node of rack ``rack``."""
+    return node(name, labels={names.RACK_LABEL: rack})
 
 
 def test_a_relabelled_node_moves_to_its_new_rack_with_what_it_holds() -> None:
@@ -236,7 +235,5 @@ def test_a_kubelets_status_update_leaves_the_nodes_as_the_filters_read_them() ->
                                           "lastHeartbeatTime": "2026-12-01T13:00:00Z"}]
     view.handle("nodes", "MODIFIED", heartbeat)
     assert view.node_changes == before
-    labelled = node("n0")
-    labelled["metadata"]["labels"] = {"rack": "r1"}
-    view.handle("nodes", "MODIFIED", labelled)
+    view.handle("nodes", "MODIFIED", node("n0", labels={"rack": "r1"}))
     assert view.node_changes > before

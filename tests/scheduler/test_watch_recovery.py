@@ -90,16 +90,11 @@ def test_what_waits_for_a_busy_loop_grows_with_the_objects_not_the_events() -> N
     assert waiting <= 11, f"{waiting} changes waited for ten pods"
 
 
-def _pod_object(name: str, uid: str, version: int, **spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "default", "uid": uid,
-                         "resourceVersion": str(version)}, "spec": dict(spec)}
-
-
 def test_the_inbox_keeps_the_newest_state_of_each_object_in_order_of_change() -> None:
     inbox = Inbox()
-    inbox.put("pods", "ADDED", _pod_object("a", "u1", 1))
-    inbox.put("pods", "ADDED", _pod_object("b", "u2", 2))
-    inbox.put("pods", "MODIFIED", _pod_object("a", "u1", 3, nodeName="n0"))
+    inbox.put("pods", "ADDED", pod("a", uid="u1", resource_version="1"))
+    inbox.put("pods", "ADDED", pod("b", uid="u2", resource_version="2"))
+    inbox.put("pods", "MODIFIED", pod("a", uid="u1", resource_version="3", node_name="n0"))
     taken = inbox.take(timeout=0)
     assert taken is not None
     assert [(e, o["metadata"]["name"], o["metadata"]["resourceVersion"]) for _, e, o in taken] \
@@ -109,19 +104,19 @@ def test_the_inbox_keeps_the_newest_state_of_each_object_in_order_of_change() ->
 
 def test_a_pod_deleted_and_created_again_under_its_name_stays_two_changes() -> None:
     inbox = Inbox()
-    inbox.put("pods", "DELETED", _pod_object("a", "u1", 1))
-    inbox.put("pods", "ADDED", _pod_object("a", "u2", 2))
+    inbox.put("pods", "DELETED", pod("a", uid="u1", resource_version="1"))
+    inbox.put("pods", "ADDED", pod("a", uid="u2", resource_version="2"))
     taken = inbox.take(timeout=0) or []
     assert [(e, o["metadata"]["uid"]) for _, e, o in taken] == [("DELETED", "u1"), ("ADDED", "u2")]
 
 
 def test_a_relist_replaces_the_changes_of_its_kind_and_comes_before_later_ones() -> None:
     inbox = Inbox()
-    inbox.put("pods", "ADDED", _pod_object("a", "u1", 1))
+    inbox.put("pods", "ADDED", pod("a", uid="u1", resource_version="1"))
     inbox.put("nodes", "ADDED", {"metadata": {"name": "n0", "uid": "n", "resourceVersion": "2"}})
     inbox.put("pods", RESYNC, {"kind": "List", "items": [], "metadata": {"resourceVersion": "3"}})
     inbox.put("pods", RESYNC, {"kind": "List", "items": [], "metadata": {"resourceVersion": "4"}})
-    inbox.put("pods", "ADDED", _pod_object("b", "u2", 5))
+    inbox.put("pods", "ADDED", pod("b", uid="u2", resource_version="5"))
     taken = inbox.take(timeout=0) or []
     assert [(p, e, o["metadata"]["resourceVersion"]) for p, e, o in taken] == [
         ("pods", RESYNC, "4"), ("nodes", "ADDED", "2"), ("pods", "ADDED", "5")]

@@ -14,9 +14,8 @@ LEVELS = f"topology:\n  levels: [{names.RACK_LABEL}]\n"
 
 
 def _racked(name: str, rack: str) -> dict[str, Any]:
-    body = node(name)
-    body["metadata"]["labels"] = {names.RACK_LABEL: rack}
-    return body
+    """A node of rack ``rack``."""
+    return node(name, labels={names.RACK_LABEL: rack})
 
 
 def _workload(key: str | None) -> dict[str, Any]:
