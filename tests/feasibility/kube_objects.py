@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fluence_core import names
 from fluence_core.feasibility import NodeFacts, PodFacts, Snapshot
 from fluence_core.testing import make_node_dict, make_pod_dict
 
@@ -23,8 +22,7 @@ def node(
 ) -> dict[str, Any]:
     """A Node labelled with its hostname, as the kubelet registers it."""
     return make_node_dict(name, cpu, memory, pods=pods, allocatable=extra, taints=taints,
-                          unschedulable=unschedulable,
-                          labels={names.HOSTNAME_LABEL: name, **(labels or {})})
+                          unschedulable=unschedulable, hostname=True, labels=labels)
 
 
 def pod(name: str, *, namespace: str = "default", labels: dict[str, str] | None = None,

@@ -10,18 +10,6 @@ from tests.feasibility.kube_objects import node, pod, refusals, snapshot
 BUSY = ("node(s) didn't have free ports for the requested pod ports",)
 
 
-def _with_ports(name: str, *ports: dict[str, object], node_name: str = "",
-                init: bool = False) -> dict[str, object]:
-    container = {"name": "c", "ports": list(ports)}
-    key = "initContainers" if init else "containers"
-    spec = {key: [container]}
-    if init:
-        spec["containers"] = [{"name": "app"}]
-    body = pod(name, node_name=node_name)
-    body["spec"].update(spec)  # type: ignore[union-attr]
-    return body
-
-
 @pytest.mark.parametrize(("existing", "wanted", "conflict"), [
     ({"hostPort": 80}, {"hostPort": 80}, True),
     ({"hostPort": 80}, {"hostPort": 81}, False),
@@ -38,11 +26,12 @@ def _with_ports(name: str, *ports: dict[str, object], node_name: str = "",
 def test_host_port_conflicts(
     existing: dict[str, object], wanted: dict[str, object], conflict: bool
 ) -> None:
-    snap = snapshot([node("n"), node("m")], [_with_ports("old", existing, node_name="n")])
-    result = refusals(NodePorts(), _with_ports("new", wanted), snap)
+    snap = snapshot([node("n"), node("m")], [pod("old", node_name="n", ports=[existing])])
+    result = refusals(NodePorts(), pod("new", ports=[wanted]), snap)
     assert result == {"n": BUSY if conflict else (), "m": ()}
 
 
 def test_init_container_ports_count() -> None:
-    snap = snapshot([node("n")], [_with_ports("old", {"hostPort": 9000}, node_name="n", init=True)])
-    assert refusals(NodePorts(), _with_ports("new", {"hostPort": 9000}), snap) == {"n": BUSY}
+    held = pod("old", node_name="n", initContainers=[{"name": "c", "ports": [{"hostPort": 9000}]}])
+    snap = snapshot([node("n")], [held])
+    assert refusals(NodePorts(), pod("new", ports=[{"hostPort": 9000}]), snap) == {"n": BUSY}
