@@ -136,27 +136,13 @@ def test_pod_requests_sum_over_containers() -> None:
 
 
 def test_limits_count_when_a_request_is_absent() -> None:
-    pod = {
-        "metadata": {"name": "p"},
-        "spec": {
-            "containers": [
-                {
-                    "name": "app",
-                    "resources": {
-                        "limits": {"cpu": "3", "memory": "2Gi"},
-                        "requests": {"cpu": "2"},
-                    },
-                }
-            ]
-        },
-    }
+    pod = make_pod_dict("p", cpu="2", limits={"cpu": "3", "memory": "2Gi"})
     request = PodRequest.from_kube(pod)
     assert (request.cores, request.memory_mib) == (2, 2048)
 
 
 def test_an_init_container_larger_than_the_app_containers_sets_the_request() -> None:
-    pod = make_pod_dict("p", cpu="1", memory="1Gi")
-    pod["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "4"}}}]
+    pod = make_pod_dict("p", cpu="1", memory="1Gi", init=[{"cpu": "4"}])
     request = PodRequest.from_kube(pod)
     assert (request.cores, request.memory_mib) == (4, 1024)
 
@@ -169,9 +155,7 @@ def test_virtual_types_come_from_fluxion_extended_resources() -> None:
 
 
 def test_a_virtual_type_asked_only_in_limits_counts() -> None:
-    pod = {"metadata": {"name": "p"}, "spec": {"containers": [
-        {"name": "app", "resources": {"limits": {"fluxion.flux-framework.org/qpu": "1"}}}
-    ]}}
+    pod = make_pod_dict("p", cpu=None, limits={"fluxion.flux-framework.org/qpu": "1"})
     assert PodRequest.from_kube(pod).virtual == {"qpu": 1}
 
 
@@ -208,7 +192,6 @@ def test_group_virtual_types_are_in_first_seen_order_without_repeats() -> None:
 
 
 def test_pod_overhead_counts_toward_the_request() -> None:
-    pod = make_pod_dict("p", cpu="900m", memory="1Gi")
-    pod["spec"]["overhead"] = {"cpu": "100m", "memory": "64Mi"}
+    pod = make_pod_dict("p", cpu="900m", memory="1Gi", overhead={"cpu": "100m", "memory": "64Mi"})
     request = PodRequest.from_kube(pod)
     assert (request.cores, request.millicores, request.memory_mib) == (1, 1000, 1088)

@@ -11,6 +11,7 @@ from fluence_core import names
 from fluence_core.graph import ResourceGraph
 from fluence_core.models import NodeInfo
 from fluence_core.numa import NodeNuma, NumaZone, ZoneLoad, read_nrt, shares, spans
+from fluence_core.testing import make_pod_dict
 
 
 def nrt(name: str = "n0", *zones: tuple[str, str, str], policy: str | None = None,
@@ -119,16 +120,13 @@ def test_without_numa_the_jgf_keeps_every_vertex_under_the_node() -> None:
     assert _zoned(None).vertex_path("n0", "core", 5) == "/cluster0/n0/core5"
 
 
-def _pod(**resources: dict[str, str]) -> dict[str, Any]:
-    return {"spec": {"containers": [{"name": "c", "resources": resources}]}}
-
-
 def test_guaranteed_is_the_kubelets_qos_class() -> None:
     from fluence_core.pod_requests import is_guaranteed
 
     both = {"cpu": "2", "memory": "1Gi"}
-    assert is_guaranteed(_pod(limits=both))                       # requests default to limits
-    assert is_guaranteed(_pod(limits=both, requests=both))
-    assert not is_guaranteed(_pod(requests=both))                 # no limits: burstable
-    assert not is_guaranteed(_pod(limits=both, requests={"cpu": "1", "memory": "1Gi"}))
-    assert not is_guaranteed(_pod(limits={"cpu": "2"}))           # memory unlimited
+    less = {"cpu": "1", "memory": "1Gi"}
+    assert is_guaranteed(make_pod_dict("p", None, limits=both))   # requests default to limits
+    assert is_guaranteed(make_pod_dict("p", None, extra=both, limits=both))
+    assert not is_guaranteed(make_pod_dict("p", None, extra=both))  # no limits: burstable
+    assert not is_guaranteed(make_pod_dict("p", None, extra=less, limits=both))
+    assert not is_guaranteed(make_pod_dict("p", None, limits={"cpu": "2"}))  # memory unlimited

@@ -17,6 +17,7 @@ import pytest
 from fluence_core.models import PodRequest
 from fluence_core.pod_requests import pod_requests
 from fluence_core.quantity import QuantityError
+from fluence_core.testing import make_pod_dict
 
 GIB = 2**30
 MIB = 2**20
@@ -37,10 +38,9 @@ def _c(name: str, restart: str | None = None, limits: dict[str, str] | None = No
 
 def _pod(containers: list[dict[str, Any]], init: list[dict[str, Any]] | None = None,
          **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"containers": containers, **spec}
-    if init is not None:
-        body["initContainers"] = init
-    return {"metadata": {"name": "p", "namespace": "ns"}, "spec": body}
+    """Pod ``ns/p`` of exactly these containers and init containers, in this order."""
+    return make_pod_dict("p", namespace="ns", containers=containers,
+                         **({} if init is None else {"initContainers": init}), **spec)
 
 
 # -- app containers ------------------------------------------------------------------------

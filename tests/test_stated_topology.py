@@ -2,27 +2,29 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import pytest
 
 from fluence_core import names
 from fluence_core.errors import TopologyError
 from fluence_core.stated_topology import read_constraint, stated_annotations
+from fluence_core.testing import make_pod_dict, make_pod_group_dict
 from fluence_core.topology import Constraint, Level, attempts
 
 RACK = Level(names.RACK_LABEL, "rack")
+RACK_GANG = make_pod_group_dict("g", 2, "ns", topology=[names.RACK_LABEL])
+"""Gang ``ns/g``, required to sit in one rack."""
 
 
-def pod(name: str, **annotations: str) -> dict[str, object]:
-    return {"metadata": {"name": name, "namespace": "ns", "annotations": annotations}}
-
-
-def pod_group(*keys: object) -> dict[str, object]:
-    return {"metadata": {"name": "g", "namespace": "ns"},
-            "spec": {"schedulingConstraints": {"topology": [{"key": k} for k in keys]}}}
+def pod(name: str, **annotations: str) -> dict[str, Any]:
+    """Member ``name`` of a group in namespace ``ns``, annotated so."""
+    return make_pod_dict(name, namespace="ns", annotations=annotations)
 
 
 def test_the_pod_groups_topology_key_is_required() -> None:
-    read = read_constraint(pod_group(names.RACK_LABEL), [pod("a"), pod("b")])
+    read = read_constraint(RACK_GANG, [pod("a"), pod("b")])
     assert read.required == (names.RACK_LABEL,) and read.preferred == ()
     assert "PodGroup ns/g spec.schedulingConstraints.topology" in read.source
 
@@ -45,7 +47,9 @@ def test_members_that_disagree_make_an_error_naming_two_of_them() -> None:
 
 
 def test_a_malformed_pod_group_constraint_is_an_error_not_a_crash() -> None:
-    assert "topology[0].key" in read_constraint(pod_group(7), [pod("a")]).error
+    malformed = copy.deepcopy(RACK_GANG)
+    malformed["spec"]["schedulingConstraints"]["topology"][0]["key"] = 7
+    assert "topology[0].key" in read_constraint(malformed, [pod("a")]).error
 
 
 def test_a_group_that_states_nothing_has_no_constraint() -> None:

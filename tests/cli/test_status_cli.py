@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from typer.testing import CliRunner
 
@@ -15,14 +13,6 @@ from fluence_core.kube.fake import FakeCluster
 from fluence_core.testing import make_node_dict, make_pod_dict
 
 pytestmark = pytest.mark.usefixtures("clean_env")
-
-
-def _pod_level(name: str, cpu: str, node: str, scheduler: str) -> dict[str, Any]:
-    """A bound pod sized at pod level only (its container asks nothing)."""
-    body = make_pod_dict(name, "0", scheduler=scheduler, node_name=node)
-    body["spec"]["containers"][0]["resources"] = {}
-    body["spec"]["resources"] = {"requests": {"cpu": cpu}}
-    return body
 
 
 def _rows(output: str) -> dict[str, list[str]]:
@@ -42,8 +32,11 @@ def test_status_shows_pod_level_requests_of_every_scheduler_and_flags_overcommit
     for name in ("n0", "n1"):
         cluster.create(NODES, make_node_dict(name, 4, "16Gi", pods=None))
     for i in range(3):  # 12 of 4 cpu on n0, Fluence's pods, sized at pod level
-        cluster.create(PODS, _pod_level(f"ours-{i}", "4", "n0", "fluence"), "default")
-    cluster.create(PODS, _pod_level("theirs", "3", "n1", "default-scheduler"), "default")
+        ours = make_pod_dict(f"ours-{i}", None, node_name="n0", pod_requests={"cpu": "4"})
+        cluster.create(PODS, ours, "default")
+    theirs = make_pod_dict("theirs", None, scheduler="default-scheduler", node_name="n1",
+                           pod_requests={"cpu": "3"})
+    cluster.create(PODS, theirs, "default")
     monkeypatch.setattr(status_command, "connect", lambda settings: cluster)
     load_plugin_commands(app)
     result = CliRunner().invoke(app, ["status"], env={"COLUMNS": "200"})

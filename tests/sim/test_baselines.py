@@ -15,10 +15,6 @@ from fluence_core.sim.world import JobPlan, Run
 from fluence_core.testing import make_node_dict, make_pod_dict
 
 
-def _node(name: str) -> dict[str, Any]:
-    return make_node_dict(name, "4", "16Gi", pods=None)
-
-
 def _member(name: str, scheduler: str, group: str | None = None) -> dict[str, Any]:
     return make_pod_dict(name, "3", "1Gi", scheduler=scheduler, group=group,
                          labels={names.GROUP_LABEL: "gang"})
@@ -33,7 +29,7 @@ def _bound(cluster: FakeCluster) -> list[str]:
 def test_first_fit_binds_the_members_that_fit_and_leaves_the_gang_partial() -> None:
     cluster = FakeCluster()
     for name in ("n1", "n2"):
-        cluster.create(NODES, _node(name))
+        cluster.create(NODES, make_node_dict(name, 4, "16Gi", pods=None))
     for i in range(3):
         cluster.create(PODS, _member(f"m{i}", DEFAULT_SCHEDULER))
     scheduler = FirstFitScheduler(cluster, clock=lambda: 0.0)
@@ -46,7 +42,7 @@ def test_first_fit_binds_the_members_that_fit_and_leaves_the_gang_partial() -> N
 def test_fluence_places_the_same_gang_all_or_nothing() -> None:
     cluster = FakeCluster()
     for name in ("n1", "n2"):
-        cluster.create(NODES, _node(name))
+        cluster.create(NODES, make_node_dict(name, 4, "16Gi", pods=None))
     cluster.create(PODGROUPS, {"metadata": {"name": "gang"},
                                "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
     for i in range(3):
@@ -59,7 +55,7 @@ def test_fluence_places_the_same_gang_all_or_nothing() -> None:
 
 def test_first_fit_frees_a_node_when_its_pod_finishes() -> None:
     cluster = FakeCluster()
-    cluster.create(NODES, _node("n1"))
+    cluster.create(NODES, make_node_dict("n1", 4, "16Gi", pods=None))
     cluster.create(PODS, _member("a", DEFAULT_SCHEDULER))
     cluster.create(PODS, _member("b", DEFAULT_SCHEDULER))
     scheduler = FirstFitScheduler(cluster, clock=lambda: 5.0)
