@@ -127,10 +127,8 @@ def test_pod_gpus_are_read_from_nvidia_com_gpu() -> None:
 
 
 def test_pod_requests_sum_over_containers() -> None:
-    pod = make_pod_dict("p", cpu="1", memory="1Gi")
-    pod["spec"]["containers"].append(
-        {"name": "side", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}
-    )
+    pod = make_pod_dict("p", cpu="1", memory="1Gi", more_containers=[
+        {"name": "side", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}])
     request = PodRequest.from_kube(pod)
     assert (request.millicores, request.memory_mib) == (1500, 1536)
 
@@ -168,8 +166,7 @@ def test_require_annotations_become_pins_without_the_prefix() -> None:
 
 
 def test_pod_namespace_defaults_and_key_is_namespace_slash_name() -> None:
-    pod = {"metadata": {"name": "p"}, "spec": {"containers": []}}
-    assert PodRequest.from_kube(pod).key == "default/p"
+    assert PodRequest.from_kube(make_pod_dict("p", namespace=None)).key == "default/p"
     assert PodRequest.from_kube(make_pod_dict("q", namespace="hpc")).key == "hpc/q"
 
 
