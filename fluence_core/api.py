@@ -36,7 +36,8 @@ What is here, by the hook that needs it:
   :mod:`conditions` with :func:`judges`, to say which pods a handler or an admission
   check needs (the API server sends no other);
 * ``fluence_providers``: :class:`Provider`, :class:`Backend`,
-  :class:`BackendInfo`, :func:`parse_queue_position`;
+  :class:`BackendInfo`, :func:`parse_queue_position`, and :func:`job_records` for
+  what an interceptor recorded;
 * talking to Kubernetes: :class:`ClusterAPI`, :class:`Resource`, the resource
   names and the API errors;
 * reading any object's metadata (absent parts read as empty): :func:`metadata_of`,
@@ -109,6 +110,7 @@ from fluence_core.runtime.provider import (
     Backend,
     BackendInfo,
     Provider,
+    job_records,
     parse_queue_position,
 )
 from fluence_core.settings import MatchPolicy, PluginSettings, Settings, Switch, load_settings
@@ -209,6 +211,7 @@ __all__ = [
     "hookimpl",
     "is_fluence_pod",
     "is_quantum",
+    "job_records",
     "judges",
     "labels",
     "labels_of",

@@ -16,15 +16,18 @@ process.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from fluence_core import names
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
+from fluence_core.settings import load_settings
 
 BEYOND_REPORTED = 2001
 """The queue position used for a vendor's ``">2000"`` (Braket stops counting there)."""
@@ -154,6 +157,31 @@ def attributes_from_env(environ: Mapping[str, str] | None = None) -> dict[str, s
         for key, value in environ.items()
         if key.startswith(prefix) and len(key) > len(prefix)
     }
+
+
+def job_records(pod_uid: str, runtime_dir: Path | None = None) -> list[dict[str, Any]]:
+    """What the pod's interceptor recorded of its jobs, oldest first: the lines of
+    ``jobs.jsonl`` (:data:`~fluence_core.names.JOB_RECORD_FILE`) in ``runtime_dir`` (by
+    default the ``FLUENCE_RUNTIME_DIR`` setting) whose ``pod_uid`` is ``pod_uid``.
+
+    The interceptor appends a line per job while the sidecar reads, so a last line not yet
+    whole is skipped (it is read whole at the next poll); no file yet means no job yet.
+    """
+    if runtime_dir is None:
+        runtime_dir = load_settings().runtime_dir
+    try:
+        lines = (runtime_dir / names.JOB_RECORD_FILE).read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    found = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        if isinstance(entry, dict) and entry.get("pod_uid") == pod_uid:
+            found.append(entry)
+    return found
 
 
 def normalise_key(key: str) -> str:

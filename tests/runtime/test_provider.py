@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from fluence_core import hookimpl
+from fluence_core import hookimpl, names
 from fluence_core.errors import FluenceError
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.runtime.fake_provider import FakeQueueProvider
@@ -13,6 +15,7 @@ from fluence_core.runtime.provider import (
     Provider,
     attributes_from_env,
     collect_providers,
+    job_records,
     parse_queue_position,
     resolve_provider,
 )
@@ -64,3 +67,25 @@ def test_attributes_are_read_from_the_fluxion_environment() -> None:
                                            (7, 7), ("", None), (">x", BEYOND_REPORTED)])
 def test_queue_positions_as_vendors_report_them(raw: object, expected: int | None) -> None:
     assert parse_queue_position(raw) == expected
+
+
+def test_job_records_are_the_pods_whole_lines_in_the_order_written(tmp_path: Path) -> None:
+    (tmp_path / names.JOB_RECORD_FILE).write_text(
+        '{"pod_uid": "scout", "job_id": "1"}\n'
+        '{"pod_uid": "other", "job_id": "2"}\n'
+        '7\n'  # whole JSON, but not a record
+        '{"pod_uid": "scout", "job_id": "3"}\n'
+        '{"pod_uid": "scout", "job_')  # the interceptor is still writing it
+    assert [r["job_id"] for r in job_records("scout", tmp_path)] == ["1", "3"]
+    assert job_records("nobody", tmp_path) == []
+
+
+def test_no_job_record_yet_means_no_jobs(tmp_path: Path) -> None:
+    assert job_records("scout", tmp_path / "not-made-yet") == []
+
+
+def test_job_records_default_to_the_runtime_dir_setting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUENCE_RUNTIME_DIR", str(tmp_path))
+    (tmp_path / names.JOB_RECORD_FILE).write_text('{"pod_uid": "scout", "job_id": "1"}\n')
+    assert job_records("scout") == [{"pod_uid": "scout", "job_id": "1"}]

@@ -17,7 +17,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from fluence_core.api import Backend, BackendInfo, Provider, logger, names, parse_queue_position
+from fluence_core.api import (
+    Backend, BackendInfo, Provider, job_records, logger, names, parse_queue_position,
+)
 
 from fluence_braket.interceptor import LOCAL_API
 
@@ -101,25 +103,10 @@ class BraketProvider(Provider):
     def matches(self, attributes: Mapping[str, str]) -> bool:
         return attributes.get("provider") == "braket"
 
-    def _records(self) -> Path:
-        if self.runtime_dir is not None:
-            return self.runtime_dir / names.JOB_RECORD_FILE
-        from fluence_core.api import load_settings
-
-        return load_settings().runtime_dir / names.JOB_RECORD_FILE
-
     def local_task(self, pod_uid: str, backend: Backend) -> BraketTask | None:
         """The pod's first local-simulator task in the interceptor's record, if any."""
-        try:
-            lines = self._records().read_text().splitlines()
-        except FileNotFoundError:
-            return None
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line being written
-            if entry.get("pod_uid") == pod_uid and entry.get("api") == LOCAL_API:
+        for entry in job_records(pod_uid, self.runtime_dir):
+            if entry.get("api") == LOCAL_API:
                 region = backend.attributes.get("region") or DEFAULT_REGION
                 return BraketTask(str(entry["job_id"]), str(entry.get("status") or "COMPLETED"),
                                   region=region, local=True)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fluence_core.api import Backend, BackendInfo, Provider, names
+from fluence_core.api import Backend, BackendInfo, Provider, job_records
 
 from fluence_qrmi.interceptor import LOCAL_API, RUNTIME_API
 
@@ -117,30 +116,12 @@ class QrmiProvider(Provider):
     def matches(self, attributes: Mapping[str, str]) -> bool:
         return attributes.get("provider") == "qrmi"
 
-    def _records(self) -> Path:
-        if self.runtime_dir is not None:
-            return self.runtime_dir / names.JOB_RECORD_FILE
-        from fluence_core.api import load_settings
-
-        return load_settings().runtime_dir / names.JOB_RECORD_FILE
-
     def find_my_task(self, pod_uid: str, backend: Backend, timeout: float) -> QrmiTask | None:
         self._backend = backend
-        try:
-            lines = self._records().read_text().splitlines()
-        except FileNotFoundError:
+        records = job_records(pod_uid, self.runtime_dir)
+        if not records:
             return None
-        first: dict[str, Any] | None = None
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line being written
-            if entry.get("pod_uid") == pod_uid:
-                first = entry
-                break  # the scout's first job opens the session the workers join
-        if first is None:
-            return None
+        first = records[0]  # the scout's first job opens the session the workers join
         task = QrmiTask(first["job_id"], first.get("session"), first.get("backend") or backend.name,
                         first.get("api", "qrmi"))
         if task.api == LOCAL_API:  # ran in the app's process: its record is all there is
