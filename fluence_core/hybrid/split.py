@@ -25,10 +25,10 @@ quantum task, from its **scout** (Job completion index 0); the classical
 ``independent`` groups (the default) are not this handler's: each pod submits
 its own task, ungated. A pod that arrives with the job controller's scheduling
 group is re-pointed (allowed at CREATE); that PodGroup, which would hold a gang
-of N the split never fills, is deleted by the webhook's controller once the split
-pod is stored (:mod:`.controller`), and only when its controller is the stored
-pod's own controlling Job (owner references, uid included): admission itself makes
-and deletes nothing (issue 32).
+of N the split never fills, is deleted by the webhook's controller
+(:mod:`fluence_core.webhook.controller`) once the split pod is stored, and only
+when its controller is the stored pod's own controlling Job (owner references,
+uid included): admission itself makes and deletes nothing (issue 32).
 
 The rest of the feature comes with this plugin, so ``FLUENCE_DISABLE_PLUGINS=webhook-quantum``
 stops all of it (issue 30): the scouts' report route (``fluence_webhook_routes``, served on
