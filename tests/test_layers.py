@@ -1,4 +1,4 @@
-"""The import-linter layer contracts name every module of the packages they order.
+"""The import-linter contracts name every module of the packages they order or fence.
 
 ``lint-imports`` checks only the modules a ``layers`` contract names: a module added to
 ``fluence_core/matcher/`` and left out of the matcher's contract is checked by nothing,
@@ -70,3 +70,18 @@ def test_modules_of_sees_modules_and_subpackages_but_not_plain_folders() -> None
     assert {"split", "release"} <= found  # modules
     assert "hooks" not in found  # staged files, not a package
     assert "scoring" in modules_of("fluence_core.feasibility")  # a subpackage
+
+
+SERVER_CONTRACT = "webhook: the HTTPS server knows nothing of admission"
+
+
+def test_the_webhook_server_is_fenced_from_every_other_webhook_module() -> None:
+    # The server's contract lists what it may not import one module at a time: a new
+    # admission module left off that list could be imported by the server unnoticed.
+    (contract,) = [c for c in CONTRACTS if c["name"] == SERVER_CONTRACT]
+    server = {m.removeprefix("fluence_core.webhook.") for m in contract["source_modules"]}
+    fenced = {m.removeprefix("fluence_core.webhook.") for m in contract["forbidden_modules"]
+              if m.startswith("fluence_core.webhook.")}
+    assert server <= modules_of("fluence_core.webhook")
+    assert fenced == modules_of("fluence_core.webhook") - server, (
+        "list every webhook module that is not the server's in its forbidden_modules")
