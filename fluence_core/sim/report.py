@@ -32,24 +32,24 @@ def _money(value: Any) -> str:
     return "-" if value is None else f"${value:,.2f}"
 
 
+def _table(title: str, columns: tuple[str, ...], *, left: tuple[str, ...]) -> Table:
+    """A table of ``columns``: the ``left`` ones (names, labels) left-aligned, the figures
+    right-aligned."""
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column in left else "right")
+    return table
+
+
 def tables(results: dict[str, Any]) -> list[Table]:
     """The experiment's tables, ready for ``console.print``."""
     kind = results["experiment"]
     summary = results["summary"]
     title = f"{results['scenario']}: {results['description']}".rstrip(": ")
     if kind == "gang-contention":
-        table = Table(title=title)
-        for column in (
-            "gang size",
-            "scheduler",
-            "gangs",
-            "mean idle / gang (node-s)",
-            "max idle / gang",
-            "wasted node-s",
-            "restarts",
-            "mean wait (s)",
-        ):
-            table.add_column(column, justify="left" if column == "scheduler" else "right")
+        table = _table(title, ("gang size", "scheduler", "gangs", "mean idle / gang (node-s)",
+                               "max idle / gang", "wasted node-s", "restarts", "mean wait (s)"),
+                       left=("scheduler",))
         for row in summary["rows"]:
             table.add_row(
                 str(row["size"]),
@@ -61,11 +61,9 @@ def tables(results: dict[str, Any]) -> list[Table]:
                 str(row["restarts"]),
                 _num(row["mean_wait"]),
             )
-        totals = Table(
-            title="Total wasted node-seconds (members running while their gang could not start)"
-        )
-        for column in ("scheduler", "wasted node-s", "mean makespan (s)"):
-            totals.add_column(column, justify="left" if column == "scheduler" else "right")
+        totals = _table(
+            "Total wasted node-seconds (members running while their gang could not start)",
+            ("scheduler", "wasted node-s", "mean makespan (s)"), left=("scheduler",))
         for arm, total in summary["total_wasted_node_s"].items():
             totals.add_row(
                 TABLE_LABELS.get(arm, arm), _num(total), _num(summary["mean_makespan"].get(arm))
@@ -94,19 +92,9 @@ def tables(results: dict[str, Any]) -> list[Table]:
             table.add_row(*cells)
         return [table]
     if kind == "selection":
-        table = Table(title=title)
-        for column in (
-            "policy",
-            "runs",
-            "mean cost",
-            "sd cost",
-            "mean time to result (s)",
-            "sd time",
-            "backends chosen",
-        ):
-            table.add_column(
-                column, justify="left" if column in ("policy", "backends chosen") else "right"
-            )
+        table = _table(title, ("policy", "runs", "mean cost", "sd cost",
+                               "mean time to result (s)", "sd time", "backends chosen"),
+                       left=("policy", "backends chosen"))
         for row in summary["rows"]:
             chosen = ", ".join(f"{k} x{v}" for k, v in row["chosen"].items())
             table.add_row(
@@ -119,10 +107,9 @@ def tables(results: dict[str, Any]) -> list[Table]:
                 chosen,
             )
         return [table]
-    table = Table(title=title)
-    for column in ("scheduler", "jobs done", "pods placed", "mean gang wait (s)", "max wait (s)",
-                   "idle node-s (gangs)", "idle s (quantum consumers)", "restarts", "makespan (s)"):
-        table.add_column(column, justify="left" if column == "scheduler" else "right")
+    table = _table(title, ("scheduler", "jobs done", "pods placed", "mean gang wait (s)",
+                           "max wait (s)", "idle node-s (gangs)", "idle s (quantum consumers)",
+                           "restarts", "makespan (s)"), left=("scheduler",))
     for row in summary["rows"]:
         table.add_row(TABLE_LABELS.get(row["arm"], row["arm"]), f"{row['done']}/{row['jobs']}",
                       str(row["pods_placed"]), _num(row["mean_wait"]), _num(row["max_wait"]),
