@@ -17,9 +17,9 @@ LEVELS = f"topology:\n  levels: [{names.ZONE_LABEL}, {names.RACK_LABEL}]\n"
 
 
 def _cluster(write_yaml: Callable[..., Path]) -> tuple[Path, Path]:
-    nodes = [make_node_dict(f"r{r}-n{n}", 4, "16Gi", labels={
-        names.ZONE_LABEL: f"z{r // 2}", names.RACK_LABEL: f"r{r}"})
-        for r in range(3) for n in range(2)]
+    nodes = [make_node_dict(f"r{r}-n{n}", 4, "16Gi", zone=f"z{r // 2}",
+                            labels={names.RACK_LABEL: f"r{r}"})
+             for r in range(3) for n in range(2)]
     return write_yaml("nodes.yaml", *nodes), write_yaml("resources.yaml", text=LEVELS)
 
 

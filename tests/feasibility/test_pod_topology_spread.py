@@ -65,8 +65,7 @@ def test_a_pod_not_matching_its_own_selector_does_not_add_to_the_skew() -> None:
 
 
 def test_other_namespaces_and_terminating_pods_do_not_count() -> None:
-    existing = [_web("w1", "a1") | {"metadata": {"name": "w1", "namespace": "other",
-                                                  "labels": {"app": "web"}}},
+    existing = [_web("w1", "a1", namespace="other"),
                 {**_web("w3", "a2"), "metadata": {"name": "w3", "namespace": "default",
                                                   "labels": {"app": "web"},
                                                   "deletionTimestamp": "2026-01-01T00:00:00Z"}}]

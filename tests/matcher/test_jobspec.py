@@ -81,7 +81,7 @@ def test_whole_cpus_are_asked_as_exclusive_cores(small_graph: ResourceGraph) -> 
 
 
 def test_a_pod_asking_no_cpu_asks_the_pool_for_none(small_graph: ResourceGraph) -> None:
-    pod = PodRequest.from_kube({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
+    pod = PodRequest.from_kube(make_pod_dict("p", cpu=None))
     (slot,) = slots(compute_of(Group("g", (pod,)), small_graph))
     assert inner(slot) == {"millicores": {"type": "millicores", "count": 0}}
 

@@ -50,8 +50,8 @@ def test_required_node_affinity_picks_the_zone(harness_factory: Factory) -> None
     zone_b = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]}]}}}
-    h = harness_factory(node("a1", labels={"topology.kubernetes.io/zone": "a"}),
-                        node("b1", labels={"topology.kubernetes.io/zone": "b"}),
+    h = harness_factory(node("a1", zone="a"),
+                        node("b1", zone="b"),
                         pod("p", affinity=zone_b))
     h.cycle()
     assert h.node_of("p") == "b1"

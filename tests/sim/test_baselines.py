@@ -12,7 +12,7 @@ from fluence_core.settings import load_settings
 from fluence_core.sim.baseline import DEFAULT_SCHEDULER, FirstFitScheduler
 from fluence_core.sim.scenario import QuantumSpec, Scenario
 from fluence_core.sim.world import JobPlan, Run
-from fluence_core.testing import make_node_dict, make_pod_dict
+from fluence_core.testing import make_node_dict, make_pod_dict, make_pod_group_dict
 
 
 def _member(name: str, scheduler: str, group: str | None = None) -> dict[str, Any]:
@@ -43,8 +43,7 @@ def test_fluence_places_the_same_gang_all_or_nothing() -> None:
     cluster = FakeCluster()
     for name in ("n1", "n2"):
         cluster.create(NODES, make_node_dict(name, 4, "16Gi", pods=None))
-    cluster.create(PODGROUPS, {"metadata": {"name": "gang"},
-                               "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
+    cluster.create(PODGROUPS, make_pod_group_dict("gang", 3))
     for i in range(3):
         cluster.create(PODS, _member(f"m{i}", names.SCHEDULER_NAME, group="gang"))
     scheduler = Scheduler(cluster, load_settings())
