@@ -60,8 +60,9 @@ def test_node_cpu_outside_the_bounds_is_an_error_naming_node_and_bound(
 
 
 def test_pod_requests_adding_up_past_int64_milli_units_are_an_error() -> None:
-    pod = make_pod_dict("p", cpu="9000000000000000")
-    pod["spec"]["containers"].append(dict(pod["spec"]["containers"][0], name="two"))
+    huge = "9000000000000000"
+    pod = make_pod_dict("p", cpu=huge, more_containers=[
+        {"name": "two", "resources": {"requests": {"cpu": huge}}}])
     with pytest.raises(ValueError, match="pod default/p: cpu requests add up to more than"):
         PodRequest.from_kube(pod)
 
