@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
-METRICS = Path(__file__).resolve().parents[1] / "benchmarks" / "topology_metrics.py"
+from tests.bench_module import load
 
-
-def _metrics() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("topology_metrics", METRICS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-m = _metrics()
+m = load("topology_metrics")
 ZONE, BLOCK, RACK = "topology.kubernetes.io/zone", "example.com/block", "example.com/rack"
 LEVELS = ((ZONE, "zone"), (BLOCK, "block"), (RACK, "rack"))
 # two zones; zone z0 holds blocks b0 (racks r0, r1) and b1 (rack r2); zone z1 a rack also

@@ -7,26 +7,11 @@ reports alike.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
-PROCESS = Path(__file__).resolve().parents[1] / "benchmarks" / "webhook_process.py"
+from tests.bench_module import load
 
-
-def _process() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("webhook_process", PROCESS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-wp = _process()
+wp = load("webhook_process")
 
 
 class Service:
