@@ -9,12 +9,11 @@ re-list, and keep what they delivered bounded by the objects, not the events.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fluence_core.kube.api import PODS, RESYNC, ObjectList, ResourceRef
+from fluence_core.kube.api import PODS, RESYNC, ObjectList, ResourceRef, WatchEvent
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.scheduler.inbox import Inbox
@@ -24,11 +23,14 @@ from tests.scheduler.conftest import node, pod
 
 
 class CountingCluster(FakeCluster):
-    """The in-memory cluster, counting the pod listings (a re-list after a 410 is one)."""
+    """The in-memory cluster, counting the pod listings (a re-list after a 410 is one), the
+    pod watch calls, and the pods those calls delivered: what the test waits on."""
 
     def __init__(self) -> None:
         super().__init__()
         self.pod_lists = 0
+        self.pod_watches = 0
+        self.pods_watched: set[str] = set()
 
     def list(self, resource: ResourceRef, namespace: str | None = None, *,
              label_selector: str | None = None,
@@ -37,6 +39,24 @@ class CountingCluster(FakeCluster):
             self.pod_lists += 1
         return super().list(resource, namespace, label_selector=label_selector,
                             field_selector=field_selector)
+
+    def watch(self, resource: ResourceRef, namespace: str | None = None, *,
+              resource_version: str | None = None, label_selector: str | None = None,
+              field_selector: str | None = None,
+              timeout: float | None = None) -> Iterator[WatchEvent]:
+        events = super().watch(resource, namespace, resource_version=resource_version,
+                               label_selector=label_selector, field_selector=field_selector,
+                               timeout=timeout)
+        if resource not in ("pods", PODS):
+            return events
+        self.pod_watches += 1
+        return self._noting(events)
+
+    def _noting(self, events: Iterator[WatchEvent]) -> Iterator[WatchEvent]:
+        for event, obj in events:
+            for item in obj["items"] if event == RESYNC else [obj]:
+                self.pods_watched.add(str((item.get("metadata") or {}).get("name")))
+            yield event, obj
 
 
 def _bound(cluster: FakeCluster) -> int:
@@ -62,11 +82,16 @@ def test_a_lost_history_during_a_long_cycle_costs_one_relist_and_every_pod_is_pl
         with scheduler.view.lock:  # a long cycle: the loop applies nothing meanwhile
             for i in range(40):
                 cluster.create(PODS, pod(f"p{i}", "1"), "default")
-            time.sleep(0.3)  # the watch threads see them, over several watch calls
+            wait_for(lambda: {f"p{i}" for i in range(40)} <= cluster.pods_watched,
+                     "the pod watch to deliver the 40 pods", timeout=30, every=0.02)
             cluster.compact()  # the server forgets the history
-            lists_before = cluster.pod_lists
+            lists_before, watches_before = cluster.pod_lists, cluster.pod_watches
             cluster.create(PODS, pod("late", "1"), "default")
-            time.sleep(1.0)  # ten watch calls, each of which resumes somewhere
+            # five watch calls, each of which resumes somewhere (counted, not timed: a loaded
+            # machine makes fewer calls in a second, and the test would prove less)
+            wait_for(lambda: "late" in cluster.pods_watched
+                     and cluster.pod_watches >= watches_before + 5,
+                     "five pod watch calls after the compaction", timeout=30, every=0.02)
             relists = cluster.pod_lists - lists_before
         wait_for(lambda: _bound(cluster) == 42, "every pod to bind", timeout=30, every=0.02)
     assert relists <= 1, f"{relists} re-lists while the loop was busy: the watch did not resume"
