@@ -120,13 +120,13 @@ def test_600_trickling_connections_leave_a_legitimate_request_answered_within_a_
         for position in range(6):  # the attack goes on while the API server is served
             attack.trickle(line, position)
             latencies.append(_legitimate(server, ctx))
-            time.sleep(0.2)
+            time.sleep(0.2)  # the attack's pace (a byte a connection): what the test is about
         assert max(latencies) < 1.0, latencies
         # Bounded in time: however steady the trickle, no attacker outlives the deadline.
         position = 6
         while attack.trickle(line, position) and time.monotonic() - started < DEADLINE + 10:
             position += 1
-            time.sleep(0.2)
+            time.sleep(0.2)  # the attack's pace, under the read timeout: only the deadline cuts
         assert attack.sockets == [], "every trickling connection was cut at its deadline"
         assert time.monotonic() - started < DEADLINE + 10
     finally:
