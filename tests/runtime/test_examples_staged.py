@@ -21,6 +21,7 @@ import pytest
 
 from fluence_core import names
 from fluence_core.runtime.provider import Backend
+from fluence_core.testing import wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 POD_UID = "0c5e7a1e-5c0u-7e57-a11c-5c0u7e57a11c"
@@ -111,9 +112,11 @@ def test_qrmi_workload_runs_in_local_testing_mode_and_holds_its_session(
     attributes = {"provider": "qrmi", "vendor": "ibm", "fake-backend": "FakeManilaV2"}
     env = _scout_env(runtime, "fake_manila", attributes)
     env[names.ENV_SESSION_HOLD_TIMEOUT] = "240"
-    app = subprocess.Popen(
-        [str(clean_python), str(EXAMPLES / "qrmi-workload" / "app.py"), "--shots", "100"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    log = tmp_path / "app.stderr"
+    with log.open("w") as err:  # a file, not a pipe: the test reads it while the app runs
+        app = subprocess.Popen(
+            [str(clean_python), str(EXAMPLES / "qrmi-workload" / "app.py"), "--shots", "100"],
+            env=env, stdout=subprocess.PIPE, stderr=err, text=True, cwd=tmp_path)
     try:
         def never_asked(task: object, backend: object) -> str:
             raise AssertionError("a local job's status is its record; no service is asked")
@@ -128,16 +131,18 @@ def test_qrmi_workload_runs_in_local_testing_mode_and_holds_its_session(
         assert task is not None, "the staged interceptor recorded no job"
         task = provider.refresh(task)
         assert provider.is_ready(task, 1)
-        # the scout's session stays open for the workers until the sidecar releases it
-        # (a 100-shot local run ends within a second or two of its submission)
-        time.sleep(5.0)
+        # the scout's run is done and its session stays open for the workers until the
+        # sidecar releases it (the interceptor says so when it starts to hold)
+        wait_for(lambda: "holding the session" in log.read_text() or app.poll() is not None,
+                 "the scout to hold its session", timeout=240, every=0.1)
         assert app.poll() is None, "the session closed before the release"
         (runtime / names.RELEASE_MARKER_FILE).write_text("ready\n")
-        stdout, stderr = app.communicate(timeout=240)
+        stdout, _ = app.communicate(timeout=240)
     finally:
         if app.poll() is None:
             app.kill()
             app.wait()
+    stderr = log.read_text()
     print("stdout:\n" + stdout + "stderr:\n" + stderr)
     assert app.returncode == 0, stderr
     (result,) = _json_lines(stdout)

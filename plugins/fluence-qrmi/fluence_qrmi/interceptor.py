@@ -59,7 +59,11 @@ def record(job_id: str, session: str | None, backend: str | None, api: str,
 
 
 def wait_for_release() -> bool:
-    """In the scout: block until the sidecar writes the release marker (or the hold times out)."""
+    """In the scout: block until the sidecar writes the release marker (or the hold times out).
+
+    It says so on stderr when it starts to wait: a scout whose work is done but whose
+    container still runs tells its log why (and a test waits on that line, not on a clock).
+    """
     if os.environ.get(names.ENV_ROLE) != names.ROLE_SCOUT:
         return True
     try:
@@ -68,6 +72,10 @@ def wait_for_release() -> bool:
         limit = 0.0
     marker = runtime_dir() / names.RELEASE_MARKER_FILE
     deadline = None if limit <= 0 else _clock() + limit
+    if not marker.exists():
+        sys.stderr.write(f"[fluence] holding the session for the workers until {marker} "
+                         "exists\n")
+        sys.stderr.flush()
     while not marker.exists():
         if deadline is not None and _clock() >= deadline:
             return False

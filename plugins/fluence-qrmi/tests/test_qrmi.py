@@ -71,7 +71,7 @@ def test_local_mode_job_is_recorded_and_found_by_the_sidecar_half(
 
 
 def test_scout_session_close_waits_for_the_release_marker(
-    tmp_path, monkeypatch, restore_sdk
+    tmp_path, monkeypatch, restore_sdk, capsys
 ) -> None:
     monkeypatch.setenv(names.ENV_RUNTIME_DIR, str(tmp_path))
     monkeypatch.setenv(names.ENV_ROLE, names.ROLE_SCOUT)
@@ -86,6 +86,7 @@ def test_scout_session_close_waits_for_the_release_marker(
     interceptor.install_interceptor("scout-uid")
     run_in_local_session()
     assert len(slept) == 3
+    assert "[fluence] holding the session for the workers until" in capsys.readouterr().err
 
 
 def test_session_hold_times_out(tmp_path, monkeypatch) -> None:
