@@ -162,7 +162,7 @@ class PodFacts:
     def _read(cls, metadata: Mapping[str, Any], spec: Mapping[str, Any], pod: KubeObject,
               namespace: str, name: str, where: str) -> PodFacts:
         affinity = spec.get("affinity")
-        labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+        labels = {str(k): str(v) for k, v in labels_of(pod).items()}
         return cls(
             namespace=namespace,
             name=name,
@@ -341,7 +341,7 @@ class NodeFacts:
         allocatable = status.get("allocatable") or status.get("capacity") or {}
         return cls(
             name=str(name),
-            labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+            labels={str(k): str(v) for k, v in labels_of(node).items()},
             taints=tuple(
                 Taint(
                     str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or "")

@@ -45,7 +45,7 @@ from fluence_core.log import logger
 from fluence_core.hybrid.release import BadReport, apply_report, controlling_job, parse_report
 from fluence_core.settings import Settings
 from fluence_core.webhook.routes import Reply
-from fluence_core.kube.meta import metadata_of
+from fluence_core.kube.meta import labels_of, metadata_of
 
 MAX_REPORT = 16 * 1024
 """Bytes a report's body may have (it is a handful of short fields)."""
@@ -235,7 +235,7 @@ class ReportEndpoint:
         if (spec.get("serviceAccountName") or "default") != caller.service_account:
             raise Refused(403, f"pod {caller.namespace}/{caller.pod_name} does not run as"
                                f" {caller.username}")
-        labels = meta.get("labels") or {}
+        labels = labels_of(pod or {})
         sidecar = any(c.get("name") == names.SIDECAR_CONTAINER
                       for c in spec.get("containers") or [])
         if labels.get(names.ROLE_LABEL) != names.ROLE_SCOUT or not labels.get(

@@ -43,7 +43,7 @@ from fluence_core.hybrid.release import (
 )
 from fluence_core.settings import Settings
 from fluence_core.periodic import Periodic
-from fluence_core.kube.meta import metadata_of
+from fluence_core.kube.meta import annotations_of, labels_of, metadata_of
 
 SELECTOR = (f"{names.ROLE_LABEL} in ({names.ROLE_SCOUT},{names.ROLE_WORKER}),"
             f"{names.GROUP_LABEL}")
@@ -61,9 +61,8 @@ def group_key(pod: Mapping[str, Any]) -> GroupKey:
     """Which group a pod belongs to: a worker must share its scout's controlling Job, by
     uid (as :func:`fluence_core.hybrid.release.workers_of` requires); '' for a pod no Job controls,
     which the sweep never acts on."""
-    meta = metadata_of(pod)
-    return (str(meta.get("namespace") or ""),
-            str((meta.get("labels") or {}).get(names.GROUP_LABEL) or ""),
+    return (str(metadata_of(pod).get("namespace") or ""),
+            str(labels_of(pod).get(names.GROUP_LABEL) or ""),
             controlling_job(pod) or "")
 
 
@@ -88,7 +87,7 @@ class Orphaned:
     def outcome(self) -> tuple[dict[str, str], bool]:
         """The workers' stamp, and whether it says the scout was lost."""
         for scout in self.scouts:
-            notes = metadata_of(scout).get("annotations") or {}
+            notes = annotations_of(scout)
             status = notes.get(names.SCOUT_STATUS_ANNOTATION)
             if status in RELEASE_STATUSES:  # it reported a release: late workers get it too
                 return stamp(scout, status, notes.get(names.SCOUT_JOB_ID_ANNOTATION),
@@ -104,7 +103,7 @@ def orphaned(pods: Iterable[KubeObject], gate: str) -> dict[GroupKey, Orphaned]:
         key = group_key(pod)
         if not key[2]:
             continue  # no Job controls it: not a split's pod, whatever its labels say
-        role = (metadata_of(pod).get("labels") or {}).get(names.ROLE_LABEL)
+        role = labels_of(pod).get(names.ROLE_LABEL)
         if role == names.ROLE_SCOUT:
             if ended(pod):
                 groups.setdefault(key, Orphaned()).scouts.append(pod)

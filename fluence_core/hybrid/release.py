@@ -94,7 +94,7 @@ def workers_of(cluster: ClusterAPI, scout: Mapping[str, Any]) -> list[KubeObject
     namespace that Fluence's split marked as workers (role label); none for a scout no
     Job controls."""
     meta = metadata_of(scout)
-    group = (meta.get("labels") or {}).get(names.GROUP_LABEL)
+    group = labels_of(scout).get(names.GROUP_LABEL)
     job = controlling_job(scout)
     if not group or job is None:
         return []

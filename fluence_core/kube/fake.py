@@ -75,7 +75,7 @@ from fluence_core.kube.api import (
 )
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
 from fluence_core.kube.patch import apply_patch
-from fluence_core.kube.meta import metadata_of
+from fluence_core.kube.meta import labels_of, metadata_of
 
 _Key = tuple[str, str, str]
 _Items = list[KubeObject]  # the method FakeCluster.list shadows the builtin in signatures
@@ -640,7 +640,7 @@ class _Matcher:
         metadata = metadata_of(obj)
         if self.namespace is not None and metadata.get("namespace") != self.namespace:
             return False
-        labels = metadata.get("labels") or {}
+        labels = labels_of(obj)
         if not all(test(labels) for test in self._labels):
             return False
         return all((_field_value(obj, path) == value) == equal

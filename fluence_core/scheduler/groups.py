@@ -10,7 +10,7 @@ each pod alone. A pod without one is a group of one. Gated pods
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from fluence_core import names
 from fluence_core.kube.api import KubeObject
@@ -219,7 +219,3 @@ def _single(pod: KubeObject, namespace: str, name: str) -> PendingGroup:
     return PendingGroup(
         f"{namespace}/{name}", namespace, [pod], priority=priority(pod), created=created(pod)
     )
-
-
-def annotations_of(obj: KubeObject) -> dict[str, Any]:
-    return dict(metadata_of(obj).get("annotations") or {})

@@ -32,6 +32,7 @@ from fluence_core.scheduler.events import EventRecorder
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.view import ClusterView
 from fluence_core.topology import attempts
+from fluence_core.kube.meta import annotations_of
 
 _Victim = tuple[int, g.Owner, HeldPlacement, list[KubeObject]]
 
@@ -152,7 +153,7 @@ class Preemptor:
                 if not live:
                     continue
                 top = max(g.priority(p) for p in live)
-                protected = any(g.annotations_of(p).get(names.PROTECTED_ANNOTATION) == "true"
+                protected = any(annotations_of(p).get(names.PROTECTED_ANNOTATION) == "true"
                                 for p in live)
                 if not protected:
                     candidates.append((top, owner, record, live))

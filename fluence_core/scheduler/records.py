@@ -32,7 +32,7 @@ from fluence_core.matcher.base import Allocation, Matcher
 from fluence_core.matcher.pooled import restores_later
 from fluence_core.kube.api import KubeObject
 from fluence_core.scheduler import groups as g
-from fluence_core.kube.meta import metadata_of
+from fluence_core.kube.meta import annotations_of, metadata_of
 
 Alive = Callable[[str, str], bool]
 """``alive(namespace, pod)``: whether the cluster view has that pod, not finished."""
@@ -72,7 +72,7 @@ class HeldPlacement:
 def read_records(owner_resource: str, obj: KubeObject) -> list[HeldPlacement]:
     """The placements recorded on ``obj``; a malformed record raises ValueError naming it."""
     metadata = metadata_of(obj)
-    raw = (metadata.get("annotations") or {}).get(names.ALLOCATION_ANNOTATION)
+    raw = annotations_of(obj).get(names.ALLOCATION_ANNOTATION)
     if not raw:
         return []
     where = f"{owner_resource}/{metadata.get('namespace')}/{metadata.get('name')}"

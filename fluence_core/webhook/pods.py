@@ -60,12 +60,12 @@ def shape_problem(pod: Mapping[str, Any]) -> str | None:
             for part in ("requests", "limits"):
                 if resources.get(part) is not None and not isinstance(resources[part], Mapping):
                     return f"spec.{key}[{i}].resources.{part} is not an object"
-    group = (meta.get("labels") or {}).get(names.GROUP_LABEL)
+    group = labels_of(pod).get(names.GROUP_LABEL)
     if group and (not isinstance(group, str) or len(group) > MAX_GROUP_NAME
                   or not _DNS_SUBDOMAIN.fullmatch(group)):
         return (f"label {names.GROUP_LABEL}: group {str(group)[:80]!r} must be a lower-case DNS"
                 f" name of at most {MAX_GROUP_NAME} characters (it names the PodGroup)")
-    coordination = (meta.get("annotations") or {}).get(names.COORDINATION_ANNOTATION)
+    coordination = annotations_of(pod).get(names.COORDINATION_ANNOTATION)
     if coordination is not None and coordination not in _COORDINATIONS:
         return (f"{names.COORDINATION_ANNOTATION}={str(coordination)[:40]!r} must be"
                 f" {' or '.join(repr(c) for c in _COORDINATIONS)}")

@@ -79,8 +79,11 @@ def test_metadata_of_an_object_of_any_shape_is_none_unless_both_are_mappings() -
 
 
 ROOT = Path(__file__).resolve().parents[2]
-_INLINE = re.compile(r"""\.get\(\s*["']metadata["']\s*\)\s*or\s*\{\}""")
-"""``obj.get("metadata") or {}`` spelled out: what :func:`metadata_of` is for."""
+_INLINE = re.compile(
+    r"""\.get\(\s*["'](metadata|labels|annotations|ownerReferences)["']\s*\)\s*or\s*(\{\}|\[\])""")
+"""``obj.get("metadata") or {}`` (or its labels', annotations', owner references') spelled
+out: what :func:`metadata_of`, :func:`labels_of`, :func:`annotations_of` and
+:func:`owner_references_of` are for."""
 
 
 def _shipped() -> list[Path]:
@@ -95,10 +98,11 @@ def test_no_shipped_module_spells_out_the_metadata_guard() -> None:
     inline = [f"{p.relative_to(ROOT)}:{n}" for p in _shipped()
               for n, line in enumerate(p.read_text().splitlines(), 1)
               if _INLINE.search(line) and "``" not in line]  # docs that name it may
-    assert not inline, f"read metadata with fluence_core.kube.meta.metadata_of: {inline}"
+    assert not inline, f"read metadata with fluence_core.kube.meta's accessors: {inline}"
 
 
 def test_the_inline_guard_is_seen_however_it_is_spaced_or_quoted() -> None:
-    for spelled in ('(pod.get("metadata") or {}).get("name")', "c.get('metadata')  or  {}"):
+    for spelled in ('(pod.get("metadata") or {}).get("name")', "c.get('metadata')  or  {}",
+                    'meta.get("labels") or {}', 'meta.get("ownerReferences") or []'):
         assert _INLINE.search(spelled)
     assert not _INLINE.search('pod.get("metadata")')
