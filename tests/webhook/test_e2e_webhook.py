@@ -17,7 +17,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.errors import ApiError
 from fluence_core.settings import load_settings
-from fluence_core.testing import indexed_job_pods
+from fluence_core.testing import indexed_job_pods, make_pod_dict
 from fluence_core.testing_apiserver import (
     ensure_namespace,
     find_assets,
@@ -158,13 +158,10 @@ def test_a_server_dry_run_creates_no_podgroup(env):
 
 def test_an_over_budget_quantum_group_is_refused_at_create(env):
     server, kube, _ = env
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "big-0", "labels": {names.GROUP_LABEL: "big"},
-                        "annotations": {names.GROUP_SIZE_ANNOTATION: "4"}},
-           "spec": {"schedulerName": "fluence", "containers": [{
-               "name": "app", "image": "x",
-               "resources": {"requests": {"cpu": "8", names.extended_resource("qpu"): "1"},
-                             "limits": {names.extended_resource("qpu"): "1"}}}]}}
+    qpu = {names.extended_resource("qpu"): "1"}
+    pod = make_pod_dict("big-0", "8", extra=qpu, limits=qpu, namespace=None, image="x",
+                        labels={names.GROUP_LABEL: "big"},
+                        annotations={names.GROUP_SIZE_ANNOTATION: "4"})
     with pytest.raises(ApiError) as refused:
         kube.create("pods", pod, NAMESPACE)
     assert "group big needs 32 cores (4 pods x 8)" in str(refused.value)

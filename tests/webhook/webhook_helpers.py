@@ -11,6 +11,7 @@ import jsonpatch
 
 from fluence_core import names
 from fluence_core.kube.errors import ApiError
+from fluence_core.testing import job_owner, make_pod_dict
 from fluence_core.webhook.review import AdmissionService
 
 QPU = names.extended_resource("qpu")
@@ -20,31 +21,15 @@ def pod(name: str = "p", *, group: str | None = None, cpu: str = "1", qpu: int =
         annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
         index: int | None = None, job: str | None = None, namespace: str = "default",
         scheduler: str = names.SCHEDULER_NAME, **spec: Any) -> dict[str, Any]:
-    requests: dict[str, Any] = {"cpu": cpu}
-    if qpu:
-        requests[QPU] = str(qpu)
-    meta: dict[str, Any] = {"name": name, "namespace": namespace,
-                            "labels": dict(labels or {}), "annotations": dict(annotations or {})}
-    if group:
-        meta["labels"][names.GROUP_LABEL] = group
-    if index is not None:
-        meta["labels"][names.JOB_COMPLETION_INDEX] = str(index)
-        meta["annotations"][names.JOB_COMPLETION_INDEX] = str(index)
-    if job:
-        meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
-                                    "uid": "job-uid", "controller": True}]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [
-                {"name": "app", "image": "python:3.12", "resources": {"requests": requests}}
-            ],
-            **spec,
-        },
-    }
+    """A pod as a tenant sends it to admission: ``group`` is its group *label*, ``qpu`` the
+    QPUs it requests, ``index`` its completion index (label and annotation, as the job
+    controller writes it) and ``job`` the Job controlling it (uid ``job-uid``)."""
+    indexed = {} if index is None else {names.JOB_COMPLETION_INDEX: str(index)}
+    return make_pod_dict(
+        name, cpu, extra={QPU: str(qpu)} if qpu else None, namespace=namespace,
+        labels={**(labels or {}), **({names.GROUP_LABEL: group} if group else {}), **indexed},
+        annotations={**(annotations or {}), **indexed}, scheduler=scheduler,
+        owners=[job_owner(job, "job-uid")] if job else None, image="python:3.12", **spec)
 
 
 def shared(
