@@ -14,13 +14,12 @@ from fluence_core import names
 from fluence_core.hybrid.sidecar import SidecarConfig
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.runtime.provider import Backend
-from fluence_core.testing import make_pod_dict, make_split_pod
+from fluence_core.testing import job_owner, make_pod_dict, make_split_pod
 
 GROUP = "qaoa"
 OTHER_GATE = "example.com/other"
 GATE = names.QUANTUM_GATE
-JOB = [{"apiVersion": "batch/v1", "kind": "Job", "name": "qj", "uid": "job-uid",
-        "controller": True}]
+JOB = [job_owner("qj", "job-uid")]
 
 
 def pod(
@@ -37,16 +36,13 @@ def split_member(name: str, role: str, *, gated: bool = False, sidecar: bool = F
     annotations (and, with ``sidecar``, Fluence's sidecar container); a ``gated`` worker
     waits behind another gate and the quantum gate."""
     scout = role == names.ROLE_SCOUT
-    made = make_pod_dict(
+    return make_pod_dict(
         name, None, labels={names.GROUP_LABEL: group, names.ROLE_LABEL: role},
         annotations={names.BACKEND_ANNOTATION: "sim_qpu",
                      names.attr_annotation("provider"): "fake"} if scout else None,
-        gates=["example.org/other", GATE] if gated else (), image="python:3.12",
+        gates=["example.org/other", GATE] if gated else (), image="python:3.12", owners=owners,
+        more_containers=[{"name": names.SIDECAR_CONTAINER, "image": "fluence"}] if sidecar else (),
         **({"serviceAccountName": account} if account else {}))
-    made["metadata"]["ownerReferences"] = owners
-    if sidecar:
-        made["spec"]["containers"].append({"name": names.SIDECAR_CONTAINER, "image": "fluence"})
-    return made
 
 
 def job_qj() -> FakeCluster:
