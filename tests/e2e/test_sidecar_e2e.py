@@ -1,61 +1,40 @@
 """The sidecar ungates real gated pods on a real kube-apiserver (``KUBEBUILDER_ASSETS``).
 
-Skipped, with the reason, when the assets are not there. The vendor queue is
-the scripted fake and time is virtual; everything Kubernetes is real: the JSON
-patch with its ``test`` op, the gate-removal rule, annotations, status.
+It runs on the suite's control plane (``conftest.py``), skipped with the reason when
+the assets are not there. The vendor queue is the scripted fake and time is virtual;
+everything Kubernetes is real: the JSON patch with its ``test`` op, the gate-removal
+rule, annotations, status.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from fluence_core import names
-from fluence_core.kube.client import KubeCluster
 from fluence_core.runtime.fake_provider import QUEUED, FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import Backend
 from fluence_core.hybrid.sidecar import Outcome, Sidecar, SidecarConfig, VirtualClock
-from fluence_core.testing_apiserver import ensure_namespace, find_assets, start_apiserver
+from fluence_core.testing import job_owner, make_pod_dict
 
 pytestmark = pytest.mark.e2e
 OTHER_GATE = "example.com/other"
-_namespaces = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
-    assets, reason = find_assets()
-    if assets is None:
-        pytest.skip(reason)
-    with start_apiserver(assets, tmp_path_factory.mktemp("apiserver")) as server:
-        cluster = server.cluster(qps=1000, burst=1000)
-        yield cluster
-        cluster.close()
-
-
-@pytest.fixture
-def namespace(kube: KubeCluster) -> str:
-    return ensure_namespace(kube, f"sidecar-{next(_namespaces)}")
 
 
 def _pod(name: str, gates: list[str], group: str = "qaoa", role: str | None = None,
-         job: dict | None = None) -> dict:
+         job: dict[str, Any] | None = None) -> dict[str, Any]:
     """A pod of the group; a split's (``role``) is controlled by ``job``, as the quantum
     split's pods are the pods of one Indexed Job."""
     labels = {names.GROUP_LABEL: group, **({names.ROLE_LABEL: role} if role else {})}
-    meta: dict = {"name": name, "labels": labels}
-    if job is not None:
-        meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "controller": True,
-                                    "name": job["metadata"]["name"],
-                                    "uid": job["metadata"]["uid"]}]
-    return {"metadata": meta,
-            "spec": {"schedulerName": "fluence", "schedulingGates": [{"name": g} for g in gates],
-                     "containers": [{"name": "app", "image": "python:3.11"}]}}
+    owners = None if job is None else [job_owner(job["metadata"]["name"], job["metadata"]["uid"])]
+    return make_pod_dict(name, None, namespace=None, labels=labels, gates=gates, owners=owners,
+                         image="python:3.11")
 
 
-def test_sidecar_ungates_real_gated_pods_at_the_right_moment(kube, namespace, tmp_path) -> None:
+def test_sidecar_ungates_real_gated_pods_at_the_right_moment(kube, kube_namespace,
+                                                             tmp_path) -> None:
+    namespace = kube_namespace
     job = kube.create("jobs", {  # suspended: its pods are these, made by the test
         "metadata": {"name": "qaoa"},
         "spec": {"suspend": True, "template": {"spec": {
