@@ -15,17 +15,12 @@ import pytest
 from fluence_core.kube.api import ADDED, DELETED, MODIFIED, RESYNC, ClusterAPI
 from fluence_core.kube.fake import PODGROUP_FINALIZER, FakeCluster
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
+from fluence_core.testing import make_node_dict, make_pod_dict
 
 
 def pod(name: str, **spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name},
-            "spec": {"schedulerName": "fluence",
-                     "containers": [{"name": "c", "image": "busybox"}], **spec}}
-
-
-def node(name: str, cpu: str = "8") -> dict[str, Any]:
-    return {"metadata": {"name": name},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi"}}}
+    """A pod as a client posts it: the namespace is the request's, ``spec`` set over."""
+    return make_pod_dict(name, None, namespace=None, **spec)
 
 
 def gang(name: str, min_count: int) -> dict[str, Any]:
@@ -52,7 +47,8 @@ def test_every_write_gets_a_higher_resource_version(cluster: FakeCluster) -> Non
 
 
 def test_create_fills_metadata_and_resets_pod_status(cluster: FakeCluster) -> None:
-    created = cluster.create("pods", {**pod("a"), "status": {"phase": "Running"}}, "default")
+    sent = {key: value for key, value in pod("a").items() if key not in ("apiVersion", "kind")}
+    created = cluster.create("pods", {**sent, "status": {"phase": "Running"}}, "default")
     assert created["kind"] == "Pod" and created["apiVersion"] == "v1"
     assert created["metadata"]["uid"] and created["metadata"]["creationTimestamp"]
     assert created["status"] == {"phase": "Pending"}
@@ -60,7 +56,7 @@ def test_create_fills_metadata_and_resets_pod_status(cluster: FakeCluster) -> No
 
 
 def test_nodes_keep_the_status_they_are_created_with(cluster: FakeCluster) -> None:
-    created = cluster.create("nodes", node("n1"))
+    created = cluster.create("nodes", make_node_dict("n1"))
     assert created["status"]["allocatable"]["cpu"] == "8"
     assert "namespace" not in created["metadata"]
 
@@ -334,7 +330,7 @@ def test_filtered_watch_sees_objects_leave_and_enter(cluster: FakeCluster) -> No
 
 def test_watch_only_sees_its_resource(cluster: FakeCluster) -> None:
     start = cluster.resource_version
-    cluster.create("nodes", node("n1"))
+    cluster.create("nodes", make_node_dict("n1"))
     cluster.create("pods", pod("a"), "default")
     assert [o["kind"] for _, o in cluster.watch("nodes", resource_version=start, timeout=0)] == [
         "Node"]
@@ -384,7 +380,7 @@ def test_post_event_records_an_event_about_the_object(cluster: FakeCluster) -> N
 
 
 def test_events_about_nodes_go_to_the_default_namespace(cluster: FakeCluster) -> None:
-    target = cluster.create("nodes", node("n1"))
+    target = cluster.create("nodes", make_node_dict("n1"))
     event = cluster.post_event(target, "Normal", "Cordoned", "n1 cordoned")
     assert event["metadata"]["namespace"] == "default"
     assert "namespace" not in event["involvedObject"]
