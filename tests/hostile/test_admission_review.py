@@ -18,6 +18,7 @@ from fluence_core.kube.api import NODES
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_pod_dict
 from fluence_core.webhook import build_service
 from fluence_core.webhook.review import AdmissionService
 from tests.hostile.cases import Case, cases
@@ -36,25 +37,10 @@ def pod(
     labels: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
-    requests: dict[str, Any] = {"cpu": cpu}
-    if qpu:
-        requests[QPU] = "1"
-    body: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "p",
-            "namespace": "default",
-            "labels": dict(labels or {}),
-            "annotations": dict(annotations or {}),
-        },
-        "spec": {
-            "schedulerName": names.SCHEDULER_NAME,
-            "containers": [
-                {"name": "app", "image": "busybox", "resources": {"requests": requests}}
-            ],
-        },
-    }
+    """Pod ``p`` asking for ``cpu`` (and a QPU), then each of ``overrides`` set at its path
+    (``spec__containers="app"``): the one malformed field a case is about."""
+    body = make_pod_dict("p", cpu, extra={QPU: "1"} if qpu else None, annotations=annotations,
+                         labels=labels or {})
     for path, value in overrides.items():
         target = body
         *parents, last = path.split("__")

@@ -19,6 +19,7 @@ from fluence_core.kube.api import CONFIGMAPS, PODGROUPS, SECRETS, SERVICES
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_pod_dict
 from fluence_core.webhook import BackgroundWriter, build_service
 from fluence_core.webhook.review import AdmissionService
 
@@ -88,12 +89,8 @@ def test_the_victims_real_job_is_admitted_after_a_forged_one(
 def test_a_forged_gang_pod_review_makes_no_pod_group_and_leaves_no_memory(
         service: AdmissionService, cluster: FakeCluster) -> None:
     def gang_pod(size: int) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "g-0", "namespace": VICTIM,
-                             "labels": {names.GROUP_LABEL: "g"},
-                             "annotations": {names.GROUP_SIZE_ANNOTATION: str(size)}},
-                "spec": {"schedulerName": names.SCHEDULER_NAME,
-                         "containers": [{"name": "app", "image": "busybox"}]}}
+        return make_pod_dict("g-0", None, namespace=VICTIM, labels={names.GROUP_LABEL: "g"},
+                             annotations={names.GROUP_SIZE_ANNOTATION: str(size)})
 
     assert service.review(_forge(gang_pod(999), "pods")).response["allowed"] is True
     _settle(service)

@@ -19,28 +19,23 @@ from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import Settings
 from fluence_core.hybrid.orphans import JOB_UID_LABEL, OrphanSweep
 from fluence_core.hybrid.endpoint import ReportEndpoint
+from fluence_core.testing import job_owner, make_pod_dict
 
 GATE = names.QUANTUM_GATE
-VQE = {"apiVersion": "batch/v1", "kind": "Job", "name": "vqe", "uid": "vqe-uid",
-       "controller": True}
+VQE = job_owner("vqe", "vqe-uid")
+SIDECAR = {"name": names.SIDECAR_CONTAINER, "image": "fluence"}
 
 
 def _pod(name: str, role: str, *, owner: dict[str, Any] | None = VQE, sidecar: bool = False,
          gated: bool = False, backend: str | None = None) -> dict[str, Any]:
-    containers = [{"name": "app", "image": "python:3.12"}]
-    if sidecar:
-        containers.append({"name": names.SIDECAR_CONTAINER, "image": "fluence"})
-    labels = {names.GROUP_LABEL: "vqe", names.ROLE_LABEL: role}
-    if owner is not None:
-        labels[JOB_UID_LABEL] = owner["uid"]
-    meta: dict[str, Any] = {"name": name, "namespace": "default", "labels": labels,
-                            "annotations": {names.BACKEND_ANNOTATION: backend} if backend else {}}
-    if owner is not None:
-        meta["ownerReferences"] = [owner]
-    spec: dict[str, Any] = {"schedulerName": names.SCHEDULER_NAME, "containers": containers}
-    if gated:
-        spec["schedulingGates"] = [{"name": GATE}]
-    return {"metadata": meta, "spec": spec}
+    """A pod of group vqe in ``role``, controlled by ``owner`` (None: a bare pod)."""
+    labels = {names.GROUP_LABEL: "vqe", names.ROLE_LABEL: role,
+              **({JOB_UID_LABEL: owner["uid"]} if owner is not None else {})}
+    return make_pod_dict(
+        name, None, labels=labels, image="python:3.12", gates=[GATE] if gated else (),
+        annotations={names.BACKEND_ANNOTATION: backend} if backend else None,
+        owners=None if owner is None else [owner],
+        more_containers=[SIDECAR] if sidecar else ())
 
 
 @pytest.fixture
