@@ -22,6 +22,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluence_core.testing import make_node_dict
+
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 FPGA = "example.com/fpga"
@@ -57,21 +59,18 @@ class Case:
 def _node(case: int, i: int, rng: random.Random, features: set[str]) -> dict[str, Any]:
     name = f"c{case}-n{i}"
     cpu = rng.choice(["1", "2", "4", "1500m", "8"])
-    allocatable = {"cpu": cpu, "memory": rng.choice(["4Gi", "16Gi"]), "pods": "110"}
-    if rng.random() < 0.3:
-        allocatable[FPGA] = rng.choice(["1", "2"])
-    labels = {HOST: name, ZONE: rng.choice("ab")}
-    if rng.random() < 0.3:
-        labels["disk"] = "ssd"
-    spec: dict[str, Any] = {}
-    if rng.random() < 0.3:
-        spec["taints"] = [rng.choice(TAINTS)]
+    memory = rng.choice(["4Gi", "16Gi"])
+    fpga = {FPGA: rng.choice(["1", "2"])} if rng.random() < 0.3 else {}
+    zone = rng.choice("ab")
+    labels = {"disk": "ssd"} if rng.random() < 0.3 else {}
+    taints = [rng.choice(TAINTS)] if rng.random() < 0.3 else []
+    if taints:
         features.add("taints")
-    if rng.random() < 0.1:
-        spec["unschedulable"] = True
+    cordoned = rng.random() < 0.1
+    if cordoned:
         features.add("cordon")
-    return {"metadata": {"name": name, "labels": labels}, "spec": spec,
-            "status": {"capacity": allocatable, "allocatable": allocatable}}
+    return make_node_dict(name, cpu, memory, hostname=True, zone=zone, labels=labels,
+                          allocatable=fpga, taints=taints, unschedulable=cordoned, capacity=True)
 
 
 def _container(cpu: str | None, memory: str | None = None, fpga: int = 0,
@@ -250,10 +249,7 @@ SIZING_SHAPES: dict[str, tuple[dict[str, Any], str, str | None]] = {
 
 def _sizing_node(cpu: str, memory: str = "16Gi") -> dict[str, Any]:
     """A node (``sizing_cases`` names it after its case)."""
-    name = ""
-    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
-    return {"metadata": {"name": name, "labels": {HOST: name, ZONE: "a"}}, "spec": {},
-            "status": {"capacity": allocatable, "allocatable": allocatable}}
+    return make_node_dict("", cpu, memory, hostname=True, zone="a", capacity=True)
 
 
 def _less(quantity: str) -> str:

@@ -27,6 +27,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from fluence_core.testing import make_node_dict, make_pod_dict
+
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 KINDS = ("node-affinity", "node-affinity-tiers", "taint", "spread", "pod-affinity",
@@ -46,23 +48,18 @@ class Case:
 
 def _node(name: str, zone: str, labels: dict[str, str] | None = None,
           taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    allocatable = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-    return {"metadata": {"name": name, "labels": {HOST: name, ZONE: zone, **(labels or {})}},
-            "spec": {"taints": taints or []},
-            "status": {"capacity": allocatable, "allocatable": allocatable}}
+    """A 4-core node in ``zone``; every node of a case has the same capacity."""
+    return make_node_dict(name, "4", hostname=True, zone=zone, labels=labels, taints=taints,
+                          capacity=True)
 
 
 def _pod(name: str, cpu: str, labels: dict[str, str] | None = None, node: str = "",
          **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "app", "image": "busybox",
-                        "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
-        **spec,
-    }
-    if node:
-        body["nodeName"] = node
-    return {"metadata": {"name": name, "labels": labels or {}}, "spec": body}
+    """A pod of kube-scheduler's (the test names the scheduler that places it), bound to
+    ``node`` when given."""
+    return make_pod_dict(name, cpu, "64Mi", namespace=None, labels=labels or {},
+                         scheduler="default-scheduler", node_name=node,
+                         terminationGracePeriodSeconds=0, **spec)
 
 
 def _weighted(weight: int, app: str) -> list[dict[str, Any]]:

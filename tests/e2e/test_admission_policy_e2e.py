@@ -29,6 +29,7 @@ from fluence_core.kube.api import Resource
 from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import ApiError, Conflict
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_pod_dict
 from fluence_core.testing_apiserver import ApiServer, find_kubectl, wait_for, webhook_beside
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,10 +82,10 @@ def _account(kube: KubeCluster, namespace: str, name: str, role: str, where: str
 def _pod(name: str, *, scheduler: str = "default-scheduler",
          annotations: dict[str, str] | None = None,
          labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"metadata": {"name": name, "annotations": dict(annotations or {}),
-                         "labels": dict(labels or {})},
-            "spec": {"schedulerName": scheduler, "nodeSelector": {"no-such-node": "x"},
-                     "containers": [{"name": "c", "image": "busybox"}]}}
+    """A pod no node can take (its node selector matches none): only admission acts."""
+    return make_pod_dict(name, None, namespace=None, scheduler=scheduler,
+                         annotations=annotations, labels=labels or {},
+                         nodeSelector={"no-such-node": "x"})
 
 
 @pytest.fixture

@@ -18,16 +18,10 @@ from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_node_dict, make_pod_dict
 from tests.e2e.test_restart_faults_e2e import Scoped
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_env")]
-
-
-def _pod(name: str, cpu: str, **spec: object) -> dict[str, object]:
-    return {"metadata": {"name": name}, "spec": {
-        "schedulerName": names.SCHEDULER_NAME, **spec,
-        "containers": [{"name": "c", "image": "busybox",
-                        "resources": {"requests": {"cpu": cpu}}}]}}
 
 
 @pytest.fixture
@@ -35,9 +29,7 @@ def nodes(kube: KubeCluster, kube_namespace: str) -> Iterator[list[str]]:
     made = [f"{kube_namespace}-n{i}" for i in range(3)]
     for i, node in enumerate(made):
         labels = {"e2e-ns": kube_namespace, **({"pool": "tenant"} if i == 0 else {})}
-        allocatable = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-        kube.create("nodes", {"metadata": {"name": node, "labels": labels},
-                              "status": {"allocatable": allocatable, "capacity": allocatable}})
+        kube.create("nodes", make_node_dict(node, 4, labels=labels, capacity=True))
     yield made
     for node in made:
         kube.delete("nodes", node)
@@ -50,7 +42,7 @@ def test_a_forged_record_on_a_stored_pending_pod_withholds_nothing_after_a_resta
     every_core = {"jobid": 7, "nodes": [
         {"node": n, "cores": [0, 1, 2, 3], "memory": [0, 1, 2, 3], "memory_mib": 8192,
          "pods": 1} for n in (free_a, free_b)]}
-    forger = _pod("forger", "1", nodeSelector={"pool": "tenant"})
+    forger = make_pod_dict("forger", "1", namespace=None, nodeSelector={"pool": "tenant"})
     forger["metadata"] = {"name": "forger", "annotations": {
         names.ALLOCATION_ANNOTATION: json.dumps(
             [{"pods": ["forger"], "allocations": {"compute": every_core}}]),
@@ -64,7 +56,7 @@ def test_a_forged_record_on_a_stored_pending_pod_withholds_nothing_after_a_resta
     assert stored["spec"].get("nodeName") == tenant, "bound by its nodeSelector"
     assert names.ALLOCATION_ANNOTATION not in (stored["metadata"].get("annotations") or {})
     for name in ("big-a", "big-b"):
-        kube.create("pods", _pod(name, "4"), ns)
+        kube.create("pods", make_pod_dict(name, "4", namespace=None), ns)
     scheduler.pump()
     scheduler.schedule_once()
     placed = {(kube.get("pods", n, ns) or {}).get("spec", {}).get("nodeName")

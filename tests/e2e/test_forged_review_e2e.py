@@ -21,6 +21,7 @@ from typing import Any
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_pod_dict
 from fluence_core.testing_apiserver import ensure_namespace, wait_for, webhook_beside
 
 INSECURE = ssl.create_default_context()
@@ -63,11 +64,9 @@ def test_a_forged_review_for_another_namespace_creates_nothing_there(
                              runtime_image="example.org/fluence:e2e")
     with webhook_beside(kube, settings, tmp_path / "tls", namespace=victim,
                         resources=("pods", "jobs")) as server:
-        gang_pod = {"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "g-0", "labels": {names.GROUP_LABEL: "train"},
-                                 "annotations": {names.GROUP_SIZE_ANNOTATION: "999"}},
-                    "spec": {"schedulerName": names.SCHEDULER_NAME,
-                             "containers": [{"name": "app", "image": "busybox"}]}}
+        gang_pod = make_pod_dict("g-0", None, namespace=None,
+                                 labels={names.GROUP_LABEL: "train"},
+                                 annotations={names.GROUP_SIZE_ANNOTATION: "999"})
         answers = [
             _forge(server.port, victim, gang_pod, "pods"),
             _forge(server.port, victim, _job("train", 999), "jobs", "batch"),

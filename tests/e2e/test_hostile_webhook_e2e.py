@@ -31,6 +31,7 @@ from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import ApiError
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings, load_settings
+from fluence_core.testing import job_owner, make_pod_dict
 from fluence_core.testing_apiserver import (
     ApiServer,
     ensure_namespace,
@@ -236,16 +237,11 @@ def shared_pod(name: str, group: str, role: str, *, gated: bool,
     """A pod of a shared quantum group as the webhook leaves it (role and group labels, the
     gate on a worker), one of ``job``'s pods (a split's pods are one Job's), stored where no
     webhook runs."""
-    spec: dict[str, Any] = {"schedulerName": names.SCHEDULER_NAME,
-                            "containers": [{"name": "app", "image": "busybox"}]}
-    if gated:
-        spec["schedulingGates"] = [{"name": names.QUANTUM_GATE}]
-    owner = {"apiVersion": "batch/v1", "kind": "Job", "controller": True,
-             "name": job["metadata"]["name"], "uid": job["metadata"]["uid"]}
-    return {"metadata": {"name": name, "ownerReferences": [owner],
-                         "labels": {names.GROUP_LABEL: group, names.ROLE_LABEL: role,
-                                    "e2e-job": job["metadata"]["name"]}},
-            "spec": spec}
+    return make_pod_dict(
+        name, None, namespace=None, gates=[names.QUANTUM_GATE] if gated else (),
+        labels={names.GROUP_LABEL: group, names.ROLE_LABEL: role,
+                "e2e-job": job["metadata"]["name"]},
+        owners=[job_owner(job["metadata"]["name"], job["metadata"]["uid"])])
 
 
 def gates(kube: KubeCluster, name: str, namespace: str) -> list[str]:

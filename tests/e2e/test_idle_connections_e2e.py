@@ -19,6 +19,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_pod_dict
 from fluence_core.testing_apiserver import webhook_beside
 from tests.raw_tls import idle_connection, insecure_context
 
@@ -27,9 +28,8 @@ INSECURE = insecure_context()  # a hostile client checks nothing
 
 
 def grouped_pod(name: str) -> dict[str, object]:
-    return {"metadata": {"name": name, "labels": {names.GROUP_LABEL: name}},
-            "spec": {"schedulerName": names.SCHEDULER_NAME,
-                     "containers": [{"name": "c", "image": "busybox"}]}}
+    """A pod of a group of its own: the webhook is sent it."""
+    return make_pod_dict(name, None, namespace=None, labels={names.GROUP_LABEL: name})
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import pytest
 from fluence_core.kube.api import ADDED, DELETED, MODIFIED, ClusterAPI, WatchEvent
 from fluence_core.kube.fake import PODGROUP_FINALIZER, FakeCluster
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
+from fluence_core.testing import make_node_dict, make_pod_dict
 
 
 @dataclass
@@ -51,15 +52,13 @@ def env(request: pytest.FixtureRequest) -> Iterator[Env]:
 
 
 def pod(name: str, **spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name},
-            "spec": {"schedulerName": "fluence",
-                     "containers": [{"name": "c", "image": "busybox"}], **spec}}
+    """A pod as a client posts it: the namespace is the request's, ``spec`` set over."""
+    return make_pod_dict(name, None, namespace=None, **spec)
 
 
 def node(name: str) -> dict[str, Any]:
-    capacity = {"cpu": "8", "memory": "8Gi", "pods": "110"}
-    return {"metadata": {"name": name, "labels": {"fluence-e2e": "yes"}},
-            "status": {"capacity": capacity, "allocatable": capacity}}
+    """An 8-core node, as the kubelet would report it, labelled as this suite's."""
+    return make_node_dict(name, labels={"fluence-e2e": "yes"}, capacity=True)
 
 
 def gang(name: str, min_count: int) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import ApiError
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings, load_settings
+from fluence_core.testing import indexed_job_pods, make_pod_dict
 from fluence_core.testing_apiserver import PROBE_POD, ensure_namespace, wait_for, webhook_beside
 from fluence_core.webhook import BackgroundWriter, build_service
 from fluence_core.webhook.review import AdmissionService
@@ -39,11 +40,11 @@ QPU = names.extended_resource("qpu")
 def _pod(name: str, *, labels: dict[str, str] | None = None,
          annotations: dict[str, str] | None = None, qpu: bool = False,
          scheduler: str = names.SCHEDULER_NAME, **spec: Any) -> dict[str, Any]:
-    requests = {"cpu": "100m", **({QPU: "1"} if qpu else {})}
-    return {"metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
-            "spec": {"schedulerName": scheduler, **spec, "containers": [
-                {"name": "app", "image": "busybox", "resources": {
-                    "requests": requests, **({"limits": {QPU: "1"}} if qpu else {})}}]}}
+    """A 100m pod, asking for a QPU (requested and limited) with ``qpu``."""
+    quantum = {QPU: "1"} if qpu else None
+    return make_pod_dict(name, "100m", extra=quantum, limits=quantum, namespace=None,
+                         labels=labels or {}, annotations=annotations, scheduler=scheduler,
+                         **spec)
 
 
 G = names.GROUP_LABEL
@@ -83,26 +84,13 @@ JOBS: dict[str, tuple[str | None, bool]] = {"jg": (None, False), "jsized": ("2",
 
 
 def _job(name: str, size: str | None) -> dict[str, Any]:
-    template = _pod("x", labels={G: name},
-                    annotations={names.GROUP_SIZE_ANNOTATION: size} if size else {})
-    del template["metadata"]["name"]
-    template["spec"]["restartPolicy"] = "Never"
+    made = _pod("x", labels={G: name},
+                annotations={names.GROUP_SIZE_ANNOTATION: size} if size else {})
+    template = {"metadata": {key: made["metadata"][key] for key in ("labels", "annotations")},
+                "spec": {**made["spec"], "restartPolicy": "Never"}}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
             "spec": {"suspend": True, "parallelism": 2, "completions": 2,
                      "completionMode": "Indexed", "template": template}}
-
-
-def _job_pod(job: dict[str, Any], index: int) -> dict[str, Any]:
-    """A pod as the job controller makes it from the stored (admitted) Job."""
-    made = copy.deepcopy(job["spec"]["template"])
-    name = job["metadata"]["name"]
-    made["metadata"]["name"] = f"{name}-{index}"
-    made["metadata"]["labels"][names.JOB_COMPLETION_INDEX] = str(index)
-    made["metadata"].setdefault("annotations", {})[names.JOB_COMPLETION_INDEX] = str(index)
-    made["metadata"]["ownerReferences"] = [{
-        "apiVersion": "batch/v1", "kind": "Job", "name": name,
-        "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
-    return made
 
 
 class Recording:
@@ -190,7 +178,7 @@ def test_generated_conditions_send_only_the_pods_a_handler_needs_and_change_no_o
             for job_name, (size, sent) in JOBS.items():
                 job = kube.create("jobs", _job(job_name, size), namespace)
                 for index in range(2):
-                    made = _job_pod(job, index)
+                    made = indexed_job_pods(job)[index]
                     results[made["metadata"]["name"]] = _create(kube, made, namespace)
                     if sent:
                         expected_sent.add(made["metadata"]["name"])

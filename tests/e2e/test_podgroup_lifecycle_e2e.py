@@ -24,6 +24,7 @@ from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import ApiError
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings, load_settings
+from fluence_core.testing import make_pod_dict
 from fluence_core.testing_apiserver import ApiServer, wait_for, webhook_beside
 from fluence_core.webhook import BackgroundWriter, build_service
 from fluence_core.webhook.cleanup import cleanup_for
@@ -51,10 +52,9 @@ def job_body(name: str, group: str, size: int, **template_spec: Any) -> dict[str
 
 
 def bare_pod(name: str, group: str, size: int) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {names.GROUP_LABEL: group},
-                         "annotations": {names.GROUP_SIZE_ANNOTATION: str(size)}},
-            "spec": {"schedulerName": names.SCHEDULER_NAME,
-                     "containers": [{"name": "c", "image": "busybox"}]}}
+    """A pod of bare gang ``group`` of ``size``: no Job, no owner."""
+    return make_pod_dict(name, None, namespace=None, labels={names.GROUP_LABEL: group},
+                         annotations={names.GROUP_SIZE_ANNOTATION: str(size)})
 
 
 def test_a_jobs_podgroup_is_owned_by_it_and_deleted_with_it(

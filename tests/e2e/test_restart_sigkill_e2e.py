@@ -42,6 +42,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import ApiError
+from fluence_core.testing import make_node_dict, make_pod_dict
 from fluence_core.testing_apiserver import ApiServer
 
 pytestmark = pytest.mark.e2e
@@ -101,9 +102,8 @@ def nodes(kube: KubeCluster, kube_namespace: str) -> Iterator[list[str]]:
     made = []
     for i in range(NODES):
         name = f"{kube_namespace}-n{i}"
-        allocatable = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-        kube.create("nodes", {"metadata": {"name": name, "labels": {"e2e-ns": kube_namespace}},
-                              "status": {"allocatable": allocatable, "capacity": allocatable}})
+        kube.create("nodes", make_node_dict(name, 4, labels={"e2e-ns": kube_namespace},
+                                            capacity=True))
         made.append(name)
     yield made
     for name in made:
@@ -261,22 +261,23 @@ SHAPES_27: dict[str, tuple[dict[str, str], dict[str, str], dict[str, str]]] = {
 
 def _pod_27(name: str, ns: str, app: dict[str, str], sidecar: dict[str, str],
             init: dict[str, str] | None = None, group: str | None = None) -> dict[str, object]:
+    """A pod of this test's nodes whose ``app`` asks for ``app``, beside a native sidecar
+    asking for ``sidecar`` and after an init container asking for ``init``."""
     def container(cname: str, requests: dict[str, str]) -> dict[str, object]:
-        limits = {k: v for k, v in requests.items() if "/" in k}
         return {"name": cname, "image": "busybox",
-                "resources": {"requests": requests, "limits": limits}}
+                "resources": {"requests": requests, "limits": _extended(requests)}}
 
-    spec: dict[str, object] = {"schedulerName": names.SCHEDULER_NAME,
-                               "nodeSelector": {"e2e-ns": ns},
-                               "containers": [container("app", app)]}
     inits = [{**container("side", sidecar), "restartPolicy": "Always"}] if sidecar else []
     if init:
         inits.append(container("init", init))
-    if inits:
-        spec["initContainers"] = inits
-    if group:
-        spec["schedulingGroup"] = {"podGroupName": group}
-    return {"metadata": {"name": name}, "spec": spec}
+    return make_pod_dict(name, None, extra=app, limits=_extended(app), namespace=None,
+                         group=group, nodeSelector={"e2e-ns": ns},
+                         **({"initContainers": inits} if inits else {}))
+
+
+def _extended(requests: dict[str, str]) -> dict[str, str]:
+    """The extended resources of ``requests``: their limits must equal them."""
+    return {key: value for key, value in requests.items() if "/" in key}
 
 
 def _qpu_type(ns: str) -> str:

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from fluence_core import names
 from fluence_core.kube.client import KubeCluster
+from fluence_core.testing import make_pod_dict
 from fluence_core.testing_apiserver import (
     ApiServer, compact_etcd, ensure_namespace, find_assets, start_apiserver, stop_process,
 )
@@ -57,13 +57,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     with start_apiserver(assets, tmp_path_factory.mktemp("etcd-watches"), controller_manager=False,
                          apiserver_flags=["--watch-cache=false"]) as running:
         yield running
-
-
-def _pod(name: str) -> dict[str, object]:
-    return {"metadata": {"name": name}, "spec": {
-        "schedulerName": names.SCHEDULER_NAME,
-        "containers": [{"name": "c", "image": "busybox",
-                        "resources": {"requests": {"cpu": "100m"}}}]}}
 
 
 def _unbound(kube: KubeCluster, namespace: str) -> bool:
@@ -109,12 +102,12 @@ def test_a_lost_history_under_a_backlog_costs_a_relist_and_every_pod_binds(
             [sys.executable, "-c", "from fluence_core.cli import main; main()", "up"],
             env=environ, stdout=log, stderr=log)
     try:
-        kube.create("pods", _pod("probe"), namespace)
+        kube.create("pods", make_pod_dict("probe", "100m", namespace=None), namespace)
         _wait_bound(kube, namespace, 60)
         os.kill(process.pid, signal.SIGSTOP)
         with ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda i: kube.create("pods", _pod(f"p{i}"), namespace),
-                          range(PODS)))
+            list(pool.map(lambda i: kube.create(
+                "pods", make_pod_dict(f"p{i}", "100m", namespace=None), namespace), range(PODS)))
         compact_etcd(server)
         time.sleep(CHUNK + 2)  # the paused watches' requests end: each must resume
         os.kill(process.pid, signal.SIGCONT)

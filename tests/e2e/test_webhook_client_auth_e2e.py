@@ -25,6 +25,7 @@ from fluence_core import names
 from fluence_core.kube.api import MUTATING_WEBHOOKS
 from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_pod_dict
 from fluence_core.testing_apiserver import (
     ensure_namespace,
     find_assets,
@@ -106,9 +107,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
 
 
 def grouped_pod(name: str) -> dict[str, object]:
-    return {"metadata": {"name": name, "labels": {names.GROUP_LABEL: name}},
-            "spec": {"schedulerName": names.SCHEDULER_NAME,
-                     "containers": [{"name": "c", "image": "busybox"}]}}
+    """A pod of a group of its own: the webhook is sent it."""
+    return make_pod_dict(name, None, namespace=None, labels={names.GROUP_LABEL: name})
 
 
 def direct_post(setup: Setup, client: tls.ClientCert | None) -> int:
