@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fluence_core import names
 from fluence_core.kube.client import KubeCluster
-from fluence_core.testing import make_node_dict
+from fluence_core.testing import make_node_dict, make_pod_dict
 from fluence_core.testing_apiserver import ApiServer, free_port, stop_process
 
 pytestmark = pytest.mark.e2e
@@ -71,20 +70,9 @@ def test_one_replica_leads_schedules_and_reports(kube: KubeCluster, kube_namespa
             time.sleep(0.3)
         assert lease is not None, (tmp_path / "replica-0.log").read_text()[-2000:]
         leader = lease["spec"]["holderIdentity"]
-        kube.create(
-            "pods",
-            {
-                "metadata": {"name": "via-cli"},
-                "spec": {
-                    "schedulerName": names.SCHEDULER_NAME,
-                    "nodeSelector": {"e2e-ns": kube_namespace},
-                    "containers": [
-                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}
-                    ],
-                },
-            },
-            kube_namespace,
-        )
+        kube.create("pods", make_pod_dict("via-cli", "3", namespace=None,
+                                          nodeSelector={"e2e-ns": kube_namespace}),
+                    kube_namespace)
         while time.monotonic() < deadline + 30:
             if kube.get("pods", "via-cli", kube_namespace)["spec"].get("nodeName"):
                 break

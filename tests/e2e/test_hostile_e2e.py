@@ -20,6 +20,7 @@ from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import ApiError
 from fluence_core.settings import load_settings
+from fluence_core.testing import make_node_dict, make_pod_dict
 from fluence_core.testing_apiserver import (
     SchedulerThread,
     ensure_namespace,
@@ -62,17 +63,14 @@ class Scheduling:
 
     def node(self, suffix: str, cpu: int = 4) -> None:
         name = f"{self.ns}-{suffix}"
-        self.kube.create("nodes", {
-            "metadata": {"name": name, "labels": {"e2e-ns": self.ns}},
-            "status": {"capacity": {"cpu": str(cpu), "memory": "8Gi", "pods": "110"},
-                       "allocatable": {"cpu": str(cpu), "memory": "8Gi", "pods": "110"}}})
+        self.kube.create("nodes", make_node_dict(name, cpu, labels={"e2e-ns": self.ns},
+                                                 capacity=True))
         self.nodes.append(name)
 
     def pod(self, name: str, cpu: str, **spec: Any) -> None:
-        body = {"schedulerName": names.SCHEDULER_NAME, "nodeSelector": {"e2e-ns": self.ns},
-                "containers": [{"name": "c", "image": "busybox",
-                                "resources": {"requests": {"cpu": cpu}}}], **spec}
-        self.kube.create("pods", {"metadata": {"name": name}, "spec": body}, self.ns)
+        self.kube.create("pods", make_pod_dict(name, cpu, namespace=None,
+                                               nodeSelector={"e2e-ns": self.ns}, **spec),
+                         self.ns)
 
     def node_of(self, pod: str) -> str | None:
         found = self.kube.get("pods", pod, self.ns)
@@ -148,9 +146,7 @@ def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeClus
     with start_apiserver(assets, work / "apiserver", controller_manager=False) as server:
         kube = server.cluster(qps=1000, burst=1000)
         ensure_namespace(kube, namespace)
-        kube.create("nodes", {"metadata": {"name": "big"}, "status": {
-            "allocatable": {"cpu": "1000", "memory": "4Ti", "pods": "1000"},
-            "capacity": {"cpu": "1000", "memory": "4Ti", "pods": "1000"}}})
+        kube.create("nodes", make_node_dict("big", 1000, "4Ti", pods=1000, capacity=True))
         settings = load_settings(admission="on", webhook_config="fluence-hostile",
                                  runtime_image="example.org/fluence:e2e")
         with webhook_beside(kube, settings, work / "tls", namespace=namespace,
@@ -160,10 +156,8 @@ def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeClus
 
 
 def _quantum(name: str, cpu: str) -> dict[str, Any]:
-    return {"metadata": {"name": name},
-            "spec": {"schedulerName": names.SCHEDULER_NAME, "containers": [{
-                "name": "app", "image": "busybox",
-                "resources": {"requests": {"cpu": cpu, QPU: "1"}, "limits": {QPU: "1"}}}]}}
+    """A pod asking for ``cpu`` and a QPU: judged by the webhook's admission control."""
+    return make_pod_dict(name, cpu, extra={QPU: "1"}, limits={QPU: "1"}, namespace=None)
 
 
 def _p99_of_admissions(kube: KubeCluster, namespace: str, prefix: str,
@@ -183,10 +177,7 @@ def test_absurd_pods_in_the_cluster_leave_the_webhooks_p99_unaffected(
     kube, namespace = webhook
     before = _p99_of_admissions(kube, namespace, "before")
     for suffix, cpu in ABSURD.items():  # classical: admitted, stored, read by every verdict
-        kube.create("pods", {"metadata": {"name": f"absurd-{suffix}"}, "spec": {
-            "schedulerName": names.SCHEDULER_NAME,
-            "containers": [{"name": "c", "image": "busybox",
-                            "resources": {"requests": {"cpu": cpu}}}]}}, namespace)
+        kube.create("pods", make_pod_dict(f"absurd-{suffix}", cpu, namespace=None), namespace)
     with pytest.raises(ApiError, match="too large"):  # judged itself: refused, saying why
         kube.create("pods", _quantum("absurd-quantum", "1e10000000"), namespace)
     # Once 9-19 s per admission; a generous bound on a shared machine, far below that.

@@ -181,10 +181,9 @@ def test_a_flood_of_bad_reports_is_answered_and_pods_are_still_admitted(
     assert all(expected == got for expected, got in outcomes), outcomes
     assert sum(outcomes.values()) == 400
     # The webhook still admits: a grouped pod gets its PodGroup and its scheduling group.
-    served.kube.create("pods", {"metadata": {"name": "after-flood",
-                                             "labels": {names.GROUP_LABEL: "after-flood"}},
-                                "spec": {"schedulerName": names.SCHEDULER_NAME, "containers": [
-                                    {"name": "c", "image": "busybox"}]}}, served.namespace)
+    served.kube.create("pods", make_pod_dict("after-flood", None, namespace=None,
+                                             labels={names.GROUP_LABEL: "after-flood"}),
+                       served.namespace)
     stored = served.kube.get("pods", "after-flood", served.namespace)
     assert stored["spec"]["schedulingGroup"] == {"podGroupName": "after-flood"}
     wait_for(lambda: served.kube.get("podgroups", "after-flood", served.namespace),
@@ -327,11 +326,9 @@ def test_the_loops_log_a_forbidden_api_and_recover_when_rights_return(
     sweep = OrphanSweep(powerless, settings)
     for name, size in (("bad-size-0", "many"), ("lost-0", "2"), ("lost-1", "2")):
         group = name.rsplit("-", 1)[0]
-        kube.create("pods", {
-            "metadata": {"name": name, "labels": {names.GROUP_LABEL: group},
-                         "annotations": {names.GROUP_SIZE_ANNOTATION: size}},
-            "spec": {"schedulerName": names.SCHEDULER_NAME, "schedulingGroup": {
-                "podGroupName": group}, "containers": [{"name": "c", "image": "busybox"}]}}, ns)
+        kube.create("pods", make_pod_dict(name, None, namespace=None, group=group,
+                                          labels={names.GROUP_LABEL: group},
+                                          annotations={names.GROUP_SIZE_ANNOTATION: size}), ns)
     kube.create("pods", shared_pod("orphan-1", "orphan", names.ROLE_WORKER, gated=True,
                                    job=a_job(kube, ns, "orphan", 1)), ns)
     caplog.set_level(logging.INFO, logger=names.LOGGER_NAME)
@@ -385,10 +382,8 @@ def test_a_list_error_mid_pass_is_logged_and_the_next_pass_runs(
     writer = BackgroundWriter()
     service = build_service(settings, get_plugin_manager(settings), kube, writer=writer)
     repair = PodGroupRepair(service, writer, cluster, 0.2)  # type: ignore[arg-type]
-    kube.create("pods", {
-        "metadata": {"name": "again-0", "labels": {names.GROUP_LABEL: "again"}},
-        "spec": {"schedulerName": names.SCHEDULER_NAME, "schedulingGroup": {
-            "podGroupName": "again"}, "containers": [{"name": "c", "image": "busybox"}]}}, ns)
+    kube.create("pods", make_pod_dict("again-0", None, namespace=None, group="again",
+                                      labels={names.GROUP_LABEL: "again"}), ns)
     caplog.set_level(logging.ERROR, logger=names.LOGGER_NAME)
     try:
         repair.start()

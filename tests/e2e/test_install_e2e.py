@@ -17,6 +17,7 @@ import pytest
 
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
+from fluence_core.testing import make_node_dict, make_pod_dict
 from fluence_core.testing_apiserver import ApiServer, free_port, stop_process
 
 pytestmark = pytest.mark.e2e
@@ -40,9 +41,8 @@ def test_up_on_a_bare_api_server_leads_from_kube_system_and_places_a_pod(
     assert kube.get("leases", "fluence-scheduler", names.KUBE_SYSTEM) is None
     assert kube.get("clusterroles", "fluence-scheduler") is None
     node = f"{kube_namespace}-first"
-    kube.create("nodes", {"metadata": {"name": node, "labels": {"e2e-ns": kube_namespace}},
-                          "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"},
-                                     "capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"}}})
+    kube.create("nodes", make_node_dict(node, 2, "4Gi", pods=10,
+                                        labels={"e2e-ns": kube_namespace}, capacity=True))
     log = tmp_path / "up.log"
     with log.open("wb") as sink:
         process = subprocess.Popen([*FLUENCE, "up"], env=_env(apiserver), stdout=sink, stderr=sink)
@@ -55,10 +55,9 @@ def test_up_on_a_bare_api_server_leads_from_kube_system_and_places_a_pod(
                 break
             time.sleep(0.3)
         assert lease is not None and process.poll() is None, log.read_text()[-3000:]
-        kube.create("pods", {"metadata": {"name": "first"}, "spec": {
-            "schedulerName": names.SCHEDULER_NAME, "nodeSelector": {"e2e-ns": kube_namespace},
-            "containers": [{"name": "c", "image": "busybox",
-                            "resources": {"requests": {"cpu": "1"}}}]}}, kube_namespace)
+        kube.create("pods", make_pod_dict("first", "1", namespace=None,
+                                          nodeSelector={"e2e-ns": kube_namespace}),
+                    kube_namespace)
         while time.monotonic() < deadline:
             if kube.get("pods", "first", kube_namespace)["spec"].get("nodeName"):
                 break

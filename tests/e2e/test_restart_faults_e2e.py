@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
-from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from fluence_core.testing import make_node_dict
+from fluence_core.testing import make_node_dict, make_pod_dict
 from fluence_core.testing_apiserver import ensure_namespace
 from tests.scheduler.faults import Faulty, Killed, check_invariants
 
@@ -64,11 +63,8 @@ class Space:
             kube.create("podgroups", {"metadata": {"name": gang}, "spec": {
                 "schedulingPolicy": {"gang": {"minCount": len(cpus)}}}}, self.ns)
             for i, cpu in enumerate(cpus):
-                kube.create("pods", {"metadata": {"name": f"{gang}-{i}"}, "spec": {
-                    "schedulerName": names.SCHEDULER_NAME, "nodeSelector": {"e2e-ns": name},
-                    "schedulingGroup": {"podGroupName": gang},
-                    "containers": [{"name": "c", "image": "busybox",
-                                    "resources": {"requests": {"cpu": cpu}}}]}}, self.ns)
+                kube.create("pods", make_pod_dict(f"{gang}-{i}", cpu, namespace=None, group=gang,
+                                                  nodeSelector={"e2e-ns": name}), self.ns)
 
     def run(self, cluster: Any) -> Scheduler:
         """A scheduler that lists, restores, keeps its promises and runs one cycle."""

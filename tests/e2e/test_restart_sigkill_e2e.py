@@ -116,12 +116,9 @@ def make_gangs(kube: KubeCluster, ns: str) -> dict[str, int]:
         kube.create("podgroups", {"metadata": {"name": gang}, "spec": {
             "schedulingPolicy": {"gang": {"minCount": size}}}}, ns)
         for i in range(size):
-            kube.create("pods", {"metadata": {"name": f"{gang}-{i}", "labels": {"gang": gang}},
-                                 "spec": {
-                "schedulerName": names.SCHEDULER_NAME, "nodeSelector": {"e2e-ns": ns},
-                "schedulingGroup": {"podGroupName": gang},
-                "containers": [{"name": "c", "image": "busybox",
-                                "resources": {"requests": {"cpu": "1"}}}]}}, ns)
+            kube.create("pods", make_pod_dict(f"{gang}-{i}", "1", namespace=None, group=gang,
+                                              labels={"gang": gang},
+                                              nodeSelector={"e2e-ns": ns}), ns)
     return gangs
 
 

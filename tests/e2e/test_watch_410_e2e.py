@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from fluence_core.kube.client import KubeCluster
-from fluence_core.testing import make_pod_dict
+from fluence_core.testing import make_node_dict, make_pod_dict
 from fluence_core.testing_apiserver import (
     ApiServer, compact_etcd, ensure_namespace, find_assets, start_apiserver, stop_process,
 )
@@ -84,11 +84,9 @@ def _peak_rss_mib(pid: int) -> float:
 def test_a_lost_history_under_a_backlog_costs_a_relist_and_every_pod_binds(
         server: ApiServer, tmp_path: Path) -> None:
     kube = server.cluster(qps=2000, burst=2000)
-    capacity = {"cpu": "4", "memory": "32Gi", "pods": "110"}
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda i: kube.create("nodes", {
-            "metadata": {"name": f"n{i}"},
-            "status": {"capacity": capacity, "allocatable": capacity}}), range(NODES)))
+        list(pool.map(lambda i: kube.create(
+            "nodes", make_node_dict(f"n{i}", 4, "32Gi", capacity=True)), range(NODES)))
     namespace = ensure_namespace(kube, "burst")
     environ = {k: v for k, v in os.environ.items() if not k.upper().startswith("FLUENCE_")}
     environ.pop("KUBERNETES_SERVICE_HOST", None)

@@ -16,7 +16,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
-from fluence_core.testing import make_node_dict
+from fluence_core.testing import make_node_dict, make_pod_dict
 from fluence_core.testing_apiserver import ApiServer, scheduler_beside, wait_for, webhook_beside
 
 pytestmark = pytest.mark.e2e
@@ -49,13 +49,10 @@ def test_a_gang_created_through_the_webhook_gets_its_podgroup_and_binds(
         with (scheduler_beside(kube, settings),
               webhook_beside(kube, settings, tmp_path / "tls", namespace=ns)):
             for name in members:  # 1.5 cores each: the gang needs both nodes
-                stored = kube.create("pods", {
-                    "metadata": {"name": name, "labels": {names.GROUP_LABEL: "g"},
-                                 "annotations": {names.GROUP_SIZE_ANNOTATION: "4"}},
-                    "spec": {"schedulerName": names.SCHEDULER_NAME,
-                             "nodeSelector": {"e2e-ns": ns}, "tolerations": fence(ns),
-                             "containers": [{"name": "c", "image": "busybox", "resources": {
-                                 "requests": {"cpu": "1500m"}}}]}}, ns)
+                stored = kube.create("pods", make_pod_dict(
+                    name, "1500m", namespace=None, labels={names.GROUP_LABEL: "g"},
+                    annotations={names.GROUP_SIZE_ANNOTATION: "4"},
+                    nodeSelector={"e2e-ns": ns}, tolerations=fence(ns)), ns)
                 assert stored["spec"]["schedulingGroup"] == {"podGroupName": "g"}
             group = wait_for(lambda: kube.get("podgroups", "g", ns), "the PodGroup, made after the"
                          " answers")
