@@ -39,7 +39,7 @@ from fluence_core.hybrid.reporter import LocalReporter
 from fluence_core.hybrid.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from fluence_core.testing import indexed_job_pods
+from fluence_core.testing import indexed_job_pods, make_node_dict
 from fluence_core.webhook import build_service
 from tests.hybrid.case import RESOURCES, SCRIPT, sidecar_settings_from
 
@@ -84,16 +84,7 @@ def world(tmp_path: Path) -> dict[str, Any]:
     cluster = FakeCluster()
     cluster.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     for name in ("n0", "n1", "n2"):
-        cluster.create(
-            "nodes",
-            {
-                "metadata": {"name": name, "labels": {}},
-                "status": {
-                    "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-                    "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-                },
-            },
-        )
+        cluster.create("nodes", make_node_dict(name, 4, "16Gi", capacity=True))
     # The PriorityClass exactly as deploy/fluence.yaml installs it.
     (priority_class,) = read_objects(REPO / "deploy" / "fluence.yaml", kind="PriorityClass")
     cluster.create(PRIORITY_CLASSES, priority_class)
