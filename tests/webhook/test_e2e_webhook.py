@@ -17,7 +17,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.errors import ApiError
 from fluence_core.settings import load_settings
-from fluence_core.testing import indexed_job_pods, make_pod_dict
+from fluence_core.testing import indexed_job_pods, make_node_dict, make_pod_dict
 from fluence_core.testing_apiserver import (
     ensure_namespace,
     find_assets,
@@ -39,9 +39,7 @@ def env(tmp_path_factory):
     with start_apiserver(assets, work / "apiserver", controller_manager=False) as server:
         kube = server.cluster(qps=1000, burst=1000)
         ensure_namespace(kube, NAMESPACE)
-        kube.create("nodes", {"metadata": {"name": "n1"}, "status": {
-            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
-            "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}})
+        kube.create("nodes", make_node_dict("n1", 16, "64Gi", capacity=True))
         kube.create(
             "priorityclasses",
             {
