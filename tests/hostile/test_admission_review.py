@@ -18,7 +18,7 @@ from fluence_core.kube.api import NODES
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
-from fluence_core.testing import make_pod_dict
+from fluence_core.testing import make_node_dict, make_pod_dict
 from fluence_core.webhook import build_service
 from fluence_core.webhook.review import AdmissionService
 from tests.hostile.cases import Case, cases
@@ -221,15 +221,7 @@ DENIED = [  # answered 200 with allowed=false and a message naming the fault
 def service() -> AdmissionService:
     cluster = FakeCluster()
     for name in ("n0", "n1"):
-        cluster.create(
-            NODES,
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": name},
-                "status": {"allocatable": {"cpu": "4", "memory": "16Gi"}},
-            },
-        )
+        cluster.create(NODES, make_node_dict(name, 4, "16Gi", pods=None))
     settings = load_settings(runtime_image="example.org/fluence:test")
     return build_service(settings, get_plugin_manager(settings), cluster)
 
