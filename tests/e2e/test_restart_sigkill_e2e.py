@@ -258,23 +258,13 @@ SHAPES_27: dict[str, tuple[dict[str, str], dict[str, str], dict[str, str]]] = {
 
 def _pod_27(name: str, ns: str, app: dict[str, str], sidecar: dict[str, str],
             init: dict[str, str] | None = None, group: str | None = None) -> dict[str, object]:
-    """A pod of this test's nodes whose ``app`` asks for ``app``, beside a native sidecar
-    asking for ``sidecar`` and after an init container asking for ``init``."""
-    def container(cname: str, requests: dict[str, str]) -> dict[str, object]:
-        return {"name": cname, "image": "busybox",
-                "resources": {"requests": requests, "limits": _extended(requests)}}
-
-    inits = [{**container("side", sidecar), "restartPolicy": "Always"}] if sidecar else []
-    if init:
-        inits.append(container("init", init))
-    return make_pod_dict(name, None, extra=app, limits=_extended(app), namespace=None,
-                         group=group, nodeSelector={"e2e-ns": ns},
-                         **({"initContainers": inits} if inits else {}))
-
-
-def _extended(requests: dict[str, str]) -> dict[str, str]:
-    """The extended resources of ``requests``: their limits must equal them."""
-    return {key: value for key, value in requests.items() if "/" in key}
+    """A pod of this test's nodes whose ``app`` asks for ``app`` (its extended resources
+    limited as much), beside a native sidecar asking for ``sidecar`` and after an init
+    container asking for ``init``."""
+    extended = {key: value for key, value in app.items() if "/" in key}
+    return make_pod_dict(name, None, extra=app, limits=extended, namespace=None, group=group,
+                         sidecars=[sidecar] if sidecar else (), init=[init] if init else (),
+                         nodeSelector={"e2e-ns": ns})
 
 
 def _qpu_type(ns: str) -> str:
