@@ -516,7 +516,7 @@ def workloads(draw: st.DrawFn) -> tuple[list[Unit], int, int]:
 
 
 @pytest.mark.parametrize("matcher", MATCHERS)
-@settings(max_examples=80, deadline=None, derandomize=True,
+@settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=workloads(), how=st.sampled_from(CORRUPTIONS), which=st.integers(0, 9))
 def test_a_spoiled_record_after_a_kill_loses_no_pod_and_books_nothing_twice(
@@ -527,7 +527,7 @@ def test_a_spoiled_record_after_a_kill_loses_no_pod_and_books_nothing_twice(
 
 
 @pytest.mark.parametrize("matcher", MATCHERS)
-@settings(max_examples=60, deadline=None, derandomize=True,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=workloads())
 def test_any_shape_and_grouping_killed_twice_at_any_write_loses_no_pod(
