@@ -179,6 +179,9 @@ def test_generated_conditions_send_only_the_pods_a_handler_needs_and_change_no_o
                 job = kube.create("jobs", _job(job_name, size), namespace)
                 for index in range(2):
                     made = indexed_job_pods(job)[index]
+                    # as the job controller writes it: the Job's foreground deletion
+                    # waits for the pod
+                    made["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = True
                     results[made["metadata"]["name"]] = _create(kube, made, namespace)
                     if sent:
                         expected_sent.add(made["metadata"]["name"])
