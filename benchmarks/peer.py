@@ -289,7 +289,6 @@ class Run:
             counts.append(len(self.kube.list("events", namespace).items))
 
 
-
 def run_peer(assets: Path, node_counts: list[int], output: Path, *, audited: bool = False,
              limits_names: list[str] | None = None,
              workload_names: list[str] | None = None,
