@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 
 from fluence_core import names
-from fluence_core.kube.api import NODES, PODGROUPS, PODS
+from fluence_core.kube.api import NAMESPACES, NODES, PODGROUPS, PODS, Resource
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.jobspec import compute_jobspec, virtual_jobspec
@@ -27,6 +27,8 @@ from fluence_core.runtime.conformance import CASES, Case, TaskState, VendorDoubl
 from fluence_core.runtime.fake_provider import FakeQueueProvider, FakeTask
 from fluence_core.hybrid.sidecar import Outcome as SidecarOutcome
 from fluence_core.hybrid.sidecar import Sidecar, SidecarConfig, VirtualClock
+from fluence_core.scheduler.core import Scheduler
+from fluence_core.settings import Settings, load_settings
 from fluence_core.testing_apiserver import find_assets, start_apiserver, wait_for
 from fluence_core.webhook import build_service, tls
 from fluence_core.webhook.informer import watched_for
@@ -37,12 +39,13 @@ from fluence_core.webhook.writer import BackgroundWriter
 __all__ = [
     "AdmissionEndpoint", "AdmissionService", "BRAKET_EXAMPLE", "BackgroundWriter",
     "EmbeddedMatcher", "FakeCluster", "FakeQueueProvider", "FakeTask", "FluencePluginManager",
-    "ManualClock", "Sidecar", "SidecarConfig",
+    "ManualClock", "SchedulerHarness", "Sidecar", "SidecarConfig",
     "SidecarOutcome", "TaskState", "VendorDouble", "VirtualClock", "WebhookServer",
     "braket_config", "build_service", "compute_jobspec", "fake_cluster", "fake_vendor_queue",
     "find_assets", "get_plugin_manager", "indexed_job_pods", "job_owner", "make_node_dict",
     "make_nodes", "make_pod_dict", "make_pod_group_dict", "make_split_pod", "parse_resource_config",
-    "pod_group", "provider_conformance", "server_context", "small_graph", "start_apiserver", "tls",
+    "pod_group", "provider_conformance", "scheduler_harness", "server_context", "small_graph",
+    "start_apiserver", "tls",
     "vendor_clock", "virtual_jobspec", "wait_for", "watched_for",
 ]
 
@@ -322,3 +325,78 @@ def provider_conformance(make_double: Callable[[], VendorDouble]) -> Callable[[C
         run_case(case, make_double)
 
     return test_provider_conformance
+
+
+_KINDS: dict[str, Resource] = {"Node": NODES, "Pod": PODS, "PodGroup": PODGROUPS}
+
+
+class SchedulerHarness:
+    """A scheduler over an in-memory cluster, driven one cycle at a time, with no threads.
+
+    Every installed plugin takes part, as in a real scheduler, so a plugin's test sees
+    its hooks called in a real cycle: add Nodes and Pods, call :meth:`cycle`, then ask
+    where a pod went (:meth:`node_of`). Time is virtual: :meth:`cycle` moves the clock.
+    """
+
+    PAST_ANY_BACKOFF = 60.0
+    """Longer than any backoff (``pod_max_backoff_seconds`` is 10 by default)."""
+
+    def __init__(self, cluster: FakeCluster | None = None, config: ResourceConfig | None = None,
+                 settings: Settings | None = None) -> None:
+        self.cluster = cluster if cluster is not None else FakeCluster()
+        self.config = config
+        self.settings = settings
+        self.now = 0.0
+        """The scheduler's virtual clock (seconds): :meth:`cycle` moves it on."""
+        self.scheduler = self.new_scheduler()
+
+    def clock(self) -> float:
+        return self.now
+
+    def new_scheduler(self) -> Scheduler:
+        """A scheduler started over the harness's cluster (what a restart makes)."""
+        scheduler = Scheduler(self.cluster, self.settings or load_settings(), config=self.config,
+                              clock=self.clock)
+        scheduler.start()
+        return scheduler
+
+    def restart(self) -> Scheduler:
+        self.scheduler = self.new_scheduler()
+        return self.scheduler
+
+    def cycle(self, after: float = PAST_ANY_BACKOFF) -> list[Any]:
+        """Apply the cluster's events, run one cycle, apply its own events; ``after``
+        seconds after the last cycle (by default past any backoff, so a group that failed
+        is tried again at once)."""
+        self.now += after
+        self.scheduler.pump()
+        results = self.scheduler.schedule_once()
+        self.scheduler.pump()
+        return results
+
+    def add(self, *objects: dict[str, Any]) -> None:
+        """Create Nodes, Pods and PodGroups (dicts such as :func:`make_node_dict` builds)."""
+        for obj in objects:
+            self.cluster.create(_KINDS[obj["kind"]], obj, obj["metadata"].get("namespace"))
+
+    def namespaces(self, *names_: str) -> None:
+        """Create namespaces (``default`` is there already, as on a new cluster)."""
+        for name in names_:
+            self.cluster.create(NAMESPACES, {"metadata": {"name": name}})
+
+    def node_of(self, name: str, namespace: str = "default") -> str | None:
+        """Where the pod was bound; ``None`` while it waits."""
+        found = self.cluster.get(PODS, name, namespace)
+        assert found is not None, f"no pod {namespace}/{name}"
+        node: str | None = found["spec"].get("nodeName")
+        return node
+
+    def finish(self, name: str, phase: str = "Succeeded", namespace: str = "default") -> None:
+        """End the pod as its kubelet would, in ``phase``."""
+        self.cluster.patch_status(PODS, name, {"status": {"phase": phase}}, namespace)
+
+
+@pytest.fixture
+def scheduler_harness() -> SchedulerHarness:
+    """A :class:`SchedulerHarness` over an empty in-memory cluster."""
+    return SchedulerHarness()
