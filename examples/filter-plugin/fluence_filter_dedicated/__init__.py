@@ -1,0 +1,1 @@
+"""An example node filter for Fluence: nodes dedicated to one namespace."""
