@@ -76,8 +76,8 @@ SERVER_CONTRACT = "webhook: the HTTPS server knows nothing of admission"
 
 
 def test_the_webhook_server_is_fenced_from_every_other_webhook_module() -> None:
-    # The server's contract lists what it may not import one module at a time: a new
-    # admission module left off that list could be imported by the server unnoticed.
+    # The transport's contract lists what it may not import one room or module at a time:
+    # a new one left off that list could be imported by the server unnoticed.
     (contract,) = [c for c in CONTRACTS if c["name"] == SERVER_CONTRACT]
     server = {m.removeprefix("fluence_core.webhook.") for m in contract["source_modules"]}
     fenced = {m.removeprefix("fluence_core.webhook.") for m in contract["forbidden_modules"]

@@ -226,8 +226,9 @@ READS_CONTAINERS_FOR_OTHER_REASONS = {
     "fluence_core/testing.py": "builds test pods",
     "fluence_core/testing_apiserver.py": "builds the pod that probes whether a webhook is called",
     "fluence_core/hybrid/credentials.py": "hands the submitting container's env to the sidecar",
-    "fluence_core/webhook/conditions.py": "a CEL condition: does a container name a virtual type",
-    "fluence_core/webhook/fluxion_env.py": "adds env variables to the containers",
+    "fluence_core/webhook/cel.py": "a CEL condition: does a container name a virtual type",
+    "fluence_core/webhook/admission/handlers/fluxion_env.py":
+        "adds env variables to the containers",
     "fluence_core/webhook/pods.py": "checks a review's shape; which virtual types are named",
     "fluence_core/hybrid/split.py": "moves virtual requests to the scout, adds the sidecar",
     "fluence_core/hybrid/endpoint.py": "checks the scout carries Fluence's sidecar",

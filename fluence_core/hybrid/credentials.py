@@ -24,7 +24,7 @@ from typing import Any
 from fluence_core import names
 from fluence_core.kube.meta import annotations_of
 from fluence_core.webhook import pods
-from fluence_core.webhook.base import AdmissionDenied
+from fluence_core.webhook.admission.base import AdmissionDenied
 
 _SECRET_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")

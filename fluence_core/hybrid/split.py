@@ -26,7 +26,7 @@ quantum task, from its **scout** (Job completion index 0); the classical
 its own task, ungated. A pod that arrives with the job controller's scheduling
 group is re-pointed (allowed at CREATE); that PodGroup, which would hold a gang
 of N the split never fills, is deleted by the webhook's controller
-(:mod:`fluence_core.webhook.controller`) once the split pod is stored, and only
+(:mod:`fluence_core.webhook.controller.controller`) once the split pod is stored, and only
 when its controller is the stored pod's own controlling Job (owner references,
 uid included): admission itself makes and deletes nothing (issue 32).
 
@@ -44,14 +44,14 @@ from typing import Any, Mapping
 from fluence_core import hookimpl, names
 from fluence_core.kube.api import PRIORITY_CLASSES, ClusterAPI
 from fluence_core.settings import SCOUT, SIDECAR, Settings, pod_env
-from fluence_core.webhook import conditions as cel
+from fluence_core.webhook import cel
 from fluence_core.webhook import pods
 from fluence_core.hybrid.credentials import copy_credentials
 from fluence_core.hybrid.orphans import OrphanSweep
 from fluence_core.hybrid.endpoint import ReportEndpoint
 from fluence_core.kube.patch import JsonPatch, pointer
-from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
-from fluence_core.webhook.env import (
+from fluence_core.webhook.admission.base import AdmissionContext, AdmissionDenied, Handler
+from fluence_core.webhook.admission.env import (
     add_all_to_list,
     add_env,
     add_to_list,

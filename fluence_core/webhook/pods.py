@@ -16,8 +16,8 @@ from fluence_core.kube.meta import (
     owner_references_of,
 )
 from fluence_core.limits import MAX_GROUP_SIZE
-from fluence_core.webhook import conditions as cel
-from fluence_core.webhook.base import AdmissionContext, AdmissionDenied
+from fluence_core.webhook import cel
+from fluence_core.webhook.admission.base import AdmissionContext, AdmissionDenied
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
@@ -279,7 +279,7 @@ def pod_group_min_count(pod_group: str, group: str, size: int, pod_role: str | N
 
     A shared quantum group's scout has ``<group>-scout`` of one and its workers
     ``<group>`` of the rest; a gang has ``<group>`` of all. The handlers and the
-    repair of lost PodGroups (:mod:`~fluence_core.webhook.repair`) both ask here.
+    repair of lost PodGroups (:mod:`~fluence_core.webhook.controller.repair`) both ask here.
     """
     if pod_group == group + names.SCOUT_GROUP_SUFFIX:
         return 1
@@ -353,9 +353,9 @@ def check_pod_group(ctx: AdmissionContext, name: str,
     ``min_count``, or to be being deleted; make nothing, remember nothing.
 
     What a pod's PodGroup needs is made by the webhook's controller from the stored
-    pod (:mod:`.controller`), never from the review (issue 32: anyone reaching the
+    pod (:mod:`.controller.controller`), never from the review (issue 32: anyone reaching the
     port could POST one, and what admission made or remembered, it made for them).
-    Known means: in the PodGroup informer (:mod:`.informer`; nothing is read while it
+    Known means: in the PodGroup informer (:mod:`.controller.informer`; nothing is read while it
     is not synced), or made by the controller seconds ago. ``min_count``, when a
     function (learning it may read the owning Job), is asked only while the PodGroup is
     still to be made, so a gang Fluence cannot hold is refused with the reason.

@@ -12,7 +12,7 @@ from webhook_helpers import admit, container, shared, short_watches
 from fluence_core import hookimpl, names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import load_settings
-from fluence_core.webhook import tls
+from fluence_core.webhook.transport import tls
 from fluence_core.webhook.main import make_server
 
 
@@ -61,7 +61,7 @@ def test_a_report_ca_the_operator_set_wins(
 def test_the_podgroup_repair_runs_as_one_of_the_servers_loops_unless_its_interval_is_0(
     tmp_path: Path,
 ) -> None:
-    from fluence_core.webhook.repair import PodGroupRepair
+    from fluence_core.webhook.controller.repair import PodGroupRepair
 
     server, _ = serve(tmp_path)
     try:
@@ -89,8 +89,8 @@ def test_at_start_the_pod_webhook_gets_the_conditions_its_handlers_declare(
     tmp_path: Path,
 ) -> None:
     from fluence_core.kube.api import MUTATING_WEBHOOKS
-    from fluence_core.webhook.conditions import NEEDS_CONDITION
-    from fluence_core.webhook.publish import publish_match_conditions
+    from fluence_core.webhook.cel import NEEDS_CONDITION
+    from fluence_core.webhook.controller.publish import publish_match_conditions
 
     tls.generate(["localhost"], tmp_path / "tls", ip_addresses=["127.0.0.1"])
     settings = load_settings(webhook_cert_dir=tmp_path / "tls")

@@ -12,9 +12,9 @@ import jsonpatch
 from fluence_core import names
 from fluence_core.kube.errors import ApiError
 from fluence_core.testing import job_owner, make_pod_dict
-from fluence_core.webhook.informer import Informer
+from fluence_core.webhook.controller.informer import Informer
 from fluence_core.webhook.main import Webhook
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.admission.review import AdmissionService
 
 QPU = names.extended_resource("qpu")
 
