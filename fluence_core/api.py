@@ -125,14 +125,9 @@ from fluence_core.webhook.admission.base import (
 from fluence_core.webhook.controller.controller import Reconciler, StoredContext
 from fluence_core.webhook.cel import judges
 from fluence_core.webhook.admission.env import add_all_to_list
-from fluence_core.webhook.pods import (
-    group_of,
-    group_size,
-    is_fluence_pod,
-    is_quantum,
-    positive_int_annotation,
-    spec,
-)
+from fluence_core.webhook.controller.pod_groups import positive_int_annotation
+from fluence_core.webhook.admission.gangs import group_size
+from fluence_core.webhook.pod_fields import group_of, is_fluence_pod, is_quantum, spec
 
 KubeDict = KubeObject
 """:data:`KubeObject` under the name this API gave it first, kept for plugins that use it."""

@@ -10,7 +10,8 @@ called only when all of them are true.
 
 Each pod handler says which pods it must see in ``match_condition`` (a CEL
 expression over ``object``); a ``fluence_admit`` implementation says so with
-:func:`judges`; the service's own refusals (:func:`pods.shape_problem`) declare
+:func:`judges`; the service's own refusals
+(:func:`~fluence_core.webhook.pod_shape.shape_problem`) declare
 theirs beside them. :func:`pod_match_conditions` turns those into the pod
 webhook's conditions: the scheduler name, and one expression true when any of
 them is. One that declares nothing (``None``) must see every pod: then there is
@@ -89,14 +90,15 @@ def _names_virtual(container: str) -> str:
 
 def asks_for_virtual() -> str:
     """CEL: a container or init container requests or limits a virtual resource
-    (:func:`pods.asks_for_virtual`; any name under the prefix counts, a little wider)."""
+    (:func:`~fluence_core.webhook.pod_fields.asks_for_virtual`; any name under the prefix
+    counts, a little wider)."""
     return any_of(*(f"(has(object.spec.{section}) && object.spec.{section}.exists(c, "
                     f"{_names_virtual('c')}))" for section in ("containers", "initContainers")))
 
 
 def is_quantum() -> str:
-    """CEL for :func:`pods.is_quantum`: asks for a virtual resource, or is a split's scout or
-    worker by its role label."""
+    """CEL for :func:`~fluence_core.webhook.pod_fields.is_quantum`: asks for a virtual
+    resource, or is a split's scout or worker by its role label."""
     role = label(names.ROLE_LABEL)
     return any_of(asks_for_virtual(), f"{role} == {quoted(names.ROLE_SCOUT)}",
                   f"{role} == {quoted(names.ROLE_WORKER)}")
@@ -116,7 +118,8 @@ def controlled_by(kind: str) -> str:
 
 
 def positive_int(expression: str, limit: int) -> str:
-    """CEL: the string ``expression`` is what :func:`pods.positive_int_annotation` accepts
+    """CEL: the string ``expression`` is what
+    :func:`~fluence_core.webhook.controller.pod_groups.positive_int_annotation` accepts
     (ASCII digits, at most ``limit``, not 0)."""
     digits = len(str(limit))
     return all_of(f"{expression}.matches('^[0-9]{{1,{digits}}}$')",

@@ -16,7 +16,7 @@ from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.manifests import read_objects
 from fluence_core.testing_apiserver import ApiServer, wait_for
 from fluence_core.webhook.controller.informer import RETRY_SECONDS, watched_for
-from fluence_core.webhook.pods import pod_group_body
+from fluence_core.webhook.controller.pod_groups import pod_group_body
 from tests.e2e.test_hostile_webhook_e2e import no_rights_cluster
 
 pytestmark = pytest.mark.e2e

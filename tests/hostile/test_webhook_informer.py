@@ -13,7 +13,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.api import ObjectList
 from fluence_core.webhook.controller.informer import Informer, slim_job, slim_pod_group
-from fluence_core.webhook.pods import pod_group_body
+from fluence_core.webhook.controller.pod_groups import pod_group_body
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 

@@ -38,15 +38,12 @@ from typing import (
 )
 
 from fluence_core.kube.api import ClusterAPI
-from fluence_core.errors import FluenceError
+from fluence_core.errors import AdmissionDenied as AdmissionDenied  # what a handler raises
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings
 from fluence_core.kube.patch import JsonPatch
 from fluence_core.webhook.controller.informer import Watched
 from fluence_core.webhook.controller.recent import Recent
-
-class AdmissionDenied(FluenceError):
-    """A handler refuses the pod on purpose; the message is shown to the user."""
 
 
 POD_RESOURCE = "pods"

@@ -23,7 +23,8 @@ from fluence_core.kube.meta import writable_metadata
 from fluence_core.log import logger
 from fluence_core.resource_config import ResourceConfig
 from fluence_core.settings import Settings
-from fluence_core.webhook import pods
+from fluence_core.webhook import pod_fields
+from fluence_core.webhook import pod_shape
 from fluence_core.webhook.admission import owned
 from fluence_core.kube.patch import JsonPatch, apply_patch
 from fluence_core.webhook.cel import Need, any_of, pod_match_conditions
@@ -169,7 +170,7 @@ class AdmissionService:
     def needs(self) -> list[Need]:
         """Which pods each part of a pod review may change, refuse or act on: the review's
         own checks, admission control, then each pod handler in order."""
-        checks = any_of(pods.shape_condition(), owned.condition())
+        checks = any_of(pod_shape.shape_condition(), owned.condition())
         return [Need("the webhook's pod checks", checks), *self.admit_needs,
                 *(Need(f"handler {h.name}", getattr(h, "match_condition", None))
                   for h in self.handlers if POD_RESOURCE in resources_of(h))]
@@ -222,9 +223,9 @@ class AdmissionService:
         if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod" or not isinstance(
                 pod.get("spec"), dict):
             return deny(uid, "fluence webhook: the request carries no Pod object", code=400)
-        if not pods.is_fluence_pod(pod):
+        if not pod_fields.is_fluence_pod(pod):
             return allow(uid)
-        problem = pods.shape_problem(pod)
+        problem = pod_shape.shape_problem(pod)
         if problem is not None:
             return deny(uid, f"fluence webhook: {problem}", code=400)
         pod = json_copy(pod)
@@ -278,7 +279,7 @@ class AdmissionService:
                 )
             except Exception as error:
                 logger.exception(
-                    "webhook: handler %s raised on %s", handler.name, pods.pod_label(obj)
+                    "webhook: handler %s raised on %s", handler.name, pod_fields.pod_label(obj)
                 )
                 return deny(
                     uid,
@@ -288,7 +289,7 @@ class AdmissionService:
                 )
             patch += ops
         if patch:
-            logger.debug("webhook: %s patched by %d ops", pods.pod_label(obj), len(patch))
+            logger.debug("webhook: %s patched by %d ops", pod_fields.pod_label(obj), len(patch))
         return allow(uid, patch, ctx.warnings)
 
 

@@ -1,7 +1,7 @@
 """PodGroups Fluence made for gangs of bare pods, deleted once their gang is gone.
 
 A PodGroup made for a Job is owned by the Job
-(:mod:`~fluence_core.webhook.admission.handlers.job_group`, :func:`pods.job_owner`):
+(:mod:`~fluence_core.webhook.admission.handlers.job_group`, :func:`.pod_groups.job_owner`):
 Kubernetes' garbage collector deletes it with the Job. A gang of bare pods has no
 such owner: each pod's uid exists only once it is stored, and a PodGroup owned by
 all of its pods would cost a patch per pod. So every ``webhook_podgroup_cleanup``
@@ -35,7 +35,7 @@ from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.kube.api import TERMINAL_PHASES
 from fluence_core.kube.meta import metadata_of
-from fluence_core.webhook import pods
+from fluence_core.webhook import pod_fields
 from fluence_core.webhook.admission.base import recent_of
 from fluence_core.periodic import Periodic
 from fluence_core.webhook.admission.review import AdmissionService
@@ -106,7 +106,7 @@ class PodGroupCleanup(Periodic):
             return []
         used = set()
         for pod in self.cluster.list(PODS, label_selector=names.GROUP_LABEL).items:
-            target = pods.scheduling_group(pod)
+            target = pod_fields.scheduling_group(pod)
             if target is not None and live(pod):
                 used.add((str(metadata_of(pod).get("namespace")), target))
         deleted = []

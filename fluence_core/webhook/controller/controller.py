@@ -48,8 +48,8 @@ from fluence_core.kube.errors import ApiError, Conflict, NotFound
 from fluence_core.log import logger
 from fluence_core.settings import Settings
 from fluence_core.kube.meta import metadata_of
-from fluence_core.webhook import pods
-from fluence_core.webhook.admission.handlers import job_group
+from fluence_core.webhook import pod_fields
+from fluence_core.webhook.controller import pod_groups
 from fluence_core.webhook.controller.informer import Informer, Watched, slim_nothing, watched_for
 from fluence_core.webhook.controller.recent import Recent
 from fluence_core.webhook.controller.workload_topology import stated_for_job, with_topology
@@ -129,13 +129,13 @@ def wanted_for_job(job: Mapping[str, Any]) -> list[Wanted]:
     pods the handlers would refuse."""
     meta = metadata_of(job)
     namespace, name, uid = meta.get("namespace"), meta.get("name"), meta.get("uid")
-    group = job_group.group_of_job(job)
-    template_spec = (job_group.template_of(job).get("spec") or {})
+    group = pod_groups.group_of_job(job)
+    template_spec = (pod_groups.template_of(job).get("spec") or {})
     if (not namespace or not name or not uid or group is None or meta.get("deletionTimestamp")
             or job_finished(job) or template_spec.get("schedulerName") != names.SCHEDULER_NAME
-            or pods.scheduling_group({"spec": template_spec}) != group):
+            or pod_fields.scheduling_group({"spec": template_spec}) != group):
         return []
-    size = job_group.pods_size(job)
+    size = pod_groups.pods_size(job)
     if size is None:
         return []
     owner = {"apiVersion": JOBS.api_version, "kind": JOBS.kind, "name": str(name),
@@ -145,17 +145,17 @@ def wanted_for_job(job: Mapping[str, Any]) -> list[Wanted]:
         return stated_for_job(cluster, job)
 
     return [Wanted(str(namespace), target, count, owner, source, topology)
-            for target, count in job_group.pod_groups_of(job, group, size)]
+            for target, count in pod_groups.pod_groups_of(job, group, size)]
 
 
 def waiting_for(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """``(namespace, PodGroup, group)`` a stored pod waits for, if the webhook stamped it with
     one of Fluence's PodGroups and it may still be scheduled; None otherwise."""
-    group = pods.group_of(pod)
-    target = pods.scheduling_group(pod)
+    group = pod_fields.group_of(pod)
+    target = pod_fields.scheduling_group(pod)
     meta = metadata_of(pod)
     namespace = meta.get("namespace")
-    if (group is None or target is None or not namespace or not pods.is_fluence_pod(pod)
+    if (group is None or target is None or not namespace or not pod_fields.is_fluence_pod(pod)
             or meta.get("deletionTimestamp")
             or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
         return None
@@ -174,20 +174,20 @@ def wanted_for_pod(pod: Mapping[str, Any], job_size: Callable[[str, str], int | 
     if found is None:
         return None
     namespace, target, group = found
-    owner = pods.job_owner(pod)
-    role = pods.role(pod) if pods.is_shared_quantum(pod) else None
+    owner = pod_groups.job_owner(pod)
+    role = pod_fields.role(pod) if pod_fields.is_shared_quantum(pod) else None
 
     def min_count() -> int:
-        size = pods.positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
+        size = pod_groups.positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
         if size is None and owner is not None:
             size = job_size(namespace, owner["name"])
-        return pods.pod_group_min_count(target, group, size or 1, role)
+        return pod_groups.pod_group_min_count(target, group, size or 1, role)
 
     def topology(cluster: ClusterAPI) -> Mapping[str, str]:
         job = job_of(namespace, owner["name"]) if owner is not None and job_of else None
         return stated_for_job(cluster, job) if job is not None else {}
 
-    return Wanted(namespace, target, min_count, owner, f"pod {pods.pod_label(pod)}", topology)
+    return Wanted(namespace, target, min_count, owner, f"pod {pod_fields.pod_label(pod)}", topology)
 
 
 class Controller:
@@ -272,7 +272,7 @@ class Controller:
             return
         if not self._after_job(wanted):
             self.ensure(wanted)
-        if pods.role(pod) is not None and pods.is_shared_quantum(pod):
+        if pod_fields.role(pod) is not None and pod_fields.is_shared_quantum(pod):
             self._drop_job_controller_group(pod)
 
     def _job_unseen(self, namespace: str, owner: Mapping[str, str]) -> bool:
@@ -357,7 +357,7 @@ class Controller:
             logger.error("webhook: PodGroup %s/%s is missing, but %s cannot say its size: %s",
                          namespace, name, wanted.source, error)
             return
-        body = pods.pod_group_body(name, namespace, count, wanted.owner)
+        body = pod_groups.pod_group_body(name, namespace, count, wanted.owner)
         if wanted.topology is not None:
             body = with_topology(body, wanted.topology(cluster))
         try:
@@ -367,12 +367,12 @@ class Controller:
                         count, wanted.source)
         except Conflict:  # made meanwhile (a sibling's event, an earlier gang)
             existing = self.watched.pod_group(cluster, namespace, name)
-            has = None if existing is None else pods.min_count_of(existing)
+            has = None if existing is None else pod_groups.min_count_of(existing)
             if has is not None and has != count:
-                logger.error("webhook: %s", pods.size_conflict(namespace, name, has, count))
+                logger.error("webhook: %s", pod_groups.size_conflict(namespace, name, has, count))
             count = has if has is not None else count
         self.recent.remember((PODGROUPS.plural, namespace, name))
-        self.recent.remember(pods.size_key(namespace, name), count)
+        self.recent.remember(pod_groups.size_key(namespace, name), count)
 
     def _job(self, namespace: str, job: str) -> Mapping[str, Any] | None:
         cluster = self.cluster
@@ -383,14 +383,14 @@ class Controller:
 
     def _job_size(self, namespace: str, job: str) -> int | None:
         stored = self._job(namespace, job)
-        return pods.job_size(stored) if stored is not None else None
+        return pod_groups.job_size(stored) if stored is not None else None
 
     def _drop_job_controller_group(self, pod: Mapping[str, Any]) -> None:
         """Delete the PodGroups the split pod's controlling Job controls, but Fluence's own
         (``<group>``, ``<group>-scout``): the job controller's gang of N, left empty by the
         split. Once per Job, for a few seconds."""
-        job = pods.controller_of(pod, "Job")
-        group = pods.group_of(pod)
+        job = pod_fields.controller_of(pod, "Job")
+        group = pod_fields.group_of(pod)
         namespace = str(metadata_of(pod).get("namespace") or "")
         if job is None or group is None or self.cluster is None:
             return
@@ -408,7 +408,7 @@ class Controller:
                 listed = cluster.list(PODGROUPS, namespace).items
             for existing in listed:
                 name = str(metadata_of(existing).get("name") or "")
-                if name in ours or pods.controller_of(existing, "Job") != job:
+                if name in ours or pod_fields.controller_of(existing, "Job") != job:
                     continue
                 try:
                     cluster.delete(PODGROUPS, name, namespace)

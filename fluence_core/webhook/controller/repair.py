@@ -8,7 +8,7 @@ arrives. So at start, and every ``webhook_repair_interval`` seconds after, the
 webhook looks at the pods it stamped that are still unscheduled, and gives
 every PodGroup they point at but that does not exist to the same writer,
 built by the step the controller takes for a stored pod (:mod:`.controller`,
-minCount from the pod's ``group-size`` or Job and :func:`pods.pod_group_min_count`):
+minCount from the pod's ``group-size`` or Job and :func:`.pod_groups.pod_group_min_count`):
 a safety net behind the controller's pod informer.
 
 What stays true:
@@ -36,7 +36,7 @@ from fluence_core.errors import FluenceError
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.kube.meta import metadata_of
-from fluence_core.webhook import pods
+from fluence_core.webhook import pod_fields
 from fluence_core.periodic import Periodic
 from fluence_core.webhook.admission.review import AdmissionService
 from fluence_core.webhook.controller.controller import waiting_for, wanted_for_pod
@@ -99,7 +99,7 @@ class PodGroupRepair(Periodic):
             count = wanted.min_count() if callable(wanted.min_count) else wanted.min_count
         except (FluenceError, ApiError) as error:
             logger.error("webhook: PodGroup %s/%s is missing, but pod %s cannot say its size:"
-                         " %s", namespace, target, pods.pod_label(first), error)
+                         " %s", namespace, target, pod_fields.pod_label(first), error)
             return False
         logger.warning("webhook: PodGroup %s/%s of group %s in namespace %s is missing while %d"
                        " unscheduled pod(s) wait for it (a queued write lost?); making it"

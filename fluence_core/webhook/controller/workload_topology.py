@@ -27,7 +27,7 @@ from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.stated_topology import scheduling_constraints, stated_annotations
 from fluence_core.kube.meta import metadata_of
-from fluence_core.webhook import pods
+from fluence_core.webhook import pod_fields
 
 OWNER_CHAIN: tuple[tuple[str, Resource], ...] = (("JobSet", JOBSETS), ("TrainJob", TRAINJOBS))
 """The controlling owners followed above a Job, in order."""
@@ -40,7 +40,7 @@ def owners_of_job(cluster: ClusterAPI, job: Mapping[str, Any]) -> list[Mapping[s
     namespace = str(metadata_of(job).get("namespace") or "")
     current: Mapping[str, Any] = job
     for kind, resource in OWNER_CHAIN:
-        ref = pods.controller_of(current, kind)
+        ref = pod_fields.controller_of(current, kind)
         if ref is None or not namespace:
             break
         name, uid = ref

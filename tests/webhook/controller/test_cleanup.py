@@ -15,7 +15,7 @@ from fluence_core.kube.fake import FakeCluster
 from fluence_core.webhook import BackgroundWriter
 from fluence_core.webhook.controller.cleanup import PodGroupCleanup, age, cleanup_for
 from fluence_core.webhook.admission.handlers.gang import GangHandler
-from fluence_core.webhook.pods import pod_group_body
+from fluence_core.webhook.controller.pod_groups import pod_group_body
 from fluence_core.webhook.admission.review import AdmissionService
 
 GRACE = 120.0

@@ -18,7 +18,7 @@ from fluence_core.webhook.controller import informer
 from fluence_core.webhook.admission.handlers.gang import GangHandler
 from fluence_core.webhook.controller.informer import Informer, Watched, slim_pod_group, watched_for
 from fluence_core.webhook.admission.handlers.job_group import JobGroupHandler
-from fluence_core.webhook.pods import pod_group_body
+from fluence_core.webhook.controller.pod_groups import pod_group_body
 from fluence_core.webhook.admission.review import AdmissionService
 from tests.webhook.admission.handlers.test_job_group import _review_job, job
 from tests.webhook.webhook_helpers import Counting, admit, pod

@@ -17,7 +17,7 @@ from fluence_core.log import logger
 from fluence_core.resource_config import load_resource_config
 from fluence_core.settings import Settings
 from fluence_core.webhook import cel
-from fluence_core.webhook import pods
+from fluence_core.webhook import pod_fields
 from fluence_core.kube.patch import JsonPatch, pointer
 from fluence_core.webhook.admission.base import AdmissionContext, Handler
 from fluence_core.webhook.admission.env import add_env, annotation_env
@@ -46,14 +46,14 @@ class FluxionEnvHandler(Handler):
         ]
 
     def applies(self, pod: Mapping[str, Any]) -> bool:
-        return pods.asks_for_virtual(pod)
+        return pod_fields.asks_for_virtual(pod)
 
     def mutate(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
         ops: JsonPatch = []
-        spec = pods.spec(pod)
+        spec = pod_fields.spec(pod)
         for section in ("initContainers", "containers"):
             for index, container in enumerate(spec.get(section) or []):
-                if pods.virtual_requests(container):
+                if pod_fields.virtual_requests(container):
                     ops += add_env(container, pointer("spec", section, index), self._env())
         return ops
 

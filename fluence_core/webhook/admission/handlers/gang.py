@@ -30,7 +30,9 @@ from fluence_core import hookimpl, names
 from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.settings import Settings
 from fluence_core.webhook import cel
-from fluence_core.webhook import pods
+from fluence_core.webhook.admission import gangs
+from fluence_core.webhook import pod_fields
+from fluence_core.webhook.controller import pod_groups
 from fluence_core.kube.patch import JsonPatch, pointer
 from fluence_core.kube.meta import job_controller_reference
 from fluence_core.webhook.admission.base import AdmissionContext, Handler
@@ -52,24 +54,24 @@ class GangHandler(Handler):
     match_condition = _match_condition()
 
     def applies(self, pod: Mapping[str, Any]) -> bool:
-        return pods.group_of(pod) is not None and not pods.is_shared_quantum(pod)
+        return pod_fields.group_of(pod) is not None and not pod_fields.is_shared_quantum(pod)
 
     def mutate(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
-        group = pods.group_of(pod)
+        group = pod_fields.group_of(pod)
         assert group is not None
-        current = pods.scheduling_group(pod)
+        current = pod_fields.scheduling_group(pod)
         if current is not None and current != group:
             return []  # the job controller's group: kept as it is
-        known = pods.known_group_size(pod)
+        known = gangs.known_group_size(pod)
         if known is not None:  # checked against the size this webhook knows the PodGroup has
-            min_count: int | Callable[[], int] = pods.pod_group_min_count(group, group, known,
+            min_count: int | Callable[[], int] = pod_groups.pod_group_min_count(group, group, known,
                                                                           None)
         elif current == group and job_controller_reference(pod) is not None:
             return []  # as its match_condition: its Job's admission checked the size; no read
         else:  # a Job read only if the PodGroup is unknown
-            size = pods.group_size_later(pod, ctx)
-            min_count = lambda: pods.pod_group_min_count(group, group, size(), None)  # noqa: E731
-        pods.check_pod_group(ctx, group, min_count)
+            size = gangs.group_size_later(pod, ctx)
+            min_count = lambda: pod_groups.pod_group_min_count(group, group, size(), None)  # noqa: E731
+        gangs.check_pod_group(ctx, group, min_count)
         if current == group:
             return []  # set by the job-group handler on the Job, or ours on a re-invocation
         return [

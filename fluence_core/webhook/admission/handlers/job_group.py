@@ -39,24 +39,13 @@ from typing import Any, Mapping
 
 from fluence_core import hookimpl, names
 from fluence_core.settings import Settings
-from fluence_core.webhook import pods
+from fluence_core.webhook.admission import gangs
+from fluence_core.webhook.controller import pod_groups
 from fluence_core.kube.patch import JsonPatch, pointer
 from fluence_core.webhook.admission.base import AdmissionContext, AdmissionDenied, Handler
-from fluence_core.kube.meta import labels_of, metadata_of
+from fluence_core.kube.meta import metadata_of
 
 JOBS = "batch/jobs"
-
-
-def template_of(job: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A Job's pod template ({} without one)."""
-    return (job.get("spec") or {}).get("template") or {}
-
-
-def group_of_job(job: Mapping[str, Any]) -> str | None:
-    """The group label of a Job's pod template, None without one."""
-    labels = labels_of(template_of(job))
-    value = labels.get(names.GROUP_LABEL)
-    return str(value) if value else None
 
 
 class JobGroupHandler(Handler):
@@ -65,8 +54,8 @@ class JobGroupHandler(Handler):
     resources = (JOBS,)
 
     def applies(self, job: Mapping[str, Any]) -> bool:
-        spec = template_of(job).get("spec") or {}
-        group = group_of_job(job)
+        spec = pod_groups.template_of(job).get("spec") or {}
+        group = pod_groups.group_of_job(job)
         return (
             group is not None
             and spec.get("schedulerName") == names.SCHEDULER_NAME
@@ -74,13 +63,13 @@ class JobGroupHandler(Handler):
         )
 
     def mutate(self, job: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
-        group = group_of_job(job)
+        group = pod_groups.group_of_job(job)
         assert group is not None
-        size = pods_size(job)
+        size = pod_groups.pods_size(job)
         if size is None:
             return []  # left unnamed: its pods reach the gang handler, which refuses them
-        named = bool((template_of(job).get("spec") or {}).get("schedulingGroup"))
-        for target, count in pod_groups_of(job, group, size):
+        named = bool((pod_groups.template_of(job).get("spec") or {}).get("schedulingGroup"))
+        for target, count in pod_groups.pod_groups_of(job, group, size):
             _check_existing(ctx, target, count)
         if named:  # named already: by the user, or by us on a re-invocation
             return _labelled(job, group)
@@ -103,60 +92,24 @@ def _labelled(job: Mapping[str, Any], group: str) -> JsonPatch:
              "value": group}]
 
 
-def _pod(job: Mapping[str, Any]) -> dict[str, Any]:
-    template = template_of(job)
-    return {"metadata": metadata_of(template), "spec": template.get("spec") or {}}
-
-
-def pods_size(job: Mapping[str, Any]) -> int | None:
-    """The gang size the Job's pods will give, None when their handlers would refuse them
-    (a bad group label or ``group-size``, a Job over Fluence's group limit).
-
-    Such a Job keeps its template as written: a pod pointing at its own group is
-    not sent to the webhook (:attr:`GangHandler.match_condition`), so only an
-    unnamed one reaches the handler that refuses it with the reason.
-    """
-    pod = _pod(job)
-    if pods.shape_problem(pod) is not None:
-        return None
-    try:
-        return (pods.positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
-                or pods.job_size(job) or 1)
-    except AdmissionDenied:
-        return None
-
-
-def pod_groups_of(job: Mapping[str, Any], group: str, size: int) -> list[tuple[str, int]]:
-    """``(PodGroup, minCount)`` of every PodGroup the Job's pods will point at, as their
-    handlers would make them: a gang's one, a shared quantum group's scout and workers
-    (none for one that is not Indexed: the quantum split refuses its pods)."""
-    if not pods.is_shared_quantum(_pod(job)):
-        return [(group, pods.pod_group_min_count(group, group, size, None))]
-    if (job.get("spec") or {}).get("completionMode") != "Indexed":
-        return []
-    return [(target, pods.pod_group_min_count(target, group, size, role))
-            for target, role in ((group + names.SCOUT_GROUP_SUFFIX, names.ROLE_SCOUT),
-                                 (group, names.ROLE_WORKER))]
-
-
 def _check_existing(ctx: AdmissionContext, target: str, count: int) -> None:
     """Refuse the Job when PodGroup ``target`` exists with another minCount than ``count``,
     or is being deleted. Asks the PodGroup informer (one read while it is not synced);
     remembers nothing: a review is no fact (issue 32)."""
-    pods.check_known_size(ctx, target, count)
+    gangs.check_known_size(ctx, target, count)
     if ctx.cluster is None:
         return
     existing = ctx.watched.pod_group(ctx.cluster, ctx.namespace, target)
     if existing is None:
         return
-    has = pods.min_count_of(existing)
+    has = pod_groups.min_count_of(existing)
     if metadata_of(existing).get("deletionTimestamp"):
         raise AdmissionDenied(
             f"PodGroup {ctx.namespace}/{target} (minCount {has}) is being deleted: its earlier"
             f" gang is ending. Create this Job again once it is gone, or choose another group"
             f" name")
     if has is not None and has != count:
-        raise AdmissionDenied(pods.size_conflict(ctx.namespace, target, has, count))
+        raise AdmissionDenied(pod_groups.size_conflict(ctx.namespace, target, has, count))
 
 
 @hookimpl

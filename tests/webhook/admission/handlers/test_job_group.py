@@ -16,7 +16,7 @@ from fluence_core.limits import MAX_GROUP_SIZE
 from fluence_core.webhook import BackgroundWriter
 from fluence_core.webhook.admission.handlers.gang import GangHandler
 from fluence_core.webhook.admission.handlers.job_group import JobGroupHandler
-from fluence_core.webhook.pods import pod_group_body
+from fluence_core.webhook.controller.pod_groups import pod_group_body
 from fluence_core.hybrid.split import QuantumSplitHandler
 from fluence_core.webhook.admission.review import AdmissionService
 from fluence_core.webhook.controller.writer import Write
