@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fluence_core import names
 from fluence_core.kube.api import PODGROUPS, PODS, ClusterAPI
@@ -36,9 +36,10 @@ from fluence_core.log import logger
 from fluence_core.kube.api import TERMINAL_PHASES
 from fluence_core.kube.meta import metadata_of
 from fluence_core.webhook import pod_fields
-from fluence_core.webhook.admission.base import recent_of
 from fluence_core.periodic import Periodic
-from fluence_core.webhook.admission.review import AdmissionService
+
+if TYPE_CHECKING:  # the service is handed in by the process; the controller imports no admission
+    from fluence_core.webhook.admission.review import AdmissionService
 
 MANAGED: str = f"{names.MANAGED_BY_LABEL}={names.SCHEDULER_NAME}"
 """The label selector of the PodGroups Fluence made."""
@@ -135,7 +136,7 @@ def cleanup_for(service: AdmissionService) -> PodGroupCleanup | None:
     if service.cluster is None or settings.webhook_podgroup_cleanup <= 0:
         return None
     writer = service.writer
-    recent = recent_of(service.state, service.clock)
+    recent = service.controller.recent
 
     def busy(key: Hashable) -> bool:
         return (writer is not None and writer.holds(key)) or bool(recent.lookup(key)[0])

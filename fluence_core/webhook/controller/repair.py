@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fluence_core import names
 from fluence_core.kube.api import PODGROUPS, PODS, ClusterAPI
@@ -38,10 +38,12 @@ from fluence_core.log import logger
 from fluence_core.kube.meta import metadata_of
 from fluence_core.webhook import pod_fields
 from fluence_core.periodic import Periodic
-from fluence_core.webhook.admission.review import AdmissionService
 from fluence_core.webhook.controller.controller import waiting_for, wanted_for_pod
 from fluence_core.webhook.controller.informer import UNSCHEDULED
 from fluence_core.webhook.controller.writer import BackgroundWriter
+
+if TYPE_CHECKING:  # the service is handed in by the process; the controller imports no admission
+    from fluence_core.webhook.admission.review import AdmissionService
 
 
 
