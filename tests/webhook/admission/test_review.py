@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from webhook_helpers import admit, pod, review
+from webhook_helpers import admit, pod, review, shared
 
 from fluence_core import names
 from fluence_core.errors import FluenceError
@@ -188,3 +188,23 @@ def test_an_object_that_is_not_a_handler_is_refused_naming_what_it_lacks():
         r"'match_condition', 'env_contract'\]",
     ):
         select_handlers([Loose()])
+
+
+# -- every built-in handler, admitted twice --------------------------------------
+
+
+def test_every_pod_comes_back_unchanged_when_reinvoked(service, cluster):
+    cluster.create(
+        "priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": names.QUANTUM_PRIORITY_CLASS},
+            "value": 10,
+        },
+    )
+    for obj in (shared("qj-0", 0), shared("qj-3", 3), pod("g", group="g"), pod("q", qpu=1)):
+        _, once = admit(service, obj)
+        response, twice = admit(service, once)
+        assert "patch" not in response, obj["metadata"]["name"]
+        assert twice == once

@@ -1,4 +1,6 @@
-"""Each built-in handler, from AdmissionReview JSON in to the patched pod out."""
+"""The ``quantum`` handler (``hybrid/split.py``) through admission: a shared quantum group
+becomes one scout and gated workers, the job controller's gang of N goes, and a pod
+admitted twice is admitted the same."""
 
 from __future__ import annotations
 
@@ -12,87 +14,6 @@ from fluence_core import names
 def annotation_ref(annotation: str) -> str:
     return f"metadata.annotations['{annotation}']"
 
-
-# -- fluxion-env ---------------------------------------------------------------
-
-
-def test_fluxion_env_gives_a_virtual_container_backend_and_attribute_env(service):
-    response, out = admit(service, pod("q", qpu=1))
-    assert response["allowed"]
-    env = env_of(container(out, "app"))
-    assert env[names.ENV_BACKEND] == annotation_ref(names.BACKEND_ANNOTATION)
-    assert env["FLUXION_REGION"] == annotation_ref(names.attr_annotation("region"))
-    assert env["FLUXION_DEVICE_ARN"] == annotation_ref(names.attr_annotation("device-arn"))
-
-
-def test_fluxion_env_leaves_a_classical_pod_alone(service):
-    response, out = admit(service, pod("c"))
-    assert response["allowed"] and "patch" not in response
-    assert "env" not in container(out, "app")
-
-
-def test_fluxion_env_keeps_user_env_and_adds_only_what_is_missing(service):
-    obj = pod("q", qpu=1)
-    obj["spec"]["containers"][0]["env"] = [
-        {"name": "A", "value": "1"},
-        {"name": names.ENV_BACKEND, "value": "mine"},
-    ]
-    _, out = admit(service, obj)
-    env = env_of(container(out, "app"))
-    assert env["A"] == "1" and env[names.ENV_BACKEND] == "mine" and "FLUXION_REGION" in env
-
-
-# -- gang ----------------------------------------------------------------------
-
-
-def podgroup(cluster, name):
-    return cluster.get("podgroups", name, "default")
-
-
-def test_gang_points_the_pod_at_a_podgroup_sized_by_the_annotation(service, cluster):
-    _, out = admit(service, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "3"}))
-    assert out["spec"]["schedulingGroup"] == {"podGroupName": "g"}
-    created = podgroup(cluster, "g")
-    assert created["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
-    assert created["metadata"]["labels"][names.MANAGED_BY_LABEL] == names.SCHEDULER_NAME
-
-
-def test_gang_size_falls_back_to_the_owning_jobs_parallelism_then_one(service, cluster):
-    admit(service, pod("a", group="from-job", job="qj"))
-    admit(service, pod("b", group="alone"))
-    assert podgroup(cluster, "from-job")["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
-    assert podgroup(cluster, "alone")["spec"]["schedulingPolicy"]["gang"]["minCount"] == 1
-
-
-def test_gang_reuses_an_existing_podgroup(service, cluster):
-    admit(service, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "2"}))
-    response, out = admit(
-        service, pod("g-1", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "2"})
-    )
-    assert response["allowed"] and out["spec"]["schedulingGroup"]["podGroupName"] == "g"
-    assert len(cluster.list("podgroups", "default").items) == 1
-
-
-def test_gang_keeps_a_scheduling_group_the_job_controller_set(service, cluster):
-    obj = pod("w", group="g", schedulingGroup={"podGroupName": "job-made"})
-    response, out = admit(service, obj)
-    assert "patch" not in response and out["spec"]["schedulingGroup"]["podGroupName"] == "job-made"
-    assert podgroup(cluster, "g") is None
-
-
-def test_gang_on_a_dry_run_patches_but_creates_nothing(service, cluster):
-    _, out = admit(service, pod("g-0", group="g"), dry_run=True)
-    assert out["spec"]["schedulingGroup"]["podGroupName"] == "g"
-    assert podgroup(cluster, "g") is None
-
-
-def test_a_bad_group_size_is_refused_naming_the_handler(service):
-    response, _ = admit(
-        service, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "x"})
-    )
-    assert not response["allowed"]
-    assert "handler gang" in response["status"]["message"]
-    assert names.GROUP_SIZE_ANNOTATION in response["status"]["message"]
 
 
 # -- quantum split -------------------------------------------------------------
@@ -271,26 +192,6 @@ def test_shared_coordination_without_a_completion_index_is_refused(service):
     assert not response["allowed"]
     assert "handler quantum" in response["status"]["message"]
     assert names.JOB_COMPLETION_INDEX in response["status"]["message"]
-
-
-# -- idempotence ---------------------------------------------------------------
-
-
-def test_every_pod_comes_back_unchanged_when_reinvoked(service, cluster):
-    cluster.create(
-        "priorityclasses",
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": names.QUANTUM_PRIORITY_CLASS},
-            "value": 10,
-        },
-    )
-    for obj in (shared("qj-0", 0), shared("qj-3", 3), pod("g", group="g"), pod("q", qpu=1)):
-        _, once = admit(service, obj)
-        response, twice = admit(service, once)
-        assert "patch" not in response, obj["metadata"]["name"]
-        assert twice == once
 
 
 def test_reinvoking_the_scout_adds_no_second_sidecar_or_init_container(service):
