@@ -60,7 +60,7 @@ from fluence_core.settings import Settings
 from fluence_core.webhook import BackgroundWriter, build_service
 from fluence_core.webhook.transport import tls
 from fluence_core.webhook.cel import scheduler_condition
-from fluence_core.webhook.controller.informer import Informer, watched_for
+from fluence_core.webhook.controller.informer import watched_for
 from fluence_core.webhook.controller.publish import publish_match_conditions
 from fluence_core.webhook.main import Webhook
 from fluence_core.hybrid.endpoint import ReportEndpoint
@@ -570,9 +570,6 @@ def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, name
         service = build_service(settings, get_plugin_manager(settings), kube,
                                 writer=BackgroundWriter(), watched=watched)
     informers = service.controller.informers(namespace)  # what is stored there needs
-    for each in [*informers, *loops]:  # stopped, each ends within a second, not a minute
-        if isinstance(each, Informer):
-            each.watch_seconds = 1.0
     context = server_context(str(cert.cert_file), str(cert.key_file))
     routes = Routes([ReportEndpoint(kube, settings)])
     server = Webhook(service, WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(service),

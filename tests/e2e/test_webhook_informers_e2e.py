@@ -36,7 +36,6 @@ def test_the_deployed_role_lets_the_informers_list_and_watch(
     name = f"fluence-webhook-{ns}"
     try:
         for informer in watched.informers():
-            informer.watch_seconds = 1.0  # stopped at the end, each ends within a second
             informer.start()
         wait_for(lambda: "watching podgroups failed" in caplog.text
                  and "watching jobs failed" in caplog.text, "both informers refused (403)")

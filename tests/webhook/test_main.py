@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from webhook_helpers import admit, container, shared, short_watches
+from webhook_helpers import admit, container, shared
 
 from fluence_core import hookimpl, names
 from fluence_core.kube.fake import FakeCluster
@@ -132,7 +132,6 @@ def _post(port: int, ca: bytes, path: str) -> tuple[int, dict]:  # type: ignore[
 @contextmanager
 def _serving(server):  # type: ignore[no-untyped-def]
     """Serve ``server`` on a thread for the ``with`` block, then shut it down and close it."""
-    short_watches(server)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:

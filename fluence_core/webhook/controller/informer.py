@@ -34,6 +34,7 @@ from fluence_core.kube.api import (
     PODGROUPS,
     PODS,
     RESYNC,
+    Cancellation,
     ClusterAPI,
     Resource,
     ResourceRef,
@@ -96,11 +97,13 @@ class Informer(Generic[T]):
         self._unreadable: set[Key] = set()
         """Objects whose copy could not be made: looked up as unknown, so callers read them."""
         self.watch_seconds = WATCH_SECONDS
-        """Seconds of one watch request of :meth:`start`'s thread: after :meth:`stop`, the
-        thread ends when its request does (a test's webhook sets it short)."""
+        """Seconds of one watch request of :meth:`start`'s thread, which then resumes from
+        the last version seen."""
         self._version: str | None = None
         self._synced = threading.Event()
         self._stop = threading.Event()
+        self._cancel = Cancellation()
+        """Ends the watch in flight when :meth:`stop` is called; a new one per :meth:`start`."""
         self._thread: threading.Thread | None = None
 
     @property
@@ -224,7 +227,7 @@ class Informer(Generic[T]):
                                              resource_version=self._version,
                                              label_selector=self.label_selector,
                                              field_selector=self.field_selector,
-                                             timeout=timeout):
+                                             timeout=timeout, cancel=self._cancel):
             self.apply(event, obj)
             if self._stop.is_set():
                 return
@@ -235,12 +238,17 @@ class Informer(Generic[T]):
         if self._thread is not None:
             return
         self._stop.clear()
+        self._cancel = Cancellation()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"informer-{self.resource.plural}")
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """End the thread: the watch in flight is cancelled (its response closed), so the
+        thread ends as soon as the event it may be applying is; ``timeout`` bounds the wait
+        for a listener still acting on one."""
         self._stop.set()
+        self._cancel.cancel()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None

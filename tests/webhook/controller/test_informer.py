@@ -133,6 +133,21 @@ def test_a_broken_watch_makes_lookups_unknown_until_a_list_succeeds(
         pod_groups.stop()
 
 
+def test_stopping_an_informer_ends_its_watch_in_flight_at_once(cluster) -> None:
+    pod_groups = Informer(cluster, PODGROUPS, slim_pod_group)
+    assert pod_groups.watch_seconds >= 60  # a watch request that would outlast any stop
+    pod_groups.start()
+    try:
+        assert pod_groups.wait_synced(10)
+        cluster.create(PODGROUPS, pod_group_body("train", "default", 4), "default")
+        assert _until(lambda: pod_groups.lookup("default", "train")[1] is not None)
+    finally:  # the watch delivered that, and now waits for the next change
+        started = time.monotonic()
+        pod_groups.stop(timeout=5.0)
+        stopped = time.monotonic() - started
+    assert stopped < 1.0  # stop joins for up to 5 s: it returned because the thread ended
+
+
 def test_unwatched_lookups_read_as_before(cluster) -> None:
     counting = Counting(cluster)
     assert Watched().pod_group(counting, "default", "train") is None  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from webhook_helpers import pod, review, short_watches
+from webhook_helpers import pod, review
 
 from fluence_core import names
 from fluence_core.errors import FluenceError
@@ -39,8 +39,7 @@ def webhook(pki: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[We
     monkeypatch.setenv("FLUENCE_ADMISSION_CONTROL", "off")
     settings = load_settings(webhook_cert_dir=pki["dir"] / "tls",
                              webhook_client_ca=pki["apiserver"].ca_file)
-    served = short_watches(
-        make_server(settings, FakeCluster(), host="127.0.0.1", port=0, report_port=0))
+    served = make_server(settings, FakeCluster(), host="127.0.0.1", port=0, report_port=0)
     thread = threading.Thread(target=served.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield served
