@@ -454,9 +454,9 @@ class WebhookServer:
 
 
 def _stop_all(loops: Sequence[Loop]) -> None:
-    """Stop every loop at once. An informer's stop waits up to seconds for its thread, which
-    sits in a quiet watch until it ends; one after another, four informers held a shutdown
-    for 20 s (a SIGTERM's grace is 30), at once for the longest of them."""
+    """Stop every loop at once. A loop's stop waits for its thread to finish what it is
+    doing (a sweep's pass, an informer's event being applied): one after another, those
+    waits would add up within a SIGTERM's grace; at once, the longest of them counts."""
     stoppers = [threading.Thread(target=_stop_one, args=(loop,), daemon=True,
                                  name=f"stop-{type(loop).__name__}") for loop in loops]
     for stopper in stoppers:
