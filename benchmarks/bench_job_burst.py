@@ -145,7 +145,7 @@ def through_webhook(args: argparse.Namespace, admin: Any, webhook_api: Counting,
     extra: dict[str, Any] = {}
     informers: list[Any] = []
     try:  # the informers (issue 20); a baseline before them reads instead
-        from fluence_core.webhook.informer import watched_for
+        from fluence_core.webhook.controller.informer import watched_for
     except ImportError:
         pass
     else:

@@ -89,10 +89,11 @@ from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
-from fluence_core.webhook import BackgroundWriter, build_service, tls
-from fluence_core.webhook.informer import Watched, watched_for
-from fluence_core.webhook.review import AdmissionEndpoint, Outcome, allow
-from fluence_core.webhook.server import WebhookServer, server_context
+from fluence_core.webhook import BackgroundWriter, build_service
+from fluence_core.webhook.transport import tls
+from fluence_core.webhook.controller.informer import Watched, watched_for
+from fluence_core.webhook.admission.review import AdmissionEndpoint, Outcome, allow
+from fluence_core.webhook.transport.server import WebhookServer, server_context
 
 HOOKED = "bench-hooked"
 INLINE = "bench-inline"
@@ -291,12 +292,13 @@ def review_cpu(baseline: str | None, reviews: int = 600, repeats: int = 6) -> di
     """CPU per ``AdmissionService.review`` in this process (no HTTP): the in-process bench's
     grouped quantum pods through every built-in handler, with today's ``review.py`` and, with
     ``baseline``, that commit's, the rest of the package today's; repeats alternate."""
-    import fluence_core.webhook.review as today
+    import fluence_core.webhook.admission.review as today
 
     modules = {"today": today}
     if baseline is not None:
-        modules[baseline] = baseline_module(git_show(baseline, "fluence_core/webhook/review.py"),
-                                            "review", Path(tempfile.mkdtemp()))
+        modules[baseline] = baseline_module(
+            git_show(baseline, "fluence_core/webhook/admission/review.py"), "review",
+            Path(tempfile.mkdtemp()))
     before = os.environ.get("FLUENCE_ADMISSION_CONTROL")
     os.environ["FLUENCE_ADMISSION_CONTROL"] = "off"  # as in process: every handler mutates
     try:
@@ -567,7 +569,7 @@ def register_webhook(kube: Any, name: str, namespace: str, port: int, ca_pem: by
     with the deployed matchConditions, or for pods ``conditions`` (the ones Fluence's
     handlers declare)."""
     from fluence_core.testing_apiserver import webhook_entry
-    from fluence_core.webhook.conditions import scheduler_condition
+    from fluence_core.webhook.cel import scheduler_condition
 
     url = f"https://127.0.0.1:{port}/mutate"
     webhooks = [webhook_entry("pods", url, namespace, ca_pem=ca_pem,

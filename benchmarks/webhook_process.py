@@ -137,7 +137,7 @@ def main() -> None:
     url, token, ca_file, workdir, namespace = sys.argv[1:6]
     from fluence_core.log import configure
     from fluence_core.settings import load_settings
-    from fluence_core.webhook import tls
+    from fluence_core.webhook.transport import tls
     from fluence_core.webhook.main import make_server
 
     configure("WARNING")  # an INFO line per PodGroup is not what is measured

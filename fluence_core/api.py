@@ -114,20 +114,20 @@ from fluence_core.runtime.provider import (
     parse_queue_position,
 )
 from fluence_core.settings import MatchPolicy, PluginSettings, Settings, Switch, load_settings
-from fluence_core.webhook import conditions
+from fluence_core.webhook import cel as conditions
 from fluence_core.kube.patch import JsonPatch, apply_patch, pointer
-from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler, ServiceState
-from fluence_core.webhook.controller import Reconciler, StoredContext
-from fluence_core.webhook.conditions import judges
-from fluence_core.webhook.env import add_all_to_list
-from fluence_core.webhook.pods import (
-    group_of,
-    group_size,
-    is_fluence_pod,
-    is_quantum,
-    positive_int_annotation,
-    spec,
+from fluence_core.webhook.admission.base import (
+    AdmissionContext,
+    AdmissionDenied,
+    Handler,
+    ServiceState,
 )
+from fluence_core.webhook.controller.controller import Reconciler, StoredContext
+from fluence_core.webhook.cel import judges
+from fluence_core.webhook.admission.env import add_all_to_list
+from fluence_core.webhook.controller.pod_groups import positive_int_annotation
+from fluence_core.webhook.admission.gangs import group_size
+from fluence_core.webhook.pod_fields import group_of, is_fluence_pod, is_quantum, spec
 
 KubeDict = KubeObject
 """:data:`KubeObject` under the name this API gave it first, kept for plugins that use it."""

@@ -30,3 +30,7 @@ class UnknownResourceTypeError(FluenceError):
 
 class MatcherError(FluenceError):
     """A matcher refused a request for a reason other than 'does not fit now'."""
+
+
+class AdmissionDenied(FluenceError):
+    """A webhook handler refuses the pod on purpose; the message is shown to the user."""

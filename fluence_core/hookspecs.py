@@ -37,9 +37,9 @@ if TYPE_CHECKING:
     from fluence_core.scheduler.context import SchedulingContext
     from fluence_core.settings import PluginSettings, Settings
     from fluence_core.kube.api import ClusterAPI
-    from fluence_core.webhook.base import AdmissionContext, Handler
-    from fluence_core.webhook.routes import Route
-    from fluence_core.webhook.server import Loop
+    from fluence_core.webhook.admission.base import AdmissionContext, Handler
+    from fluence_core.webhook.transport.routes import Route
+    from fluence_core.webhook.transport.server import Loop
 
 hookspec = pluggy.HookspecMarker(names.ENTRY_POINT_GROUP)
 
@@ -177,7 +177,7 @@ def fluence_prebind(
 
 @hookspec
 def fluence_webhook_handlers(settings: "Settings") -> "Sequence[Handler] | None":
-    """Contribute admission handlers (:class:`~fluence_core.webhook.base.Handler`:
+    """Contribute admission handlers (:class:`~fluence_core.webhook.admission.base.Handler`:
     ``name``, ``applies(pod)``, ``mutate(pod, ctx)`` and the optional members the
     protocol declares with their defaults). Called once when the webhook starts;
     every implementation runs; the lists are joined and ordered by the webhook
@@ -189,7 +189,7 @@ def fluence_webhook_handlers(settings: "Settings") -> "Sequence[Handler] | None"
 
 @hookspec
 def fluence_webhook_routes(settings: "Settings", cluster: "ClusterAPI") -> "Sequence[Route] | None":
-    """Contribute JSON endpoints (:class:`~fluence_core.webhook.routes.Route`: ``path``,
+    """Contribute JSON endpoints (:class:`~fluence_core.webhook.transport.routes.Route`: ``path``,
     ``max_body``, ``post(headers, body)``) for pods to call, such as the scouts' reports.
     They are served on the webhook's report port (``FLUENCE_REPORT_PORT``), never on the
     admission port, which only the API server needs to reach. Called once when the webhook
@@ -219,7 +219,7 @@ def fluence_webhook_loops(settings: "Settings", cluster: "ClusterAPI") -> "Seque
 def fluence_admit(pod: Mapping[str, object], ctx: "AdmissionContext") -> str | None:
     """Refuse a pod at admission: return the message to deny with, or ``None``
     to admit. Called for every pod the webhook sees, before the handlers; ``ctx``
-    is the request's :class:`~fluence_core.webhook.base.AdmissionContext` (the
+    is the request's :class:`~fluence_core.webhook.admission.base.AdmissionContext` (the
     cluster, the host's clock and the service's state for what must outlive one
     request). Stops at the first refusal.
 

@@ -131,7 +131,8 @@ IMAGE: Final = "ghcr.io/flux-framework/fluence:0.1.0"
 the webhook's stage init container and sidecar use it (FLUENCE_RUNTIME_IMAGE's default).
 Its tag is fluence-core's version."""
 
-# Who may write what (issue 32): fluence_core/webhook/owned.py, deploy/admission-policy.yaml.
+# Who may write what (issue 32): fluence_core/webhook/admission/owned.py,
+# deploy/admission-policy.yaml.
 SCHEDULER_ONLY_ANNOTATIONS: Final = (ALLOCATION_ANNOTATION, JOBIDS_ANNOTATION,
                                      BACKEND_ANNOTATION)
 """Written by Fluence after admission only (with :data:`SCHEDULER_ONLY_PREFIXES`): the webhook

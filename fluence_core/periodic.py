@@ -1,5 +1,5 @@
 """A task a Fluence process repeats on a thread of its own: the webhook's orphan sweep and
-PodGroup repair (beside its server, :class:`~fluence_core.webhook.server.WebhookServer`'s
+PodGroup repair (beside its server, :class:`~fluence_core.webhook.transport.server.WebhookServer`'s
 ``loops``) and the scheduler's backend figures refresh (while it leads).
 
 Why one class: each must outlive any single failure (an API error, an odd object) and

@@ -30,11 +30,12 @@ from fluence_core.hybrid.sidecar import Sidecar, SidecarConfig, VirtualClock
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import Settings, load_settings
 from fluence_core.testing_apiserver import find_assets, start_apiserver, wait_for
-from fluence_core.webhook import build_service, tls
-from fluence_core.webhook.informer import watched_for
-from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
-from fluence_core.webhook.server import WebhookServer, server_context
-from fluence_core.webhook.writer import BackgroundWriter
+from fluence_core.webhook import build_service
+from fluence_core.webhook.transport import tls
+from fluence_core.webhook.controller.informer import watched_for
+from fluence_core.webhook.admission.review import AdmissionEndpoint, AdmissionService
+from fluence_core.webhook.transport.server import WebhookServer, server_context
+from fluence_core.webhook.controller.writer import BackgroundWriter
 
 __all__ = [
     "AdmissionEndpoint", "AdmissionService", "BRAKET_EXAMPLE", "BackgroundWriter",

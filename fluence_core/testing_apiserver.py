@@ -57,15 +57,16 @@ from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import Settings
-from fluence_core.webhook import BackgroundWriter, build_service, tls
-from fluence_core.webhook.conditions import scheduler_condition
-from fluence_core.webhook.informer import Informer, watched_for
-from fluence_core.webhook.publish import publish_match_conditions
+from fluence_core.webhook import BackgroundWriter, build_service
+from fluence_core.webhook.transport import tls
+from fluence_core.webhook.cel import scheduler_condition
+from fluence_core.webhook.controller.informer import watched_for
+from fluence_core.webhook.controller.publish import publish_match_conditions
 from fluence_core.webhook.main import Webhook
 from fluence_core.hybrid.endpoint import ReportEndpoint
-from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
-from fluence_core.webhook.routes import Routes
-from fluence_core.webhook.server import Loop, WebhookServer, server_context
+from fluence_core.webhook.admission.review import AdmissionEndpoint, AdmissionService
+from fluence_core.webhook.transport.routes import Routes
+from fluence_core.webhook.transport.server import Loop, WebhookServer, server_context
 from fluence_core.kube.meta import annotations_of
 
 ASSETS_ENV: Final = "KUBEBUILDER_ASSETS"
@@ -553,7 +554,7 @@ def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, name
     exit the configuration is deleted first (no request then reaches a closed port),
     then the server stops and the writer finishes. ``loops`` (the orphan sweep) run while
     the server serves, as in ``fluence webhook``, and so do the default service's informers
-    (:func:`~fluence_core.webhook.informer.watched_for`, of ``namespace`` only, and the
+    (:func:`~fluence_core.webhook.controller.informer.watched_for`, of ``namespace`` only, and the
     controller acting on what is stored there), synced before it yields. With
     ``match_conditions`` the pod webhook is registered as deploy/webhook.yaml has it
     (Fluence pods only) and then given the conditions the service's handlers declare by
@@ -569,9 +570,6 @@ def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, name
         service = build_service(settings, get_plugin_manager(settings), kube,
                                 writer=BackgroundWriter(), watched=watched)
     informers = service.controller.informers(namespace)  # what is stored there needs
-    for each in [*informers, *loops]:  # stopped, each ends within a second, not a minute
-        if isinstance(each, Informer):
-            each.watch_seconds = 1.0
     context = server_context(str(cert.cert_file), str(cert.key_file))
     routes = Routes([ReportEndpoint(kube, settings)])
     server = Webhook(service, WebhookServer(("127.0.0.1", 0), AdmissionEndpoint(service),

@@ -1,6 +1,6 @@
 """Raw TLS connections to a webhook server, from a chosen loopback address: what the
 connection attacks open (``tests/hostile/test_idle_connections.py``,
-``tests/webhook/test_slowloris.py``, ``tests/e2e/test_idle_connections_e2e.py``).
+``tests/webhook/transport/test_slowloris.py``, ``tests/e2e/test_idle_connections_e2e.py``).
 
 Linux answers on all of 127.0.0.0/8, so a test binds its attackers to 127.0.0.2 and up
 and keeps 127.0.0.1 for the API server's own connections, as the webhook's per-client

@@ -46,10 +46,10 @@ DELETE_SITES = (
     DeleteSite("fluence_core/sim/world.py:Run._finish", "pods (simulated)",
                "fluence sim only: a finished pod, when the scenario sets "
                "lifecycle.delete_finished"),
-    DeleteSite("fluence_core/webhook/cleanup.py:PodGroupCleanup.sweep", "PodGroups",
+    DeleteSite("fluence_core/webhook/controller/cleanup.py:PodGroupCleanup.sweep", "PodGroups",
                "a bare gang's PodGroup the webhook made, once no live pod points at it and "
                "it is older than FLUENCE_WEBHOOK_PODGROUP_GRACE"),
-    DeleteSite("fluence_core/webhook/controller.py:Controller._drop_job_controller_group.drop",
+    DeleteSite("fluence_core/webhook/controller/controller.py:Controller._drop_job_controller_group.drop",
                "PodGroups",
                "a shared-quantum split pod's Job: the PodGroups that Job controls but Fluence's "
                "own (<group>, <group>-scout), the job controller's gang the split left empty"),

@@ -3,7 +3,7 @@
 What each hook does for a plugin is tested where the hook is called: through a
 scheduler's cycle (``tests/scheduler/test_hooks_in_the_cycle.py``, ``test_cycle``,
 ``test_scheduler``, ``test_binder``), through the webhook's service
-(``tests/webhook/test_hooks_in_admission.py``), the CLI (``tests/cli/test_loading.py``,
+(``tests/webhook/admission/test_hooks_in_admission.py``), the CLI (``tests/cli/test_loading.py``,
 ``test_cli``) and the sidecar's providers (``tests/runtime/test_provider.py``). Here:
 the hook specifications themselves, which a plugin author reads.
 """
@@ -20,7 +20,7 @@ import fluence_core
 from fluence_core import hookspecs
 from fluence_core.runtime.provider import Provider
 from fluence_core.scheduler.context import SchedulingContext
-from fluence_core.webhook.base import AdmissionContext, Handler
+from fluence_core.webhook.admission.base import AdmissionContext, Handler
 
 HOOK_NAMES = sorted(name for name, _ in inspect.getmembers(hookspecs, inspect.isfunction)
                     if name.startswith("fluence_"))

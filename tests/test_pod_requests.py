@@ -226,9 +226,11 @@ READS_CONTAINERS_FOR_OTHER_REASONS = {
     "fluence_core/testing.py": "builds test pods",
     "fluence_core/testing_apiserver.py": "builds the pod that probes whether a webhook is called",
     "fluence_core/hybrid/credentials.py": "hands the submitting container's env to the sidecar",
-    "fluence_core/webhook/conditions.py": "a CEL condition: does a container name a virtual type",
-    "fluence_core/webhook/fluxion_env.py": "adds env variables to the containers",
-    "fluence_core/webhook/pods.py": "checks a review's shape; which virtual types are named",
+    "fluence_core/webhook/cel.py": "a CEL condition: does a container name a virtual type",
+    "fluence_core/webhook/admission/handlers/fluxion_env.py":
+        "adds env variables to the containers",
+    "fluence_core/webhook/pod_shape.py": "checks a review's shape",
+    "fluence_core/webhook/pod_fields.py": "which virtual types a pod's containers name",
     "fluence_core/hybrid/split.py": "moves virtual requests to the scout, adds the sidecar",
     "fluence_core/hybrid/endpoint.py": "checks the scout carries Fluence's sidecar",
     "fluence_core/hybrid/orphans.py": "looks for a live pod of the Job running the sidecar",
@@ -251,7 +253,7 @@ PARSES_QUANTITIES_FOR_OTHER_REASONS = {
 
 THE_ONE = "fluence_core/pod_requests.py"
 _CONTAINER_LISTS = re.compile(r"""["'](containers|initContainers|overhead)["']|\bcontainers\(""")
-"""The container lists named as keys, or through ``webhook.pods.containers(pod)``."""
+"""The container lists named as keys, or through ``webhook.pod_fields.containers(pod)``."""
 _QUANTITY_PARSERS = re.compile(
     r"\b(cpu_cores|memory_mib|parse_quantity|read_amounts)\("
     r"|from fluence_core\.quantity import [^\n]*\b(cpu_cores|memory_mib|parse_quantity)\b")

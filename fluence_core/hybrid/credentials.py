@@ -23,8 +23,8 @@ from typing import Any
 
 from fluence_core import names
 from fluence_core.kube.meta import annotations_of
-from fluence_core.webhook import pods
-from fluence_core.webhook.base import AdmissionDenied
+from fluence_core.webhook import pod_fields
+from fluence_core.webhook.admission.base import AdmissionDenied
 
 _SECRET_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
@@ -68,9 +68,9 @@ def parse_selection(value: str | None) -> Selection | None:
 def source_container(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The container that submits the task: the one asking for the virtual resource, else
     kubectl's default container, else the first."""
-    containers = pods.containers(pod)
+    containers = pod_fields.containers(pod)
     for container in containers:
-        if pods.virtual_requests(container):
+        if pod_fields.virtual_requests(container):
             return container
     chosen = annotations_of(pod).get(names.DEFAULT_CONTAINER_ANNOTATION)
     named = [c for c in containers if c.get("name") == chosen]

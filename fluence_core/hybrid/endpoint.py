@@ -1,6 +1,6 @@
 """The scout's report endpoint: ``POST /v1/scout-report`` on the webhook's report port.
 
-A :class:`~fluence_core.webhook.routes.Route` the quantum handler's plugin contributes
+A :class:`~fluence_core.webhook.transport.routes.Route` the quantum handler's plugin contributes
 (``fluence_webhook_routes``): served on ``FLUENCE_REPORT_PORT``, never on the admission
 port, and not at all when that plugin is disabled.
 
@@ -44,7 +44,7 @@ from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.hybrid.release import BadReport, apply_report, controlling_job, parse_report
 from fluence_core.settings import Settings
-from fluence_core.webhook.routes import Reply
+from fluence_core.webhook.transport.routes import Reply
 from fluence_core.kube.meta import labels_of, metadata_of
 
 MAX_REPORT = 16 * 1024
@@ -167,8 +167,8 @@ class ReportEndpoint:
     max_body = MAX_REPORT
 
     def post(self, headers: Mapping[str, str], body: bytes) -> Reply:
-        """The :class:`~fluence_core.webhook.routes.Route`'s answer: the bearer token is in
-        the ``authorization`` header."""
+        """The :class:`~fluence_core.webhook.transport.routes.Route`'s answer: the bearer
+        token is in the ``authorization`` header."""
         return self.handle(headers.get("authorization"), body)
 
     def handle(self, authorization: str | None, body: bytes) -> Reply:

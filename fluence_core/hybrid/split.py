@@ -26,7 +26,7 @@ quantum task, from its **scout** (Job completion index 0); the classical
 its own task, ungated. A pod that arrives with the job controller's scheduling
 group is re-pointed (allowed at CREATE); that PodGroup, which would hold a gang
 of N the split never fills, is deleted by the webhook's controller
-(:mod:`fluence_core.webhook.controller`) once the split pod is stored, and only
+(:mod:`fluence_core.webhook.controller.controller`) once the split pod is stored, and only
 when its controller is the stored pod's own controlling Job (owner references,
 uid included): admission itself makes and deletes nothing (issue 32).
 
@@ -44,14 +44,16 @@ from typing import Any, Mapping
 from fluence_core import hookimpl, names
 from fluence_core.kube.api import PRIORITY_CLASSES, ClusterAPI
 from fluence_core.settings import SCOUT, SIDECAR, Settings, pod_env
-from fluence_core.webhook import conditions as cel
-from fluence_core.webhook import pods
+from fluence_core.webhook import cel
+from fluence_core.webhook.admission import gangs
+from fluence_core.webhook import pod_fields
+from fluence_core.webhook.controller import pod_groups
 from fluence_core.hybrid.credentials import copy_credentials
 from fluence_core.hybrid.orphans import OrphanSweep
 from fluence_core.hybrid.endpoint import ReportEndpoint
 from fluence_core.kube.patch import JsonPatch, pointer
-from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
-from fluence_core.webhook.env import (
+from fluence_core.webhook.admission.base import AdmissionContext, AdmissionDenied, Handler
+from fluence_core.webhook.admission.env import (
     add_all_to_list,
     add_env,
     add_to_list,
@@ -101,33 +103,33 @@ class QuantumSplitHandler(Handler):
         ]
 
     def applies(self, pod: Mapping[str, Any]) -> bool:
-        return pods.is_shared_quantum(pod)
+        return pod_fields.is_shared_quantum(pod)
 
     def mutate(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
-        if pods.role(pod) is not None:
+        if pod_fields.role(pod) is not None:
             return []  # split already: a re-invocation
-        group = pods.group_of(pod)
+        group = pod_fields.group_of(pod)
         assert group is not None
-        index = pods.completion_index(pod)
+        index = pod_fields.completion_index(pod)
         if index is None:
             raise AdmissionDenied(
                 f"coordination {names.COORDINATION_SHARED!r} needs the pods of an Indexed Job "
                 f"(label {names.JOB_COMPLETION_INDEX}) to choose the scout"
             )
-        size = pods.group_size(pod, ctx)
+        size = gangs.group_size(pod, ctx)
         ops: JsonPatch = []  # the group label exists, so metadata.labels does too
         if index == 0:
             target = group + names.SCOUT_GROUP_SUFFIX
             ops.append(self._label(names.ROLE_SCOUT))
             ops += self._scout(pod, group, size, ctx, ctx.resource_config.attribute_keys)
-            pods.check_pod_group(
-                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_SCOUT))
+            gangs.check_pod_group(
+                ctx, target, pod_groups.pod_group_min_count(target, group, size, names.ROLE_SCOUT))
         else:
             target = group
             ops.append(self._label(names.ROLE_WORKER))
             ops += self._worker(pod, ctx)
-            pods.check_pod_group(
-                ctx, target, pods.pod_group_min_count(target, group, size, names.ROLE_WORKER))
+            gangs.check_pod_group(
+                ctx, target, pod_groups.pod_group_min_count(target, group, size, names.ROLE_WORKER))
         ops.append(
             {
                 "op": "add",
@@ -149,7 +151,7 @@ class QuantumSplitHandler(Handler):
         self, pod: Mapping[str, Any], group: str, size: int, ctx: AdmissionContext,
         attribute_keys: tuple[str, ...] = (),
     ) -> JsonPatch:
-        spec = pods.spec(pod)
+        spec = pod_fields.spec(pod)
         ops: JsonPatch = []
         gates = spec.get("schedulingGates") or []
         for index in reversed(range(len(gates))):
@@ -248,7 +250,7 @@ class QuantumSplitHandler(Handler):
         return []  # absent: added with the other variables
 
     def _worker(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
-        spec = pods.spec(pod)
+        spec = pod_fields.spec(pod)
         ops: JsonPatch = []
         ops += add_to_list(spec, "/spec", "schedulingGates", {"name": self.gate})
         if not spec.get("priorityClassName"):
@@ -263,7 +265,7 @@ class QuantumSplitHandler(Handler):
         backend = backend_env(ctx.resource_config.attribute_keys)
         for index, container in enumerate(spec.get("containers") or []):
             base = pointer("spec", "containers", index)
-            asked = pods.virtual_requests(container)
+            asked = pod_fields.virtual_requests(container)
             ops += add_env(container, base, env + backend if asked else env)
             for resource, section in sorted(asked.items()):
                 ops.append({"op": "remove", "path": base + pointer("resources", section, resource)})

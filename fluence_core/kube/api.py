@@ -15,7 +15,8 @@ looked up in :data:`RESOURCES`; a caller needing one more kind passes its own
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
@@ -43,6 +44,54 @@ it; the watch continues after it without a gap."""
 
 WatchEvent: TypeAlias = tuple[str, KubeObject]
 """``(type, object)`` with type one of ADDED, MODIFIED, DELETED, RESYNC."""
+
+
+class Cancellation:
+    """Ends the watches given it, from any thread, at once.
+
+    A watch blocks its thread until the next event arrives, for as long as its
+    request lasts: a thread that only checked a flag between events could not stop
+    before then. So a watch registers how to wake itself (the real client shuts its
+    streaming response's socket; the fake notifies its waiters) and :meth:`cancel`
+    runs every such callback, and any registered later at once. One cancellation may
+    end several watches; it cannot be undone.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._next = 0
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """Cancel, waking every watch given this cancellation (a second call does nothing)."""
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            callbacks = list(self._callbacks.values())
+            self._callbacks.clear()
+        for callback in callbacks:
+            callback()
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Have :meth:`cancel` call ``callback`` (now, when already cancelled); the function
+        returned forgets it, once the watch it wakes has ended."""
+        with self._lock:
+            if not self._cancelled:
+                key, self._next = self._next, self._next + 1
+                self._callbacks[key] = callback
+                return lambda: self._forget(key)
+        callback()
+        return lambda: None
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            self._callbacks.pop(key, None)
 
 
 @dataclass(frozen=True)
@@ -246,14 +295,16 @@ class ClusterAPI(Protocol):
     def watch(self, resource: ResourceRef, namespace: str | None = None, *,
               resource_version: str | None = None, label_selector: str | None = None,
               field_selector: str | None = None,
-              timeout: float | None = None) -> Iterator[WatchEvent]:
+              timeout: float | None = None,
+              cancel: Cancellation | None = None) -> Iterator[WatchEvent]:
         """Changes after ``resource_version`` (without one: ADDED for what exists now, then
         changes).
 
         Bookmarks are consumed, never yielded. When history is gone (410) the
         watch re-lists and yields one RESYNC event, then carries on. The
         generator ends after ``timeout`` seconds (None: never; 0: deliver what
-        is already pending and stop — the way tests drive it without threads).
+        is already pending and stop — the way tests drive it without threads),
+        or as soon as ``cancel`` is cancelled, even while it waits for an event.
         """
         ...
 

@@ -39,6 +39,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fluence_core.kube.api import (
     RESYNC,
+    Cancellation,
     KubeObject,
     ObjectList,
     Patch,
@@ -271,31 +272,36 @@ class KubeCluster:
     def watch(self, resource: ResourceRef, namespace: str | None = None, *,
               resource_version: str | None = None, label_selector: str | None = None,
               field_selector: str | None = None,
-              timeout: float | None = None) -> Iterator[WatchEvent]:
+              timeout: float | None = None,
+              cancel: Cancellation | None = None) -> Iterator[WatchEvent]:
         """Events after ``resource_version``; see :meth:`ClusterAPI.watch`.
 
         Without a resourceVersion the watch lists first and yields ADDED for
         each object, as an informer does (it also sidesteps etcd 3.4 refusing a
         version-less watch right after a write). The server's granularity is a
         whole second, so ``timeout=0`` means one request of one second.
+        ``cancel`` shuts the streaming response's socket, so a read waiting for
+        the next event returns at once; that connection is not reused.
         """
         res = resolve(resource)
         deadline = None if timeout is None else self._clock() + timeout
         return self._watch(res, namespace, resource_version, label_selector, field_selector,
-                           deadline)
+                           deadline, cancel or Cancellation())
 
     def _watch(self, res: Resource, namespace: str | None, resource_version: str | None,
                label_selector: str | None, field_selector: str | None,
-               deadline: float | None) -> Iterator[WatchEvent]:
+               deadline: float | None, cancel: Cancellation) -> Iterator[WatchEvent]:
         rv = resource_version
         if not rv or rv == "0":
             initial = self.list(res, namespace, label_selector=label_selector,
                                 field_selector=field_selector)
             for item in initial.items:
+                if cancel.cancelled:
+                    return
                 yield "ADDED", item
             rv = initial.resource_version
         first = True
-        while True:
+        while not cancel.cancelled:
             if deadline is None:
                 seconds = _WATCH_CHUNK
             else:
@@ -312,6 +318,7 @@ class KubeCluster:
             try:
                 response = self._call("GET", self._path(res, namespace), query=query,
                                       stream=True, timeout=seconds + _CONNECT_TIMEOUT)
+                forget = cancel.on_cancel(lambda: _interrupt(response))
                 try:
                     for line in _lines(response):
                         event = json.loads(line)
@@ -325,8 +332,13 @@ class KubeCluster:
                         obj.setdefault("apiVersion", res.api_version)
                         yield str(kind), obj
                 finally:
+                    forget()
+                    if cancel.cancelled:  # its socket is shut: never back to the pool
+                        response.close()
                     response.release_conn()
             except Gone:
+                if cancel.cancelled:
+                    return
                 logger.info("watch %s at resourceVersion %s expired (410); re-listing",
                             res.plural, rv)
                 fresh = self.list(res, namespace, label_selector=label_selector,
@@ -335,9 +347,15 @@ class KubeCluster:
                 yield RESYNC, {"apiVersion": "v1", "kind": "List", "items": fresh.items,
                                "metadata": {"resourceVersion": rv}}
             except (urllib3.exceptions.HTTPError, OSError) as error:
+                if cancel.cancelled:
+                    return
                 # A dropped stream is routine (load balancers, server restarts):
                 # resume from the last version seen, which loses nothing.
                 logger.debug("watch %s interrupted (%s); resuming at %s", res.plural, error, rv)
+            except Exception:
+                if cancel.cancelled:
+                    return  # whatever the read its cancellation interrupted raised
+                raise
 
     def create(self, resource: ResourceRef, body: Mapping[str, Any],
                namespace: str | None = None, *, dry_run: bool = False) -> KubeObject:
@@ -412,6 +430,22 @@ class KubeCluster:
         path = self._path(resolve("events"), event["metadata"]["namespace"])
         result: KubeObject = self._call("POST", path, body=event, bucket=self.event_bucket)
         return result
+
+
+def _interrupt(response: Any) -> None:
+    """Wake the thread reading ``response``, a streaming watch, from another thread: shut its
+    socket for reading, so the blocked read returns (or raises) at once."""
+    try:
+        response.shutdown()
+        return
+    except (AttributeError, NotImplementedError, ValueError, RuntimeError, OSError):
+        pass  # an urllib3 without shutdown(), or a response already released
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed: nothing is reading it
 
 
 def _lines(response: Any) -> Iterator[str]:

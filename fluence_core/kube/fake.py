@@ -62,6 +62,7 @@ from fluence_core.kube.api import (
     PODS,
     RESYNC,
     TOKEN_REVIEWS,
+    Cancellation,
     KubeObject,
     ObjectList,
     Patch,
@@ -226,8 +227,10 @@ class FakeCluster:
     def watch(self, resource: ResourceRef, namespace: str | None = None, *,
               resource_version: str | None = None, label_selector: str | None = None,
               field_selector: str | None = None,
-              timeout: float | None = None) -> Iterator[WatchEvent]:
-        """Changes after ``resource_version``; the start point is fixed when this is called."""
+              timeout: float | None = None,
+              cancel: Cancellation | None = None) -> Iterator[WatchEvent]:
+        """Changes after ``resource_version``; the start point is fixed when this is called.
+        ``cancel`` wakes a watch waiting for the next change, which then ends."""
         res = resolve(resource)
         match = _Matcher(res, namespace, label_selector, field_selector)
         deadline = None if timeout is None else self._clock() + timeout
@@ -240,14 +243,30 @@ class FakeCluster:
                                      field_selector=field_selector)
                 initial = snapshot.items
                 cursor = int(snapshot.resource_version)
-        return self._watch(res, match, initial, cursor, deadline)
+        return self._watch(res, match, initial, cursor, deadline, cancel or Cancellation())
 
     def _watch(self, res: Resource, match: _Matcher, initial: _Items, cursor: int,
-               deadline: float | None) -> Iterator[WatchEvent]:
+               deadline: float | None, cancel: Cancellation) -> Iterator[WatchEvent]:
+        forget = cancel.on_cancel(self._wake_watches)
+        try:
+            yield from self._events(res, match, initial, cursor, deadline, cancel)
+        finally:
+            forget()
+
+    def _wake_watches(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _events(self, res: Resource, match: _Matcher, initial: _Items, cursor: int,
+                deadline: float | None, cancel: Cancellation) -> Iterator[WatchEvent]:
         for obj in initial:
+            if cancel.cancelled:
+                return
             yield ADDED, obj
         while True:
             with self._cond:
+                if cancel.cancelled:
+                    return
                 if cursor < self._floor:
                     fresh = self.list(res, match.namespace, label_selector=match.labels_text,
                                       field_selector=match.fields_text)

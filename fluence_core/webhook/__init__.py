@@ -3,8 +3,8 @@
 Public surface: :class:`Handler` (what a plugin contributes through
 ``fluence_webhook_handlers``), :class:`AdmissionContext`, :class:`AdmissionDenied`,
 :func:`select_handlers`, :func:`build_service` and :class:`AdmissionService`.
-The HTTPS server lives in :mod:`fluence_core.webhook.server`, TLS bootstrap in
-:mod:`fluence_core.webhook.tls`.
+The HTTPS server lives in :mod:`fluence_core.webhook.transport.server`, TLS bootstrap in
+:mod:`fluence_core.webhook.transport.tls`.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from fluence_core.errors import FluenceError
 from fluence_core.log import logger
 from fluence_core.resource_config import ResourceConfig, load_resource_config
 from fluence_core.settings import Settings
-from fluence_core.webhook.base import (
+from fluence_core.webhook.admission.base import (
     HANDLER_MEMBERS,
     AdmissionContext,
     AdmissionDenied,
     Handler,
     env_contract_of,
 )
-from fluence_core.webhook.conditions import Need, judged_by
-from fluence_core.webhook.informer import Watched
-from fluence_core.webhook.review import AdmissionService
-from fluence_core.webhook.writer import BackgroundWriter
+from fluence_core.webhook.cel import Need, judged_by
+from fluence_core.webhook.controller.informer import Watched
+from fluence_core.webhook.admission.review import AdmissionService
+from fluence_core.webhook.controller.writer import BackgroundWriter
 
 
 def select_handlers(contributed: Sequence[object], chosen: Sequence[str] = ()) -> list[Handler]:

@@ -10,14 +10,15 @@ from fluence_core.kube.api import ClusterAPI
 from fluence_core.log import logger
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import Settings
-from fluence_core.webhook import BackgroundWriter, build_service, log_contract, tls
-from fluence_core.webhook.cleanup import cleanup_for
-from fluence_core.webhook.informer import Watched, watched_for
-from fluence_core.webhook.publish import publish_match_conditions
-from fluence_core.webhook.repair import repair_for
-from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
-from fluence_core.webhook.routes import Routes
-from fluence_core.webhook.server import Loop, WebhookServer, server_context
+from fluence_core.webhook import BackgroundWriter, build_service, log_contract
+from fluence_core.webhook.transport import tls
+from fluence_core.webhook.controller.cleanup import cleanup_for
+from fluence_core.webhook.controller.informer import Watched, watched_for
+from fluence_core.webhook.controller.publish import publish_match_conditions
+from fluence_core.webhook.controller.repair import repair_for
+from fluence_core.webhook.admission.review import AdmissionEndpoint, AdmissionService
+from fluence_core.webhook.transport.routes import Routes
+from fluence_core.webhook.transport.server import Loop, WebhookServer, server_context
 
 
 def connect(settings: Settings) -> ClusterAPI:

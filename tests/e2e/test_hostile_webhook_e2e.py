@@ -41,7 +41,7 @@ from fluence_core.testing_apiserver import (
 )
 from fluence_core.webhook import BackgroundWriter, build_service
 from fluence_core.hybrid.orphans import OrphanSweep
-from fluence_core.webhook.repair import PodGroupRepair
+from fluence_core.webhook.controller.repair import PodGroupRepair
 from fluence_core.hybrid.endpoint import MAX_REPORT
 from fluence_core.webhook.main import Webhook
 

@@ -30,7 +30,7 @@ from fluence_core.settings import Settings, load_settings
 from fluence_core.testing import indexed_job_pods, make_pod_dict
 from fluence_core.testing_apiserver import PROBE_POD, ensure_namespace, wait_for, webhook_beside
 from fluence_core.webhook import BackgroundWriter, build_service
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.admission.review import AdmissionService
 
 pytestmark = pytest.mark.e2e
 

@@ -27,7 +27,7 @@ from fluence_core.settings import Settings, load_settings
 from fluence_core.testing import make_pod_dict
 from fluence_core.testing_apiserver import ApiServer, wait_for, webhook_beside
 from fluence_core.webhook import BackgroundWriter, build_service
-from fluence_core.webhook.cleanup import cleanup_for
+from fluence_core.webhook.controller.cleanup import cleanup_for
 from tests.webhook.webhook_helpers import Counting
 
 pytestmark = pytest.mark.e2e
@@ -143,7 +143,7 @@ def test_grouped_jobs_are_admitted_with_no_read_and_one_write_each(
     """Issue 20: the webhook's informers serve the lookups a Job's admission and its
     PodGroup's owner need, so the only call per Job is the PodGroup's create (a Job the
     watch has not delivered within a second of the first look would be read)."""
-    from fluence_core.webhook.informer import watched_for
+    from fluence_core.webhook.controller.informer import watched_for
 
     ns = kube_namespace
     counting = Counting(kube)

@@ -34,7 +34,7 @@ from fluence_core.testing_apiserver import (
     webhook_entry,
     webhook_name,
 )
-from fluence_core.webhook import tls
+from fluence_core.webhook.transport import tls
 from fluence_core.webhook.main import Webhook, make_server
 
 pytestmark = pytest.mark.e2e

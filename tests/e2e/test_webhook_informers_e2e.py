@@ -15,8 +15,8 @@ from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.manifests import read_objects
 from fluence_core.testing_apiserver import ApiServer, wait_for
-from fluence_core.webhook.informer import RETRY_SECONDS, watched_for
-from fluence_core.webhook.pods import pod_group_body
+from fluence_core.webhook.controller.informer import RETRY_SECONDS, watched_for
+from fluence_core.webhook.controller.pod_groups import pod_group_body
 from tests.e2e.test_hostile_webhook_e2e import no_rights_cluster
 
 pytestmark = pytest.mark.e2e
@@ -36,7 +36,6 @@ def test_the_deployed_role_lets_the_informers_list_and_watch(
     name = f"fluence-webhook-{ns}"
     try:
         for informer in watched.informers():
-            informer.watch_seconds = 1.0  # stopped at the end, each ends within a second
             informer.start()
         wait_for(lambda: "watching podgroups failed" in caplog.text
                  and "watching jobs failed" in caplog.text, "both informers refused (403)")

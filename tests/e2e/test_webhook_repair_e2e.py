@@ -22,7 +22,7 @@ from fluence_core.webhook import BackgroundWriter, build_service
 from fluence_core.testing import make_node_dict, make_pod_dict
 from fluence_core.testing_apiserver import scheduler_beside, wait_for
 from tests.e2e.test_webhook_gang_e2e import fence
-from fluence_core.webhook.repair import repair_for
+from fluence_core.webhook.controller.repair import repair_for
 
 pytestmark = pytest.mark.e2e
 

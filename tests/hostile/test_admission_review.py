@@ -20,7 +20,7 @@ from fluence_core.plugins import get_plugin_manager
 from fluence_core.settings import load_settings
 from fluence_core.testing import make_node_dict, make_pod_dict
 from fluence_core.webhook import build_service
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.admission.review import AdmissionService
 from tests.hostile.cases import Case, cases
 
 pytestmark = pytest.mark.usefixtures("clean_env")

@@ -14,9 +14,9 @@ from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import Settings
 from fluence_core.hybrid.endpoint import ReportEndpoint
-from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
-from fluence_core.webhook.routes import Routes
-from fluence_core.webhook.server import WebhookServer
+from fluence_core.webhook.admission.review import AdmissionEndpoint, AdmissionService
+from fluence_core.webhook.transport.routes import Routes
+from fluence_core.webhook.transport.server import WebhookServer
 
 
 @pytest.fixture

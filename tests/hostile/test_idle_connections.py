@@ -24,10 +24,10 @@ import pytest
 
 from fluence_core.settings import Settings
 from fluence_core.testing_apiserver import wait_for
-from fluence_core.webhook import tls
-from fluence_core.webhook.fairness import PENDING_GRACE
-from fluence_core.webhook.review import AdmissionEndpoint, AdmissionService
-from fluence_core.webhook.server import WebhookServer, server_context
+from fluence_core.webhook.transport import tls
+from fluence_core.webhook.transport.fairness import PENDING_GRACE
+from fluence_core.webhook.admission.review import AdmissionEndpoint, AdmissionService
+from fluence_core.webhook.transport.server import WebhookServer, server_context
 from tests.raw_tls import REVIEW, idle_connection, loopback_alias_works
 
 pytestmark = pytest.mark.skipif(not loopback_alias_works("127.0.0.5"),

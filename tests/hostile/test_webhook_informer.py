@@ -12,8 +12,8 @@ import pytest
 
 from fluence_core import names
 from fluence_core.kube.api import ObjectList
-from fluence_core.webhook.informer import Informer, slim_job, slim_pod_group
-from fluence_core.webhook.pods import pod_group_body
+from fluence_core.webhook.controller.informer import Informer, slim_job, slim_pod_group
+from fluence_core.webhook.controller.pod_groups import pod_group_body
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -122,10 +122,10 @@ def test_a_job_whose_labels_are_no_object_still_gets_an_answer_and_its_label(
     such labels; the job-group handler answers it all the same and the next Job is served."""
     from fluence_core.kube.fake import FakeCluster
     from fluence_core.settings import load_settings
-    from fluence_core.webhook.jobs import JobGroupHandler
-    from fluence_core.webhook.review import AdmissionService
-    from tests.webhook.test_jobs import _review_job
-    from tests.webhook.test_jobs import job as grouped_job
+    from fluence_core.webhook.admission.handlers.job_group import JobGroupHandler
+    from fluence_core.webhook.admission.review import AdmissionService
+    from tests.webhook.admission.handlers.test_job_group import _review_job
+    from tests.webhook.admission.handlers.test_job_group import job as grouped_job
 
     service = AdmissionService(load_settings(), [JobGroupHandler()], cluster=FakeCluster())
     odd = grouped_job()

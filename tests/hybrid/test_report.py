@@ -14,10 +14,10 @@ from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.hybrid.reporter import HttpsReporter, ReportError
 from fluence_core.settings import Settings
-from fluence_core.webhook import tls
+from fluence_core.webhook.transport import tls
 from fluence_core.hybrid.endpoint import ReportEndpoint
-from fluence_core.webhook.routes import Routes
-from fluence_core.webhook.server import WebhookServer, server_context
+from fluence_core.webhook.transport.routes import Routes
+from fluence_core.webhook.transport.server import WebhookServer, server_context
 
 from .scouts import GATE, JOB, gates, job_qj, split_member, stored
 

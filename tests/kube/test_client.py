@@ -13,13 +13,14 @@ import itertools
 import json
 import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
 
 import kmock
 import pytest
 
-from fluence_core.kube.api import ADDED, RESYNC, ClusterAPI
+from fluence_core.kube.api import ADDED, RESYNC, Cancellation, ClusterAPI
 from fluence_core.kube.client import KubeCluster, TokenBucket, _lines
 from fluence_core.kube.errors import ApiError, Conflict, Gone, NotFound
 
@@ -401,3 +402,57 @@ def test_fewer_connections_than_the_default_leave_the_default(server: MockServer
         assert cluster._api.rest_client.pool_manager.connection_pool_kw["maxsize"] >= 5
     finally:
         cluster.close()
+
+
+class HeldWatch(BaseHTTPRequestHandler):
+    """A watch request answered with one event, then held open without another until the
+    test ends, as an API server holds a watch on which nothing changes."""
+
+    protocol_version = "HTTP/1.1"
+    release = threading.Event()
+    requests = 0
+
+    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+        type(self).requests += 1
+        line = json.dumps(_pod_event("ADDED", "a", "6")).encode() + b"\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+        self.wfile.flush()
+        self.release.wait(30)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_cancelled_watch_closes_its_held_response_at_once() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), HeldWatch)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kube = KubeCluster.from_token(f"http://127.0.0.1:{server.server_port}", TOKEN)
+    cancel, seen, first = Cancellation(), [], threading.Event()
+
+    def read() -> None:
+        for event in kube.watch("pods", "ns", resource_version="5", timeout=None,
+                                cancel=cancel):
+            seen.append(event)
+            first.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    try:
+        reader.start()
+        assert first.wait(10)
+        reader.join(0.1)
+        assert reader.is_alive()  # held: waiting for a second event
+        cancel.cancel()
+        reader.join(1.0)
+        assert not reader.is_alive()
+        assert [(kind, obj["metadata"]["name"]) for kind, obj in seen] == [(ADDED, "a")]
+        assert HeldWatch.requests == 1  # ended, not resumed with a second request
+    finally:
+        HeldWatch.release.set()
+        server.shutdown()
+        server.server_close()
+        kube.close()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fluence_core.kube.api import ADDED, DELETED, MODIFIED, RESYNC, ClusterAPI
+from fluence_core.kube.api import ADDED, DELETED, MODIFIED, RESYNC, Cancellation, ClusterAPI
 from fluence_core.kube.fake import PODGROUP_FINALIZER, FakeCluster
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
 from fluence_core.testing import make_node_dict, make_pod_dict
@@ -364,6 +364,43 @@ def test_watch_waits_for_writes_from_another_thread(cluster: FakeCluster) -> Non
     kind, obj = next(watch)
     writer.join()
     assert (kind, obj["metadata"]["name"]) == (ADDED, "a")
+
+
+def _reading(events: Any) -> tuple[threading.Thread, list[Any]]:
+    """A thread taking ``events`` until they end, and what it took."""
+    seen: list[Any] = []
+    reader = threading.Thread(target=lambda: seen.extend(events), daemon=True)
+    reader.start()
+    return reader, seen
+
+
+def test_a_cancelled_watch_waiting_for_a_change_ends_at_once(cluster: FakeCluster) -> None:
+    cancel = Cancellation()
+    reader, seen = _reading(cluster.watch("pods", timeout=None, cancel=cancel))
+    reader.join(0.1)
+    assert reader.is_alive()  # waiting for a change that never comes
+    cancel.cancel()
+    reader.join(1.0)
+    assert not reader.is_alive() and seen == []
+
+
+def test_cancelling_one_watch_leaves_the_others_waiting(cluster: FakeCluster) -> None:
+    cancel = Cancellation()
+    ended, _ = _reading(cluster.watch("pods", timeout=None, cancel=cancel))
+    other = cluster.watch("pods", timeout=5)
+    cancel.cancel()
+    ended.join(1.0)
+    cluster.create("pods", pod("a"), "default")
+    assert not ended.is_alive()
+    assert next(other)[1]["metadata"]["name"] == "a"
+
+
+def test_a_watch_cancelled_before_it_is_read_yields_nothing(cluster: FakeCluster) -> None:
+    cluster.create("pods", pod("a"), "default")
+    cancel = Cancellation()
+    watch = cluster.watch("pods", timeout=None, cancel=cancel)
+    cancel.cancel()
+    assert list(watch) == []
 
 
 def test_post_event_records_an_event_about_the_object(cluster: FakeCluster) -> None:

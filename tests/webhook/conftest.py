@@ -10,11 +10,11 @@ sys.path.insert(0, str(Path(__file__).parent))  # webhook_helpers, under --impor
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.resource_config import parse_resource_config
 from fluence_core.settings import Settings, load_settings
-from fluence_core.webhook.fluxion_env import FluxionEnvHandler
-from fluence_core.webhook.gang import GangHandler
+from fluence_core.webhook.admission.handlers.fluxion_env import FluxionEnvHandler
+from fluence_core.webhook.admission.handlers.gang import GangHandler
 from fluence_core.hybrid.split import QuantumSplitHandler
-from fluence_core.webhook.review import AdmissionService
-from fluence_core.webhook.writer import BackgroundWriter
+from fluence_core.webhook.admission.review import AdmissionService
+from fluence_core.webhook.controller.writer import BackgroundWriter
 
 RESOURCES = """
 resources:

@@ -7,12 +7,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from webhook_helpers import admit, container, shared, short_watches
+from webhook_helpers import admit, container, shared
 
 from fluence_core import hookimpl, names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import load_settings
-from fluence_core.webhook import tls
+from fluence_core.webhook.transport import tls
 from fluence_core.webhook.main import make_server
 
 
@@ -61,7 +61,7 @@ def test_a_report_ca_the_operator_set_wins(
 def test_the_podgroup_repair_runs_as_one_of_the_servers_loops_unless_its_interval_is_0(
     tmp_path: Path,
 ) -> None:
-    from fluence_core.webhook.repair import PodGroupRepair
+    from fluence_core.webhook.controller.repair import PodGroupRepair
 
     server, _ = serve(tmp_path)
     try:
@@ -89,8 +89,8 @@ def test_at_start_the_pod_webhook_gets_the_conditions_its_handlers_declare(
     tmp_path: Path,
 ) -> None:
     from fluence_core.kube.api import MUTATING_WEBHOOKS
-    from fluence_core.webhook.conditions import NEEDS_CONDITION
-    from fluence_core.webhook.publish import publish_match_conditions
+    from fluence_core.webhook.cel import NEEDS_CONDITION
+    from fluence_core.webhook.controller.publish import publish_match_conditions
 
     tls.generate(["localhost"], tmp_path / "tls", ip_addresses=["127.0.0.1"])
     settings = load_settings(webhook_cert_dir=tmp_path / "tls")
@@ -132,7 +132,6 @@ def _post(port: int, ca: bytes, path: str) -> tuple[int, dict]:  # type: ignore[
 @contextmanager
 def _serving(server):  # type: ignore[no-untyped-def]
     """Serve ``server`` on a thread for the ``with`` block, then shut it down and close it."""
-    short_watches(server)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:

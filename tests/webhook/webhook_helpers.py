@@ -12,9 +12,7 @@ import jsonpatch
 from fluence_core import names
 from fluence_core.kube.errors import ApiError
 from fluence_core.testing import job_owner, make_pod_dict
-from fluence_core.webhook.informer import Informer
-from fluence_core.webhook.main import Webhook
-from fluence_core.webhook.review import AdmissionService
+from fluence_core.webhook.admission.review import AdmissionService
 
 QPU = names.extended_resource("qpu")
 
@@ -130,15 +128,3 @@ class Counting:
             self.calls.append(f"{verb} {getattr(args[0], 'plural', args[0])}")
             return method(*args, **kwargs)
         return counted
-
-
-def short_watches(server: Webhook, seconds: float = 0.2) -> Webhook:
-    """``server`` with its informers watching in requests of ``seconds``, not a minute.
-
-    A shutdown stops the informers, and an informer's thread ends when its watch request
-    does: with the minute-long default, each test that served the webhook waited 5 s (the
-    informer's stop timeout) in its teardown, and left the thread behind."""
-    for loop in server.loops:
-        if isinstance(loop, Informer):
-            loop.watch_seconds = seconds
-    return server
