@@ -18,7 +18,11 @@ quantum task, from its **scout** (Job completion index 0); the classical
   mounted here, and Fluence ungates the workers (docs/scout-report.md).
 * workers: PodGroup ``<group>`` of N-1, scheduling gate, priority class
   ``fluence-quantum-classical`` unless one is set, role and scout env, and no
-  virtual request (the scout holds it). The containers that asked for it get
+  virtual request (the scout holds it).
+* both: the split's seal (:class:`~fluence_core.webhook.owned.Sealer`), the proof that
+  the pod is a hybrid group's which the admission policy asks of a pod in the quantum
+  PriorityClass and which the protected mark is given for: role labels, gates and class
+  names a tenant writes are no such proof. The containers that asked for it get
   ``FLUXION_BACKEND`` / ``FLUXION_<ATTR>`` from the backend annotations, which the
   release copies from the scout (:mod:`fluence_core.hybrid.release`).
 
@@ -49,8 +53,10 @@ from fluence_core.webhook import pods
 from fluence_core.hybrid.credentials import copy_credentials
 from fluence_core.hybrid.orphans import OrphanSweep
 from fluence_core.hybrid.endpoint import ReportEndpoint
+from fluence_core.kube.meta import labels_of, metadata_of
 from fluence_core.kube.patch import JsonPatch, pointer
 from fluence_core.webhook.base import AdmissionContext, AdmissionDenied, Handler
+from fluence_core.webhook.owned import sealer_of
 from fluence_core.webhook.env import (
     add_all_to_list,
     add_env,
@@ -135,7 +141,21 @@ class QuantumSplitHandler(Handler):
                 "value": {"podGroupName": target},
             }
         )
+        ops.append(self._seal(pod, ctx, names.ROLE_SCOUT if index == 0 else names.ROLE_WORKER))
         return ops
+
+    @staticmethod
+    def _seal(pod: Mapping[str, Any], ctx: AdmissionContext, role: str) -> dict[str, Any]:
+        """The split's seal on the pod it makes: what admission policy and the protected mark
+        take as proof the pod is a hybrid group's (:class:`~fluence_core.webhook.owned.Sealer`)."""
+        meta = metadata_of(pod)
+        split = {"metadata": {**meta, "labels": {**labels_of(pod), names.ROLE_LABEL: role}}}
+        seal = sealer_of(ctx.state).seal(split, ctx.namespace)
+        if meta.get("annotations") is None:
+            return {"op": "add", "path": pointer("metadata", "annotations"),
+                    "value": {names.SPLIT_SEAL_ANNOTATION: seal}}
+        return {"op": "add", "path": pointer("metadata", "annotations",
+                                             names.SPLIT_SEAL_ANNOTATION), "value": seal}
 
     @staticmethod
     def _label(value: str) -> dict[str, Any]:
