@@ -89,6 +89,7 @@ def test_a_seal_copied_onto_another_pod_is_removed(service: AdmissionService) ->
 def test_another_webhook_process_does_not_take_the_seal(
         service: AdmissionService, settings, cluster) -> None:
     worker = _worker(service)
+    assert SEAL in worker["metadata"]["annotations"]
     restarted = AdmissionService(settings, service.handlers, cluster=cluster)
     assert SEAL not in admit(restarted, worker, store=False)[1]["metadata"]["annotations"]
 
