@@ -18,13 +18,13 @@ quantum task, from its **scout** (Job completion index 0); the classical
   mounted here, and Fluence ungates the workers (docs/scout-report.md).
 * workers: PodGroup ``<group>`` of N-1, scheduling gate, priority class
   ``fluence-quantum-classical`` unless one is set, role and scout env, and no
-  virtual request (the scout holds it).
-* both: the split's seal (:class:`~fluence_core.webhook.owned.Sealer`), the proof that
-  the pod is a hybrid group's which the admission policy asks of a pod in the quantum
-  PriorityClass and which the protected mark is given for: role labels, gates and class
-  names a tenant writes are no such proof. The containers that asked for it get
+  virtual request (the scout holds it). The containers that asked for it get
   ``FLUXION_BACKEND`` / ``FLUXION_<ATTR>`` from the backend annotations, which the
   release copies from the scout (:mod:`fluence_core.hybrid.release`).
+* both: the split's seal (:class:`~fluence_core.webhook.owned.Sealer`), the proof that
+  the pod is a hybrid group's, which the admission policy asks of a pod in the quantum
+  PriorityClass and the protected mark is given for: role labels, gates and class names
+  a tenant writes are no such proof.
 
 ``independent`` groups (the default) are not this handler's: each pod submits
 its own task, ungated. A pod that arrives with the job controller's scheduling
