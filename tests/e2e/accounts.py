@@ -40,14 +40,30 @@ def account_cluster(apiserver: ApiServer, namespace: str, account: str,
     return cluster
 
 
-def bind_account(kube: KubeCluster, namespace: str, name: str, role: str, where: str) -> None:
-    """ServiceAccount ``namespace/name`` bound to ClusterRole ``role`` in namespace ``where``."""
+def bind_account(kube: KubeCluster, namespace: str, name: str, role: str, where: str, *,
+                 kind: str = "ClusterRole") -> None:
+    """ServiceAccount ``namespace/name`` bound to ``kind`` ``role`` in namespace ``where``."""
     try:
         kube.create("serviceaccounts", {"metadata": {"name": name}}, namespace)
     except Conflict:
         pass
     kube.create("rolebindings", {
         "metadata": {"name": f"{name}-{role}"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}, where)
+
+
+TENANT_RULES = [
+    {"apiGroups": [""], "resources": ["pods"],
+     "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"],
+     "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]},
+]
+"""What a tenant may do to pods and Jobs in its namespace, as ``edit`` grants it, spelled out:
+``edit`` is filled by the controller manager's aggregation, which a bare API server lacks."""
+
+
+def tenant_role(kube: KubeCluster, namespace: str, name: str = "tenant") -> str:
+    """Role ``name`` in ``namespace`` with :data:`TENANT_RULES`; its name."""
+    kube.create("roles", {"metadata": {"name": name}, "rules": TENANT_RULES}, namespace)
+    return name

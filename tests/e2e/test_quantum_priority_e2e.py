@@ -34,7 +34,7 @@ from fluence_core.settings import load_settings
 from fluence_core.testing import indexed_job_pods, make_pod_dict
 from fluence_core.testing_apiserver import ApiServer, wait_for, webhook_beside
 from fluence_core.webhook.main import Webhook
-from tests.e2e.accounts import account_cluster, bind_account
+from tests.e2e.accounts import account_cluster, bind_account, tenant_role
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +53,8 @@ def _pod(name: str, *, scheduler: str = names.SCHEDULER_NAME, qpu: bool = False,
          annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
          **spec: Any) -> dict[str, Any]:
     """A pod no node can take (no scheduler runs here): only admission acts on it."""
-    return make_pod_dict(name, "1", extra={QPU: "1"} if qpu else None, namespace=None,
+    asked = {QPU: "1"} if qpu else None
+    return make_pod_dict(name, "1", extra=asked, limits=asked, namespace=None,
                          scheduler=scheduler, annotations=annotations, labels=labels or {},
                          nodeSelector={"no-such-node": "x"}, **spec)
 
@@ -102,8 +103,9 @@ def policy(kube: KubeCluster, kube_namespace: str) -> Iterator[None]:
 
 @pytest.fixture
 def tenant(apiserver: ApiServer, kube: KubeCluster, kube_namespace: str) -> KubeCluster:
-    """A ServiceAccount of the namespace with the ``edit`` role there, as a tenant has."""
-    bind_account(kube, kube_namespace, "tenant", "edit", kube_namespace)
+    """A ServiceAccount of the namespace that may create and edit its pods and Jobs."""
+    role = tenant_role(kube, kube_namespace)
+    bind_account(kube, kube_namespace, "tenant", role, kube_namespace, kind="Role")
     return account_cluster(apiserver, kube_namespace, "tenant", kube_namespace)
 
 
@@ -194,7 +196,8 @@ def test_only_fluence_lifts_the_quantum_gate_from_a_worker(
         kube.create("namespaces", {"metadata": {"name": names.FLUENCE_NAMESPACE}})
     except Conflict:
         pass
-    bind_account(kube, names.FLUENCE_NAMESPACE, "fluence-webhook", "edit", kube_namespace)
+    bind_account(kube, names.FLUENCE_NAMESPACE, "fluence-webhook", tenant_role(
+        kube, kube_namespace, "fluence-webhook"), kube_namespace, kind="Role")
     fluence = account_cluster(apiserver, names.FLUENCE_NAMESPACE, "fluence-webhook",
                               kube_namespace)
     lifted = fluence.patch("pods", worker, {"spec": {"schedulingGates": None}}, kube_namespace)
