@@ -9,6 +9,8 @@ admin) and Fluence's webhook serves the namespace, its admission plugin included
 * a tenant's pod naming the class is refused, and so is one that also writes the worker's
   role label, gate and a seal of its own; the workers the webhook splits from the tenant's
   shared Job get the class, the seal and the marks;
+* a worker keeps its seal when a later webhook (a mesh's injector) makes the API server
+  call Fluence's again;
 * only Fluence lifts the gate from a worker in the class;
 * a lone pod asking for a qubit is admitted unmarked, and a pod that is not Fluence's
   cannot arrive marked.
@@ -16,9 +18,12 @@ admin) and Fluence's webhook serves the namespace, its admission plugin included
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +31,17 @@ import pytest
 import yaml
 
 from fluence_core import names
-from fluence_core.kube.api import Resource
+from fluence_core.kube.api import MUTATING_WEBHOOKS, Resource
 from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import ApiError, Conflict
 from fluence_core.kube.manifests import read_objects
 from fluence_core.settings import load_settings
 from fluence_core.testing import indexed_job_pods, make_pod_dict
-from fluence_core.testing_apiserver import ApiServer, wait_for, webhook_beside
+from fluence_core.testing_apiserver import ApiServer, wait_for, webhook_beside, webhook_entry
+from fluence_core.webhook import tls
 from fluence_core.webhook.main import Webhook
+from fluence_core.webhook.routes import Reply
+from fluence_core.webhook.server import WebhookServer, server_context
 from tests.e2e.accounts import account_cluster, bind_account, tenant_role
 
 pytestmark = pytest.mark.e2e
@@ -139,6 +147,55 @@ def _split_job(kube: KubeCluster, tenant: KubeCluster, apiserver: ApiServer,
             for p in kube.list("pods", namespace).items}
 
 
+class MeshEndpoint:
+    """A service mesh's injector, as far as admission sees one: every pod gets a label. Called
+    after Fluence's webhook, it makes the API server call Fluence's again (IfNeeded)."""
+
+    def limit(self, path: str) -> int | None:
+        return 4 * 1024 * 1024
+
+    def post(self, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        request = json.loads(body)["request"]
+        labels = request["object"]["metadata"].get("labels") or {}
+        patch = [] if MESH_LABEL in labels else [
+            {"op": "add", "path": "/metadata/labels", "value": {**labels, MESH_LABEL: "on"}}]
+        response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
+        if patch:
+            response.update(patchType="JSONPatch",
+                            patch=base64.b64encode(json.dumps(patch).encode()).decode())
+        return Reply(200, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                           "response": response})
+
+    def error(self, path: str, status: int, message: str) -> dict[str, Any]:
+        return {"error": message, "code": status}
+
+
+MESH_LABEL = "mesh.example.org/injected"
+
+
+@pytest.fixture
+def mesh(kube: KubeCluster, kube_namespace: str, tmp_path: Path) -> Iterator[None]:
+    """The mesh's webhook for the namespace, named to run after Fluence's (the API server
+    calls configurations in name order), in force before the test runs."""
+    cert = tls.generate(["localhost"], tmp_path / "mesh-tls", ip_addresses=["127.0.0.1"])
+    server = WebhookServer(("127.0.0.1", 0), MeshEndpoint(),
+                           ssl_context=server_context(str(cert.cert_file), str(cert.key_file)))
+    threading.Thread(target=server.serve_forever, daemon=True, name="e2e-mesh").start()
+    entry = webhook_entry("pods", f"https://127.0.0.1:{server.port}/inject", kube_namespace,
+                          reinvocation="Never", ca_pem=cert.ca_pem)
+    entry["name"] = "inject.mesh.example.org"
+    name = f"zz-mesh-{kube_namespace}"
+    kube.create(MUTATING_WEBHOOKS, {"metadata": {"name": name}, "webhooks": [entry]})
+    probe = _pod("mesh-probe", scheduler="default-scheduler")
+    wait_for(lambda: MESH_LABEL in kube.create("pods", probe, kube_namespace,
+                                               dry_run=True)["metadata"].get("labels", {}),
+             "the mesh webhook to be called")
+    yield
+    kube.delete(MUTATING_WEBHOOKS, name)
+    server.shutdown()
+    server.server_close()
+
+
 def test_a_tenants_pod_naming_the_quantum_class_is_refused(
         policy: None, webhook: Webhook, tenant: KubeCluster, kube_namespace: str) -> None:
     for scheduler in (names.SCHEDULER_NAME, "default-scheduler"):
@@ -183,6 +240,16 @@ def test_the_workers_the_webhook_splits_get_the_class_the_seal_and_the_marks(
     assert scout["metadata"]["labels"][names.ROLE_LABEL] == names.ROLE_SCOUT
     assert scout["metadata"]["annotations"][names.PROTECTED_ANNOTATION] == "true"
     assert "priorityClassName" not in scout["spec"]
+
+
+def test_a_worker_keeps_its_seal_when_a_later_webhook_makes_fluences_run_again(
+        policy: None, webhook: Webhook, mesh: None, tenant: KubeCluster, kube: KubeCluster,
+        apiserver: ApiServer, kube_namespace: str) -> None:
+    made = _split_job(kube, tenant, apiserver, kube_namespace)
+    assert all(p["metadata"]["labels"][MESH_LABEL] == "on" for p in made.values())
+    for index in (1, 2, 3):
+        assert made[index]["spec"]["priorityClassName"] == CLASS
+        assert made[index]["metadata"]["annotations"][names.PROTECTED_ANNOTATION] == "true"
 
 
 def test_only_fluence_lifts_the_quantum_gate_from_a_worker(
