@@ -23,7 +23,7 @@ import copy
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,8 @@ BINDINGS = Resource("validatingadmissionpolicybindings", "ValidatingAdmissionPol
 CLASS = names.QUANTUM_PRIORITY_CLASS
 QPU = names.extended_resource("qpu")
 REFUSED_CLASS = f"PriorityClass {CLASS} is Fluence's to grant"
+SplitJob = Callable[[], dict[int, dict[str, Any]]]
+"""Submits the tenant's shared hybrid Job; its pods by completion index (:func:`split_job`)."""
 
 
 def _pod(name: str, *, scheduler: str = names.SCHEDULER_NAME, qpu: bool = False,
@@ -130,21 +132,31 @@ def webhook(kube: KubeCluster, kube_namespace: str, tmp_path: Path,
         yield served
 
 
-def _split_job(kube: KubeCluster, tenant: KubeCluster, apiserver: ApiServer,
-               namespace: str) -> dict[int, dict[str, Any]]:
-    """The tenant's shared hybrid Job of 4 (examples/), its pods as stored, by completion
-    index: made by the job controller when one runs, else by the tenant as it would."""
-    (job,) = read_objects(REPO / "examples" / "quantum-shared-job.yaml", kind="Job")
-    job["spec"]["template"]["spec"]["nodeSelector"] = {"no-such-node": "x"}
-    job = tenant.create("jobs", job, namespace)
-    if apiserver.controller_manager:
-        wait_for(lambda: len(kube.list("pods", namespace).items) == 4,
-                 "the job controller's 4 pods")
-    else:
-        for made in indexed_job_pods(job):
-            tenant.create("pods", made, namespace)
-    return {int(p["metadata"]["labels"][names.JOB_COMPLETION_INDEX]): p
-            for p in kube.list("pods", namespace).items}
+@pytest.fixture
+def split_job(kube: KubeCluster, tenant: KubeCluster, apiserver: ApiServer,
+              kube_namespace: str) -> Iterator[SplitJob]:
+    """Submits the tenant's shared hybrid Job of 4 (examples/) and returns its pods as
+    stored, by completion index: made by the job controller when one runs, else by the
+    tenant as it would. Afterwards the Job and its pods go: their promised cores would
+    weigh on the admission budget of every later test on this shared server."""
+
+    def submit() -> dict[int, dict[str, Any]]:
+        (job,) = read_objects(REPO / "examples" / "quantum-shared-job.yaml", kind="Job")
+        job["spec"]["template"]["spec"]["nodeSelector"] = {"no-such-node": "x"}
+        job = tenant.create("jobs", job, kube_namespace)
+        if apiserver.controller_manager:
+            wait_for(lambda: len(kube.list("pods", kube_namespace).items) == 4,
+                     "the job controller's 4 pods")
+        else:
+            for made in indexed_job_pods(job):
+                tenant.create("pods", made, kube_namespace)
+        return {int(p["metadata"]["labels"][names.JOB_COMPLETION_INDEX]): p
+                for p in kube.list("pods", kube_namespace).items}
+
+    yield submit
+    kube.delete("jobs", "vqe", kube_namespace, propagation="Orphan")
+    for pod in kube.list("pods", kube_namespace).items:
+        kube.delete("pods", pod["metadata"]["name"], kube_namespace, grace_period_seconds=0)
 
 
 class MeshEndpoint:
@@ -224,9 +236,8 @@ def test_a_tenant_writing_the_workers_label_gate_and_seal_is_refused(
 
 
 def test_the_workers_the_webhook_splits_get_the_class_the_seal_and_the_marks(
-        policy: None, webhook: Webhook, tenant: KubeCluster, kube: KubeCluster,
-        apiserver: ApiServer, kube_namespace: str) -> None:
-    made = _split_job(kube, tenant, apiserver, kube_namespace)
+        policy: None, webhook: Webhook, split_job: SplitJob, kube: KubeCluster) -> None:
+    made = split_job()
     value = _priority_class(kube)["value"]
     for index in (1, 2, 3):
         worker = made[index]
@@ -243,9 +254,8 @@ def test_the_workers_the_webhook_splits_get_the_class_the_seal_and_the_marks(
 
 
 def test_a_worker_keeps_its_seal_when_a_later_webhook_makes_fluences_run_again(
-        policy: None, webhook: Webhook, mesh: None, tenant: KubeCluster, kube: KubeCluster,
-        apiserver: ApiServer, kube_namespace: str) -> None:
-    made = _split_job(kube, tenant, apiserver, kube_namespace)
+        policy: None, webhook: Webhook, mesh: None, split_job: SplitJob) -> None:
+    made = split_job()
     assert all(p["metadata"]["labels"][MESH_LABEL] == "on" for p in made.values())
     for index in (1, 2, 3):
         assert made[index]["spec"]["priorityClassName"] == CLASS
@@ -253,9 +263,9 @@ def test_a_worker_keeps_its_seal_when_a_later_webhook_makes_fluences_run_again(
 
 
 def test_only_fluence_lifts_the_quantum_gate_from_a_worker(
-        policy: None, webhook: Webhook, tenant: KubeCluster, kube: KubeCluster,
-        apiserver: ApiServer, kube_namespace: str) -> None:
-    worker = _split_job(kube, tenant, apiserver, kube_namespace)[1]["metadata"]["name"]
+        policy: None, webhook: Webhook, split_job: SplitJob, tenant: KubeCluster,
+        kube: KubeCluster, apiserver: ApiServer, kube_namespace: str) -> None:
+    worker = split_job()[1]["metadata"]["name"]
     with pytest.raises(ApiError) as refused:
         tenant.patch("pods", worker, {"spec": {"schedulingGates": None}}, kube_namespace)
     assert f"only Fluence lifts scheduling gate {names.QUANTUM_GATE}" in str(refused.value)
