@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from fluence_core import names
+from fluence_core.kube.fake import FakeCluster
+from fluence_core.settings import Settings
 from fluence_core.webhook import owned
 from fluence_core.webhook.review import AdmissionService
 from tests.webhook.test_conditions import matches
@@ -87,7 +89,7 @@ def test_a_seal_copied_onto_another_pod_is_removed(service: AdmissionService) ->
 
 
 def test_another_webhook_process_does_not_take_the_seal(
-        service: AdmissionService, settings, cluster) -> None:
+        service: AdmissionService, settings: Settings, cluster: FakeCluster) -> None:
     worker = _worker(service)
     assert SEAL in worker["metadata"]["annotations"]
     restarted = AdmissionService(settings, service.handlers, cluster=cluster)
