@@ -113,6 +113,11 @@ ROLE_SCOUT: Final = "scout"
 ROLE_WORKER: Final = "worker"
 PROMISED_CORES_ANNOTATION: Final = f"{DOMAIN}/promised-cores"
 """Cores admission control promised the pod's whole group (the durable record)."""
+SPLIT_SEAL_ANNOTATION: Final = f"{DOMAIN}/split-seal"
+"""On the scout and each worker the quantum split made: a keyed digest only the webhook that
+split the pod can produce (:mod:`fluence_core.webhook.admission.owned`). It makes the pod a
+member of a hybrid group: what the quantum PriorityClass and the protected mark require
+(deploy/quantum-priority-policy.yaml)."""
 JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 """Label and annotation the Job controller puts on an Indexed Job's pods."""
 ENV_ROLE: Final = "FLUENCE_ROLE"
@@ -140,7 +145,7 @@ strips them from every Fluence pod it admits, and the admission policy refuses a
 that carries one from anyone but Fluence."""
 SCHEDULER_ONLY_PREFIXES: Final = (ATTR_ANNOTATION_PREFIX, SCOUT_ANNOTATION_PREFIX)
 OWNED_ANNOTATIONS: Final = (*SCHEDULER_ONLY_ANNOTATIONS, PROTECTED_ANNOTATION,
-                            PROMISED_CORES_ANNOTATION)
+                            PROMISED_CORES_ANNOTATION, SPLIT_SEAL_ANNOTATION)
 """With :data:`SCHEDULER_ONLY_PREFIXES` and the role label: what only Fluence may set or
 change once an object exists (the admission policy refuses anyone else's UPDATE of it)."""
 FLUENCE_USERS: Final = ("system:serviceaccount:fluence-system:fluence",

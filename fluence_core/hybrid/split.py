@@ -21,6 +21,10 @@ quantum task, from its **scout** (Job completion index 0); the classical
   virtual request (the scout holds it). The containers that asked for it get
   ``FLUXION_BACKEND`` / ``FLUXION_<ATTR>`` from the backend annotations, which the
   release copies from the scout (:mod:`fluence_core.hybrid.release`).
+* both: the split's seal (:class:`~fluence_core.webhook.admission.owned.Sealer`), the proof that
+  the pod is a hybrid group's, which the admission policy asks of a pod in the quantum
+  PriorityClass and the protected mark is given for: role labels, gates and class names
+  a tenant writes are no such proof.
 
 ``independent`` groups (the default) are not this handler's: each pod submits
 its own task, ungated. A pod that arrives with the job controller's scheduling
@@ -51,8 +55,10 @@ from fluence_core.webhook.controller import pod_groups
 from fluence_core.hybrid.credentials import copy_credentials
 from fluence_core.hybrid.orphans import OrphanSweep
 from fluence_core.hybrid.endpoint import ReportEndpoint
+from fluence_core.kube.meta import labels_of, metadata_of
 from fluence_core.kube.patch import JsonPatch, pointer
 from fluence_core.webhook.admission.base import AdmissionContext, AdmissionDenied, Handler
+from fluence_core.webhook.admission.owned import sealer_of
 from fluence_core.webhook.admission.env import (
     add_all_to_list,
     add_env,
@@ -137,7 +143,22 @@ class QuantumSplitHandler(Handler):
                 "value": {"podGroupName": target},
             }
         )
+        ops.append(self._seal(pod, ctx, names.ROLE_SCOUT if index == 0 else names.ROLE_WORKER))
         return ops
+
+    @staticmethod
+    def _seal(pod: Mapping[str, Any], ctx: AdmissionContext, role: str) -> dict[str, Any]:
+        """The split's seal on the pod it makes: what admission policy and the protected mark
+        take as proof the pod is a hybrid group's
+        (:class:`~fluence_core.webhook.admission.owned.Sealer`)."""
+        meta = metadata_of(pod)
+        split = {"metadata": {**meta, "labels": {**labels_of(pod), names.ROLE_LABEL: role}}}
+        seal = sealer_of(ctx.state).seal(split, ctx.namespace)
+        if meta.get("annotations") is None:
+            return {"op": "add", "path": pointer("metadata", "annotations"),
+                    "value": {names.SPLIT_SEAL_ANNOTATION: seal}}
+        return {"op": "add", "path": pointer("metadata", "annotations",
+                                             names.SPLIT_SEAL_ANNOTATION), "value": seal}
 
     @staticmethod
     def _label(value: str) -> dict[str, Any]:

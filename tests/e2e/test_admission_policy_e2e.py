@@ -16,7 +16,6 @@ session's other tests run the scheduler as the admin, which the policy would ref
 from __future__ import annotations
 
 import copy
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,8 @@ from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import ApiError, Conflict
 from fluence_core.settings import load_settings
 from fluence_core.testing import make_pod_dict
-from fluence_core.testing_apiserver import ApiServer, find_kubectl, wait_for, webhook_beside
+from fluence_core.testing_apiserver import ApiServer, webhook_beside
+from tests.e2e.accounts import account_cluster, bind_account
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_FILE = REPO / "deploy" / "admission-policy.yaml"
@@ -39,44 +39,6 @@ POLICIES = Resource("validatingadmissionpolicies", "ValidatingAdmissionPolicy",
 BINDINGS = Resource("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding",
                     group="admissionregistration.k8s.io", namespaced=False)
 ALLOCATION = names.ALLOCATION_ANNOTATION
-
-
-ACCESS_REVIEWS = Resource("selfsubjectaccessreviews", "SelfSubjectAccessReview",
-                         group="authorization.k8s.io", namespaced=False)
-
-
-def _token_cluster(apiserver: ApiServer, namespace: str, account: str,
-                   where: str) -> KubeCluster:
-    """Logged in as ServiceAccount ``namespace/account``, once it may edit pods in ``where``:
-    on a fresh server the controller manager fills the aggregated ``edit`` role a moment
-    after it starts, and until then its binding grants nothing."""
-    kubectl = find_kubectl()
-    if kubectl is None:
-        pytest.skip("no kubectl beside the API server binaries (kubectl create token)")
-    done = subprocess.run([str(kubectl), f"--kubeconfig={apiserver.kubeconfig()}", "-n",
-                           namespace, "create", "token", account], capture_output=True,
-                          text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    cluster = KubeCluster.from_token(apiserver.url, done.stdout.strip(),
-                                     ca_file=apiserver.ca_file, qps=1000, burst=1000)
-    question = {"spec": {"resourceAttributes": {"namespace": where, "verb": "patch",
-                                                "resource": "pods"}}}
-    wait_for(lambda: cluster.create(ACCESS_REVIEWS, question)["status"].get("allowed"),
-             f"{account} to be allowed to edit pods in {where}", timeout=30)
-    return cluster
-
-
-def _account(kube: KubeCluster, namespace: str, name: str, role: str, where: str) -> None:
-    """ServiceAccount ``namespace/name`` bound to ClusterRole ``role`` in namespace ``where``."""
-    try:
-        kube.create("serviceaccounts", {"metadata": {"name": name}}, namespace)
-    except Conflict:
-        pass
-    kube.create("rolebindings", {
-        "metadata": {"name": f"{name}-{role}"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": role},
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}, where)
 
 
 def _pod(name: str, *, scheduler: str = "default-scheduler",
@@ -122,8 +84,8 @@ def policy(kube: KubeCluster, kube_namespace: str) -> Any:
 
 @pytest.fixture
 def tenant(apiserver: ApiServer, kube: KubeCluster, kube_namespace: str) -> KubeCluster:
-    _account(kube, kube_namespace, "tenant", "edit", kube_namespace)
-    return _token_cluster(apiserver, kube_namespace, "tenant", kube_namespace)
+    bind_account(kube, kube_namespace, "tenant", "edit", kube_namespace)
+    return account_cluster(apiserver, kube_namespace, "tenant", kube_namespace)
 
 
 @pytest.fixture
@@ -133,8 +95,8 @@ def fluence_webhook(apiserver: ApiServer, kube: KubeCluster, kube_namespace: str
         kube.create("namespaces", {"metadata": {"name": "fluence-system"}})
     except Conflict:
         pass
-    _account(kube, "fluence-system", "fluence-webhook", "edit", kube_namespace)
-    return _token_cluster(apiserver, "fluence-system", "fluence-webhook", kube_namespace)
+    bind_account(kube, "fluence-system", "fluence-webhook", "edit", kube_namespace)
+    return account_cluster(apiserver, "fluence-system", "fluence-webhook", kube_namespace)
 
 
 def test_a_tenants_pod_carrying_a_record_is_refused_at_create(

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ["deploy/namespace.yaml", "deploy/fluence-resources.yaml", "deploy/fluence.yaml",
              "deploy/webhook.yaml", "deploy/device-plugin.yaml", "deploy/backends.yaml",
+             "deploy/admission-policy.yaml", "deploy/quantum-priority-policy.yaml",
              "deploy/optional/webhook-networkpolicy.yaml",
              "examples/pod.yaml", "examples/podgroup.yaml"]
 
@@ -61,5 +62,9 @@ def test_the_kustomization_installs_everything(apiserver: ApiServer, kube: KubeC
                      "deployment.apps/fluence ", "deployment.apps/fluence-webhook",
                      "mutatingwebhookconfiguration.admissionregistration.k8s.io/fluence-webhook",
                      "daemonset.apps/fluence-device-plugin",
-                     "priorityclass.scheduling.k8s.io/fluence-quantum-classical"):
+                     "priorityclass.scheduling.k8s.io/fluence-quantum-classical",
+                     "validatingadmissionpolicy.admissionregistration.k8s.io/"
+                     "fluence-quantum-priority",
+                     "validatingadmissionpolicybinding.admissionregistration.k8s.io/"
+                     "fluence-quantum-priority"):
         assert expected in output

@@ -134,8 +134,11 @@ def _stored(pod: dict[str, Any], namespace: str) -> dict[str, Any]:
         ref.pop("uid", None)
     labels = {key: value for key, value in (meta.get("labels") or {}).items()
               if key not in ("controller-uid", "batch.kubernetes.io/controller-uid")}
+    annotations = meta.get("annotations")
+    if annotations and names.SPLIT_SEAL_ANNOTATION in annotations:  # keyed by each webhook
+        annotations = {**annotations, names.SPLIT_SEAL_ANNOTATION: "<seal>"}
     return json.loads(json.dumps({"labels": labels,
-                                  "annotations": meta.get("annotations"),
+                                  "annotations": annotations,
                                   "owners": meta.get("ownerReferences"), "spec": spec})
                       .replace(namespace, "<ns>"))
 

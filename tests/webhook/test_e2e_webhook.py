@@ -70,13 +70,14 @@ def env_names(pod, container="app"):
     return {e["name"] for e in found.get("env") or []}
 
 
-def test_kubectl_apply_of_the_qrmi_pod_yields_its_fluxion_env(env):
+def test_kubectl_apply_of_the_qrmi_pod_yields_its_fluxion_env_and_no_protection(env):
     server, kube, _ = env
     done = kubectl(server, "apply", "-f", str(REPO / "examples" / "qrmi-pod.yaml"))
     assert done.returncode == 0, done.stderr
     stored = kube.get("pods", "qrmi-sampler", NAMESPACE)
     assert names.ENV_BACKEND in env_names(stored)
-    assert stored["metadata"]["annotations"][names.PROTECTED_ANNOTATION] == "true"
+    # a lone pod asking for a QPU is no hybrid group's: never marked protected
+    assert names.PROTECTED_ANNOTATION not in stored["metadata"]["annotations"]
 
 
 def settled(webhook) -> None:
@@ -109,6 +110,7 @@ def test_the_shared_job_is_split_into_scout_and_gated_workers(env):
         assert worker["spec"]["schedulingGroup"]["podGroupName"] == "vqe"
         assert worker["spec"]["priorityClassName"] == names.QUANTUM_PRIORITY_CLASS
         assert worker["spec"]["priority"] == 1000
+        assert worker["metadata"]["annotations"][names.PROTECTED_ANNOTATION] == "true"
         assert (
             names.extended_resource("qpu")
             not in worker["spec"]["containers"][0]["resources"]["requests"]

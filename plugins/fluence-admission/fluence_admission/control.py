@@ -244,11 +244,17 @@ def _request_millicores(pod: Mapping[str, Any]) -> int:
 
 
 class MarkHandler(Handler):
-    """``admission-mark``: quantum pods carry the protected mark and their group's promise;
-    nobody else may carry either."""
+    """``admission-mark``: the members of a hybrid group carry the protected mark and their
+    group's promise; nobody else may carry either.
+
+    A member is a pod the quantum split made, scout or worker, and the split's seal is the
+    only proof of it: the webhook removes every seal it did not make before any handler runs,
+    while a role label, a gate or a group label are the tenant's to write. A lone pod that
+    asks for a qubit, or any pod that merely calls itself a worker, is admitted unmarked
+    (admission control still judges whether the cluster can take it)."""
 
     name = "admission-mark"
-    order = 5  # before the quantum split removes the workers' virtual requests
+    order = 15  # after the quantum split (10), which seals the pods it makes
     match_condition = conditions.any_of(
         conditions.is_quantum(), conditions.has_annotation(names.PROTECTED_ANNOTATION),
         conditions.has_annotation(names.PROMISED_CORES_ANNOTATION))
@@ -262,13 +268,11 @@ class MarkHandler(Handler):
 
     def mutate(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
         annotations = annotations_of(pod)
-        if not is_quantum(pod):
+        if names.SPLIT_SEAL_ANNOTATION not in annotations:
             return [{"op": "remove", "path": pointer("metadata", "annotations", key)}
                     for key in (names.PROTECTED_ANNOTATION, names.PROMISED_CORES_ANNOTATION)
                     if key in annotations]
         wanted = {names.PROTECTED_ANNOTATION: "true",
                   names.PROMISED_CORES_ANNOTATION: str(promised_cores(pod, ctx))}
-        if metadata_of(pod).get("annotations") is None:
-            return [{"op": "add", "path": "/metadata/annotations", "value": wanted}]
         return [{"op": "add", "path": pointer("metadata", "annotations", key), "value": value}
                 for key, value in wanted.items() if annotations.get(key) != value]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 
@@ -13,7 +14,8 @@ from fluence_admission.control import PENDING_GRACE, AdmissionControl, MarkHandl
 from fluence_admission.settings import AdmissionSettings
 from fluence_core.api import AdmissionContext, SettingsError, Switch, load_settings, names
 from fluence_core.testing import (
-    AdmissionService, FakeCluster, build_service, get_plugin_manager, make_node_dict, make_pod_dict,
+    AdmissionService, FakeCluster, build_service, get_plugin_manager, job_owner, make_node_dict,
+    make_pod_dict,
 )
 
 QPU = names.extended_resource("qpu")
@@ -71,10 +73,20 @@ def ctx(settings, cluster, **extra):
     return AdmissionContext(settings=settings, cluster=cluster, namespace="default", **extra)
 
 
+def sealed(obj):
+    """``obj`` as the quantum split leaves a member of a hybrid group: with its seal (the
+    service checks a seal before any handler runs; the mark handler only looks for one)."""
+    obj = copy.deepcopy(obj)
+    obj["metadata"].setdefault("annotations", {})[names.SPLIT_SEAL_ANNOTATION] = "by-the-split"
+    return obj
+
+
 def store(cluster, obj, control=None, settings=None):
-    """Create a pod as the webhook would leave it (with the admission marks)."""
+    """Create a pod as the webhook would leave it: with ``control``, a hybrid group's member
+    (sealed, then given the admission marks)."""
     obj = copy.deepcopy(obj)
     if control is not None:
+        obj = sealed(obj)
         handler = MarkHandler()
         wctx = AdmissionContext(settings=settings, cluster=cluster, namespace="default")
         if handler.applies(obj):
@@ -205,10 +217,11 @@ def test_classical_pods_are_not_judged(control, settings, cluster):
     assert control.admit(pod("big", cpu=640, group="g", size=9), ctx(settings, cluster)) is None
 
 
-def test_quantum_pods_are_marked_and_users_cannot_mark_their_own(control, settings, cluster):
+def test_hybrid_group_members_are_marked_and_users_cannot_mark_their_own(
+        control, settings, cluster):
     handler = MarkHandler()
     wctx = AdmissionContext(settings=settings, cluster=cluster, namespace="default")
-    quantum = pod("q-0", cpu=2, qpu=True, group="q", size=3)
+    quantum = sealed(pod("q-0", cpu=2, qpu=True, group="q", size=3))
     marked = jsonpatch.apply_patch(quantum, handler.mutate(quantum, wctx))
     assert marked["metadata"]["annotations"][names.PROTECTED_ANNOTATION] == "true"
     assert marked["metadata"]["annotations"][names.PROMISED_CORES_ANNOTATION] == "6"
@@ -220,6 +233,44 @@ def test_quantum_pods_are_marked_and_users_cannot_mark_their_own(control, settin
     cleaned = jsonpatch.apply_patch(forged, handler.mutate(forged, wctx))
     assert names.PROTECTED_ANNOTATION not in cleaned["metadata"]["annotations"]
     assert names.PROMISED_CORES_ANNOTATION not in cleaned["metadata"]["annotations"]
+
+
+def test_a_lone_pod_asking_for_a_qubit_is_not_marked(settings, cluster):
+    handler = MarkHandler()
+    lone = pod("lone", cpu=2, qpu=True)
+    assert handler.applies(lone)
+    assert handler.mutate(lone, ctx(settings, cluster)) == []
+
+
+def test_a_pod_its_owner_labelled_a_worker_is_not_marked(settings, cluster):
+    handler = MarkHandler()
+    claimed = make_pod_dict("claimed", "2", labels={names.GROUP_LABEL: "g",
+                                                    names.ROLE_LABEL: names.ROLE_WORKER},
+                            scheduler=names.SCHEDULER_NAME, image="x")
+    assert handler.applies(claimed)
+    assert handler.mutate(claimed, ctx(settings, cluster)) == []
+
+
+def test_through_the_webhook_the_splits_scout_and_workers_are_marked(cluster):
+    cluster.create("jobs", {"apiVersion": "batch/v1", "kind": "Job",
+                            "metadata": {"name": "qj", "namespace": "default", "uid": "job-uid"},
+                            "spec": {"completions": 3, "parallelism": 3,
+                                     "completionMode": "Indexed",
+                                     "template": {"spec": {"containers": []}}}}, "default")
+    service = plugin_service(cluster, [0.0])  # the quantum split among the built-ins
+    marks = {}
+    for index in range(3):
+        member = pod(f"qj-{index}", cpu=2, qpu=True, group="qj", annotations={
+            names.COORDINATION_ANNOTATION: names.COORDINATION_SHARED,
+            names.JOB_COMPLETION_INDEX: str(index)})
+        member["metadata"]["labels"][names.JOB_COMPLETION_INDEX] = str(index)
+        member["metadata"]["ownerReferences"] = [job_owner("qj", "job-uid")]
+        response = service.review(review_body(member, f"u{index}")).response
+        patch = json.loads(base64.b64decode(response["patch"]))
+        notes = jsonpatch.apply_patch(member, patch)["metadata"]["annotations"]
+        marks[index] = (notes[names.PROTECTED_ANNOTATION],
+                        notes[names.PROMISED_CORES_ANNOTATION])
+    assert marks == {0: ("true", "6"), 1: ("true", "6"), 2: ("true", "6")}
 
 
 def test_through_the_webhook_an_over_budget_group_is_denied_with_the_message(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from fluence_core import names
+from fluence_core.kube.fake import FakeCluster
+from fluence_core.settings import Settings
 from fluence_core.webhook.admission import owned
 from fluence_core.webhook.admission.review import AdmissionService
 from tests.webhook.test_cel import matches
-from tests.webhook.webhook_helpers import admit, pod
+from tests.webhook.webhook_helpers import admit, pod, shared
 
 FORGED = {names.ALLOCATION_ANNOTATION: '{"n1": [0, 1, 2, 3]}', names.JOBIDS_ANNOTATION: "[7]",
           names.BACKEND_ANNOTATION: "evil_backend", names.ATTR_ANNOTATION_PREFIX + "region": "x",
@@ -44,3 +46,56 @@ def test_a_pod_carrying_a_scheduler_only_key_is_always_sent_to_the_webhook(
     assert owned.scheduler_only(names.ALLOCATION_ANNOTATION)
     assert not owned.scheduler_only(names.PROTECTED_ANNOTATION)  # set by admission-mark
     assert owned.owned(names.PROTECTED_ANNOTATION)
+
+
+SEAL = names.SPLIT_SEAL_ANNOTATION
+
+
+def _worker(service: AdmissionService) -> dict:
+    """Worker qj-1 of the shared Job qj, as the split leaves it."""
+    response, out = admit(service, shared("qj-1", 1), store=False)
+    assert response["allowed"] is True
+    return out
+
+
+def test_the_split_seals_the_scout_and_the_workers(service: AdmissionService) -> None:
+    scout = admit(service, shared("qj-0", 0), store=False)[1]
+    assert owned.sealer_of(service.state).holds(scout, "default")
+    assert owned.sealer_of(service.state).holds(_worker(service), "default")
+
+
+def test_a_seal_the_webhook_did_not_make_is_removed(service: AdmissionService) -> None:
+    claimed = pod("p", group="g", annotations={SEAL: "0" * 64},
+                  labels={names.ROLE_LABEL: names.ROLE_WORKER})
+    response, out = admit(service, claimed, store=False)
+    assert response["allowed"] is True
+    assert SEAL not in out["metadata"]["annotations"]
+
+
+def test_a_second_call_for_the_same_pod_keeps_its_seal(service: AdmissionService) -> None:
+    worker = _worker(service)  # a later webhook changed it: the API server calls again
+    worker["metadata"]["labels"]["mesh"] = "injected"
+    response, again = admit(service, worker, store=False)
+    assert response["allowed"] is True
+    assert again["metadata"]["annotations"][SEAL] == worker["metadata"]["annotations"][SEAL]
+
+
+def test_a_seal_copied_onto_another_pod_is_removed(service: AdmissionService) -> None:
+    worker = _worker(service)
+    copied = pod("qj-9", group="qj", job="qj", index=1,
+                 labels={names.ROLE_LABEL: names.ROLE_WORKER},
+                 annotations={SEAL: worker["metadata"]["annotations"][SEAL]})
+    assert SEAL not in admit(service, copied, store=False)[1]["metadata"]["annotations"]
+
+
+def test_another_webhook_process_does_not_take_the_seal(
+        service: AdmissionService, settings: Settings, cluster: FakeCluster) -> None:
+    worker = _worker(service)
+    assert SEAL in worker["metadata"]["annotations"]
+    restarted = AdmissionService(settings, service.handlers, cluster=cluster)
+    assert SEAL not in admit(restarted, worker, store=False)[1]["metadata"]["annotations"]
+
+
+def test_a_pod_carrying_a_seal_is_always_sent_to_the_webhook(
+        service: AdmissionService) -> None:
+    assert matches(service.match_conditions, pod("p", annotations={SEAL: "x"}))
