@@ -3,27 +3,31 @@
 Victims are chosen as kube-scheduler chooses them, with gangs as units
 (:mod:`~fluence_core.scheduler.victims`). The room is sought in *scopes*: each node for a
 lone pod, each domain of its required level for a group that requires a topology level
-(it never leaves it), the whole cluster for any other group. In each scope every
-lower-priority pod that may go is taken out of the matcher; if the group then fits, the
-most important are given back one after another (highest priority first, then the
-longest running) while it still fits, and a gang that would be left below its
-``minCount`` goes whole. The scope whose victims hurt least
-(:func:`~fluence_core.scheduler.victims.disruption`) is chosen; only then are its victims
-taken out for good and evicted. Every step is a real match on the view's matcher,
-restricted to the scope, so the embedded matcher and Fluxion take the same victims: the
-choice depends on the room each scope has, not on where a matcher would rather go.
+(it never leaves it). In a scope every lower-priority pod that may go is taken out of the
+matcher; if the group then fits, the most important are given back one after another
+(highest priority first, then the longest running) while it still fits, and a gang that
+would be left below its ``minCount`` goes whole. The scope whose victims hurt least
+(:func:`~fluence_core.scheduler.victims.disruption`) is chosen, the likeliest scopes
+tried first and the search stopped at a set none could beat but by a later start. A
+group bound to no domain takes pods out least important first until it fits, then gives
+back what it can. Only then are the victims taken out for good and evicted. Every step
+is a real match on the view's matcher, restricted to the scope, so the embedded matcher
+and Fluxion take the same victims: the choice depends on the room each scope has, not on
+where a matcher would rather go.
 
 **Nominate, then bind.** An evicted pod runs until its kubelet has stopped it. The group
 is not bound meanwhile: its match stays held (so nothing else takes the room), its pods
 are told where they are going (``status.nominatedNodeName``, as kube-scheduler writes
 it), and :meth:`Preemptor.claim` hands the match to the cycle once every victim is gone.
-A nomination is dropped, its room given back, when the group is no longer pending or its
-pods changed.
+The terminating victims are not held again meanwhile (``ClusterView.evicted``): the
+nomination holds their room. A nomination is dropped, its room given back, when the
+group is no longer pending or its pods changed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -40,7 +44,8 @@ from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.events import EventRecorder
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.victims import (
-    Disruption, Holder, Member, disruption, group_priority, read_holders, without,
+    Disruption, Holder, Member, disruption, group_priority, least_disruption, read_holders,
+    without,
 )
 from fluence_core.scheduler.view import ClusterView
 from fluence_core.topology import attempts
@@ -84,14 +89,13 @@ class Preemptor:
         self.records = records
         self.nominations: dict[str, Nomination] = {}
         """Group key -> the room held for it while its victims terminate."""
-        self._holders: list[Holder] | None = None
-        """Every holder that could lose pods, read at the first preemption of a cycle and
-        again after each eviction (the records changed)."""
+        self._victims: _Pool | None = None
+        """Every holder that could lose pods, read at the first preemption of a cycle."""
         self._class_values: dict[str, int | None] = {}
 
     def begin(self) -> None:
         """A new cycle: holders and PriorityClass values are read again when first needed."""
-        self._holders = None
+        self._victims = None
         self._class_values = {}
 
     # -- nominations -----------------------------------------------------------------------
@@ -139,28 +143,17 @@ class Preemptor:
         match, held. None, with nothing touched, when no such set exists."""
         matching = match if match is not None else self._match
         priority = self.priority_of(pending)
-        holders = [h for h in self._read_holders() if h.priority < priority]
-        if not holders:
+        pool = self._pool()
+        if not pool.below(priority):
             return None
         level = self._required_level(group)
-        scopes = self._scopes(group, level)
-        wanted = max(MIN_CANDIDATES, len(scopes) * MIN_CANDIDATES_PERCENT // 100)
-        best: _Candidate | None = None
-        found = 0
-        for scope, nodes in scopes:
-            candidate = self._candidate(group, scope, nodes, holders, matching)
-            if candidate is None:
-                continue
-            logger.debug("group %s: in %s it would evict %s", group.name, scope,
-                         ", ".join("/".join(m.key) for m, _ in candidate.victims))
-            if best is None or candidate.cost.key() < best.cost.key():
-                best = candidate
-            found += 1
-            if found >= wanted:
-                break
+        if level is None and len(group.pods) > 1:
+            best = self._in_cluster(group, pool, priority, matching)
+        else:
+            best = self._best_scope(group, level, pool, priority, matching)
         if best is None:
             return None
-        return self._preempt(pending, group, best, holders, matching)
+        return self._preempt(pending, group, best, pool, matching)
 
     def priority_of(self, pending: g.PendingGroup) -> int:
         """The group's priority: its PodGroup's own when it states one, else its pods'."""
@@ -176,49 +169,97 @@ class Preemptor:
         except TopologyError:
             return None
 
-    def _scopes(self, group: Group, level: int | None
-                ) -> list[tuple[str, frozenset[str] | None]]:
-        """Where room is sought, each scope on its own: the domains of the required level,
-        or each node for a lone pod, or the whole cluster."""
+    def _best_scope(self, group: Group, level: int | None, pool: _Pool, priority: int,
+                    match: Match) -> _Candidate | None:
+        """The least disruptive victims among the scopes (each domain of ``level``, or each
+        node a lone pod may use), kube-scheduler's way: up to :data:`MIN_CANDIDATES` (or
+        :data:`MIN_CANDIDATES_PERCENT` of the scopes) with a victim set are compared, the
+        likeliest best first (lowest-priority, latest-started victims), and the search
+        stops early at a set no other could beat."""
         graph = self.view.graph
+        ranked: Iterable[tuple[str, frozenset[str]]]
         if level is not None:
-            return [("/".join(domain), frozenset(n.name for n in nodes))
-                    for domain, nodes in graph.domains(level).items()]
-        if len(group.pods) == 1:
+            domains = [("/".join(domain), frozenset(n.name for n in nodes))
+                       for domain, nodes in graph.domains(level).items()]
+            promising = [(promise, scope, nodes) for scope, nodes in domains
+                         if (promise := _promise(pool.on(nodes, priority))) is not None]
+            ranked = [(scope, nodes) for _, scope, nodes in sorted(promising)]
+            count = len(domains)
+        else:
             allowed = group.pods[0].allowed
-            return [(node.name, frozenset((node.name,))) for node in graph.nodes
-                    if not node.down and (allowed is None or node.name in allowed)]
-        return [("the cluster", None)]
+            ranked = ((node, frozenset((node,))) for node in pool.ranked(priority)
+                      if graph.has_node(node) and not graph.node(node).down
+                      and (allowed is None or node in allowed))
+            count = len(graph.node_names)
+        wanted = max(MIN_CANDIDATES, count * MIN_CANDIDATES_PERCENT // 100)
+        floor = pool.floor()
+        best: _Candidate | None = None
+        found = 0
+        for scope, nodes in ranked:
+            candidate = self._candidate(group, scope, nodes, pool.on(nodes, priority), pool,
+                                        match)
+            if candidate is None:
+                continue
+            if best is None or candidate.cost.key() < best.cost.key():
+                best = candidate
+            found += 1
+            if found >= wanted or best.cost.key()[:3] <= floor:
+                break
+        return best
 
-    def _candidate(self, group: Group, scope: str, nodes: frozenset[str] | None,
-                   holders: list[Holder], match: Match) -> _Candidate | None:
+    def _candidate(self, group: Group, scope: str, nodes: frozenset[str],
+                   inside: list[tuple[Holder, Member]], pool: _Pool,
+                   match: Match) -> _Candidate | None:
         """The least set of victims inside ``nodes`` that lets ``group`` fit there, by
-        kube-scheduler's rule: all lower-priority pods out, then the most important given
-        back while the group still fits. The matcher is left as it was."""
+        kube-scheduler's rule: every lower-priority pod there out, then the most important
+        given back while the group still fits. The matcher is left as it was."""
         scoped = _within(group, nodes)
         if scoped is None:
             return None
-        units = [(h, unit) for h in holders
-                 for unit in h.units(m for m in h.members if nodes is None or m.node in nodes)]
-        if not units:
-            return None
-        trial = _Trial(self.view, holders)
+        trial = _Trial(self.view, pool)
         try:
+            units = _units(inside)
             for _, unit in units:
                 trial.take(unit)
             if not self._fits(scoped, match):
                 return None
-            units.sort(key=lambda u: (-u[0].priority, min(m.started for m in u[1])))
-            leaving: list[tuple[Member, ...]] = []
-            for holder, unit in units:
-                trial.give_back(unit)
-                if not self._fits(scoped, match):
-                    trial.take(unit)
-                    leaving.append(unit)
-            victims = _whole_gangs(holders, {m.key for unit in leaving for m in unit})
-            return _Candidate(scope, nodes, victims, disruption(victims))
+            return self._reprieve(scope, nodes, scoped, units, trial, pool, match)
         finally:
             trial.undo()
+
+    def _in_cluster(self, group: Group, pool: _Pool, priority: int,
+                    match: Match) -> _Candidate | None:
+        """For a group bound to no domain: lower-priority pods taken out least important
+        first until the group fits, then the most important given back while it still fits
+        (taking every one out first would cost a match per pod of the cluster)."""
+        units = _units(pool.on(None, priority))
+        units.sort(key=_importance, reverse=True)
+        trial = _Trial(self.view, pool)
+        try:
+            taken = []
+            for unit in units:
+                trial.take(unit[1])
+                taken.append(unit)
+                if self._fits(group, match):
+                    return self._reprieve("the cluster", None, group, taken, trial, pool, match)
+            return None
+        finally:
+            trial.undo()
+
+    def _reprieve(self, scope: str, nodes: frozenset[str] | None, group: Group,
+                  units: list[tuple[Holder, tuple[Member, ...]]], trial: _Trial, pool: _Pool,
+                  match: Match) -> _Candidate:
+        """Give back ``units`` (all out, the group fitting) most important first, each that
+        the group can do without; what stays out, with every gang it would leave below its
+        ``minCount``, are the victims."""
+        leaving = []
+        for holder, unit in sorted(units, key=_importance):
+            trial.give_back(unit)
+            if not self._fits(group, match):
+                trial.take(unit)
+                leaving.append(unit)
+        victims = pool.whole_gangs({m.key for unit in leaving for m in unit})
+        return _Candidate(scope, nodes, victims, disruption(victims))
 
     def _fits(self, group: Group, match: Match) -> bool:
         outcome = match(group)
@@ -230,11 +271,11 @@ class Preemptor:
     # -- evicting --------------------------------------------------------------------------
 
     def _preempt(self, pending: g.PendingGroup, group: Group, chosen: _Candidate,
-                 holders: list[Holder], match: Match) -> GroupMatch | None:
+                 pool: _Pool, match: Match) -> GroupMatch | None:
         """Take ``chosen``'s victims out, match the group in its scope, then evict them and
         nominate the group; on a miss put everything back."""
         scoped = _within(group, chosen.nodes) or group
-        trial = _Trial(self.view, holders)
+        trial = _Trial(self.view, pool)
         trial.take(tuple(m for m, _ in chosen.victims))
         outcome = match(scoped)
         if not isinstance(outcome, GroupMatch):
@@ -244,14 +285,15 @@ class Preemptor:
             return None
         logger.info("group %s: preempting %d pod(s) in %s (highest priority %d)",
                     pending.key, len(chosen.victims), chosen.scope, chosen.cost.highest)
-        self._evict(pending, trial, [m for m, _ in chosen.victims])
-        self._nominate(pending, scoped, outcome, [m for m, _ in chosen.victims])
+        victims = [m for m, _ in chosen.victims]
+        self._evict(pending, trial, victims)
+        pool.forget({m.key for m in victims})
+        self._nominate(pending, scoped, outcome, victims)
         return outcome
 
     def _evict(self, pending: g.PendingGroup, trial: _Trial, victims: list[Member]) -> None:
         """Rewrite each victim's record as the trial left it (dropped when nothing stays),
         then delete the victims."""
-        self._holders = None
         touched: set[g.Owner] = set()
         for owner, record, allocations in trial.changed():
             gone = {m.key[1] for m in victims if m.record is record}
@@ -273,7 +315,8 @@ class Preemptor:
             logger.info("preempting %s/%s (priority %d) on %s for %s", namespace, name,
                         g.priority(member.pod), member.node, pending.key)
             self.events.post(member.pod, "Warning", "Preempted",
-                              f"preempted by fluence for {pending.key}")
+                             f"preempted by fluence for {pending.key}")
+            self.view.evicted.add(member.key)
             self.cluster.delete(PODS, name, namespace)
 
     def _nominate(self, pending: g.PendingGroup, group: Group, match: GroupMatch,
@@ -294,11 +337,11 @@ class Preemptor:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _read_holders(self) -> list[Holder]:
-        if self._holders is None:
-            self._holders = read_holders(self.records.held, self.view.pods,
-                                         self.view.pod_groups, self._class_value)
-        return self._holders
+    def _pool(self) -> _Pool:
+        if self._victims is None:
+            self._victims = _Pool(read_holders(self.records.held, self.view.pods,
+                                               self.view.pod_groups, self._class_value))
+        return self._victims
 
     def _class_value(self, name: str) -> int | None:
         """A PriorityClass's value, read once per cycle; None (logged) when it cannot be."""
@@ -312,6 +355,37 @@ class Preemptor:
                 logger.warning("cannot read PriorityClass %s: %s", name, error)
             self._class_values[name] = value
         return self._class_values[name]
+
+
+Unit = tuple[Holder, tuple[Member, ...]]
+"""What may go at the least: one member, or a holder that goes only whole."""
+
+
+def _units(inside: Iterable[tuple[Holder, Member]]) -> list[Unit]:
+    units: list[Unit] = []
+    whole: set[g.Owner] = set()
+    for holder, member in inside:
+        if not holder.whole:
+            units.append((holder, (member,)))
+        elif holder.owner not in whole:
+            whole.add(holder.owner)
+            units.append((holder, holder.members))
+    return units
+
+
+def _importance(unit: Unit) -> tuple[int, float]:
+    """Most important first, as kube-scheduler gives victims back: the highest priority,
+    then the longest running."""
+    return (-unit[0].priority, min(m.since for m in unit[1]))
+
+
+def _promise(inside: list[tuple[Holder, Member]]) -> tuple[int, float] | None:
+    """Where the least disruption is likeliest, smallest first: the lowest-priority victims,
+    the latest started among them (None without victims)."""
+    if not inside:
+        return None
+    lowest = min(h.priority for h, _ in inside)
+    return (lowest, -max(m.since for h, m in inside if h.priority == lowest))
 
 
 def _within(group: Group, nodes: frozenset[str] | None) -> Group | None:
@@ -329,14 +403,107 @@ def _within(group: Group, nodes: frozenset[str] | None) -> Group | None:
     return dataclasses.replace(group, pods=tuple(pods))
 
 
-def _whole_gangs(holders: list[Holder], leaving: set[g.PodKey]
-                 ) -> tuple[tuple[Member, int], ...]:
-    """The victims, with every gang that would fall below its ``minCount`` taken whole."""
-    victims: list[tuple[Member, int]] = []
-    for holder in holders:
-        going = holder.closure(leaving)
-        victims.extend((m, holder.priority) for m in holder.members if m.key in going)
-    return tuple(victims)
+class _Pool:
+    """The holders that could lose pods this cycle, by priority, by node and by record.
+
+    Read at a cycle's first preemption and kept up to date as victims go: a record committed
+    later in the cycle belongs to a group of at least the priority of any group after it
+    (groups go by priority), so it is never a victim of those.
+    """
+
+    def __init__(self, holders: Iterable[Holder]) -> None:
+        self._priorities: list[int] = []
+        self._holder: dict[g.PodKey, Holder] = {}
+        self._on_node: dict[str, dict[g.PodKey, Member]] = {}
+        self._in_record: dict[int, dict[g.PodKey, Member]] = {}
+        self.owner_of: dict[int, g.Owner] = {}
+        """Each record's owner, by the record's identity."""
+        self._ranked: dict[int, tuple[dict[str, tuple[int, float]],
+                                      list[tuple[tuple[int, float], str]]]] = {}
+        """Per preemptor priority: each node's :func:`_promise`, and the nodes by it."""
+        for holder in holders:
+            self._add(holder)
+
+    def _add(self, holder: Holder) -> None:
+        insort(self._priorities, holder.priority)
+        for member in holder.members:
+            self._holder[member.key] = holder
+            self._on_node.setdefault(member.node, {})[member.key] = member
+            self._in_record.setdefault(id(member.record), {})[member.key] = member
+            self.owner_of[id(member.record)] = holder.owner
+
+    def below(self, priority: int) -> bool:
+        """Whether any holder has a lower priority than ``priority``."""
+        return bool(self._priorities) and self._priorities[0] < priority
+
+    def floor(self) -> tuple[int, int, int]:
+        """The least disruption any set below ``priority`` could cost (one pod of the lowest
+        priority), but for start times."""
+        return least_disruption(self._priorities[0])
+
+    def ranked(self, priority: int) -> list[str]:
+        """The nodes with members below ``priority``, the most promising first
+        (:func:`_promise`); sorted once per priority and cycle, then kept up to date."""
+        if priority not in self._ranked:
+            promises = {}
+            for node in self._on_node:
+                promise = _promise(self.on(frozenset((node,)), priority))
+                if promise is not None:
+                    promises[node] = promise
+            self._ranked[priority] = (promises, sorted((p, n) for n, p in promises.items()))
+        return [node for _, node in self._ranked[priority][1]]
+
+    def _rerank(self, nodes: set[str]) -> None:
+        for priority, (promises, order) in self._ranked.items():
+            for node in nodes:
+                old = promises.pop(node, None)
+                if old is not None:
+                    order.pop(bisect_left(order, (old, node)))
+                new = _promise(self.on(frozenset((node,)), priority))
+                if new is not None:
+                    promises[node] = new
+                    insort(order, (new, node))
+
+    def on(self, nodes: frozenset[str] | None, priority: int) -> list[tuple[Holder, Member]]:
+        """The members on ``nodes`` (anywhere when None) whose holder's priority is lower than
+        ``priority``."""
+        where = self._on_node if nodes is None else {
+            n: self._on_node[n] for n in nodes if n in self._on_node}
+        found = []
+        for members in where.values():
+            for key, member in members.items():
+                holder = self._holder[key]
+                if holder.priority < priority:
+                    found.append((holder, member))
+        return found
+
+    def members_of(self, record_id: int) -> Iterable[Member]:
+        return self._in_record.get(record_id, {}).values()
+
+    def whole_gangs(self, leaving: set[g.PodKey]) -> tuple[tuple[Member, int], ...]:
+        """The members of ``leaving`` with every gang that would fall below its ``minCount``
+        taken whole, each with its holder's priority."""
+        holders = {self._holder[key].owner: self._holder[key] for key in leaving}
+        victims: list[tuple[Member, int]] = []
+        for holder in holders.values():
+            going = holder.closure(leaving)
+            victims.extend((m, holder.priority) for m in holder.members if m.key in going)
+        return tuple(victims)
+
+    def forget(self, gone: set[g.PodKey]) -> None:
+        """``gone`` were evicted: their holders keep the rest, or leave when none is left."""
+        holders = {self._holder[key].owner: self._holder[key] for key in gone}
+        touched = {m.node for holder in holders.values() for m in holder.members}
+        for holder in holders.values():
+            self._priorities.pop(bisect_left(self._priorities, holder.priority))
+            for member in holder.members:
+                del self._holder[member.key]
+                del self._on_node[member.node][member.key]
+                del self._in_record[id(member.record)][member.key]
+            staying = tuple(m for m in holder.members if m.key not in gone)
+            if staying:
+                self._add(dataclasses.replace(holder, members=staying))
+        self._rerank(touched)
 
 
 class _Trial:
@@ -344,28 +511,27 @@ class _Trial:
     matcher, its allocations less what its leaving members hold (nothing once they all
     leave); :meth:`undo` holds every record as it was."""
 
-    def __init__(self, view: ClusterView, holders: list[Holder]) -> None:
+    def __init__(self, view: ClusterView, pool: _Pool) -> None:
         self.view = view
-        self._owner: dict[int, g.Owner] = {}
-        self._members: dict[int, list[Member]] = {}
-        for holder in holders:
-            for member in holder.members:
-                self._owner[id(member.record)] = holder.owner
-                self._members.setdefault(id(member.record), []).append(member)
+        self.pool = pool
         self._records: dict[int, HeldPlacement] = {}
         self._leaving: dict[int, set[g.PodKey]] = {}
         self._held: dict[int, dict[str, Allocation]] = {}
 
     def take(self, members: Iterable[Member]) -> None:
+        touched = set()
         for member in members:
             self._leaving.setdefault(id(member.record), set()).add(member.key)
             self._records[id(member.record)] = member.record
-        self._apply({id(m.record) for m in members})
+            touched.add(id(member.record))
+        self._apply(touched)
 
     def give_back(self, members: Iterable[Member]) -> None:
+        touched = set()
         for member in members:
-            self._leaving.get(id(member.record), set()).discard(member.key)
-        self._apply({id(m.record) for m in members})
+            self._leaving[id(member.record)].discard(member.key)
+            touched.add(id(member.record))
+        self._apply(touched)
 
     def undo(self) -> None:
         for leaving in self._leaving.values():
@@ -374,7 +540,7 @@ class _Trial:
 
     def changed(self) -> list[tuple[g.Owner, HeldPlacement, dict[str, Allocation]]]:
         """Each record some member left, with what it holds now."""
-        return [(self._owner[rid], self._records[rid], self._held[rid])
+        return [(self.pool.owner_of[rid], self._records[rid], self._held[rid])
                 for rid, leaving in self._leaving.items() if leaving]
 
     def _apply(self, record_ids: set[int]) -> None:
@@ -383,12 +549,12 @@ class _Trial:
             record = self._records[rid]
             for allocation in self._held.get(rid, record.allocations).values():
                 matcher.cancel(allocation.jobid)
-            leaving = [m for m in self._members.get(rid, []) if m.key in self._leaving[rid]]
-            everyone = {m.key for m in self._members.get(rid, [])}
+            everyone = list(self.pool.members_of(rid))
+            leaving = [m for m in everyone if m.key in self._leaving[rid]]
             now: dict[str, Allocation] = {}
             if not leaving:
                 now = dict(record.allocations)
-            elif {m.key for m in leaving} != everyone:
+            elif len(leaving) < len(everyone):
                 for kind, allocation in record.allocations.items():
                     kept = without(allocation, leaving, self.view.graph)
                     if kept is not None:

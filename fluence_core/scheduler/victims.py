@@ -58,13 +58,11 @@ class Member:
     node: str
     record: HeldPlacement
     request: PodRequest | None
-    """What it requests (None when unreadable: it can then only go with its whole record)."""
-
-    @property
-    def started(self) -> str:
-        """When it started (``status.startTime``), else when it was created."""
-        status = self.pod.get("status") or {}
-        return str(status.get("startTime") or g.created(self.pod))
+    """What it requests, read for a gang's members (None when unreadable, or for a lone pod:
+    it can then only go with its whole record)."""
+    since: float
+    """When it started (``status.startTime``, else its creation), in seconds since the
+    epoch; 0 when neither can be read."""
 
 
 @dataclass(frozen=True)
@@ -128,8 +126,11 @@ def read_holders(held: Mapping[g.Owner, Sequence[HeldPlacement]],
                 pod = pods.get((namespace, name))
                 if pod is None or g.is_finished(pod) or not g.is_bound(pod):
                     continue
+                started = (pod.get("status") or {}).get("startTime") or g.created(pod)
+                # a lone pod only ever goes whole: its size is never needed
+                request = _request_of(pod) if owner[0] == "podgroups" else None
                 members.append(Member((namespace, name), pod, str(pod["spec"]["nodeName"]),
-                                      record, _request_of(pod)))
+                                      record, request, _seconds(str(started))))
         if not members or any(annotations_of(m.pod).get(names.PROTECTED_ANNOTATION) == "true"
                               for m in members):
             continue
@@ -179,9 +180,15 @@ def disruption(victims: Sequence[tuple[Member, int]]) -> Disruption:
     if not victims:
         return Disruption(-_PRIORITY_SHIFT, 0, 0, float("inf"))
     highest = max(p for _, p in victims)
-    starts = [_seconds(m.started) for m, p in victims if p == highest]
+    starts = [m.since for m, p in victims if p == highest]
     return Disruption(highest, sum(p + _PRIORITY_SHIFT for _, p in victims), len(victims),
                       min(starts))
+
+
+def least_disruption(lowest: int) -> tuple[int, int, int]:
+    """The first three of :meth:`Disruption.key` for one victim of priority ``lowest``: no
+    set of victims that low or lower can cost less, but for start times."""
+    return (lowest, lowest + _PRIORITY_SHIFT, 1)
 
 
 def _seconds(stamp: str) -> float:

@@ -93,6 +93,9 @@ class ClusterView:
         """The cached pods that may still need placing (unbound, unfinished): a cycle groups
         these, not every pod in the cluster."""
         self.pins: dict[g.PodKey, Pin] = {}
+        self.evicted: set[g.PodKey] = set()
+        """Pods preemption evicted, whose room the preemptor's nomination holds: never pinned
+        while they terminate (their room would be counted twice)."""
         self.generation = 0
         """Bumped whenever room may have appeared; a group that failed is retried after."""
         self.started = False
@@ -420,9 +423,11 @@ class ClusterView:
         else:
             self.unplaced[key] = obj
         if gone:
+            self.evicted.discard(key)
             self.unpin(key)
             self._release_finished(key, obj)
-        elif g.is_bound(obj) and key not in self.pins and not self.records.covers(key, obj):
+        elif (g.is_bound(obj) and key not in self.pins and key not in self.evicted
+              and not self.records.covers(key, obj)):
             self.pin(key, obj)
 
     def _count_on(self, key: g.PodKey, node: str) -> None:
