@@ -19,9 +19,9 @@ where a matcher would rather go.
 is not bound meanwhile: its match stays held (so nothing else takes the room), its pods
 are told where they are going (``status.nominatedNodeName``, as kube-scheduler writes
 it), and :meth:`Preemptor.claim` hands the match to the cycle once every victim is gone.
-The terminating victims are not held again meanwhile (``ClusterView.evicted``): the
-nomination holds their room. A nomination is dropped, its room given back, when the
-group is no longer pending or its pods changed.
+A terminating victim is held again from what it requests (a pin) where room is left
+beside the nomination, so nothing else lands there before it is gone. A nomination is
+dropped, its room given back, when the group is no longer pending or its pods changed.
 """
 
 from __future__ import annotations
@@ -316,7 +316,6 @@ class Preemptor:
                         g.priority(member.pod), member.node, pending.key)
             self.events.post(member.pod, "Warning", "Preempted",
                              f"preempted by fluence for {pending.key}")
-            self.view.evicted.add(member.key)
             self.cluster.delete(PODS, name, namespace)
 
     def _nominate(self, pending: g.PendingGroup, group: Group, match: GroupMatch,

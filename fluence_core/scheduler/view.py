@@ -93,9 +93,6 @@ class ClusterView:
         """The cached pods that may still need placing (unbound, unfinished): a cycle groups
         these, not every pod in the cluster."""
         self.pins: dict[g.PodKey, Pin] = {}
-        self.evicted: set[g.PodKey] = set()
-        """Pods preemption evicted, whose room the preemptor's nomination holds: never pinned
-        while they terminate (their room would be counted twice)."""
         self.generation = 0
         """Bumped whenever room may have appeared; a group that failed is retried after."""
         self.started = False
@@ -227,7 +224,10 @@ class ClusterView:
         if hold.problems:
             how = "is held only in part" if hold.allocations else \
                 "is not subtracted from its node"
-            logger.warning("pod %s/%s on %s %s: %s", *key, node, how, "; ".join(hold.problems))
+            # a terminating pod overlapping what replaces it is expected (a preemption's
+            # victim beside its preemptor's held room): no operator needs telling
+            (logger.debug if g.is_terminating(pod) else logger.warning)(
+                "pod %s/%s on %s %s: %s", *key, node, how, "; ".join(hold.problems))
         if not hold.allocations:
             return
         if g.is_ours(pod) and g.pod_group_name(pod) is None:
@@ -423,11 +423,9 @@ class ClusterView:
         else:
             self.unplaced[key] = obj
         if gone:
-            self.evicted.discard(key)
             self.unpin(key)
             self._release_finished(key, obj)
-        elif (g.is_bound(obj) and key not in self.pins and key not in self.evicted
-              and not self.records.covers(key, obj)):
+        elif g.is_bound(obj) and key not in self.pins and not self.records.covers(key, obj):
             self.pin(key, obj)
 
     def _count_on(self, key: g.PodKey, node: str) -> None:

@@ -290,3 +290,19 @@ def test_the_room_held_for_a_group_no_longer_pending_is_given_back() -> None:
     assert held in view.matcher.allocations()
     preemptor.keep_only([])
     assert held not in view.matcher.allocations()
+
+
+def test_a_terminating_victim_still_holds_what_its_preemptor_left_of_its_room() -> None:
+    cluster = cluster_of(node("n0"), pod("low", "4", priority=1, node_name="n0"),
+                         pod("high", "2", priority=100), pod("other", "2"))
+    view = started_view(cluster)
+    _as_records(view)
+    pending = {p.key: p for p in g.pending_groups(view.unplaced.values(), view.pod_groups)}
+    assert isinstance(Preemptor(cluster, view, view.records).make_room(
+        pending["default/high"], pending["default/high"].requests()), GroupMatch)
+    terminating = dict(view.pods[("default", "low")])
+    terminating["metadata"] = {**terminating["metadata"],
+                               "deletionTimestamp": "2026-01-01T00:00:00Z"}
+    view.handle(PODS.plural, "MODIFIED", terminating)
+    other = match_preferring(pending["default/other"].requests(), view.graph, view.matcher)
+    assert isinstance(other, GroupMiss), "placed beside a victim still running"
