@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
+
+import pytest
 
 from fluence_core import names
 from fluence_core.kube.api import PODS, PRIORITY_CLASSES
@@ -306,3 +309,48 @@ def test_a_terminating_victim_still_holds_what_its_preemptor_left_of_its_room() 
     view.handle(PODS.plural, "MODIFIED", terminating)
     other = match_preferring(pending["default/other"].requests(), view.graph, view.matcher)
     assert isinstance(other, GroupMiss), "placed beside a victim still running"
+
+
+FLUXION_LIB = os.environ.get("FLUENCE_FLUXION_LIB")
+MATCHERS = [
+    pytest.param("embedded", id="embedded"),
+    pytest.param("fluxion", id="fluxion", marks=pytest.mark.skipif(
+        not FLUXION_LIB, reason="FLUENCE_FLUXION_LIB is not set (flux-sched's libreapi_cli)")),
+]
+
+
+@pytest.mark.parametrize("matcher", MATCHERS)
+def test_both_matchers_evict_one_nodes_worth_of_the_least_important_pods(
+        matcher: str, harness_factory: Callable[..., Harness],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if matcher == "embedded":
+        monkeypatch.delenv("FLUENCE_FLUXION_LIB", raising=False)
+    low = [pod(f"x{i}", "1", priority=p, node_name="n0") for i, p in enumerate((1, 1, 5, 5))]
+    low += [pod(f"y{i}", "1", priority=2, node_name="n1") for i in range(4)]
+    h = harness_factory(node("n0"), node("n1"), *low)
+    assert h.scheduler.view.matcher.name.endswith(matcher), h.scheduler.view.matcher.name
+    h.cycle()
+    h.add(pod("big", "4", priority=100))
+    h.cycle()
+    h.cycle()
+    names_ = [f"x{i}" for i in range(4)] + [f"y{i}" for i in range(4)]
+    assert _gone(h.cluster, *names_) == {"y0", "y1", "y2", "y3"}
+    assert h.node_of("big") == "n1"
+
+
+@pytest.mark.parametrize("matcher", MATCHERS)
+def test_both_matchers_free_one_node_of_equal_pods_for_a_pod_that_needs_one_node(
+        matcher: str, harness_factory: Callable[..., Harness],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if matcher == "embedded":
+        monkeypatch.delenv("FLUENCE_FLUXION_LIB", raising=False)
+    low = [pod(f"p{i}", "1", priority=1, node_name=f"n{i % 2}") for i in range(8)]
+    h = harness_factory(node("n0"), node("n1"), *low)
+    assert h.scheduler.view.matcher.name.endswith(matcher), h.scheduler.view.matcher.name
+    h.cycle()
+    h.add(pod("big", "4", priority=100))
+    h.cycle()
+    h.cycle()
+    gone = _gone(h.cluster, *(f"p{i}" for i in range(8)))
+    assert len(gone) == 4 and h.node_of("big") is not None
+    assert {int(name[1:]) % 2 for name in gone} == {int(h.node_of("big")[1:])}
