@@ -101,16 +101,22 @@ class Holder:
 
 
 def group_priority(pod_group: KubeObject | None, value: ClassValue) -> int | None:
-    """The priority a PodGroup states for its members (``spec.priority``, else its
-    ``spec.priorityClassName``'s value), or None when it states none that is known."""
+    """The priority a PodGroup states for its members, or None when it states none.
+
+    It states one by naming a ``spec.priorityClassName``: its ``spec.priority`` (the
+    Priority admission writes the class's value there), else the class's value. The
+    admission also writes ``priority: 0`` on a PodGroup that names no class, which states
+    nothing: its members' own priorities count then. A non-zero ``spec.priority`` with no
+    class (written where no admission runs) counts as stated.
+    """
     spec = (pod_group or {}).get("spec") or {}
     stated = spec.get("priority")
-    if isinstance(stated, int) and not isinstance(stated, bool):
-        return stated
+    if isinstance(stated, bool) or not isinstance(stated, int):
+        stated = None
     class_name = spec.get("priorityClassName")
     if isinstance(class_name, str) and class_name:
-        return value(class_name)
-    return None
+        return stated if stated is not None else value(class_name)
+    return stated or None
 
 
 def read_holders(held: Mapping[g.Owner, Sequence[HeldPlacement]],

@@ -6,7 +6,7 @@ from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.base import Allocation, NodeShare, VirtualShare
 from fluence_core.models import NodeInfo, PodRequest
 from fluence_core.scheduler.records import HeldPlacement
-from fluence_core.scheduler.victims import Holder, Member, disruption, without
+from fluence_core.scheduler.victims import Holder, Member, disruption, group_priority, without
 from fluence_core.testing import make_pod_dict
 
 GRAPH = ResourceGraph([NodeInfo("n0", cores=8, memory_mib=8192),
@@ -70,3 +70,14 @@ def test_fewer_lower_priority_victims_hurt_less_and_later_starts_break_ties() ->
     older = disruption([(_member("a", "n0", since=100.0), 1)])
     newer = disruption([(_member("b", "n0", since=200.0), 1)])
     assert newer.key() < older.key()
+
+
+def test_a_pod_group_naming_no_priority_class_leaves_its_members_priorities() -> None:
+    def classes(name: str) -> int | None:
+        return {"vital": 1000}.get(name)
+
+    assert group_priority({"spec": {"priority": 0}}, classes) is None, "the admission's zero"
+    assert group_priority({"spec": {"priorityClassName": "vital"}}, classes) == 1000
+    assert group_priority({"spec": {"priorityClassName": "vital", "priority": 900}},
+                          classes) == 900, "the admission resolved it when the group was made"
+    assert group_priority({"spec": {"priority": 7}}, classes) == 7
