@@ -10,6 +10,7 @@ are expected.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,8 @@ from tests.e2e.test_topology_preemption_e2e import NODE_LABEL, PreemptingRacks
 pytestmark = pytest.mark.e2e
 
 LOW, LOWISH, MID, HIGH = 10, 20, 50, 500
+MATCHER = "fluxion" if os.environ.get("FLUENCE_FLUXION_LIB") else "embedded"
+"""The matcher the scheduler places with: Fluxion when its library is named."""
 
 
 class Victims(PreemptingRacks):
@@ -143,7 +146,8 @@ def test_the_rack_with_the_fewest_victims_is_freed_for_a_rack_required_gang(
 
 def test_a_pod_evicts_one_nodes_worth_of_the_lowest_priority_victims(victims: Victims) -> None:
     a, b = victims.racked_node("a", "r1"), victims.racked_node("b", "r1")
-    victims.start_scheduler()
+    scheduler = victims.start_scheduler()
+    assert scheduler.view.matcher.name.endswith(MATCHER), scheduler.view.matcher.name
     # a holds two of the lowest priority and two of a middle one; b four just above the
     # lowest: b's four are the least disruptive, while taking the lowest first evicts six.
     small = []
