@@ -79,7 +79,7 @@ class Cycle:
             self.metrics.pending_groups.set(len(pending))
             backoff = self.reporter.backoff
             keys = {group.key for group in pending}
-            self.preemptor.keep_only(keys)
+            self.preemptor.keep_only(group.key for group in pending if group.ready)
             backoff.keep_only(keys)
             self.reporter.arrivals.keep_only(keys)
             results = []

@@ -21,7 +21,8 @@ are told where they are going (``status.nominatedNodeName``, as kube-scheduler w
 it), and :meth:`Preemptor.claim` hands the match to the cycle once every victim is gone.
 A terminating victim is held again from what it requests (a pin) where room is left
 beside the nomination, so nothing else lands there before it is gone. A nomination is
-dropped, its room given back, when the group is no longer pending or its pods changed.
+dropped, its room given back, when the group is no longer pending and ready, or its
+pods changed.
 """
 
 from __future__ import annotations
@@ -118,10 +119,11 @@ class Preemptor:
         return nomination
 
     def keep_only(self, keys: Iterable[str]) -> None:
-        """Give back the room held for groups no longer pending (deleted, or bound)."""
+        """Give back the room held for groups not among ``keys``, the groups pending and ready
+        (one deleted, bound, or a gang that lost members and waits for them again)."""
         wanted = set(keys)
         for key in [k for k in self.nominations if k not in wanted]:
-            self._drop(key, "it is no longer pending")
+            self._drop(key, "it is no longer pending and ready")
 
     def _drop(self, key: str, why: str) -> None:
         nomination = self.nominations.pop(key)

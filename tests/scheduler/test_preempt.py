@@ -354,3 +354,18 @@ def test_both_matchers_free_one_node_of_equal_pods_for_a_pod_that_needs_one_node
     gone = _gone(h.cluster, *(f"p{i}" for i in range(8)))
     assert len(gone) == 4 and h.node_of("big") is not None
     assert {int(name[1:]) % 2 for name in gone} == {int(h.node_of("big")[1:])}
+
+
+def test_a_gang_bound_to_no_domain_takes_the_least_important_room_it_needs() -> None:
+    cluster = cluster_of(node("n0"), node("n1"), node("n2"),
+                         pod("a", "4", priority=1, node_name="n0"),
+                         pod("b", "4", priority=3, node_name="n1"),
+                         pod("c", "2", priority=2, node_name="n2"),
+                         pod("d", "2", priority=1, node_name="n2"),
+                         pod_group("g", 2), pod("g0", "4", group="g", priority=100),
+                         pod("g1", "4", group="g", priority=100))
+    _, make_room = _preemptor_for(cluster, "g")
+    match = make_room()
+    assert isinstance(match, GroupMatch)
+    assert {p.node for p in match.placements.values()} == {"n0", "n2"}
+    assert _gone(cluster, "a", "b", "c", "d") == {"a", "c", "d"}
