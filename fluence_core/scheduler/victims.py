@@ -2,9 +2,9 @@
 
 A *holder* is one owner's held placements: a lone pod, or a gang's PodGroup with every
 record it holds (a late member adds a record of its own, but the gang is still one gang).
-Its priority is the PodGroup's own (``spec.priority``, or the value of its
-``spec.priorityClassName``) when it states one, else its highest member's; a protected
-member (:data:`~fluence_core.names.PROTECTED_ANNOTATION`) shields the whole holder.
+Its priority is the PodGroup's own when it names a priority class
+(:func:`group_priority`), else its highest member's; a protected member
+(:data:`~fluence_core.names.PROTECTED_ANNOTATION`) shields the whole holder.
 
 A gang's ``spec.disruptionMode`` says how it may be disrupted, as kube-scheduler reads it:
 ``Pod`` (the default) lets members go one by one, but never leaves fewer than its
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fluence_core import names
@@ -75,16 +75,6 @@ class Holder:
     min_count: int = 1
     whole: bool = False
     """Only the whole holder may go (a lone pod, or ``disruptionMode: PodGroup``)."""
-
-    def units(self, on: Iterable[Member]) -> list[tuple[Member, ...]]:
-        """What may be taken away, at the least, to free the room of ``on``: each of them
-        alone, or the whole holder when it goes only whole."""
-        chosen = list(on)
-        if not chosen:
-            return []
-        if self.whole:
-            return [self.members]
-        return [(member,) for member in chosen]
 
     def closure(self, leaving: set[g.PodKey]) -> set[g.PodKey]:
         """``leaving`` (this holder's members that go) with every member that must go with
