@@ -71,7 +71,7 @@ from fluence_core.kube.meta import annotations_of
 
 ASSETS_ENV: Final = "KUBEBUILDER_ASSETS"
 FEATURE_GATES: Final = ("GenericWorkload=true,GangScheduling=true,WorkloadWithJob=true,"
-                         "TopologyAwareWorkloadScheduling=true")
+                         "TopologyAwareWorkloadScheduling=true,WorkloadAwarePreemption=true")
 RUNTIME_CONFIG: Final = "scheduling.k8s.io/v1alpha2=true"
 ADMIN_TOKEN: Final = "fluence-e2e-admin-token"
 SERVICE_CIDR: Final = "10.0.0.0/24"

@@ -37,9 +37,10 @@ class DeleteSite:
 
 DELETE_SITES = (
     DeleteSite("fluence_core/scheduler/preempt.py:Preemptor._evict", "pods",
-               "preemption: a pending group fits only once lower-priority placements are "
-               "cancelled; every live pod of each victim has a lower priority and none is "
-               "protected; the pods are deleted only after the group's match succeeded"),
+               "preemption: a pending group fits only once lower-priority pods are taken "
+               "out; each victim's placement or gang has a lower priority and no pod of "
+               "it is protected; the pods are deleted only after the group's match "
+               "succeeded"),
     DeleteSite("fluence_core/sim/world.py:Run._peer_timeout", "pods (simulated)",
                "fluence sim only: the simulated Job controller retries an attempt whose "
                "launcher gave up waiting for its peers"),

@@ -314,10 +314,14 @@ class PooledMatcher:
     # -- shared allocations ----------------------------------------------------------------
 
     def _candidates(self, jobspec: Mapping[str, Any]) -> list[NodeVertex]:
-        """Every node the jobspec may use (a walk of all: for the verdict of a miss only)."""
-        predicate = compile_constraint(_constraints(jobspec))
-        return [n for n in self.graph.nodes
-                if not n.down and predicate(n.name, n.properties, n.rank)]
+        """Every node the jobspec may use, for the verdict of a miss only: the few hosts it
+        names when it names some (a walk of all nodes otherwise)."""
+        constraints = _constraints(jobspec)
+        predicate = compile_constraint(constraints)
+        hosts = few_hosts(constraints)
+        nodes = self.graph.nodes if hosts is None else [
+            self.graph.node(h) for h in hosts if self.graph.has_node(h)]
+        return [n for n in nodes if not n.down and predicate(n.name, n.properties, n.rank)]
 
     def _pool(self, vertex: NodeVertex) -> _Pool:
         pool = self._pools.get(vertex.name)

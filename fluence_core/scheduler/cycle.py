@@ -79,6 +79,7 @@ class Cycle:
             self.metrics.pending_groups.set(len(pending))
             backoff = self.reporter.backoff
             keys = {group.key for group in pending}
+            self.preemptor.keep_only(group.key for group in pending if group.ready)
             backoff.keep_only(keys)
             self.reporter.arrivals.keep_only(keys)
             results = []
@@ -111,6 +112,9 @@ class Cycle:
     def attempt(self, pending: g.PendingGroup) -> CycleResult:
         """Place one ready group, or say why it waits."""
         ctx = self.context()
+        nominated = self._nominated(pending, ctx)
+        if nominated is not None:
+            return nominated
         try:
             group = pending.requests()
         except ValueError as error:
@@ -148,13 +152,28 @@ class Cycle:
                 if isinstance(outcome, GroupMatch) and again:
                     outcome = GroupMiss(group, "compute", MatchOutcome.BUSY, [])
                 vetoed.update(again)
-            if isinstance(outcome, GroupMiss):
-                outcome = self.preemptor.make_room(pending, group, self.match) or outcome
+            if (isinstance(outcome, GroupMiss)
+                    and self.preemptor.make_room(pending, group, self.match) is not None):
+                return self._nominated(pending, ctx) or self._fail(
+                    pending, "preemption made room but holds none", "error")
             if isinstance(outcome, GroupMiss):
                 why = (_veto_reason(vetoed) or outcome.detail
                        or self.feasible.explain(pending.pods) or outcome.reason)
                 return self._fail(pending, why, "unschedulable")
         return self._commit(pending, group, outcome, ctx)
+
+    def _nominated(self, pending: g.PendingGroup, ctx: SchedulingContext) -> CycleResult | None:
+        """Bind a group into the room preemption made for it once its victims are gone; until
+        then it waits, told why (no backoff: it goes as soon as they are). None when no room
+        is held for it."""
+        held = self.preemptor.claim(pending)
+        if held is None:
+            return None
+        if isinstance(held, str):
+            self.reporter.tell_waiting(pending, held)
+            return CycleResult(pending.key, reason=held)
+        logger.info("group %s: its victims are gone; binding into the room made", pending.key)
+        return self._commit(pending, held.group, held.match, ctx)
 
     def match(self, group: Group, exclude: list[str] | None = None) -> GroupMatch | GroupMiss:
         """Match ``group`` on the graph, all-or-nothing, never on the ``exclude`` nodes: its

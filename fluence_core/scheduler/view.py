@@ -224,7 +224,10 @@ class ClusterView:
         if hold.problems:
             how = "is held only in part" if hold.allocations else \
                 "is not subtracted from its node"
-            logger.warning("pod %s/%s on %s %s: %s", *key, node, how, "; ".join(hold.problems))
+            # a terminating pod overlapping what replaces it is expected (a preemption's
+            # victim beside its preemptor's held room): no operator needs telling
+            (logger.debug if g.is_terminating(pod) else logger.warning)(
+                "pod %s/%s on %s %s: %s", *key, node, how, "; ".join(hold.problems))
         if not hold.allocations:
             return
         if g.is_ours(pod) and g.pod_group_name(pod) is None:

@@ -5,7 +5,7 @@ the gang is bound inside it (skipped without KUBEBUILDER_ASSETS).
 The unit tests (``tests/scheduler/test_preempt.py``) check the same on the fake; here the
 priorities come from real PriorityClasses through the API server's Priority admission,
 the victims are pods Fluence itself bound, and eviction is a real delete (no kubelet, so
-an evicted pod is gone or stays terminating).
+an evicted pod stays terminating until the test removes it, as its kubelet would).
 """
 
 from __future__ import annotations
@@ -105,8 +105,12 @@ def test_preemption_never_places_a_rack_required_gang_across_racks_then_frees_on
     assert racks.standing("low-a0") and racks.standing("low-b0"), "evicted for nothing"
     assert not racks.events("low-a0", "Preempted") and not racks.events("low-b0", "Preempted")
 
-    # Rack r1 can now be freed by evicting low-a0 alone; r2's low-b0 must stay.
+    # Rack r1 can now be freed by evicting low-a0 alone; r2's low-b0 must stay. The gang
+    # waits for low-a0 to be gone (here no kubelet ends it: the test does).
     racks.kube.delete("pods", "high-a1", racks.ns, grace_period_seconds=0)
+    racks.wait(lambda: racks.evicted("low-a0"), "low-a0 evicted")
+    assert not any(racks.node_of(f"g-{i}") for i in range(2)), "bound beside its victim"
+    racks.kube.delete("pods", "low-a0", racks.ns, grace_period_seconds=0)
     racks.wait(lambda: all(racks.node_of(f"g-{i}") for i in range(2)), "the gang bound")
     assert {racks.rack_of(f"g-{i}") for i in range(2)} == {f"{racks.ns}-r1"}
     assert racks.evicted("low-a0")

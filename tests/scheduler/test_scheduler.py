@@ -248,6 +248,21 @@ def test_preemption_evicts_lower_priority_unprotected_pods(harness_factory: Fact
     h.add(pod("high", "4", priority=100))
     h.cycle()
     assert h.cluster.get(PODS, "low", "default") is None
+    h.cycle()
+    assert h.node_of("high") == "n0"
+
+
+def test_a_preemptor_is_nominated_and_bound_only_after_its_victims_are_gone(
+    harness_factory: Factory,
+) -> None:
+    h = harness_factory(node("n0"), pod("low", "4", priority=1))
+    h.cycle()
+    h.add(pod("high", "4", priority=100))
+    h.cycle()
+    high = h.cluster.get(PODS, "high", "default")
+    assert high is not None and high["status"].get("nominatedNodeName") == "n0"
+    assert h.node_of("high") is None, "bound in the cycle that evicted, before the victim went"
+    h.cycle()
     assert h.node_of("high") == "n0"
 
 
@@ -463,4 +478,5 @@ def test_a_lone_pod_placed_before_a_restart_can_still_be_preempted(
     h.add(pod("high", "4", priority=100))
     h.cycle()
     assert h.cluster.get(PODS, "low", "default") is None
+    h.cycle()
     assert h.node_of("high") == "n0"
