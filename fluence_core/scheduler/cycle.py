@@ -34,6 +34,7 @@ from fluence_core.scheduler.members import MemberPlacer, entangled
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.scheduler.reservations import Reservations
 from fluence_core.scheduler.view import ClusterView
 from fluence_core.settings import Settings
 
@@ -43,7 +44,8 @@ class Cycle:
 
     def __init__(self, settings: Settings, manager: FluencePluginManager, view: ClusterView,
                  records: RecordBook, binder: Binder, reporter: Reporter,
-                 preemptor: Preemptor, metrics: SchedulerMetrics) -> None:
+                 preemptor: Preemptor, metrics: SchedulerMetrics,
+                 reservations: Reservations | None = None) -> None:
         self.settings = settings
         self.manager = manager
         self.view = view
@@ -54,6 +56,9 @@ class Cycle:
         self.reporter = reporter
         self.preemptor = preemptor
         self.metrics = metrics
+        self.reservations = reservations or Reservations(
+            view, records, binder.cluster, reporter.clock, settings.reserve_after_seconds)
+        """Room held for groups that waited too long, and who may backfill into it."""
         contributed = manager.hook.fluence_feasibility_filters(settings=settings)
         scores = [s for found in manager.hook.fluence_score_plugins(settings=settings)
                   for s in found or ()]
@@ -81,6 +86,8 @@ class Cycle:
             keys = {group.key for group in pending}
             backoff.keep_only(keys)
             self.reporter.arrivals.keep_only(keys)
+            reservations = self.reservations
+            reservations.begin(pending)
             results = []
             for group in pending:
                 self.reporter.seen(group.key)
@@ -88,14 +95,16 @@ class Cycle:
                     self.reporter.tell_arriving(group, group.waiting or "waiting")
                     continue
                 self.reporter.arrivals.forget(group.key)
-                if self.reporter.failed_at.get(group.key) == view.generation:
+                due = reservations.due(group.key)
+                if self.reporter.failed_at.get(group.key) == view.generation and not due:
                     continue  # nothing changed since it failed
-                if not backoff.ready(group.key):
+                if not (backoff.ready(group.key) or due or reservations.whole(group.key)):
                     continue  # it waits out its backoff (scheduler/backoff.py)
                 if self.binder.busy(g.record_owner(group)):
                     continue
                 try:
-                    results.append(self.attempt(group))
+                    with reservations.attempt(group):
+                        results.append(self.attempt(group))
                 except Exception as error:  # one bad group never stops the loop
                     logger.exception("group %s: the attempt failed", group.key)
                     results.append(self._fail(pending=group, reason=f"internal error: {error}",
@@ -153,7 +162,9 @@ class Cycle:
             if isinstance(outcome, GroupMiss):
                 why = (_veto_reason(vetoed) or outcome.detail
                        or self.feasible.explain(pending.pods) or outcome.reason)
-                return self._fail(pending, why, "unschedulable")
+                reserved = self.reservations.reserve(pending, group, self.match)
+                return self._fail(pending, f"{why}; {reserved}" if reserved else why,
+                                  "unschedulable")
         return self._commit(pending, group, outcome, ctx)
 
     def match(self, group: Group, exclude: list[str] | None = None) -> GroupMatch | GroupMiss:
@@ -221,6 +232,7 @@ class Cycle:
         result = self.binder.bind(Commit(pending, group, match, owner, record, extra, ctx))
         if result.reason is None:
             self.feasible.placed(pending.pods, placements)
+            self.reservations.placed(pending)
         return result
 
 
