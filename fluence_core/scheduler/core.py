@@ -277,8 +277,7 @@ class Scheduler:
         (:mod:`~fluence_core.scheduler.arrivals`), whichever is sooner: the loop, and the
         simulator, wake then even if nothing changes."""
         times = [t for t in (self.reporter.backoff.next_expiry(),
-                             self.reporter.arrivals.next_due(),
-                             self.cycle.reservations.next_due()) if t is not None]
+                             self.reporter.arrivals.next_due()) if t is not None]
         return min(times, default=None)
 
     def _wait(self, idle: float) -> float:

@@ -95,11 +95,11 @@ class Cycle:
                     self.reporter.tell_arriving(group, group.waiting or "waiting")
                     continue
                 self.reporter.arrivals.forget(group.key)
-                due = reservations.due(group.key)
-                if self.reporter.failed_at.get(group.key) == view.generation and not due:
+                if self.reporter.failed_at.get(group.key) == view.generation:
                     continue  # nothing changed since it failed
-                if not (backoff.ready(group.key) or due or reservations.whole(group.key)):
-                    continue  # it waits out its backoff (scheduler/backoff.py)
+                if not (backoff.ready(group.key) or reservations.due(group.key)
+                        or reservations.whole(group.key)):
+                    continue  # it waits out its backoff; reservations: scheduler/reservations.py
                 if self.binder.busy(g.record_owner(group)):
                     continue
                 try:

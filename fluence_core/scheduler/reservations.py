@@ -137,7 +137,8 @@ class Reservations:
         self._bound_at: dict[g.PodKey, float] = {}
         """When this scheduler placed each pod (or first saw it hold room): its start, until
         the kubelet says (``status.startTime``)."""
-        self._lifted: list[Reservation] = []
+        self._asked: set[str] = set()
+        """Groups that tried to reserve at least once."""
 
     # -- the cycle's hooks ----------------------------------------------------------------
 
@@ -151,16 +152,20 @@ class Reservations:
             self._since.setdefault(group.key, now)
         for key in [k for k in self._since if k not in keys]:
             del self._since[key]
+            self._asked.discard(key)
         for key in [k for k in self.by_group if k not in keys]:
             self.drop(key)
         for reservation in self.by_group.values():
             self._top_up(reservation)
 
     def due(self, key: str) -> bool:
-        """The group has waited long enough to reserve and holds no reservation yet: it is
-        tried at once, even if nothing changed since it missed."""
-        return self.wait > 0 and key not in self.by_group and key in self._since \
-            and self.clock() - self._since[key] >= self.wait
+        """The group has waited long enough to reserve and has not tried yet: its first try
+        does not wait out its backoff (room freed meanwhile would go to a later pod)."""
+        return self._waited(key) and key not in self._asked
+
+    def _waited(self, key: str) -> bool:
+        since = self._since.get(key)
+        return self.wait > 0 and since is not None and self.clock() - since >= self.wait
 
     def whole(self, key: str) -> bool:
         """The group's reserved room is all held: it is tried at once, past its backoff."""
@@ -172,13 +177,6 @@ class Reservations:
             if short.cores or short.gpus:
                 return False
         return True
-
-    def next_due(self) -> float | None:
-        """When the first waiting group without a reservation becomes :meth:`due`."""
-        if self.wait <= 0:
-            return None
-        return min((since + self.wait for key, since in self._since.items()
-                    if key not in self.by_group), default=None)
 
     @contextmanager
     def attempt(self, pending: g.PendingGroup) -> Iterator[None]:
@@ -206,10 +204,9 @@ class Reservations:
     def reserve(self, pending: g.PendingGroup, group: Group, match: Match) -> str | None:
         """``group`` missed: if it has waited long enough, plan its reservation (again) and
         hold what is free of it. Returns what it holds, for the group's waiting reason."""
-        if self.wait <= 0 or self._since.get(pending.key) is None:
+        if not self._waited(pending.key):
             return None
-        if pending.key not in self.by_group and not self.due(pending.key):
-            return None
+        self._asked.add(pending.key)
         previous = self.by_group.pop(pending.key, None)
         if previous is not None:
             self._release(previous)

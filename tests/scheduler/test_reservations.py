@@ -147,14 +147,15 @@ def test_the_reservation_is_written_on_the_podgroup_and_removed_once_placed(
 
 def test_a_gang_reserves_the_nodes_whose_holders_end_first(
         harness_factory: Callable[..., Harness]) -> None:
-    h = harness_factory(node("n0"), node("n1"), node("n2"),
+    h = harness_factory(node("n0"), node("n1"), node("n2"), node("tiny", cpu=2),
                         pod("hold-0", "4", activeDeadlineSeconds=5000),
                         pod("hold-1", "4", activeDeadlineSeconds=100),
-                        pod("hold-2", "4", activeDeadlineSeconds=200))
+                        pod("hold-2", "4", activeDeadlineSeconds=200), pod("z-bit", "2"))
     h.cycle()
     ends = {h.node_of(f"hold-{i}"): i for i in range(3)}
     h.add(*_gang("big", 2, "4"))
     h.cycle()
+    h.finish("z-bit")  # a change, so the gang is tried again: its room is not on tiny
     h.cycle(after=WAIT)
     record = json.loads(h.cluster.get(PODGROUPS, "big", "default")["metadata"]["annotations"]
                         [names.RESERVATION_ANNOTATION])
