@@ -96,8 +96,12 @@ class Reservation:
     holder has none (the room is taken as it frees, and nothing backfills into it)."""
     room: dict[str, Room]
     """Node -> what the group will take there."""
-    placeholders: dict[str, list[int]] = field(default_factory=dict)
-    """Node -> the job ids holding part of that room now."""
+    placeholders: dict[str, list[tuple[int, Room]]] = field(default_factory=dict)
+    """Node -> the jobs holding part of that room now, with what each holds."""
+
+    def holding(self, node: str) -> Room:
+        """What its placeholders hold on ``node``."""
+        return sum((room for _, room in self.placeholders.get(node, ())), Room())
 
     def describe(self) -> str:
         """Where, for the group's waiting reason: stable while the plan is (the reason is
@@ -115,6 +119,11 @@ class _Holder:
     end: float | None
     started: float
     jobids: tuple[int, ...]
+    nodes: frozenset[str]
+
+
+_Plan = tuple[float | None, dict[str, Room]]
+"""When a reservation starts (None: unknown) and its room per node."""
 
 
 class Reservations:
@@ -155,8 +164,15 @@ class Reservations:
             self._asked.discard(key)
         for key in [k for k in self.by_group if k not in keys]:
             self.drop(key)
-        for reservation in self.by_group.values():
-            self._top_up(reservation)
+        free = self._free()
+        for reservation in self._in_order():
+            self._top_up(reservation, free)
+
+    def _in_order(self) -> list[Reservation]:
+        """The reservations in the queue's order (priority, then how long they waited): an
+        earlier one is topped up first when room frees."""
+        return sorted(self.by_group.values(),
+                      key=lambda r: (-r.priority, self._since.get(r.key, 0.0), r.key))
 
     def due(self, key: str) -> bool:
         """The group has waited long enough to reserve and has not tried yet: its first try
@@ -173,7 +189,7 @@ class Reservations:
         if reservation is None:
             return False
         for node, room in reservation.room.items():
-            short = room - sum(self._placeholder_rooms(reservation, node), Room())
+            short = room - reservation.holding(node)
             if short.cores or short.gpus:
                 return False
         return True
@@ -188,9 +204,10 @@ class Reservations:
         try:
             yield
         finally:
+            free = self._free()
             for reservation in usable:
                 if self.by_group.get(reservation.key) is reservation:
-                    self._top_up(reservation)
+                    self._top_up(reservation, free)
 
     def placed(self, pending: g.PendingGroup) -> None:
         """``pending`` was committed: its reservation, if any, is done, and its pods start."""
@@ -210,7 +227,8 @@ class Reservations:
         previous = self.by_group.pop(pending.key, None)
         if previous is not None:
             self._release(previous)
-        planned = self._plan(group, match)
+        ahead = [r for r in self._in_order() if not self._may_use(pending, r)]
+        planned = self._plan(group, match, previous, ahead)
         if planned is None:
             logger.info("group %s cannot reserve: it would not fit even with every placement "
                         "it may wait for gone", pending.key)
@@ -221,7 +239,7 @@ class Reservations:
         reservation = Reservation(pending.key, g.record_owner(pending), pending.priority, start,
                                   room)
         self.by_group[pending.key] = reservation
-        self._top_up(reservation)
+        self._top_up(reservation, self._free())
         if previous is None or previous.room != room or previous.start != start:
             when = "unknown" if start is None else f"in {max(0.0, start - self.clock()):.0f}s"
             logger.info("group %s has waited %.0fs: %s; it starts %s", pending.key,
@@ -248,9 +266,33 @@ class Reservations:
 
     # -- planning ---------------------------------------------------------------------------
 
-    def _plan(self, group: Group, match: Match) -> tuple[float | None, dict[str, Room]] | None:
-        """Where ``group`` goes once the fewest first-ending holders are gone, and when."""
+    def _plan(self, group: Group, match: Match, previous: Reservation | None,
+              ahead: list[Reservation]) -> _Plan | None:
+        """Where ``group`` goes once the fewest first-ending holders are gone, and when.
+
+        A group that reserved before keeps its nodes while it still fits there, unless
+        another plan starts earlier by the walltimes: planned afresh each time, the room
+        moved as holders came and went, and what was already held for it was given up.
+        Room the reservations ``ahead`` of it will take is not room it can plan on: in each
+        try, what the cancelled holders free goes to them first."""
         holders = sorted(self._holders(), key=lambda h: (h.end is None, h.end or 0.0, h.started))
+        kept = None
+        if previous is not None:
+            nodes = frozenset(previous.room)
+            kept = self._search(_within(group, nodes), match,
+                                [h for h in holders if h.nodes & nodes], ahead)
+            if kept is not None and kept[0] is None:
+                return kept  # its start is unknown either way: the room it has stays
+        fresh = self._search(group, match, holders, ahead)
+        if kept is None or (fresh is not None and fresh[0] is not None
+                            and kept[0] is not None and fresh[0] < kept[0]):
+            return fresh
+        return kept
+
+    def _search(self, group: Group, match: Match, holders: list[_Holder],
+                ahead: list[Reservation]) -> _Plan | None:
+        """The fewest of ``holders`` (in the order they end) whose end lets ``group`` fit:
+        galloping, then bisecting, each try a match with them cancelled; all restored."""
         matcher = self.view.matcher
         held = matcher.allocations()
         gone: list[Allocation] = []
@@ -269,12 +311,24 @@ class Reservations:
 
         def fits(count: int) -> dict[str, Room] | None:
             cancel_up_to(count)
-            outcome = match(group)
-            if not isinstance(outcome, GroupMatch):
-                return None
-            room = _room_of(outcome.allocations.values())
-            self.view.release_match(outcome)
-            return room
+            before = {id(r): {n: len(j) for n, j in r.placeholders.items()} for r in ahead}
+            free = self._free()
+            for reservation in ahead:
+                self._top_up(reservation, free)
+            try:
+                outcome = match(group)
+                if not isinstance(outcome, GroupMatch):
+                    return None
+                room = _room_of(outcome.allocations.values())
+                self.view.release_match(outcome)
+                return room
+            finally:
+                for reservation in ahead:  # what they took of the cancelled holders' room
+                    counts = before[id(reservation)]
+                    for node, holds in reservation.placeholders.items():
+                        for jobid, _ in holds[counts.get(node, 0):]:
+                            matcher.cancel(jobid)
+                        del holds[counts.get(node, 0):]
 
         try:
             low, high = 0, 1  # it missed with none gone (low); gallop: 1, 2, 4, ... gone
@@ -303,20 +357,22 @@ class Reservations:
     def _holders(self) -> list[_Holder]:
         """Every held record and pin, with when it ends."""
         now = self.clock()
+        held = self.view.matcher.allocations()
         found = []
         for (_, namespace, _), records in self.records.held.items():
             for record in records:
                 pods = [p for p in (self.view.pods.get((namespace, name)) for name in record.pods)
                         if p is not None and not g.is_finished(p)]
                 if pods and record.jobids:
-                    found.append(self._holder(pods, tuple(record.jobids), now))
+                    found.append(self._holder(pods, tuple(record.jobids), held, now))
         for key, pin in self.view.pins.items():
             pod = self.view.pods.get(key)
             if pod is not None and pin.jobids:
-                found.append(self._holder([pod], pin.jobids, now))
+                found.append(self._holder([pod], pin.jobids, held, now))
         return found
 
-    def _holder(self, pods: list[KubeObject], jobids: tuple[int, ...], now: float) -> _Holder:
+    def _holder(self, pods: list[KubeObject], jobids: tuple[int, ...],
+                held: Mapping[int, Allocation], now: float) -> _Holder:
         ends: list[float | None] = []
         starts = []
         for pod in pods:
@@ -326,7 +382,8 @@ class Reservations:
             ends.append(None if deadline is None else started + deadline)
         known = [e for e in ends if e is not None]
         end = None if len(known) < len(ends) else max(known)
-        return _Holder(end, min(starts), jobids)
+        nodes = frozenset(s.node for j in jobids if j in held for s in held[j].nodes)
+        return _Holder(end, min(starts), jobids, nodes)
 
     def _started(self, pod: KubeObject, now: float) -> float:
         """When the pod started, on the scheduler's clock."""
@@ -343,17 +400,27 @@ class Reservations:
 
     # -- holding ------------------------------------------------------------------------------
 
-    def _top_up(self, reservation: Reservation) -> None:
-        """Hold what is free of the reservation's room and not held for it yet."""
-        free = _free_by_node(self.view)
+    def _top_up(self, reservation: Reservation, free: dict[str, Room]) -> None:
+        """Hold what is ``free`` of the reservation's room and not held for it yet; what it
+        takes is no longer free."""
         for node, room in reservation.room.items():
-            holding = sum(self._placeholder_rooms(reservation, node), Room())
-            wanted = (room - holding).least(free.get(node, Room()))
+            wanted = (room - reservation.holding(node)).least(free.get(node, Room()))
             if wanted.cores == 0 and wanted.gpus == 0:
                 continue  # memory alone would be drawn from the shared pool, not held
             jobids = self._hold(reservation.key, node, wanted)
             if jobids:
-                reservation.placeholders.setdefault(node, []).extend(jobids)
+                reservation.placeholders.setdefault(node, []).append((jobids[0], wanted))
+                for extra in jobids[1:]:
+                    reservation.placeholders[node].append((extra, Room()))
+                free[node] = free[node] - wanted
+
+    def _free(self) -> dict[str, Room]:
+        """Whole cores, GPUs and memory chunks no allocation holds, per node."""
+        matcher: Matcher = self.view.matcher
+        vertex_allocations = getattr(matcher, "vertex_allocations", matcher.allocations)
+        held = _room_of(vertex_allocations().values())
+        return {n.name: Room(n.cores, n.gpus, n.memory_chunks) - held.get(n.name, Room())
+                for n in self.view.graph.nodes}
 
     def _hold(self, key: str, node: str, room: Room) -> list[int]:
         graph = self.view.graph
@@ -376,15 +443,10 @@ class Reservations:
         return outcome.jobids
 
     def _release(self, reservation: Reservation) -> None:
-        for jobids in reservation.placeholders.values():
-            for jobid in jobids:
+        for holds in reservation.placeholders.values():
+            for jobid, _ in holds:
                 self.view.matcher.cancel(jobid)
         reservation.placeholders.clear()
-
-    def _placeholder_rooms(self, reservation: Reservation, node: str) -> list[Room]:
-        held = self.view.matcher.allocations()
-        return [_room_of([held[j]]).get(node, Room())
-                for j in reservation.placeholders.get(node, ()) if j in held]
 
     # -- shown --------------------------------------------------------------------------------
 
@@ -432,6 +494,14 @@ def reservation_record(reservation: Reservation, now: float, wall_now: float
                                       for node, room in sorted(reservation.room.items())}}
 
 
+def _within(group: Group, nodes: frozenset[str]) -> Group:
+    """``group`` with each pod held to ``nodes`` (and to the nodes it may use anyway)."""
+    return dataclasses.replace(group, pods=tuple(
+        dataclasses.replace(pod, allowed=nodes if pod.allowed is None else pod.allowed & nodes,
+                            preferred=())
+        for pod in group.pods))
+
+
 def _room_of(allocations: Iterable[Allocation]) -> dict[str, Room]:
     room: dict[str, Room] = {}
     for allocation in allocations:
@@ -439,12 +509,3 @@ def _room_of(allocations: Iterable[Allocation]) -> dict[str, Room]:
             room[share.node] = room.get(share.node, Room()) + Room(
                 len(share.cores), len(share.gpus), len(share.memory))
     return {node: r for node, r in room.items() if not r.empty}
-
-
-def _free_by_node(view: ClusterView) -> Mapping[str, Room]:
-    """Whole cores, GPUs and memory chunks no allocation holds, per node."""
-    matcher: Matcher = view.matcher
-    vertex_allocations = getattr(matcher, "vertex_allocations", matcher.allocations)
-    held = _room_of(vertex_allocations().values())
-    return {n.name: Room(n.cores, n.gpus, n.memory_chunks) - held.get(n.name, Room())
-            for n in view.graph.nodes}
