@@ -57,7 +57,8 @@ class Cycle:
         self.preemptor = preemptor
         self.metrics = metrics
         self.reservations = reservations or Reservations(
-            view, records, binder.cluster, reporter.clock, settings.reserve_after_seconds)
+            view, records, binder.cluster, reporter.clock, settings.reserve_after_seconds,
+            settings.reserve_depth)
         """Room held for groups that waited too long, and who may backfill into it."""
         contributed = manager.hook.fluence_feasibility_filters(settings=settings)
         scores = [s for found in manager.hook.fluence_score_plugins(settings=settings)
@@ -162,7 +163,8 @@ class Cycle:
             if isinstance(outcome, GroupMiss):
                 why = (_veto_reason(vetoed) or outcome.detail
                        or self.feasible.explain(pending.pods) or outcome.reason)
-                reserved = self.reservations.reserve(pending, group, self.match)
+                reserved = (self.reservations.reserve(pending, group, self.match)
+                            if outcome.outcome is MatchOutcome.BUSY else None)
                 return self._fail(pending, f"{why}; {reserved}" if reserved else why,
                                   "unschedulable")
         return self._commit(pending, group, outcome, ctx)

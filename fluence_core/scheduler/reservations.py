@@ -7,7 +7,9 @@ once. HPC schedulers answer with a reservation and backfill (Fluxion's
 the :class:`~fluence_core.matcher.base.Matcher` protocol alone.
 
 **When.** A ready group that has waited ``reserve_after_seconds`` (by the scheduler's
-clock, from the first cycle it was pending) and misses reserves.
+clock, from the first cycle it was pending) and misses, busy rather than unsatisfiable,
+reserves; at most ``reserve_depth`` groups at once, the first in the queue's order
+(priority, then how long they waited), as Fluxion's queue limits its reservations.
 
 **Where, and from when.** The plan is where the group would go if the placements holding
 the room ended in the order they will: held records and pins are cancelled, those ending
@@ -130,7 +132,7 @@ class Reservations:
     """The reservations of the waiting groups, and who may use their room."""
 
     def __init__(self, view: ClusterView, records: RecordBook, cluster: ClusterAPI,
-                 clock: Callable[[], float], wait: float,
+                 clock: Callable[[], float], wait: float, depth: int = 16,
                  wall: Callable[[], float] = time.time) -> None:
         self.view = view
         self.records = records
@@ -138,6 +140,8 @@ class Reservations:
         self.clock = clock
         self.wait = wait
         """Seconds a group waits before it reserves (0: never)."""
+        self.depth = depth
+        """How many groups may hold a reservation at once."""
         self.wall = wall
         """Wall-clock seconds, to read a pod's ``status.startTime`` on the scheduler's clock."""
         self.by_group: dict[str, Reservation] = {}
@@ -172,7 +176,7 @@ class Reservations:
         """The reservations in the queue's order (priority, then how long they waited): an
         earlier one is topped up first when room frees."""
         return sorted(self.by_group.values(),
-                      key=lambda r: (-r.priority, self._since.get(r.key, 0.0), r.key))
+                      key=lambda r: _rank(r.priority, self._since.get(r.key, 0.0), r.key))
 
     def due(self, key: str) -> bool:
         """The group has waited long enough to reserve and has not tried yet: its first try
@@ -227,6 +231,8 @@ class Reservations:
         previous = self.by_group.pop(pending.key, None)
         if previous is not None:
             self._release(previous)
+        elif not self._room_in_depth(pending):
+            return None
         ahead = [r for r in self._in_order() if not self._may_use(pending, r)]
         planned = self._plan(group, match, previous, ahead)
         if planned is None:
@@ -246,6 +252,20 @@ class Reservations:
                         self.clock() - self._since[pending.key], reservation.describe(), when)
             self._write(reservation.owner, reservation)
         return reservation.describe()
+
+    def _room_in_depth(self, pending: g.PendingGroup) -> bool:
+        """Whether ``pending`` may reserve under the depth: there is room, or it comes before
+        the last reservation in the queue's order, which gives up its own."""
+        if len(self.by_group) < self.depth:
+            return True
+        last = self._in_order()[-1]
+        if _rank(pending.priority, self._since.get(pending.key, 0.0), pending.key) >= _rank(
+                last.priority, self._since.get(last.key, 0.0), last.key):
+            return False
+        logger.info("group %s gives up its reservation to %s, ahead of it in the queue",
+                    last.key, pending.key)
+        self.drop(last.key)
+        return True
 
     def drop(self, key: str) -> None:
         """Give a reservation's room back and forget it."""
@@ -461,6 +481,11 @@ class Reservations:
                 names.RESERVATION_ANNOTATION: value}}}, namespace)
         except ApiError as error:  # shown only: the reservation holds without it
             logger.debug("could not write the reservation on %s/%s/%s: %s", *owner, error)
+
+
+def _rank(priority: int, since: float, key: str) -> tuple[int, float, str]:
+    """A group's place in the queue: highest priority first, then the longest waiting."""
+    return (-priority, since, key)
 
 
 def walltime(pod: KubeObject) -> float | None:

@@ -160,3 +160,21 @@ def test_a_gang_reserves_the_nodes_whose_holders_end_first(
     record = json.loads(h.cluster.get(PODGROUPS, "big", "default")["metadata"]["annotations"]
                         [names.RESERVATION_ANNOTATION])
     assert {ends[n] for n in record["nodes"]} == {1, 2}, "not the node held for 5000 s"
+
+
+def test_past_the_depth_only_the_first_groups_in_the_queue_hold_reservations(
+        harness_factory: Callable[..., Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUENCE_RESERVE_DEPTH", "1")
+    h = _full_cluster(harness_factory, pod("hold-0", "4", priority=10),
+                      pod("hold-1", "4", priority=10))  # no victims for urgent
+    h.cycle()
+    h.add(*_gang("urgent", 2, "4", priority=10))
+    h.finish("hold-0")
+    h.cycle(after=WAIT)
+    reservations = h.scheduler.cycle.reservations.by_group
+    assert list(reservations) == ["default/big"], "urgent has not waited long enough yet"
+    h.add(node("spare", cpu=1))  # a change: both gangs are tried again
+    h.cycle(after=WAIT)
+    assert list(reservations) == ["default/urgent"], "urgent comes first in the queue"
+    annotations = h.cluster.get(PODGROUPS, "big", "default")["metadata"].get("annotations") or {}
+    assert names.RESERVATION_ANNOTATION not in annotations
