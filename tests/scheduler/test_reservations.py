@@ -55,7 +55,7 @@ def test_a_gang_waiting_past_the_threshold_keeps_freed_room_from_a_later_pod(
     h.add(pod("small-0", "4"))
     h.finish("hold-0")
     h.cycle(after=WAIT)
-    assert h.node_of("small-0") is None, "n0 is the gang's room once it waited long enough"
+    assert h.node_of("small-0") is None, "hold-0's node is the gang's once it waited enough"
     assert h.node_of("big-0") is None
     h.finish("hold-1")
     h.cycle(after=1)
@@ -68,9 +68,10 @@ def test_before_the_threshold_freed_room_still_goes_to_the_later_pod(
     h = _full_cluster(harness_factory, pod("hold-0", "4"), pod("hold-1", "4"))
     h.cycle(after=1)
     h.add(pod("small-0", "4"))
+    freed = h.node_of("hold-0")
     h.finish("hold-0")
     h.cycle(after=1)
-    assert h.node_of("small-0") == "n0"
+    assert h.node_of("small-0") == freed
 
 
 def test_zero_turns_reservations_off(harness_factory: Callable[..., Harness],
@@ -79,9 +80,10 @@ def test_zero_turns_reservations_off(harness_factory: Callable[..., Harness],
     h = _full_cluster(harness_factory, pod("hold-0", "4"), pod("hold-1", "4"))
     h.cycle()
     h.add(pod("small-0", "4"))
+    freed = h.node_of("hold-0")
     h.finish("hold-0")
     h.cycle()
-    assert h.node_of("small-0") == "n0", "the gang starves: what frees goes to the small pod"
+    assert h.node_of("small-0") == freed, "the gang starves: what frees goes to the small pod"
 
 
 def test_a_pod_that_ends_before_the_reservation_starts_backfills_into_its_room(
@@ -90,9 +92,10 @@ def test_a_pod_that_ends_before_the_reservation_starts_backfills_into_its_room(
                       pod("hold-1", "4", activeDeadlineSeconds=1000))
     h.cycle()
     h.add(pod("short", "4", activeDeadlineSeconds=300))
+    freed = h.node_of("hold-0")
     h.finish("hold-0")
     h.cycle(after=WAIT)
-    assert h.node_of("short") == "n0", "it leaves long before hold-1's walltime runs out"
+    assert h.node_of("short") == freed, "it leaves long before hold-1's walltime runs out"
 
 
 def test_a_pod_without_a_walltime_never_backfills(
@@ -122,9 +125,10 @@ def test_a_higher_priority_pod_may_use_the_reserved_room(
     h = _full_cluster(harness_factory, pod("hold-0", "4"), pod("hold-1", "4"))
     h.cycle()
     h.add(pod("urgent", "4", priority=100))
+    freed = h.node_of("hold-0")
     h.finish("hold-0")
     h.cycle(after=WAIT)
-    assert h.node_of("urgent") == "n0"
+    assert h.node_of("urgent") == freed
 
 
 def test_the_reservation_is_written_on_the_podgroup_and_removed_once_placed(
