@@ -33,7 +33,6 @@ import random
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from fluence_core.kube.api import NAMESPACES, NODES, PODGROUPS, PODS
 from fluence_core.kube.fake import FakeCluster

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -51,7 +52,9 @@ from fluence_core.kube.api import ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, Matcher
+from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_group
+from fluence_core.matcher.jobspec import group_jobspecs, is_compute
 from fluence_core.matcher.pooled import restore_order
 from fluence_core.models import Group, PodRequest
 from fluence_core.scheduler import groups as g
@@ -303,11 +306,53 @@ class Reservations:
                                 [h for h in holders if h.nodes & nodes], ahead)
             if kept is not None and kept[0] is None:
                 return kept  # its start is unknown either way: the room it has stays
-        fresh = self._search(group, match, holders, ahead)
+        fresh = self._native(group, holders, ahead)
+        if fresh is None:
+            fresh = self._search(group, match, holders, ahead)
         if kept is None or (fresh is not None and fresh[0] is not None
                             and kept[0] is not None and fresh[0] < kept[0]):
             return fresh
         return kept
+
+    def _native(self, group: Group, holders: list[_Holder], ahead: list[Reservation]
+                ) -> _Plan | None:
+        """The plan of a matcher that reserves by its own rule
+        (:class:`~fluence_core.matcher.base.ReservationPlanner`: Fluxion's
+        ``match_allocate_orelse_reserve``), or None: no such matcher, a group it cannot be
+        asked for (topology levels, virtual resources, shared pods), or no start it can see
+        (a holder without a walltime is in the way)."""
+        matcher = self.view.matcher
+        planner = getattr(matcher, "plan_reservation", None)
+        if planner is None or group.topology.required or group.virtual_types or any(
+                pod.shared for pod in group.pods):
+            return None
+        now = self.clock()
+        blocked = {node for r in ahead for node in r.room}
+        remaining: dict[int, int] = {}
+        for holder in holders:
+            if holder.end is not None and not holder.nodes & blocked:
+                for jobid in holder.jobids:
+                    remaining[jobid] = max(1, math.ceil(holder.end - now))
+        holding = getattr(matcher, "vertex_allocations", matcher.allocations)()
+        holds = [
+            _hold_jobspec(share.node, len(share.cores), len(share.gpus), self.view.graph,
+                          remaining.get(jobid, 0))
+            for jobid, allocation in holding.items() for share in allocation.nodes
+            if share.cores or share.gpus
+        ]
+        wanted = [dict(j.jobspec, attributes={"system": {
+            **j.jobspec["attributes"]["system"], "duration": 1}})
+            for j in group_jobspecs(group, self.view.graph) if is_compute(j.kind)]
+        try:
+            planned = planner(holds, wanted)
+        except FluenceError as error:
+            logger.warning("the matcher could not plan a reservation for %s: %s", group.name,
+                           error)
+            return None
+        if planned is None:
+            return None
+        at, allocations = planned
+        return now + at, _room_of(allocations)
 
     def _search(self, group: Group, match: Match, holders: list[_Holder],
                 ahead: list[Reservation]) -> _Plan | None:
@@ -517,6 +562,16 @@ def reservation_record(reservation: Reservation, now: float, wall_now: float
         start = datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {"start": start, "nodes": {node: dataclasses.asdict(room)
                                       for node, room in sorted(reservation.room.items())}}
+
+
+def _hold_jobspec(node: str, cores: int, gpus: int, graph: ResourceGraph, seconds: int
+                  ) -> dict[str, object]:
+    """A jobspec holding ``cores`` and ``gpus`` of ``node`` for ``seconds`` (0: for good)."""
+    request = PodRequest(f"held-{node}", cores=cores, gpus=gpus, allowed=frozenset((node,)))
+    jobspec = next(j.jobspec for j in group_jobspecs(Group("held", (request,)), graph)
+                   if is_compute(j.kind))
+    return dict(jobspec, attributes={"system": {**jobspec["attributes"]["system"],
+                                                "duration": seconds}})
 
 
 def _within(group: Group, nodes: frozenset[str]) -> Group:
