@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Iterator
 
 import pytest
 
+from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
-from tests.e2e.test_scheduler_e2e import Run
+from tests.e2e.test_scheduler_e2e import Run, running
 
 pytestmark = pytest.mark.e2e
 
@@ -28,11 +30,18 @@ BOUND = 30.0
 """The gang's time to place, scaled down from issue 39's goal of 60 s."""
 
 
+@pytest.fixture
+def run(kube: KubeCluster, kube_namespace: str) -> Iterator[Run]:
+    with running(Run(kube, kube_namespace)) as harness:
+        yield harness
+
+
 def test_a_waiting_gang_is_placed_within_the_bound_under_a_stream_of_small_pods(
-        run: Run) -> None:
+        run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(4):
         run.node(f"n{i}", cpu=8)
-    run.start_scheduler(load_settings(reserve_after_seconds=WAIT))
+    monkeypatch.setenv("FLUENCE_RESERVE_AFTER_SECONDS", str(WAIT))
+    run.start_scheduler(load_settings())
     names = (f"small-{i:04d}" for i in itertools.count())
     bound_at: dict[str, float] = {}
     pending: set[str] = set()
