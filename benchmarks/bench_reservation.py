@@ -12,8 +12,9 @@ placed it runs ``--gang-run`` seconds. Three ways:
 
 * ``off``: ``FLUENCE_RESERVE_AFTER_SECONDS=0``, no reservation (every freed node goes to
   the next small pod);
-* ``reserve``: reservations after ``--wait`` seconds (the default 30); the small pods have
-  no walltime, so nothing backfills and the gang's room is taken as it frees;
+* ``reserve``: reservations after ``--wait`` seconds (the setting's, 10 by default); the
+  small pods have no walltime, so nothing backfills and the gang's room is taken as it
+  frees;
 * ``reserve+walltime``: the same, the small pods carrying ``activeDeadlineSeconds`` (the
   top of ``--run``), so those that end before the reservation starts backfill into it.
 
@@ -153,7 +154,8 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=1.0)
     parser.add_argument("--run", type=float, nargs=2, default=(20.0, 60.0),
                         metavar=("MIN", "MAX"))
-    parser.add_argument("--wait", type=float, default=30.0, help="reserve_after_seconds")
+    parser.add_argument("--wait", type=float, default=load_settings().reserve_after_seconds,
+                        help="reserve_after_seconds (the setting's value by default)")
     parser.add_argument("--horizon", type=int, default=600)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--matchers", default="embedded,fluxion",
