@@ -171,9 +171,10 @@ class Reservations:
             self._asked.discard(key)
         for key in [k for k in self.by_group if k not in keys]:
             self.drop(key)
-        free = self._free()
-        for reservation in self._in_order():
-            self._top_up(reservation, free)
+        if self.by_group:
+            free = self._free()
+            for reservation in self._in_order():
+                self._top_up(reservation, free)
 
     def _in_order(self) -> list[Reservation]:
         """The reservations in the queue's order (priority, then how long they waited): an
@@ -211,9 +212,10 @@ class Reservations:
         try:
             yield
         finally:
-            free = self._free()
-            for reservation in usable:
-                if self.by_group.get(reservation.key) is reservation:
+            still = [r for r in usable if self.by_group.get(r.key) is r]
+            if still:
+                free = self._free()
+                for reservation in still:
                     self._top_up(reservation, free)
 
     def placed(self, pending: g.PendingGroup) -> None:
