@@ -326,8 +326,8 @@ class Reservations:
         matcher = self.view.matcher
         planner = getattr(matcher, "plan_reservation", None)
         if planner is None or group.topology.required or group.virtual_types or any(
-                pod.shared for pod in group.pods):
-            return None
+                pod.shared for pod in group.pods) or all(h.end is None for h in holders):
+            return None  # (with no walltime anywhere it could see no start)
         now = self.clock()
         blocked = {node for r in ahead for node in r.room}
         remaining: dict[int, int] = {}
