@@ -171,6 +171,8 @@ class Reservations:
             self._asked.discard(key)
         for key in [k for k in self.by_group if k not in keys]:
             self.drop(key)
+        if len(self._bound_at) > 2 * len(self.view.pods) + 100:  # forget pods that are gone
+            self._bound_at = {k: t for k, t in self._bound_at.items() if k in self.view.pods}
         if self.by_group:
             free = self._free()
             for reservation in self._in_order():
