@@ -96,6 +96,7 @@ from fluence_core.matcher.base import (
     Matcher,
     MatchOutcome,
     NodeShare,
+    ReservationPlanner,
     VirtualShare,
 )
 from fluence_core.models import Group, NodeInfo, PodRequest
@@ -186,6 +187,7 @@ __all__ = [
     "PodRequest",
     "Provider",
     "Refusal",
+    "ReservationPlanner",
     "Resource",
     "ResourceConfig",
     "ResourceGraph",

@@ -29,6 +29,9 @@ ALLOCATION_ANNOTATION: Final = f"{DOMAIN}/allocation"
 SCOUT_JOB_ID_ANNOTATION: Final = f"{DOMAIN}/scout-job-id"
 SCOUT_SESSION_ANNOTATION: Final = f"{DOMAIN}/scout-session"
 PROTECTED_ANNOTATION: Final = f"{DOMAIN}/protected"
+RESERVATION_ANNOTATION: Final = f"{DOMAIN}/reservation"
+"""On a waiting group's record owner: the room the scheduler holds for it and from when
+(JSON, :mod:`fluence_core.scheduler.reservations`); shown by ``fluence status``."""
 MANAGED_BY_LABEL: Final = f"{DOMAIN}/managed-by"
 
 # The in-container runtime (interceptor, sidecar, backend selection).

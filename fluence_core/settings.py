@@ -131,6 +131,20 @@ class Settings(BaseSettings):
         description="kube-scheduler's podMaxBackoffSeconds: the longest a failed group waits "
         "for its backoff.",
     )
+    reserve_after_seconds: float = Field(
+        json_schema_extra=_reads(SCHEDULER),
+        default=10.0, ge=0,
+        description="A ready group that has waited this long and still does not fit reserves "
+        "the room it will take (scheduler/reservations.py): later pods may use that room only "
+        "if their activeDeadlineSeconds ends before the reservation starts. 0 turns "
+        "reservations off.",
+    )
+    reserve_depth: int = Field(
+        json_schema_extra=_reads(SCHEDULER),
+        default=16, ge=1,
+        description="At most this many groups hold a reservation at once, the first in the "
+        "queue's order (Fluxion's reservation depth): each costs a plan at every attempt.",
+    )
     arrival_report_seconds: float = Field(
         json_schema_extra=_reads(SCHEDULER),
         default=1.0, ge=0,

@@ -59,6 +59,14 @@ def status() -> None:
     for p in report.pending:
         pending.add_row(p.group, str(p.pods), p.why)
     console.print(pending)
+    if report.reservations:
+        reserved = Table(title="Reservations (room held for groups that waited too long)")
+        for column in ("group", "cores per node", "whole at"):
+            reserved.add_column(column)
+        for r in report.reservations:
+            reserved.add_row(r.group, ", ".join(f"{n}: {c}" for n, c in sorted(r.nodes.items())),
+                             r.start or "as its holders end (no walltime)")
+        console.print(reserved)
 
 
 def _cpu(millicores: int) -> str:

@@ -148,3 +148,25 @@ class GroupMatcher(Matcher, Protocol):
     ) -> list[Allocation] | GroupRefusal:
         """One allocation per jobspec, in order, all held; or nothing held and why."""
         ...
+
+
+@runtime_checkable
+class ReservationPlanner(Protocol):
+    """A matcher that finds when and where a waiting group's reservation starts itself, as
+    Fluxion does with ``match_allocate_orelse_reserve``.
+
+    The scheduler's reservations (:mod:`fluence_core.scheduler.reservations`) ask it first
+    and fall back on their own search (the same rule, through :class:`Matcher` alone) when
+    it answers None.
+    """
+
+    def plan_reservation(
+        self, holds: Sequence[Mapping[str, Any]], wanted: Sequence[Mapping[str, Any]]
+    ) -> tuple[int, list[Allocation]] | None:
+        """On an empty copy of its graph, allocate each of ``holds`` now (each jobspec's
+        duration is how many seconds it still holds, 0 for as long as it may), then reserve
+        each of ``wanted`` at the earliest time it fits. Returns that time (seconds from now,
+        the latest of them) and where each goes; None when a hold does not fit or a wanted
+        jobspec cannot be reserved. What the matcher itself holds is not touched."""
+        ...
+

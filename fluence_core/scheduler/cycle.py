@@ -34,6 +34,7 @@ from fluence_core.scheduler.members import MemberPlacer, entangled
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.scheduler.reservations import Reservations
 from fluence_core.scheduler.view import ClusterView
 from fluence_core.settings import Settings
 
@@ -43,7 +44,8 @@ class Cycle:
 
     def __init__(self, settings: Settings, manager: FluencePluginManager, view: ClusterView,
                  records: RecordBook, binder: Binder, reporter: Reporter,
-                 preemptor: Preemptor, metrics: SchedulerMetrics) -> None:
+                 preemptor: Preemptor, metrics: SchedulerMetrics,
+                 reservations: Reservations | None = None) -> None:
         self.settings = settings
         self.manager = manager
         self.view = view
@@ -54,6 +56,10 @@ class Cycle:
         self.reporter = reporter
         self.preemptor = preemptor
         self.metrics = metrics
+        self.reservations = reservations or Reservations(
+            view, records, binder.cluster, reporter.clock, settings.reserve_after_seconds,
+            settings.reserve_depth)
+        """Room held for groups that waited too long, and who may backfill into it."""
         contributed = manager.hook.fluence_feasibility_filters(settings=settings)
         scores = [s for found in manager.hook.fluence_score_plugins(settings=settings)
                   for s in found or ()]
@@ -82,6 +88,8 @@ class Cycle:
             self.preemptor.keep_only(group.key for group in pending if group.ready)
             backoff.keep_only(keys)
             self.reporter.arrivals.keep_only(keys)
+            reservations = self.reservations
+            reservations.begin(pending)
             results = []
             for group in pending:
                 self.reporter.seen(group.key)
@@ -91,12 +99,14 @@ class Cycle:
                 self.reporter.arrivals.forget(group.key)
                 if self.reporter.failed_at.get(group.key) == view.generation:
                     continue  # nothing changed since it failed
-                if not backoff.ready(group.key):
-                    continue  # it waits out its backoff (scheduler/backoff.py)
+                if not (backoff.ready(group.key) or reservations.due(group.key)
+                        or reservations.whole(group.key)):
+                    continue  # it waits out its backoff; reservations: scheduler/reservations.py
                 if self.binder.busy(g.record_owner(group)):
                     continue
                 try:
-                    results.append(self.attempt(group))
+                    with reservations.attempt(group):
+                        results.append(self.attempt(group))
                 except Exception as error:  # one bad group never stops the loop
                     logger.exception("group %s: the attempt failed", group.key)
                     results.append(self._fail(pending=group, reason=f"internal error: {error}",
@@ -159,7 +169,10 @@ class Cycle:
             if isinstance(outcome, GroupMiss):
                 why = (_veto_reason(vetoed) or outcome.detail
                        or self.feasible.explain(pending.pods) or outcome.reason)
-                return self._fail(pending, why, "unschedulable")
+                reserved = (self.reservations.reserve(pending, group, self.match)
+                            if outcome.outcome is MatchOutcome.BUSY else None)
+                return self._fail(pending, f"{why}; {reserved}" if reserved else why,
+                                  "unschedulable")
         return self._commit(pending, group, outcome, ctx)
 
     def _nominated(self, pending: g.PendingGroup, ctx: SchedulingContext) -> CycleResult | None:
@@ -240,6 +253,7 @@ class Cycle:
         result = self.binder.bind(Commit(pending, group, match, owner, record, extra, ctx))
         if result.reason is None:
             self.feasible.placed(pending.pods, placements)
+            self.reservations.placed(pending)
         return result
 
 

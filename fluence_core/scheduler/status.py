@@ -12,10 +12,12 @@ so, and flagged, instead of hiding the excess.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
 from fluence_core import names
+from fluence_core.kube.meta import annotations_of
 from fluence_core.log import logger
 from fluence_core.matcher.domains import DomainRow, ZoneRow, hierarchy, zone_rows
 from fluence_core.pod_requests import CPU, MEMORY, pod_requests
@@ -73,6 +75,17 @@ class PendingInfo:
 
 
 @dataclass
+class ReservationInfo:
+    """Room the scheduler holds for a waiting group (``names.RESERVATION_ANNOTATION``)."""
+
+    group: str
+    nodes: dict[str, int]
+    """Node -> cores reserved there."""
+    start: str | None
+    """When the room is whole, by its holders' walltimes (None: as they end)."""
+
+
+@dataclass
 class Status:
     nodes: list[NodeUse] = field(default_factory=list)
     virtual: list[tuple[str, str, str]] = field(default_factory=list)
@@ -83,6 +96,7 @@ class Status:
     """The topology hierarchy, with what is free of each domain (none without levels)."""
     zones: list[ZoneRow] = field(default_factory=list)
     """Each node's NUMA zones, with what is free of each (none where no node has zones)."""
+    reservations: list[ReservationInfo] = field(default_factory=list)
 
 
 def collect_status(scheduler: Scheduler) -> Status:
@@ -128,7 +142,28 @@ def collect_status(scheduler: Scheduler) -> Status:
         status.pending.append(
             PendingInfo(pending.key, len(pending.pods), pending.waiting or _last_reason(pending))
         )
+        reservation = _reservation(pending)
+        if reservation is not None:
+            status.reservations.append(reservation)
     return status
+
+
+def _reservation(pending: g.PendingGroup) -> ReservationInfo | None:
+    """The reservation the scheduler wrote on the group's record owner, if any."""
+    owner = pending.pod_group if pending.pod_group is not None else (
+        pending.pods[0] if len(pending.pods) == 1 else None)
+    text = annotations_of(owner).get(names.RESERVATION_ANNOTATION) if owner else None
+    if not text:
+        return None
+    try:
+        record = json.loads(text)
+        nodes = {str(node): int(room["cores"]) for node, room in record["nodes"].items()}
+        start = record.get("start")
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        logger.warning("status: group %s: unreadable %s: %s", pending.key,
+                       names.RESERVATION_ANNOTATION, error)
+        return None
+    return ReservationInfo(pending.key, nodes, None if start is None else str(start))
 
 
 def _held_by_node(scheduler: Scheduler) -> dict[str, tuple[int, int, int, int]]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import pytest
+
 from fluence_core import names
 from fluence_core.kube.api import NODE_RESOURCE_TOPOLOGIES, PODS
 from fluence_core.scheduler.core import Scheduler
@@ -143,3 +145,20 @@ def test_status_shows_no_zones_where_no_node_publishes_them(
     viewer = Scheduler(h.cluster, load_settings(), read_only=True)
     viewer.start()
     assert collect_status(viewer).zones == []
+
+
+def test_status_shows_the_room_reserved_for_a_waiting_gang(
+        harness_factory: Callable[..., Harness], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLUENCE_RESERVE_AFTER_SECONDS", "30")
+    monkeypatch.delenv("FLUENCE_FLUXION_LIB", raising=False)
+    h = harness_factory(node("n0"), node("n1"), pod("hold-0", "4"), pod("hold-1", "4"))
+    h.cycle()
+    h.add(pod_group("big", 2), *(pod(f"big-{i}", "4", group="big") for i in range(2)))
+    h.cycle()
+    h.finish("hold-0")
+    h.cycle(after=30)
+    viewer = Scheduler(h.cluster, load_settings(), config=h.config, read_only=True)
+    viewer.start()
+    report = collect_status(viewer)
+    assert [(r.group, r.nodes, r.start) for r in report.reservations] == [
+        ("default/big", {"n0": 4, "n1": 4}, None)], "hold-1 has no walltime: no start"

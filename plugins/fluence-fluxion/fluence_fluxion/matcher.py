@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import errno
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from fluence_core.api import (
     Allocation,
@@ -263,6 +263,56 @@ class FluxionMatcher:
 
     def allocations(self) -> Mapping[int, Allocation]:
         return dict(self._jobs)
+
+    # -- reservations -----------------------------------------------------------------------
+
+    def plan_reservation(
+        self, holds: Sequence[Mapping[str, Any]], wanted: Sequence[Mapping[str, Any]]
+    ) -> tuple[int, list[Allocation]] | None:
+        """:class:`fluence_core.api.ReservationPlanner`, by Fluxion's own rule: a scratch
+        context of the same graph, each hold allocated for its duration, then each wanted
+        jobspec matched with ``MATCH_ALLOCATE_ORELSE_RESERVE``.
+
+        A scratch context because ``reapi_cli`` matches at time 0 and this matcher holds
+        every allocation for as long as it lasts (duration 0): only a context whose holds
+        carry the time they still have left can say when room frees."""
+        scratch = FluxionMatcher(self.graph, self.policy, self.lib, numa=self.numa)
+        latest = 0
+        found = []
+        for hold in holds:
+            if scratch._reserve_or_allocate(hold, reserve=False) is None:
+                logger.debug("Fluxion: a hold does not fit its own room: %s",
+                             scratch.last_error)
+                return None
+        for jobspec in wanted:
+            placed = scratch._reserve_or_allocate(jobspec, reserve=True)
+            if placed is None:
+                return None
+            at, allocation = placed
+            latest = max(latest, at)
+            found.append(allocation)
+        return latest, found
+
+    def _reserve_or_allocate(self, jobspec: Mapping[str, Any], *, reserve: bool
+                             ) -> tuple[int, Allocation] | None:
+        """Allocate ``jobspec`` now, or (``reserve``) at the earliest time it fits."""
+        jobid = self._next_jobid
+        self._next_jobid += 1
+        reserved = ffi.new("bool *")
+        r_out = ffi.new("char **")
+        at = ffi.new("int64_t *")
+        overhead = ffi.new("double *")
+        op = self.lib.api.MATCH_ALLOCATE_ORELSE_RESERVE if reserve else self.lib.api.MATCH_ALLOCATE
+        ffi.errno = 0
+        rc = self.lib.api.reapi_cli_match_with_jobid(
+            self._ctx, op, json.dumps(one_zone_jobspec(jobspec, self._zoned)).encode(), jobid,
+            reserved, r_out, at, overhead,
+        )
+        text = self.lib.take_string(r_out[0])
+        if rc != 0:
+            self.last_error = self._error()
+            return None
+        return int(at[0]), self._read(jobid, json.loads(text))
 
     def _remember(self, allocation: Allocation) -> None:
         self._jobs[allocation.jobid] = allocation
