@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from fluence_core.kube.api import (
     PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, ClusterAPI,
 )
+from fluence_core.dra.plan import DevicePlan, plan_group
 from fluence_core.errors import FluenceError
 from fluence_core.log import logger
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_preferring
@@ -64,6 +65,9 @@ class Cycle:
         """Kubernetes' filters: the nodes each pod may use, handed to the matcher."""
         self.members = MemberPlacer(self.feasible)
         """Places a gang whose members constrain each other one member after another."""
+        self.devices: DevicePlan | None = None
+        """The claims of the group being attempted (None: it uses none), allocated in its
+        match (:mod:`fluence_core.dra.plan`)."""
 
     def schedule_once(self) -> list[CycleResult]:
         """One pass over the pending groups, in order; returns what each attempt came to."""
@@ -110,6 +114,12 @@ class Cycle:
 
     def attempt(self, pending: g.PendingGroup) -> CycleResult:
         """Place one ready group, or say why it waits."""
+        try:
+            return self._attempt(pending)
+        finally:
+            self.devices = None
+
+    def _attempt(self, pending: g.PendingGroup) -> CycleResult:
         ctx = self.context()
         try:
             group = pending.requests()
@@ -119,7 +129,12 @@ class Cycle:
         veto = hook.fluence_prefilter(group=group, ctx=ctx)
         if veto:
             return self._fail(pending, f"prefilter: {veto}", "vetoed")
-        asked, constrained = group, self.feasible.constrain(group, pending.pods)
+        devices = plan_group(self.view.dra, pending.pods, self._node_labels())
+        if isinstance(devices, str):
+            return self._fail(pending, devices, "unschedulable")
+        self.devices = devices
+        asked = group
+        constrained = self.feasible.constrain(group, pending.pods, every_node=devices is not None)
         if isinstance(constrained, str):
             return self._fail(pending, constrained, "unschedulable")
         group = constrained
@@ -159,7 +174,12 @@ class Cycle:
     def match(self, group: Group, exclude: list[str] | None = None) -> GroupMatch | GroupMiss:
         """Match ``group`` on the graph, all-or-nothing, never on the ``exclude`` nodes: its
         best preference tier first, or member by member when its members constrain each
-        other (:mod:`fluence_core.scheduler.members`)."""
+        other (:mod:`fluence_core.scheduler.members`), or when they use claims: each
+        member's devices are allocated where it goes, beside its fellow members'."""
+        if self.devices is not None:
+            facts = self.feasible.facts_of(group)
+            if facts is not None:
+                return self.members.place(group, facts, exclude, devices=self.devices)
         facts = self.feasible.facts_of(group) if len(group.pods) > 1 else None
         if facts is not None:
             why = entangled(facts, self.feasible.snapshot().namespace_labels)
@@ -167,6 +187,11 @@ class Cycle:
                 logger.debug("group %s is placed member by member: %s", group.name, why)
                 return self.members.place(group, facts, exclude)
         return match_preferring(group, self.view.graph, self.view.matcher, exclude_nodes=exclude)
+
+    def _node_labels(self) -> dict[str, Mapping[str, str]]:
+        """Each node's labels, which network-attached devices select nodes by."""
+        return {name: (obj.get("metadata") or {}).get("labels") or {}
+                for name, obj in self.view.nodes.items()}
 
     def _fail(self, pending: g.PendingGroup, reason: str, result: str) -> CycleResult:
         return self.reporter.fail(pending, reason, result, self.view.generation)
@@ -218,7 +243,12 @@ class Cycle:
             failed = Commit(pending, group, match, owner, None, {}, ctx)
             return self.binder.abandon(failed, {}, error)
         self.records.held.setdefault(owner, []).append(record)
-        result = self.binder.bind(Commit(pending, group, match, owner, record, extra, ctx))
+        claims = self.devices.writes() if self.devices is not None else []
+        for change in claims:
+            if change.allocation is not None:
+                self.view.dra.assume(change.claim.key, change.allocation)
+        result = self.binder.bind(Commit(pending, group, match, owner, record, extra, ctx,
+                                         claims))
         if result.reason is None:
             self.feasible.placed(pending.pods, placements)
         return result
