@@ -2,39 +2,41 @@
 
 The one module that evaluates a DeviceClass's or a request's selector. Each
 expression is compiled once (:func:`compile_selector` keeps a bounded cache),
-and each device keeps its verdict per expression (:attr:`Device.verdicts`), so
-a selector costs one evaluation per device however many pods ask.
+and each device keeps its verdict per expression (``Device.verdicts``), so a
+selector costs one evaluation per device however many pods ask.
 
 A selector sees one variable, ``device``, with Kubernetes' fields:
 
 * ``device.driver``: the driver's name;
 * ``device.attributes["<domain>"].<name>``: bool, int, string, or a version
-  (compare with ``semver("1.2.3")`` and ``.isGreaterThan``/``.isLessThan``/
-  ``.compareTo``); an unknown domain is an empty map, so
+  (a string here; compare with ``semver("1.2.3")`` and ``.isGreaterThan``,
+  ``.isLessThan``, ``.compareTo``, which order versions by their numbers); a
+  domain the device has no attribute of reads as an empty map, so
   ``"x" in device.attributes["d"]`` is false rather than an error;
 * ``device.capacity["<domain>"].<name>``: a quantity (``quantity("16Gi")``,
   ``.compareTo``, ``.isGreaterThan``, ``.isLessThan``, ``.asInteger()``,
-  ``.asApproximateFloat()``).
+  ``.asApproximateFloat()``, ``.isInteger()``, ``.sign()``). Quantities are
+  held as doubles: exact for whole numbers up to 2^53 (8 PiB of bytes).
 
 A selector that does not compile, fails at run time (a missing attribute) or
 does not yield a bool is a :class:`SelectorError` whose message names the
 expression and what went wrong: the allocator turns it into the pod's reason,
 never into a crash.
 
-The library is cel-python (``celpy``), which the core already uses for the
-webhook's match conditions; ``docs/dra.md`` records why it was kept over the
-compiled alternatives measured beside it.
+The library is Google's ``cel-expr-python`` (the C++ CEL runtime): measured by
+``benchmarks/bench_cel.py`` against ``cel-python`` (pure Python, which the
+webhook's tests use) and ``common-expression-language`` (Rust), it evaluates a
+selector the fastest; ``docs/dra.md`` has the figures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from fractions import Fraction
+import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Final
 
-import celpy
-from celpy import celtypes
+from cel_expr_python import cel
 
 from fluence_core.dra.devices import Device, Version
 from fluence_core.quantity import QuantityError, parse_quantity
@@ -42,128 +44,108 @@ from fluence_core.quantity import QuantityError, parse_quantity
 CACHE_SIZE: Final = 4096
 """Compiled expressions kept (DeviceClasses and requests rarely hold more)."""
 
+_DOMAIN: Final = re.compile(r"""device\s*\.\s*(?:attributes|capacity)\s*\[\s*(["'])(.*?)\1""")
+
 
 class SelectorError(ValueError):
     """A selector that cannot be compiled or evaluated; the message is the reason."""
 
 
-class Quantity:
-    """A capacity value in a selector: an exact number with Kubernetes' methods."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Fraction) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Quantity) and other.value == self.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-    def __repr__(self) -> str:
-        return f"quantity({self.value})"
-
-
-class Semver:
-    """A version attribute in a selector."""
-
-    __slots__ = ("version",)
-
-    def __init__(self, version: Version) -> None:
-        self.version = version
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Semver) and other.version.key() == self.version.key()
-
-    def __hash__(self) -> int:
-        return hash(self.version.key())
-
-
-class _Domains(celtypes.MapType):
-    """``device.attributes`` / ``device.capacity``: an unknown domain reads as empty."""
-
-    def __getitem__(self, key: Any) -> Any:
-        try:
-            return super().__getitem__(key)
-        except KeyError:
-            return celtypes.MapType({})
-
-
-def _order(left: Any, right: Any) -> int:
-    if isinstance(left, Quantity) and isinstance(right, Quantity):
-        a: Any = left.value
-        b: Any = right.value
-    elif isinstance(left, Semver) and isinstance(right, Semver):
-        a, b = left.version.key(), right.version.key()
-    else:
-        raise TypeError(f"cannot compare {left!r} with {right!r}")
-    return int(a > b) - int(a < b)
-
-
-def _quantity(text: Any) -> Quantity:
+def _quantity(text: str) -> float:
     try:
-        return Quantity(parse_quantity(str(text)))
+        return float(parse_quantity(text))
     except QuantityError as error:
         raise ValueError(str(error)) from None
 
 
-def _as_integer(q: Quantity) -> celtypes.IntType:
-    if q.value.denominator != 1:
-        raise ValueError(f"{q.value} is not an integer")
-    return celtypes.IntType(int(q.value))
+def _semver(text: str) -> str:
+    if not re.fullmatch(r"v?\d+(\.\d+){0,2}([-+][0-9A-Za-z.+-]*)?", text):
+        raise ValueError(f"{text!r} is not a semantic version")
+    return text
 
 
-_FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = {
-    "quantity": _quantity,
-    "semver": lambda text: Semver(Version(str(text))),
-    "compareTo": lambda a, b: celtypes.IntType(_order(a, b)),
-    "isGreaterThan": lambda a, b: celtypes.BoolType(_order(a, b) > 0),
-    "isLessThan": lambda a, b: celtypes.BoolType(_order(a, b) < 0),
-    "asInteger": _as_integer,
-    "asApproximateFloat": lambda q: celtypes.DoubleType(float(q.value)),
-    "isInteger": lambda q: celtypes.BoolType(q.value.denominator == 1),
-    "sign": lambda q: celtypes.IntType((q.value > 0) - (q.value < 0)),
-}
+def _order(a: Any, b: Any) -> int:
+    if isinstance(a, str):
+        left: Any = Version(a).key()
+        right: Any = Version(b).key()
+    else:
+        left, right = a, b
+    return int(left > right) - int(left < right)
 
-_ENVIRONMENT: Final = celpy.Environment()
+
+def _as_integer(value: float) -> int:
+    if not float(value).is_integer():
+        raise ValueError(f"{value} is not an integer")
+    return int(value)
+
+
+def _overloads(name: str, result: cel.Type, impl: Callable[..., Any]) -> cel.FunctionDecl:
+    """A method on quantities (doubles) and on versions (strings)."""
+    return cel.FunctionDecl(name, [
+        cel.Overload(f"{name}_quantity", result, [cel.Type.DOUBLE, cel.Type.DOUBLE],
+                     is_member=True, impl=impl),
+        cel.Overload(f"{name}_version", result, [cel.Type.STRING, cel.Type.STRING],
+                     is_member=True, impl=impl),
+    ])
+
+
+def _unary(name: str, result: cel.Type, impl: Callable[..., Any]) -> cel.FunctionDecl:
+    return cel.FunctionDecl(name, [cel.Overload(f"{name}_quantity", result, [cel.Type.DOUBLE],
+                                                is_member=True, impl=impl)])
+
+
+_FUNCTIONS: Final = [
+    cel.FunctionDecl("quantity", [cel.Overload("quantity_string", cel.Type.DOUBLE,
+                                               [cel.Type.STRING], impl=_quantity)]),
+    cel.FunctionDecl("semver", [cel.Overload("semver_string", cel.Type.STRING,
+                                             [cel.Type.STRING], impl=_semver)]),
+    _overloads("compareTo", cel.Type.INT, _order),
+    _overloads("isGreaterThan", cel.Type.BOOL, lambda a, b: _order(a, b) > 0),
+    _overloads("isLessThan", cel.Type.BOOL, lambda a, b: _order(a, b) < 0),
+    _unary("asInteger", cel.Type.INT, _as_integer),
+    _unary("asApproximateFloat", cel.Type.DOUBLE, float),
+    _unary("isInteger", cel.Type.BOOL, lambda v: float(v).is_integer()),
+    _unary("sign", cel.Type.INT, lambda v: int(v > 0) - int(v < 0)),
+]
+
+_ENVIRONMENT: Final = cel.NewEnv(variables={"device": cel.Type.DYN}, functions=_FUNCTIONS)
+
+
+class Selector:
+    """One compiled expression, and the attribute domains it names."""
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+        try:
+            self.program = _ENVIRONMENT.compile(expression)
+        except Exception as error:  # the runtime raises RuntimeError with its parser's report
+            raise SelectorError(f"CEL selector {expression!r} does not compile: "
+                                f"{_first_line(error)}") from None
+        self.domains = frozenset(m.group(2) for m in _DOMAIN.finditer(expression))
 
 
 @lru_cache(maxsize=CACHE_SIZE)
-def compile_selector(expression: str) -> celpy.Runner:
-    """The compiled program of ``expression`` (cached); SelectorError if it does not parse."""
-    try:
-        tree = _ENVIRONMENT.compile(expression)
-        return _ENVIRONMENT.program(tree, functions=dict(_FUNCTIONS))
-    except Exception as error:  # the library raises its own parse errors and plain ones
-        raise SelectorError(f"CEL selector {expression!r} does not compile: "
-                            f"{_first_line(error)}") from None
+def compile_selector(expression: str) -> Selector:
+    """The compiled ``expression`` (cached); SelectorError if it does not compile."""
+    return Selector(expression)
 
 
-def _value(value: Any) -> Any:
-    if isinstance(value, Version):
-        return Semver(value)
-    if isinstance(value, bool):
-        return celtypes.BoolType(value)
-    if isinstance(value, int):
-        return celtypes.IntType(value)
-    return celtypes.StringType(value)
+def _plain(value: Any) -> Any:
+    return value.text if isinstance(value, Version) else value
 
 
-def _activation(device: Device) -> dict[str, Any]:
-    attributes = _Domains({
-        celtypes.StringType(domain): celtypes.MapType({
-            celtypes.StringType(k): _value(v) for k, v in values.items()})
-        for domain, values in device.attributes.items()})
-    capacity = _Domains({
-        celtypes.StringType(domain): celtypes.MapType({
-            celtypes.StringType(k): Quantity(v) for k, v in values.items()})
-        for domain, values in device.capacity.items()})
-    return {"device": celtypes.MapType({
-        celtypes.StringType("driver"): celtypes.StringType(device.id.driver),
-        celtypes.StringType("attributes"): attributes,
-        celtypes.StringType("capacity"): capacity,
-    })}
+def device_data(device: Device) -> dict[str, Any]:
+    """``device`` as the selector sees it (built once per device)."""
+    data = device.selector_view
+    if not data:
+        data.update({
+            "driver": device.id.driver,
+            "attributes": {domain: {k: _plain(v) for k, v in values.items()}
+                           for domain, values in device.attributes.items()},
+            "capacity": {domain: {k: float(v) for k, v in values.items()}
+                         for domain, values in device.capacity.items()},
+        })
+    return data
 
 
 def matches(expression: str, device: Device) -> bool:
@@ -173,26 +155,35 @@ def matches(expression: str, device: Device) -> bool:
     """
     verdict = device.verdicts.get(expression)
     if verdict is None:
-        verdict = device.verdicts[expression] = _evaluate(expression, device)
+        verdict = device.verdicts[expression] = _evaluate(compile_selector(expression), device)
     if isinstance(verdict, str):
         raise SelectorError(verdict)
-    return verdict
+    return bool(verdict)
 
 
-def _evaluate(expression: str, device: Device) -> bool | str:
-    program = compile_selector(expression)
+def _evaluate(selector: Selector, device: Device) -> bool | str:
+    data = device_data(device)
+    missing = [d for d in selector.domains
+               if d not in data["attributes"] or d not in data["capacity"]]
+    if missing:  # a domain the device has nothing of is an empty map, as in Kubernetes
+        data = {"driver": data["driver"],
+                "attributes": {**{d: {} for d in missing}, **data["attributes"]},
+                "capacity": {**{d: {} for d in missing}, **data["capacity"]}}
+    where = f"CEL selector {selector.expression!r} on device {device.id}"
     try:
-        result = program.evaluate(_activation(device))
-    except Exception as error:  # a CEL runtime error is a verdict, not a crash
-        return f"CEL selector {expression!r} on device {device.id}: {_first_line(error)}"
-    if isinstance(result, Exception):
-        return f"CEL selector {expression!r} on device {device.id}: {_first_line(result)}"
-    if not isinstance(result, celtypes.BoolType | bool):
-        return (f"CEL selector {expression!r} on device {device.id} yields "
-                f"{type(result).__name__}, not a bool")
-    return bool(result)
+        result = selector.program.eval(data={"device": data})
+        value = result.value()
+        kind = result.type()
+    except Exception as error:  # an implementation raising is a verdict too, never a crash
+        return f"{where}: {_first_line(error)}"
+    if kind == cel.Type.ERROR:
+        return f"{where}: {_first_line(value)}"
+    if kind != cel.Type.BOOL:
+        return f"{where} yields {kind.name().lower()}, not a bool"
+    return bool(value)
 
 
-def _first_line(error: BaseException) -> str:
+def _first_line(error: object) -> str:
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0][:300]
+

@@ -84,6 +84,8 @@ class Device:
     verdicts: dict[str, bool | str] = field(default_factory=dict, repr=False, compare=False)
     """CEL results by expression (:mod:`fluence_core.dra.cel`): a device is immutable, so
     each selector is evaluated once per device."""
+    selector_view: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The device as a selector's ``device`` variable sees it, built once."""
 
     @property
     def network_attached(self) -> bool:
