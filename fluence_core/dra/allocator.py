@@ -50,8 +50,8 @@ def allocate(claims: Sequence[Claim], reachable: Sequence[Device],
     """Devices for every request of ``claims`` among ``reachable`` ones, or why not."""
     slots = [(index, request) for index, claim in enumerate(claims)
              for request in claim.requests]
-    matching: dict[tuple[str, Choice], list[Device]] = {}
-    for claim in claims:
+    matching: dict[tuple[int, Choice], list[Device]] = {}
+    for index, claim in enumerate(claims):
         for request in claim.requests:
             for choice in request.choices:
                 device_class = classes.get(choice.device_class)
@@ -59,7 +59,7 @@ def allocate(claims: Sequence[Claim], reachable: Sequence[Device],
                     return (f"ResourceClaim {claim.namespace}/{claim.name}: DeviceClass "
                             f"{choice.device_class!r} does not exist")
                 try:
-                    matching[(claim.name, choice)] = [
+                    matching[(index, choice)] = [
                         d for d in reachable if d.unsupported is None
                         and all(matches(e, d) for e in device_class.selectors)
                         and all(matches(e, d) for e in choice.selectors)]
@@ -76,7 +76,7 @@ def allocate(claims: Sequence[Claim], reachable: Sequence[Device],
 
 class _Search:
     def __init__(self, claims: Sequence[Claim],
-                 matching: Mapping[tuple[str, Choice], list[Device]],
+                 matching: Mapping[tuple[int, Choice], list[Device]],
                  free: Callable[[Device], bool]) -> None:
         self.claims = claims
         self.matching = matching
@@ -90,9 +90,8 @@ class _Search:
         if at == len(slots):
             return True
         index, request = slots[at]
-        claim = self.claims[index]
         for choice in request.choices:
-            devices = self.matching[(claim.name, choice)]
+            devices = self.matching[(index, choice)]
             if choice.mode == ALL:
                 if self._take_all(index, choice, devices, slots, at):
                     return True
@@ -178,7 +177,7 @@ class _Search:
             for request in claim.requests:
                 enough = False
                 for choice in request.choices:
-                    devices = self.matching[(claim.name, choice)]
+                    devices = self.matching[(index, choice)]
                     free = [d for d in devices if self.free(d)]
                     if choice.mode == ALL:
                         enough = enough or (bool(devices) and len(free) == len(devices))
