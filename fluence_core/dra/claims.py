@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from fluence_core.kube.api import KubeObject
-from fluence_core.kube.meta import metadata_of
+from fluence_core.kube.meta import metadata_of, owner_references_of
 
 EXACT_COUNT: Final = "ExactCount"
 ALL: Final = "All"
@@ -215,7 +215,7 @@ def pod_claims(pod: KubeObject) -> list[PodClaim]:
 def owned_by(claim: Claim, pod_uid: str) -> bool:
     """Whether the pod is the claim's controlling owner (a template's claim must be)."""
     return any(ref.get("uid") == pod_uid and ref.get("controller")
-               for ref in metadata_of(claim.obj).get("ownerReferences") or [])
+               for ref in owner_references_of(claim.obj))
 
 
 def requests_named(claim: Claim) -> Sequence[str]:

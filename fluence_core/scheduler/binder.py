@@ -256,12 +256,14 @@ class Binder:
         outcome = _Outcome(commit, annotations)
         claims_written = False
         try:
+            # The kubelet starts no pod whose claims are not allocated and reserved for it.
+            # Claims go first: a record kept after a restart binds its members at once, so
+            # it must never name members whose claims were not written.
+            claim_writes.write_all(self.cluster, commit.claims)
+            claims_written = True
             if annotations:  # a lone pod holding only compute has no record to write
                 patch = {"metadata": {"annotations": dict(annotations)}}
                 self.cluster.patch(owner[0], owner[2], patch, owner[1])
-            # the kubelet starts no pod whose claims are not allocated and reserved for it
-            claim_writes.write_all(self.cluster, commit.claims)
-            claims_written = True
             self._bind_all(pending, commit.match.placements, outcome.bound)
         except Exception as error:  # noqa: BLE001 - any failure after the match gives it back
             outcome.error = error

@@ -22,6 +22,7 @@ from fluence_core.kube.api import (
 )
 from fluence_core.dra.plan import DevicePlan, plan_group
 from fluence_core.errors import FluenceError
+from fluence_core.kube.meta import labels_of
 from fluence_core.log import logger
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_preferring
 from fluence_core.matcher.base import MatchOutcome
@@ -190,8 +191,7 @@ class Cycle:
 
     def _node_labels(self) -> dict[str, Mapping[str, str]]:
         """Each node's labels, which network-attached devices select nodes by."""
-        return {name: (obj.get("metadata") or {}).get("labels") or {}
-                for name, obj in self.view.nodes.items()}
+        return {name: labels_of(obj) for name, obj in self.view.nodes.items()}
 
     def _fail(self, pending: g.PendingGroup, reason: str, result: str) -> CycleResult:
         return self.reporter.fail(pending, reason, result, self.view.generation)

@@ -416,6 +416,8 @@ class ClusterView:
     def _on_pod(self, event: str, obj: KubeObject) -> None:
         key = g.pod_key(obj)
         self.pod_changes.add(key)
+        if _claim_statuses(self.pods.get(key)) != _claim_statuses(obj):
+            self.generation += 1  # its template's claim was named: it may be placed now
         if event == DELETED:
             self.pods.pop(key, None)
         else:
@@ -431,8 +433,6 @@ class ClusterView:
             self.unplaced.pop(key, None)
         else:
             self.unplaced[key] = obj
-            if (obj.get("spec") or {}).get("resourceClaims"):
-                self.generation += 1  # its template's claim may have been named: try again
         if gone:
             self.unpin(key)
             self._release_finished(key, obj)
@@ -514,6 +514,11 @@ class ClusterView:
         else:
             self.workloads[key] = obj
             self.generation += 1  # a gang waiting on its template's constraint is tried again
+
+
+def _claim_statuses(pod: KubeObject | None) -> Any:
+    """The claims the resourceclaim controller made for the pod's templates."""
+    return None if pod is None else (pod.get("status") or {}).get("resourceClaimStatuses")
 
 
 def _filtered_fields(node: KubeObject) -> tuple[Any, ...]:

@@ -237,3 +237,36 @@ def test_a_failed_bind_leaves_the_claim_unallocated(harness_factory: Factory) ->
     assert not (claim.get("status") or {}).get("allocation")
     assert names.CLAIM_PROTECTION_FINALIZER not in (claim["metadata"].get("finalizers") or [])
     assert not scheduler.view.dra.assumed
+
+
+class _FailingClaimWrite:
+    """A cluster whose status write of ``claim`` fails."""
+
+    def __init__(self, inner: FakeCluster, claim: str) -> None:
+        self.inner, self.claim = inner, claim
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def patch_status(self, resource: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        if resource == RESOURCE_CLAIMS and name == self.claim:
+            raise ApiError(409, "the object has been modified", "Conflict")
+        return self.inner.patch_status(resource, name, *args, **kwargs)
+
+
+def test_a_failed_claim_write_binds_no_member_and_takes_back_the_others(
+        harness_factory: Factory) -> None:
+    h = _setup(harness_factory, "a", "b")
+    for n in "ab":
+        _devices(h, n)
+    h.add(pod_group("g", 2))
+    for i in range(2):
+        _claim(h, f"c{i}")
+        h.add(_with_claim(f"m{i}", f"c{i}", group="g"))
+    failing: ClusterAPI = _FailingClaimWrite(h.cluster, "c1")  # type: ignore[assignment]
+    scheduler = Scheduler(failing, load_settings(), clock=h.clock)
+    scheduler.start()
+    (result,) = scheduler.schedule_once()
+    assert result.reason is not None and "modified" in result.reason
+    assert [h.node_of(f"m{i}") for i in range(2)] == [None, None]
+    assert not _status(h, "c0").get("allocation") and not _status(h, "c0").get("reservedFor")
