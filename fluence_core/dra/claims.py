@@ -198,6 +198,8 @@ def pod_claims(pod: KubeObject) -> list[PodClaim]:
         "resourceClaimStatuses") or [] if isinstance(s, Mapping)}
     found = []
     for entry in entries:
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"spec.resourceClaims: {entry!r:.60} is not an entry")
         name = str(entry.get("name") or "")
         if entry.get("resourceClaimName"):
             found.append(PodClaim(name, str(entry["resourceClaimName"]), False))

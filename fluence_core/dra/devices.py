@@ -232,12 +232,17 @@ class Inventory:
         if self._devices is not None:
             return self._devices
         newest: dict[tuple[str, str], tuple[int, int, list[KubeObject]]] = {}
-        for slice_obj in self.slices.values():
-            spec = slice_obj.get("spec") or {}
-            pool = spec.get("pool") or {}
-            key = (str(spec.get("driver")), str(pool.get("name")))
-            generation = int(pool.get("generation") or 0)
-            count = int(pool.get("resourceSliceCount") or 1)
+        for name, slice_obj in self.slices.items():
+            try:
+                spec = slice_obj.get("spec") or {}
+                pool = spec.get("pool") or {}
+                key = (str(spec.get("driver")), str(pool.get("name")))
+                generation = int(pool.get("generation") or 0)
+                count = int(pool.get("resourceSliceCount") or 1)
+            except (AttributeError, TypeError, ValueError) as error:
+                logger.error("ResourceSlice %s is left out: its pool cannot be read (%s)",
+                             name, error)
+                continue
             found = newest.get(key)
             if found is None or generation > found[0]:
                 newest[key] = (generation, count, [slice_obj])
@@ -270,7 +275,7 @@ class Inventory:
             return cached[1]
         try:
             devices = read_devices(slice_obj)
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, AttributeError) as error:
             logger.error("ResourceSlice %s is left out: %s", name, error)
             devices = []
         self._parsed[name] = (version, devices)

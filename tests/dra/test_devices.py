@@ -94,3 +94,11 @@ def test_a_malformed_slice_is_left_out_and_the_others_count() -> None:
     inventory = Inventory()
     inventory.replace([bad, _slice("good", "g0")])
     assert _names(inventory) == ["g0"]
+
+
+def test_a_slice_whose_pool_is_garbled_is_left_out() -> None:
+    bad = _slice("bad", "x", pool="q")
+    bad["spec"]["pool"] = "not a pool"
+    inventory = Inventory()
+    inventory.replace([bad, _slice("good", "g0")])
+    assert _names(inventory) == ["g0"]
