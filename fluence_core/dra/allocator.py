@@ -149,7 +149,7 @@ class _Search:
         """The constraints ``device`` fixes (to undo), or None when it breaks one."""
         fixed: list[tuple[int, int]] = []
         for number, constraint in enumerate(self.claims[index].constraints):
-            if not constraint.covers(choice.request):
+            if not (constraint.covers(choice.request) or choice.name in constraint.requests):
                 continue
             domain, name = constraint.attribute
             value = device.attributes.get(domain, {}).get(name)

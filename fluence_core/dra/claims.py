@@ -63,7 +63,8 @@ class MatchAttribute:
     attribute: tuple[str, str]
     """(domain, name): a constraint's attribute is always fully qualified."""
     requests: frozenset[str]
-    """The requests it binds (empty: all of the claim's)."""
+    """The requests it binds (empty: all of the claim's); a sub-request is named
+    ``request/sub``, or covered by its request's name."""
 
     def covers(self, request: str) -> bool:
         return not self.requests or request in self.requests
