@@ -181,3 +181,18 @@ def test_an_out_of_scope_claim_gets_its_reason_and_no_node(dra: Dra) -> None:
     wait_for(lambda: "adminAccess" in dra.reason("admin"), "the out-of-scope reason", 30)
     assert dra.node_of("admin") is None
     assert not (claim.get("status") or {}).get("allocation")
+
+
+def test_a_finished_pods_device_is_released_by_the_controller_and_reused(
+        apiserver: ApiServer, dra: Dra) -> None:
+    if not apiserver.controller_manager:
+        pytest.skip("no kube-controller-manager beside the API server: nothing releases claims")
+    node = dra.node("n0", 1)
+    dra.start()
+    dra.pod("first")
+    wait_for(lambda: dra.node_of("first"), "first to be bound", 30)
+    dra.pod("second")
+    wait_for(lambda: dra.reason("second"), "second told why it waits", 30)
+    dra.kube.patch_status("pods", "first", {"status": {"phase": "Succeeded"}}, dra.ns)
+    wait_for(lambda: dra.node_of("second"), "second bound once the device is released", 60)
+    assert dra.node_of("second") == node and dra.devices_of("second") == [f"{node}/gpu0"]

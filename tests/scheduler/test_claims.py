@@ -270,3 +270,24 @@ def test_a_failed_claim_write_binds_no_member_and_takes_back_the_others(
     assert result.reason is not None and "modified" in result.reason
     assert [h.node_of(f"m{i}") for i in range(2)] == [None, None]
     assert not _status(h, "c0").get("allocation") and not _status(h, "c0").get("reservedFor")
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def test_a_gang_required_in_one_zone_gets_its_devices_inside_one(
+        harness_factory: Factory) -> None:
+    zones = {"a0": "a", "a1": "a", "b0": "b", "b1": "b"}
+    h = harness_factory(*(node(n, 8, zone=z) for n, z in zones.items()),
+                        resources=f"topology:\n  levels: [{ZONE}]\n")
+    h.cluster.create(DEVICE_CLASSES, make_device_class_dict(
+        "gpu", f'device.driver == "{DRIVER}"'))
+    _devices(h, "a0", count=1)  # zone a holds one device, zone b two
+    _devices(h, "b0", count=1)
+    _devices(h, "b1", count=1)
+    h.add(pod_group("g", 2, topology=[ZONE]))
+    for i in range(2):
+        _claim(h, f"c{i}")
+        h.add(_with_claim(f"m{i}", f"c{i}", group="g"))
+    h.cycle()
+    assert sorted(h.node_of(f"m{i}") or "" for i in range(2)) == ["b0", "b1"]
