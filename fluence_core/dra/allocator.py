@@ -44,10 +44,18 @@ class _Exhausted(Exception):
     pass
 
 
+Memo = dict[tuple[str, tuple[str, ...], tuple[str, ...]], "list[Device] | str"]
+"""The devices of one node that match a (class, class selectors, request selectors), or
+the selector's error: the same for every pod asking alike, until the node's devices
+change."""
+
+
 def allocate(claims: Sequence[Claim], reachable: Sequence[Device],
              classes: Mapping[str, DeviceClass],
-             free: Callable[[Device], bool]) -> list[Picked] | str:
-    """Devices for every request of ``claims`` among ``reachable`` ones, or why not."""
+             free: Callable[[Device], bool], memo: Memo | None = None) -> list[Picked] | str:
+    """Devices for every request of ``claims`` among ``reachable`` ones, or why not;
+    ``memo`` keeps which of ``reachable`` match each selector set across calls."""
+    memo = {} if memo is None else memo
     slots = [(index, request) for index, claim in enumerate(claims)
              for request in claim.requests]
     matching: dict[tuple[int, Choice], list[Device]] = {}
@@ -58,13 +66,13 @@ def allocate(claims: Sequence[Claim], reachable: Sequence[Device],
                 if device_class is None:
                     return (f"ResourceClaim {claim.namespace}/{claim.name}: DeviceClass "
                             f"{choice.device_class!r} does not exist")
-                try:
-                    matching[(index, choice)] = [
-                        d for d in reachable if d.unsupported is None
-                        and all(matches(e, d) for e in device_class.selectors)
-                        and all(matches(e, d) for e in choice.selectors)]
-                except SelectorError as error:
-                    return f"ResourceClaim {claim.namespace}/{claim.name}: {error}"
+                key = (device_class.name, device_class.selectors, choice.selectors)
+                found = memo.get(key)
+                if found is None:
+                    found = memo[key] = _matching(reachable, device_class, choice)
+                if isinstance(found, str):
+                    return f"ResourceClaim {claim.namespace}/{claim.name}: {found}"
+                matching[(index, choice)] = found
     search = _Search(claims, matching, free)
     try:
         if search.place(slots, 0):
@@ -72,6 +80,16 @@ def allocate(claims: Sequence[Claim], reachable: Sequence[Device],
     except _Exhausted:
         return f"the search for devices stopped after {MAX_STEPS} steps"
     return search.why(slots)
+
+
+def _matching(reachable: Sequence[Device], device_class: DeviceClass,
+              choice: Choice) -> list[Device] | str:
+    try:
+        return [d for d in reachable if d.unsupported is None
+                and all(matches(e, d) for e in device_class.selectors)
+                and all(matches(e, d) for e in choice.selectors)]
+    except SelectorError as error:
+        return str(error)
 
 
 class _Search:

@@ -163,7 +163,8 @@ class DevicePlan:
         taken = self.state.taken()
         used = self.used
         found = allocate(todo, self.state.near(node, labels), self.state.classes,
-                         lambda d: d.id not in taken and d.id not in used)
+                         lambda d: d.id not in taken and d.id not in used,
+                         self.state.memos.setdefault(node, {}))
         if isinstance(found, str):
             return found
         return found, todo

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from fluence_core.dra.allocator import Memo
 from fluence_core.dra.claims import Claim, DeviceClass, read_claim, read_class
 from fluence_core.dra.devices import Device, DeviceId, Inventory, Version
 from fluence_core.kube.api import DELETED, KubeObject
@@ -58,6 +59,8 @@ class DraState:
     """Allocations Fluence committed whose claim write the watch has not shown yet."""
     _taken: dict[DeviceId, ClaimKey] | None = None
     _near: dict[str, list[Device]] = field(default_factory=dict)
+    memos: dict[str, Memo] = field(default_factory=dict)
+    """Per node, which of its devices match each selector set (:data:`Memo`)."""
     _parsed: dict[ClaimKey, tuple[str, Claim | Exception]] = field(default_factory=dict)
 
     # -- feeding -----------------------------------------------------------------------
@@ -66,9 +69,9 @@ class DraState:
         """A full listing of one kind."""
         if plural == SLICES:
             self.inventory.replace(items)
-            self._near = {}
+            self._near, self.memos = {}, {}
         elif plural == CLASSES:
-            self.classes = {}
+            self.classes, self.memos = {}, {}
             for obj in items:
                 self._put_class(obj)
         elif plural == CLAIMS:
@@ -84,12 +87,13 @@ class DraState:
                 self.inventory.remove(name)
             else:
                 self.inventory.put(obj)
-            self._near = {}
+            self._near, self.memos = {}, {}
         elif plural == CLASSES:
             if event == DELETED:
                 self.classes.pop(name, None)
             else:
                 self._put_class(obj)
+            self.memos = {}
         elif plural == CLAIMS:
             key = _key(obj)
             if event == DELETED:
@@ -158,7 +162,7 @@ class DraState:
 
     def nodes_changed(self) -> None:
         """Node labels may have changed: which network devices a node reaches is read again."""
-        self._near = {}
+        self._near, self.memos = {}, {}
 
     # -- commits -----------------------------------------------------------------------
 
