@@ -20,7 +20,7 @@ waits (:func:`pod_claims`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -87,10 +87,6 @@ class Claim:
     @property
     def key(self) -> tuple[str, str]:
         return self.namespace, self.name
-
-    @property
-    def allocated(self) -> bool:
-        return self.allocation is not None
 
     def reserved_for_uid(self, uid: str) -> bool:
         return any(r.get("uid") == uid for r in self.reserved_for)
@@ -219,7 +215,3 @@ def owned_by(claim: Claim, pod_uid: str) -> bool:
     """Whether the pod is the claim's controlling owner (a template's claim must be)."""
     return any(ref.get("uid") == pod_uid and ref.get("controller")
                for ref in owner_references_of(claim.obj))
-
-
-def requests_named(claim: Claim) -> Sequence[str]:
-    return [r.name for r in claim.requests]

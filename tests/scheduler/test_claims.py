@@ -291,3 +291,18 @@ def test_a_gang_required_in_one_zone_gets_its_devices_inside_one(
         h.add(_with_claim(f"m{i}", f"c{i}", group="g"))
     h.cycle()
     assert sorted(h.node_of(f"m{i}") or "" for i in range(2)) == ["b0", "b1"]
+
+
+def test_a_claim_shared_by_two_members_is_allocated_once_for_both(
+        harness_factory: Factory) -> None:
+    h = _setup(harness_factory, "a", "b")
+    _devices(h, "a", count=1)
+    _devices(h, "b", count=1)
+    _claim(h, "shared")
+    h.add(pod_group("g", 2))
+    for i in range(2):
+        h.add(_with_claim(f"m{i}", "shared", group="g"))
+    h.cycle()
+    assert h.node_of("m0") is not None and h.node_of("m0") == h.node_of("m1")
+    assert len(_devices_of(h, "shared")) == 1
+    assert [r["name"] for r in _status(h, "shared")["reservedFor"]] == ["m0", "m1"]
