@@ -31,7 +31,7 @@ from fluence_core.dra.devices import DeviceId
 from fluence_core.dra.state import ClaimKey, DraState
 from fluence_core.feasibility.selectors import NodeSelector, SelectorError
 from fluence_core.kube.api import KubeObject
-from fluence_core.kube.meta import metadata_of
+from fluence_core.kube.meta import labels_of, metadata_of
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,9 @@ def pod_reference(pod: KubeObject) -> dict[str, str]:
 
 
 def plan_group(state: DraState, pods: Sequence[KubeObject],
-               node_labels: Mapping[str, Mapping[str, str]]) -> DevicePlan | str | None:
-    """The group's plan, why it must wait, or None when none of its pods uses a claim."""
+               nodes: Mapping[str, KubeObject]) -> DevicePlan | str | None:
+    """The group's plan, why it must wait, or None when none of its pods uses a claim;
+    ``nodes`` by name (network-attached devices select nodes by their labels)."""
     members: list[list[Claim]] = []
     for pod in pods:
         metadata = metadata_of(pod)
@@ -85,7 +86,7 @@ def plan_group(state: DraState, pods: Sequence[KubeObject],
         members.append(claims)
     if not any(members):
         return None
-    return DevicePlan(state, list(pods), members, node_labels)
+    return DevicePlan(state, list(pods), members, nodes)
 
 
 @dataclass
@@ -95,8 +96,8 @@ class DevicePlan:
     state: DraState
     pods: list[KubeObject]
     members: list[list[Claim]]
-    labels: Mapping[str, Mapping[str, str]]
-    """Each node's labels (network-attached devices select nodes by them)."""
+    nodes: Mapping[str, KubeObject]
+    """The nodes by name (network-attached devices select nodes by their labels)."""
     tentative: dict[ClaimKey, dict[str, Any]] = field(default_factory=dict)
     used: set[DeviceId] = field(default_factory=set)
     placed: dict[int, str] = field(default_factory=dict)
@@ -150,7 +151,7 @@ class DevicePlan:
         return [w for w in found if w.allocation is not None or w.consumers]
 
     def _check(self, index: int, node: str) -> tuple[list[Picked], list[Claim]] | str:
-        labels = self.labels.get(node, {})
+        labels = labels_of(self.nodes.get(node) or {})
         todo = []
         for claim in self.members[index]:
             allocation = self.tentative.get(claim.key) or self.state.allocation_of(claim)

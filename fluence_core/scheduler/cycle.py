@@ -22,7 +22,6 @@ from fluence_core.kube.api import (
 )
 from fluence_core.dra.plan import DevicePlan, plan_group
 from fluence_core.errors import FluenceError
-from fluence_core.kube.meta import labels_of
 from fluence_core.log import logger
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_preferring
 from fluence_core.matcher.base import MatchOutcome
@@ -130,7 +129,7 @@ class Cycle:
         veto = hook.fluence_prefilter(group=group, ctx=ctx)
         if veto:
             return self._fail(pending, f"prefilter: {veto}", "vetoed")
-        devices = plan_group(self.view.dra, pending.pods, self._node_labels())
+        devices = plan_group(self.view.dra, pending.pods, self.view.nodes)
         if isinstance(devices, str):
             return self._fail(pending, devices, "unschedulable")
         self.devices = devices
@@ -188,10 +187,6 @@ class Cycle:
                 logger.debug("group %s is placed member by member: %s", group.name, why)
                 return self.members.place(group, facts, exclude)
         return match_preferring(group, self.view.graph, self.view.matcher, exclude_nodes=exclude)
-
-    def _node_labels(self) -> dict[str, Mapping[str, str]]:
-        """Each node's labels, which network-attached devices select nodes by."""
-        return {name: labels_of(obj) for name, obj in self.view.nodes.items()}
 
     def _fail(self, pending: g.PendingGroup, reason: str, result: str) -> CycleResult:
         return self.reporter.fail(pending, reason, result, self.view.generation)
