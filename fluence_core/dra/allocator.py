@@ -73,6 +73,8 @@ def allocate(claims: Sequence[Claim], reachable: Sequence[Device],
                 if isinstance(found, str):
                     return f"ResourceClaim {claim.namespace}/{claim.name}: {found}"
                 matching[(index, choice)] = found
+    if len(slots) == 1 and not claims[0].constraints:
+        return _one_request(claims[0], slots[0][1], matching, free)
     search = _Search(claims, matching, free)
     try:
         if search.place(slots, 0):
@@ -80,6 +82,29 @@ def allocate(claims: Sequence[Claim], reachable: Sequence[Device],
     except _Exhausted:
         return f"the search for devices stopped after {MAX_STEPS} steps"
     return search.why(slots)
+
+
+def _one_request(claim: Claim, request: Request,
+                 matching: Mapping[tuple[int, Choice], list[Device]],
+                 free: Callable[[Device], bool]) -> list[Picked] | str:
+    """The common claim, one request and no constraint: its first choice with enough free
+    devices, the first of them (what the search would find, without its bookkeeping)."""
+    for choice in request.choices:
+        devices = matching[(0, choice)]
+        if choice.mode == ALL:
+            if devices and all(free(d) for d in devices):
+                return [Picked(0, choice.name, choice.device_class, d) for d in devices]
+            continue
+        found = []
+        for device in devices:
+            if free(device):
+                found.append(Picked(0, choice.name, choice.device_class, device))
+                if len(found) == choice.count:
+                    return found
+    wanted = request.choices[0]
+    amount = "all" if wanted.mode == ALL else str(wanted.count)
+    return (f"ResourceClaim {claim.namespace}/{claim.name}: request {request.name!r} wants "
+            f"{amount} device(s) of class {wanted.device_class!r}; too few free ones match")
 
 
 def _matching(reachable: Sequence[Device], device_class: DeviceClass,
