@@ -58,6 +58,9 @@ class DraState:
     assumed: dict[ClaimKey, Mapping[str, object]] = field(default_factory=dict)
     """Allocations Fluence committed whose claim write the watch has not shown yet."""
     _taken: dict[DeviceId, ClaimKey] | None = None
+    """Built once from every claim, then kept up to date claim by claim (:meth:`_retake`)."""
+    _held: dict[ClaimKey, list[DeviceId]] = field(default_factory=dict)
+    """What each claim holds in ``_taken``."""
     _near: dict[str, list[Device]] = field(default_factory=dict)
     memos: dict[str, Memo] = field(default_factory=dict)
     """Per node, which of its devices match each selector set (:data:`Memo`)."""
@@ -77,7 +80,7 @@ class DraState:
         elif plural == CLAIMS:
             self.claims = {_key(obj): obj for obj in items}
             self._parsed = {}
-        self._taken = None
+            self._taken = None
 
     def handle(self, plural: str, event: str, obj: KubeObject) -> None:
         """One watch event."""
@@ -103,7 +106,7 @@ class DraState:
                 self.claims[key] = obj
                 if (obj.get("status") or {}).get("allocation") is not None:
                     self.assumed.pop(key, None)  # the write is seen: the claim says it now
-        self._taken = None
+            self._retake(key)
 
     def _put_class(self, obj: KubeObject) -> None:
         try:
@@ -140,15 +143,27 @@ class DraState:
     def taken(self) -> Mapping[DeviceId, ClaimKey]:
         """Every device some claim holds, and which claim."""
         if self._taken is None:
-            taken: dict[DeviceId, ClaimKey] = {}
-            for key, obj in self.claims.items():
-                for device in allocated_devices((obj.get("status") or {}).get("allocation")):
-                    taken[device] = key
-            for key, allocation in self.assumed.items():
-                for device in allocated_devices(allocation):
-                    taken[device] = key
-            self._taken = taken
+            self._taken, self._held = {}, {}
+            for key in {*self.claims, *self.assumed}:
+                self._retake(key)
+        assert self._taken is not None
         return self._taken
+
+    def _retake(self, key: ClaimKey) -> None:
+        """Bring what ``key`` holds in the taken set up to date (its status and what
+        Fluence assumed for it)."""
+        if self._taken is None:
+            return  # built in full when next asked
+        for device in self._held.pop(key, []):
+            if self._taken.get(device) == key:
+                del self._taken[device]
+        obj = self.claims.get(key)
+        held = allocated_devices((obj.get("status") or {}).get("allocation")) if obj else []
+        held += allocated_devices(self.assumed.get(key))
+        for device in held:
+            self._taken[device] = key
+        if held:
+            self._held[key] = held
 
     def near(self, node: str, labels: Mapping[str, str]) -> list[Device]:
         """The devices a pod on ``node`` can reach: its own, then network-attached ones."""
@@ -168,11 +183,11 @@ class DraState:
 
     def assume(self, key: ClaimKey, allocation: Mapping[str, object]) -> None:
         self.assumed[key] = allocation
-        self._taken = None
+        self._retake(key)
 
     def forget(self, key: ClaimKey) -> None:
         if self.assumed.pop(key, None) is not None:
-            self._taken = None
+            self._retake(key)
 
 
 @dataclass(frozen=True)
