@@ -176,6 +176,8 @@ class Cycle:
         best preference tier first, or member by member when its members constrain each
         other (:mod:`fluence_core.scheduler.members`), or when they use claims: each
         member's devices are allocated where it goes, beside its fellow members'."""
+        if self.devices is not None and len(group.pods) == 1:
+            return self._match_alone(group, self.devices, exclude)
         if self.devices is not None:
             facts = self.feasible.facts_of(group)
             if facts is not None:
@@ -187,6 +189,32 @@ class Cycle:
                 logger.debug("group %s is placed member by member: %s", group.name, why)
                 return self.members.place(group, facts, exclude)
         return match_preferring(group, self.view.graph, self.view.matcher, exclude_nodes=exclude)
+
+    def _match_alone(self, group: Group, devices: DevicePlan,
+                     exclude: list[str] | None) -> GroupMatch | GroupMiss:
+        """A lone pod with claims: its feasible nodes narrowed to those where its claims can
+        be allocated, matched as any lone pod, its devices taken on the node it got."""
+        devices.reset()
+        pod = group.pods[0]
+        allowed = pod.allowed if pod.allowed is not None else frozenset(
+            node.name for node in self.view.graph.nodes)
+        fit = frozenset(node for node in allowed if devices.fits(0, node))
+        if not fit:
+            return GroupMiss(group, "compute", MatchOutcome.BUSY,
+                             detail=devices.why(0, len(allowed)))
+        narrowed = dataclasses.replace(group, pods=(dataclasses.replace(
+            pod, allowed=fit, preferred=tuple(t & fit for t in pod.preferred if t & fit)),))
+        outcome = match_preferring(narrowed, self.view.graph, self.view.matcher,
+                                   exclude_nodes=exclude)
+        if isinstance(outcome, GroupMiss):
+            return outcome
+        node = outcome.placements[pod.key].node
+        if node is None:  # no compute node: nothing here can hold its devices
+            self.view.release_match(outcome)
+            return GroupMiss(group, "compute", MatchOutcome.BUSY,
+                             detail="the pod got no node to allocate its claims on")
+        devices.take(0, node)
+        return GroupMatch(group, outcome.allocations, outcome.placements, outcome.level)
 
     def _fail(self, pending: g.PendingGroup, reason: str, result: str) -> CycleResult:
         return self.reporter.fail(pending, reason, result, self.view.generation)
