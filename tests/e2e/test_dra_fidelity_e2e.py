@@ -30,11 +30,11 @@ from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing import (
     claim_entries, make_device, make_device_class_dict, make_device_request, make_node_dict,
-    make_pod_dict, make_resource_claim_dict, make_resource_slice_dict,
+    make_pod_dict, make_pod_group_dict, make_resource_claim_dict, make_resource_slice_dict,
 )
 from fluence_core.testing_apiserver import (
     ApiServer, ensure_namespace, find_assets, find_kube_scheduler, start_apiserver,
-    start_kube_scheduler,
+    start_kube_scheduler, wait_for,
 )
 
 pytestmark = pytest.mark.e2e
@@ -283,3 +283,86 @@ def test_fluence_allocates_claims_where_kube_scheduler_does(control_plane: ApiSe
         finally:
             _tear_down(kube, index, case)
     assert not problems, "\n".join(problems)
+
+
+def _gang(kube: KubeCluster, index: int, name: str, scheduler: str, size: int,
+          count: int) -> list[str]:
+    """A PodGroup of ``size`` pods, each with a claim of ``count`` devices."""
+    kube.create("podgroups", make_pod_group_dict(name, size, NAMESPACE), NAMESPACE)
+    pods = []
+    for m in range(size):
+        member = f"{name}-{m}"
+        kube.create(RESOURCE_CLAIMS, make_resource_claim_dict(
+            member, [_request(count)], namespace=None), NAMESPACE)
+        kube.create("pods", make_pod_dict(
+            member, "100m", namespace=None, scheduler=scheduler, group=name,
+            nodeSelector={"dra-case": str(index)}, resourceClaims=claim_entries(gpu=member)),
+            NAMESPACE)
+        pods.append(member)
+    return pods
+
+
+def _drop_gang(kube: KubeCluster, name: str, pods: list[str]) -> None:
+    for member in pods:
+        kube.delete("pods", member, NAMESPACE, grace_period_seconds=0)
+        _drop_claim(kube, member)
+    kube.delete("podgroups", name, NAMESPACE)
+
+
+def _gang_devices(kube: KubeCluster, pods: list[str]) -> dict[str, list[str]]:
+    found = {}
+    for member in pods:
+        claim = kube.get(RESOURCE_CLAIMS, member, NAMESPACE) or {}
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        found[member] = [r["pool"] for r in (allocation.get("devices") or {}).get("results", [])]
+    return found
+
+
+@pytest.mark.parametrize("nodes, binds", [(3, True), (2, False)],
+                         ids=["three-nodes-of-two", "two-nodes-of-two"])
+def test_a_gang_needing_two_devices_a_member_is_placed_as_kube_scheduler_places_it(
+        control_plane: ApiServer, nodes: int, binds: bool) -> None:
+    """A gang of 3, each member asking for 2 devices, on nodes of 2 devices each: both
+    schedulers spread it one member per node, or both leave it pending whole."""
+    kube = control_plane.cluster(qps=1000, burst=1000)
+    ensure_namespace(kube, NAMESPACE)
+    if kube.get(DEVICE_CLASSES, CLASS) is None:
+        kube.create(DEVICE_CLASSES, make_device_class_dict(CLASS, f'device.driver == "{DRIVER}"'))
+    index = 100 + nodes
+    case = Case("gang", {f"n{i}": {} for i in range(nodes)},
+                [_gpus(f"n{i}", "t4", "t4") for i in range(nodes)], [_request(2)])
+    _set_up(kube, index, case)
+    time.sleep(0.3)
+    try:
+        theirs = _gang(kube, index, f"gk{nodes}", "default-scheduler", 3, 2)
+        try:
+            if binds:
+                wait_for(lambda: all((kube.get("pods", p, NAMESPACE) or {}).get("spec", {})
+                                     .get("nodeName") for p in theirs), "kube's gang bound", 30)
+            else:
+                time.sleep(5)
+            kube_nodes = [(kube.get("pods", p, NAMESPACE) or {})["spec"].get("nodeName")
+                          for p in theirs]
+        finally:
+            _drop_gang(kube, f"gk{nodes}", theirs)
+        time.sleep(0.5)
+        ours = _gang(kube, index, f"gf{nodes}", "fluence", 3, 2)
+        try:
+            scheduler = Scheduler(kube, load_settings())
+            scheduler.start()
+            scheduler.schedule_once()
+            fluence_nodes = [(kube.get("pods", p, NAMESPACE) or {})["spec"].get("nodeName")
+                             for p in ours]
+            devices = _gang_devices(kube, ours)
+        finally:
+            _drop_gang(kube, f"gf{nodes}", ours)
+        print(f"\n  gang of 3 x 2 devices on {nodes} nodes of 2: kube {kube_nodes}, "
+              f"fluence {fluence_nodes}")
+        if binds:
+            assert len(set(kube_nodes)) == 3 and len(set(fluence_nodes)) == 3
+            assert all(devices[p] == [n, n] for p, n in zip(ours, fluence_nodes, strict=True))
+        else:
+            assert kube_nodes == [None] * 3 and fluence_nodes == [None] * 3
+            assert all(not d for d in devices.values())
+    finally:
+        _tear_down(kube, index, case)
