@@ -22,6 +22,7 @@ from fluence_core.kube.api import (
 )
 from fluence_core.dra.plan import DevicePlan, plan_group
 from fluence_core.errors import FluenceError
+from fluence_core.feasibility import nodes_to_find
 from fluence_core.log import logger
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_preferring
 from fluence_core.matcher.base import MatchOutcome
@@ -68,6 +69,11 @@ class Cycle:
         self.devices: DevicePlan | None = None
         """The claims of the group being attempted (None: it uses none), allocated in its
         match (:mod:`fluence_core.dra.plan`)."""
+        self._device_start = 0
+        """Where the next check of a lone pod's claims over the nodes starts (each starts
+        where the last stopped, as kube-scheduler's search for feasible nodes does)."""
+        self._device_scan = 0
+        """How many nodes the last such check asked."""
 
     def schedule_once(self) -> list[CycleResult]:
         """One pass over the pending groups, in order; returns what each attempt came to."""
@@ -134,7 +140,7 @@ class Cycle:
             return self._fail(pending, devices, "unschedulable")
         self.devices = devices
         asked = group
-        constrained = self.feasible.constrain(group, pending.pods, every_node=devices is not None)
+        constrained = self.feasible.constrain(group, pending.pods)
         if isinstance(constrained, str):
             return self._fail(pending, constrained, "unschedulable")
         group = constrained
@@ -193,19 +199,32 @@ class Cycle:
     def _match_alone(self, group: Group, devices: DevicePlan,
                      exclude: list[str] | None) -> GroupMatch | GroupMiss:
         """A lone pod with claims: its feasible nodes narrowed to those where its claims can
-        be allocated, matched as any lone pod, its devices taken on the node it got."""
+        be allocated, matched as any lone pod, its devices taken on the node it got.
+
+        As kube-scheduler stops filtering at enough feasible nodes, the claims are checked
+        from where the last such check stopped until enough nodes can allocate them; when
+        the match finds no room on those, every node is checked before the pod waits."""
         devices.reset()
         pod = group.pods[0]
-        allowed = pod.allowed if pod.allowed is not None else frozenset(
-            node.name for node in self.view.graph.nodes)
-        fit = frozenset(node for node in allowed if devices.fits(0, node))
-        if not fit:
+        allowed = [node.name for node in self.view.graph.nodes
+                   if pod.allowed is None or node.name in pod.allowed]
+        enough = nodes_to_find(len(allowed), self.settings.percentage_of_nodes_to_score)
+        outcome: GroupMatch | GroupMiss | None = None
+        for every in (False, True):
+            fit = self._fitting(devices, allowed, None if every else enough)
+            if fit:
+                narrowed = dataclasses.replace(group, pods=(dataclasses.replace(
+                    pod, allowed=fit,
+                    preferred=tuple(t & fit for t in pod.preferred if t & fit)),))
+                outcome = match_preferring(narrowed, self.view.graph, self.view.matcher,
+                                           exclude_nodes=exclude)
+                if isinstance(outcome, GroupMatch):
+                    break
+            if every or self._device_scan == len(allowed):
+                break  # every node was asked
+        if outcome is None:
             return GroupMiss(group, "compute", MatchOutcome.BUSY,
                              detail=devices.why(0, len(allowed)))
-        narrowed = dataclasses.replace(group, pods=(dataclasses.replace(
-            pod, allowed=fit, preferred=tuple(t & fit for t in pod.preferred if t & fit)),))
-        outcome = match_preferring(narrowed, self.view.graph, self.view.matcher,
-                                   exclude_nodes=exclude)
         if isinstance(outcome, GroupMiss):
             return outcome
         node = outcome.placements[pod.key].node
@@ -215,6 +234,30 @@ class Cycle:
                              detail="the pod got no node to allocate its claims on")
         devices.take(0, node)
         return GroupMatch(group, outcome.allocations, outcome.placements, outcome.level)
+
+    def _fitting(self, devices: DevicePlan, nodes: list[str],
+                 enough: int | None) -> frozenset[str]:
+        """The ``nodes`` where the lone pod's claims can be allocated: all of them, or the
+        first ``enough`` from where the last search stopped (:attr:`_device_scan` says how
+        many were asked)."""
+        if not nodes:
+            self._device_scan = 0
+            return frozenset()
+        if enough is None:
+            self._device_scan = len(nodes)
+            return frozenset(n for n in nodes if devices.fits(0, n))
+        start = self._device_start % len(nodes)
+        fit: list[str] = []
+        asked = 0
+        for node in nodes[start:] + nodes[:start]:
+            asked += 1
+            if devices.fits(0, node):
+                fit.append(node)
+                if len(fit) >= enough:
+                    break
+        self._device_start = (start + asked) % len(nodes)
+        self._device_scan = asked
+        return frozenset(fit)
 
     def _fail(self, pending: g.PendingGroup, reason: str, result: str) -> CycleResult:
         return self.reporter.fail(pending, reason, result, self.view.generation)

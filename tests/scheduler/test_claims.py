@@ -306,3 +306,22 @@ def test_a_claim_shared_by_two_members_is_allocated_once_for_both(
     assert h.node_of("m0") is not None and h.node_of("m0") == h.node_of("m1")
     assert len(_devices_of(h, "shared")) == 1
     assert [r["name"] for r in _status(h, "shared")["reservedFor"]] == ["m0", "m1"]
+
+
+def test_a_lone_pod_whose_first_fitting_nodes_lack_room_is_placed_on_another(
+        harness_factory: Factory) -> None:
+    """Claims are checked on enough nodes first (kube-scheduler's early stop at 150
+    nodes: 100); when none of those has room for the pod, every node is checked."""
+    small = [node(f"n{i:03d}", 1) for i in range(140)]
+    big = [node(f"n{i:03d}", 4) for i in range(140, 150)]
+    h = harness_factory(*small, *big)
+    h.cluster.create(DEVICE_CLASSES, make_device_class_dict(
+        "gpu", f'device.driver == "{DRIVER}"'))
+    for i in range(150):
+        _devices(h, f"n{i:03d}", count=1)
+    _claim(h, "c")
+    h.add(_with_claim("p", "c", cpu="2"))
+    h.cycle()
+    where = h.node_of("p")
+    assert where is not None and where >= "n140"
+    assert _devices_of(h, "c") == [f"{where}/gpu0"]
