@@ -325,3 +325,18 @@ def test_a_lone_pod_whose_first_fitting_nodes_lack_room_is_placed_on_another(
     where = h.node_of("p")
     assert where is not None and where >= "n140"
     assert _devices_of(h, "c") == [f"{where}/gpu0"]
+
+
+def test_garbled_slices_and_claims_leave_the_others_placed(harness_factory: Factory) -> None:
+    h = _setup(harness_factory, "a")
+    _devices(h, "a")
+    h.cluster.create(RESOURCE_SLICES, {"metadata": {"name": "junk"}, "spec": {
+        "driver": DRIVER, "pool": "not a pool", "devices": "nor devices"}})
+    h.cluster.create(RESOURCE_CLAIMS, {"metadata": {"name": "junk", "namespace": "default"},
+                                       "spec": {"devices": {"requests": [{"name": "r"}]}}})
+    _claim(h, "good")
+    h.add(_with_claim("p", "good"), _with_claim("q", "junk"))
+    h.cycle()
+    assert h.node_of("p") == "a" and h.node_of("q") is None
+    assert "neither exactly nor firstAvailable" in _reason(h, "q")
+    assert h.scheduler.view.dra.inventory.devices()
