@@ -220,6 +220,11 @@ TRAINER_FRAMEWORK_LABEL: Final = "trainer.kubeflow.org/framework"
 """Kubeflow Trainer's runtime label; ``flux`` opts the runtime's JobSets in."""
 TRAINER_FRAMEWORK_FLUX: Final = "flux"
 
+CLAIM_PROTECTION_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
+"""Kubernetes' finalizer on a ResourceClaim a scheduler allocated: written before the
+allocation, it lets the resourceclaim controller clear the allocation once the claim is
+reserved for no one, and keeps the claim while it is allocated."""
+
 ENTRY_POINT_GROUP: Final = "fluence"
 LOGGER_NAME: Final = "fluence"
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -15,7 +15,10 @@ from typing import Any, Callable
 import pytest
 
 from fluence_core import names
-from fluence_core.kube.api import NAMESPACES, NODES, PODGROUPS, PODS, Resource
+from fluence_core.kube.api import (
+    DEVICE_CLASSES, NAMESPACES, NODES, PODGROUPS, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES,
+    Resource,
+)
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.jobspec import compute_jobspec, virtual_jobspec
@@ -42,9 +45,11 @@ __all__ = [
     "EmbeddedMatcher", "FakeCluster", "FakeQueueProvider", "FakeTask", "FluencePluginManager",
     "ManualClock", "SchedulerHarness", "Sidecar", "SidecarConfig",
     "SidecarOutcome", "TaskState", "VendorDouble", "VirtualClock", "WebhookServer",
-    "braket_config", "build_service", "compute_jobspec", "fake_cluster", "fake_vendor_queue",
-    "find_assets", "get_plugin_manager", "indexed_job_pods", "job_owner", "make_node_dict",
-    "make_nodes", "make_pod_dict", "make_pod_group_dict", "make_split_pod", "parse_resource_config",
+    "braket_config", "build_service", "claim_entries", "compute_jobspec", "fake_cluster",
+    "fake_vendor_queue", "find_assets", "get_plugin_manager", "indexed_job_pods", "job_owner",
+    "make_node_dict", "make_device", "make_device_class_dict", "make_device_request", "make_nodes",
+    "make_pod_dict", "make_pod_group_dict", "make_resource_claim_dict",
+    "make_resource_slice_dict", "make_split_pod", "parse_resource_config",
     "pod_group", "provider_conformance", "scheduler_harness", "server_context", "small_graph",
     "start_apiserver", "tls",
     "vendor_clock", "virtual_jobspec", "wait_for", "watched_for",
@@ -203,6 +208,101 @@ def make_pod_dict(
             "spec": body}
 
 
+def make_resource_slice_dict(
+    name: str, driver: str, devices: Sequence[Mapping[str, Any]], *, node: str | None = None,
+    node_selector: Mapping[str, Any] | None = None,
+    pool: str | None = None, generation: int = 1, slice_count: int = 1,
+) -> dict[str, Any]:
+    """A ``resource.k8s.io/v1`` ResourceSlice of ``driver``: node-local on ``node``, or
+    network-attached to the nodes of ``node_selector`` (neither: to all nodes); the pool
+    is named after the node (or the slice) unless ``pool`` says. ``devices`` are
+    :func:`make_device`'s."""
+    spec: dict[str, Any] = {
+        "driver": driver, "devices": [dict(d) for d in devices],
+        "pool": {"name": pool or node or name, "generation": generation,
+                 "resourceSliceCount": slice_count},
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    elif node_selector is not None:
+        spec["nodeSelector"] = dict(node_selector)
+    else:
+        spec["allNodes"] = True
+    return {"apiVersion": RESOURCE_SLICES.api_version, "kind": RESOURCE_SLICES.kind,
+            "metadata": {"name": name}, "spec": spec}
+
+
+def make_device(name: str, attributes: Mapping[str, bool | int | str] | None = None,
+                capacity: Mapping[str, str] | None = None, **more: Any) -> dict[str, Any]:
+    """One device of a slice: attributes typed from their Python values (``bool``, ``int``,
+    ``string``), capacities as quantities; ``more`` is set over it as given."""
+    def typed(value: bool | int | str) -> dict[str, Any]:
+        kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, int) else "string"
+        return {kind: value}
+
+    device: dict[str, Any] = {"name": name}
+    if attributes:
+        device["attributes"] = {k: typed(v) for k, v in attributes.items()}
+    if capacity:
+        device["capacity"] = {k: {"value": v} for k, v in capacity.items()}
+    device.update(more)
+    return device
+
+
+def make_device_class_dict(name: str, *selectors: str,
+                           config: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """A DeviceClass with CEL ``selectors``."""
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in selectors]}
+    if config:
+        spec["config"] = [dict(c) for c in config]
+    return {"apiVersion": DEVICE_CLASSES.api_version, "kind": DEVICE_CLASSES.kind,
+            "metadata": {"name": name}, "spec": spec}
+
+
+def make_device_request(name: str, device_class: str, count: int = 1, *selectors: str,
+                        mode: str = "ExactCount", **more: Any) -> dict[str, Any]:
+    """A claim's request for ``exactly`` ``count`` devices of ``device_class`` (``mode``
+    ``All``: every matching one); ``more`` is set over ``exactly`` as given."""
+    exactly: dict[str, Any] = {"deviceClassName": device_class, "allocationMode": mode}
+    if mode == "ExactCount":
+        exactly["count"] = count
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    exactly.update(more)
+    return {"name": name, "exactly": exactly}
+
+
+def make_resource_claim_dict(name: str, requests: Sequence[Mapping[str, Any]], *,
+                             constraints: Sequence[Mapping[str, Any]] = (),
+                             namespace: str | None = "default",
+                             owners: Sequence[Mapping[str, Any]] | None = None,
+                             ) -> dict[str, Any]:
+    """A ResourceClaim with ``requests`` (:func:`make_device_request`'s, or
+    ``firstAvailable`` ones as given) and ``constraints``."""
+    devices: dict[str, Any] = {"requests": [dict(r) for r in requests]}
+    if constraints:
+        devices["constraints"] = [dict(c) for c in constraints]
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    if owners is not None:
+        metadata["ownerReferences"] = [dict(o) for o in owners]
+    return {"apiVersion": RESOURCE_CLAIMS.api_version, "kind": RESOURCE_CLAIMS.kind,
+            "metadata": metadata, "spec": {"devices": devices}}
+
+
+def claim_entries(**claims: str) -> list[dict[str, str]]:
+    """A pod's ``spec.resourceClaims``: each keyword names a claim (``gpu="my-claim"``);
+    a value starting ``template:`` names a ResourceClaimTemplate instead."""
+    entries = []
+    for entry, target in claims.items():
+        if target.startswith("template:"):
+            entries.append({"name": entry, "resourceClaimTemplateName": target[9:]})
+        else:
+            entries.append({"name": entry, "resourceClaimName": target})
+    return entries
+
+
 def job_owner(name: str, uid: str) -> dict[str, Any]:
     """The owner reference a Job's pods carry: Job ``name`` (uid ``uid``) is their
     controller, as the job controller writes it."""
@@ -328,7 +428,8 @@ def provider_conformance(make_double: Callable[[], VendorDouble]) -> Callable[[C
     return test_provider_conformance
 
 
-_KINDS: dict[str, Resource] = {"Node": NODES, "Pod": PODS, "PodGroup": PODGROUPS}
+_KINDS: dict[str, Resource] = {resource.kind: resource for resource in (
+    NODES, PODS, PODGROUPS, RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS)}
 
 
 class SchedulerHarness:
@@ -376,7 +477,8 @@ class SchedulerHarness:
         return results
 
     def add(self, *objects: dict[str, Any]) -> None:
-        """Create Nodes, Pods and PodGroups (dicts such as :func:`make_node_dict` builds)."""
+        """Create Nodes, Pods, PodGroups and DRA objects (dicts such as :func:`make_node_dict`
+        and :func:`make_resource_slice_dict` build)."""
         for obj in objects:
             self.cluster.create(_KINDS[obj["kind"]], obj, obj["metadata"].get("namespace"))
 

@@ -15,7 +15,9 @@ from fluence_core import hookimpl, log
 from fluence_core.cli.base import console, settings
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph, levels_for
-from fluence_core.kube.api import NODE_RESOURCE_TOPOLOGIES
+from fluence_core.dra.devices import Inventory
+from fluence_core.dra.state import DeviceRow, device_rows
+from fluence_core.kube.api import NODE_RESOURCE_TOPOLOGIES, RESOURCE_SLICES
 from fluence_core.kube.manifests import read_objects
 from fluence_core.kube.meta import metadata_or_none
 from fluence_core.matcher.domains import DomainRow, ZoneRow, hierarchy, zone_rows
@@ -25,7 +27,8 @@ from fluence_core.resource_config import load_resource_config
 
 NodesOption = typer.Option(
     ..., "--nodes", help="Kubernetes Node YAML (a `kubectl get nodes -o yaml` dump works; "
-    "NodeResourceTopology objects in it give the nodes' NUMA zones).")
+    "NodeResourceTopology objects in it give the nodes' NUMA zones, ResourceSlices their "
+    "DRA devices).")
 ResourcesOption = typer.Option(
     None, "--resources", help="resources.yaml of virtual resources (default: $FLUENCE_RESOURCES).")
 
@@ -49,6 +52,18 @@ def build_graph(nodes_file: Path, resources: Path | None) -> ResourceGraph:
         raise FluenceError(f"{nodes_file}: {failure}") from None
     log.logger.info("graph: %s", ", ".join(f"{k}={v}" for k, v in built.summary().items()))
     return built
+
+
+def _devices(nodes_file: Path) -> list[DeviceRow]:
+    """The devices of the ResourceSlices in the same file, all free (a file holds no
+    claims' state)."""
+    inventory = Inventory()
+    try:
+        inventory.replace(o for o in read_objects(nodes_file)
+                          if o.get("kind") == RESOURCE_SLICES.kind)
+    except ValueError as failure:
+        raise FluenceError(f"{nodes_file}: {failure}") from None
+    return device_rows(inventory, {})
 
 
 def _name_of(nrt: dict[str, Any]) -> str:
@@ -89,6 +104,9 @@ def graph(
         print_zones(zones, "NUMA zones (capacity per zone)", free=False)
     if built.virtual:
         _print_virtual(built)
+    devices = _devices(nodes)
+    if devices:
+        print_devices(devices, "Devices (DRA ResourceSlices)")
     summary = built.summary()
     console.print(" ".join(f"{k}=[bold]{v}[/]" for k, v in summary.items()))
 
@@ -127,6 +145,16 @@ def print_zones(rows: list[ZoneRow], title: str, *, free: bool) -> None:
 
 def _cell(total: int, left: int, free: bool) -> str:
     return f"{left}/{total}" if free else str(total)
+
+
+def print_devices(rows: list[DeviceRow], title: str) -> None:
+    """DRA devices: where they are reachable from, their attributes, free or held."""
+    table = Table(title=title)
+    for column in ("where", "device", "attributes", "state"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row.where, row.device, row.attributes, row.state)
+    console.print(table)
 
 
 def _print_virtual(built: ResourceGraph) -> None:

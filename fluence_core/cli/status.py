@@ -9,7 +9,7 @@ from rich.table import Table
 from fluence_core import hookimpl
 from fluence_core.cli.base import console
 from fluence_core.cli.base import settings as current_settings
-from fluence_core.cli.graph import print_hierarchy, print_zones
+from fluence_core.cli.graph import print_devices, print_hierarchy, print_zones
 from fluence_core.cli.up import connect
 
 
@@ -46,6 +46,8 @@ def status() -> None:
         for row in report.virtual:
             virtual.add_row(*row)
         console.print(virtual)
+    if report.devices:
+        print_devices(report.devices, "Devices (DRA)")
     held = Table(title="Held allocations")
     for column in ("owner", "pods", "job ids", "nodes", "virtual"):
         held.add_column(column)

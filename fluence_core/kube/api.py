@@ -180,6 +180,17 @@ PERSISTENT_VOLUMES: Final = Resource(
     "persistentvolumes", "PersistentVolume", namespaced=False, status_subresource=True)
 STORAGE_CLASSES: Final = Resource(
     "storageclasses", "StorageClass", group="storage.k8s.io", namespaced=False)
+RESOURCE_SLICES: Final = Resource(
+    "resourceslices", "ResourceSlice", group="resource.k8s.io", namespaced=False)
+"""A DRA driver's devices, in pools; cluster-scoped, written by the driver."""
+DEVICE_CLASSES: Final = Resource(
+    "deviceclasses", "DeviceClass", group="resource.k8s.io", namespaced=False)
+RESOURCE_CLAIMS: Final = Resource(
+    "resourceclaims", "ResourceClaim", group="resource.k8s.io", status_subresource=True,
+    reset_status_on_create=True)
+"""A request for devices; the scheduler writes ``status.allocation`` and ``reservedFor``."""
+RESOURCE_CLAIM_TEMPLATES: Final = Resource(
+    "resourceclaimtemplates", "ResourceClaimTemplate", group="resource.k8s.io")
 MUTATING_WEBHOOKS: Final = Resource(
     "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
     group="admissionregistration.k8s.io", namespaced=False,
@@ -193,6 +204,7 @@ RESOURCES: Final[Mapping[str, Resource]] = {
         CLUSTER_ROLE_BINDINGS, MUTATING_WEBHOOKS, CONFIGMAPS, SECRETS, SERVICES, JOBSETS,
         TRAINJOBS, TOKEN_REVIEWS, NODE_RESOURCE_TOPOLOGIES,
         PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES,
+        RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES,
     )
 }
 """Every kind Fluence touches, by plural."""

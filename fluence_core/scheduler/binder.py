@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluence_core.dra import writes as claim_writes
+from fluence_core.dra.plan import ClaimWrite
 from fluence_core.kube.api import PODGROUPS, PODS, ClusterAPI, KubeObject
 from fluence_core.errors import FluenceError
 from fluence_core.kube.errors import ApiError
@@ -146,6 +148,8 @@ class Commit:
     extra: Mapping[str, str]
     """Annotations the prebind hooks contributed for the record owner."""
     ctx: SchedulingContext
+    claims: Sequence[ClaimWrite] = ()
+    """The ResourceClaims to allocate and reserve before the binds (:mod:`fluence_core.dra`)."""
 
 
 @dataclass
@@ -250,13 +254,22 @@ class Binder:
         here (:meth:`_settle` does that)."""
         pending, owner = commit.pending, commit.owner
         outcome = _Outcome(commit, annotations)
+        claims_written = False
         try:
+            # The kubelet starts no pod whose claims are not allocated and reserved for it.
+            # Claims go first: a record kept after a restart binds its members at once, so
+            # it must never name members whose claims were not written.
+            claim_writes.write_all(self.cluster, commit.claims)
+            claims_written = True
             if annotations:  # a lone pod holding only compute has no record to write
                 patch = {"metadata": {"annotations": dict(annotations)}}
                 self.cluster.patch(owner[0], owner[2], patch, owner[1])
             self._bind_all(pending, commit.match.placements, outcome.bound)
         except Exception as error:  # noqa: BLE001 - any failure after the match gives it back
             outcome.error = error
+            if claims_written:  # the pods that bound keep theirs: they run with them
+                claim_writes.undo(self.cluster, commit.claims,
+                                  {key.split("/", 1)[1] for key in outcome.bound})
             return outcome
         if pending.pod_group is not None:
             self.reporter.set_group_condition(pending, "True", "Scheduled",
@@ -284,6 +297,10 @@ class Binder:
         self.manager.hook.fluence_unreserve(group=commit.group,
                                             placements=commit.match.placements, ctx=commit.ctx)
         self.view.release_match(commit.match)
+        kept = {key.split("/", 1)[1] for key in bound}
+        for change in commit.claims:
+            if not any(c["name"] in kept for c in change.consumers):
+                self.view.dra.forget(change.claim.key)
         records = self.records.held.get(commit.owner, [])
         if commit.record is not None and commit.record in records:
             records.remove(commit.record)

@@ -34,10 +34,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from fluence_core.kube.api import (
+    DEVICE_CLASSES,
     NODES,
     PODGROUPS,
     PODS,
     NODE_RESOURCE_TOPOLOGIES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     WORKLOADS,
     ClusterAPI,
     KubeObject,
@@ -71,10 +74,14 @@ from fluence_core.kube.meta import metadata_of, metadata_or_none
 
 __all__ = ["WATCHED", "CycleResult", "Scheduler", "build_graph"]
 
-WATCHED = (NODES, PODS, PODGROUPS, WORKLOADS, NODE_RESOURCE_TOPOLOGIES)
+WATCHED = (NODES, PODS, PODGROUPS, WORKLOADS, NODE_RESOURCE_TOPOLOGIES, RESOURCE_SLICES,
+           DEVICE_CLASSES, RESOURCE_CLAIMS)
 """Workloads: a PodGroup made from one of their templates takes its topology from it.
-NodeResourceTopologies: the nodes' NUMA zones (:mod:`fluence_core.numa`)."""
-OPTIONAL = frozenset({NODE_RESOURCE_TOPOLOGIES.plural})
+NodeResourceTopologies: the nodes' NUMA zones (:mod:`fluence_core.numa`). ResourceSlices,
+DeviceClasses and ResourceClaims: devices and the claims on them (:mod:`fluence_core.dra`).
+"""
+OPTIONAL = frozenset({NODE_RESOURCE_TOPOLOGIES.plural, RESOURCE_SLICES.plural,
+                      DEVICE_CLASSES.plural, RESOURCE_CLAIMS.plural})
 """Kinds a cluster may not serve (a CRD not installed): not watched there, nothing lost."""
 
 

@@ -20,7 +20,9 @@ from collections.abc import Mapping
 from fluence_core.kube.api import (
     PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, ClusterAPI,
 )
+from fluence_core.dra.plan import DevicePlan, plan_group
 from fluence_core.errors import FluenceError
+from fluence_core.feasibility import nodes_to_find
 from fluence_core.log import logger
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_preferring
 from fluence_core.matcher.base import MatchOutcome
@@ -70,6 +72,14 @@ class Cycle:
         """Kubernetes' filters: the nodes each pod may use, handed to the matcher."""
         self.members = MemberPlacer(self.feasible)
         """Places a gang whose members constrain each other one member after another."""
+        self.devices: DevicePlan | None = None
+        """The claims of the group being attempted (None: it uses none), allocated in its
+        match (:mod:`fluence_core.dra.plan`)."""
+        self._device_start = 0
+        """Where the next check of a lone pod's claims over the nodes starts (each starts
+        where the last stopped, as kube-scheduler's search for feasible nodes does)."""
+        self._device_scan = 0
+        """How many nodes the last such check asked."""
 
     def schedule_once(self) -> list[CycleResult]:
         """One pass over the pending groups, in order; returns what each attempt came to."""
@@ -121,6 +131,12 @@ class Cycle:
 
     def attempt(self, pending: g.PendingGroup) -> CycleResult:
         """Place one ready group, or say why it waits."""
+        try:
+            return self._attempt(pending)
+        finally:
+            self.devices = None
+
+    def _attempt(self, pending: g.PendingGroup) -> CycleResult:
         ctx = self.context()
         nominated = self._nominated(pending, ctx)
         if nominated is not None:
@@ -133,7 +149,12 @@ class Cycle:
         veto = hook.fluence_prefilter(group=group, ctx=ctx)
         if veto:
             return self._fail(pending, f"prefilter: {veto}", "vetoed")
-        asked, constrained = group, self.feasible.constrain(group, pending.pods)
+        devices = plan_group(self.view.dra, pending.pods, self.view.nodes)
+        if isinstance(devices, str):
+            return self._fail(pending, devices, "unschedulable")
+        self.devices = devices
+        asked = group
+        constrained = self.feasible.constrain(group, pending.pods)
         if isinstance(constrained, str):
             return self._fail(pending, constrained, "unschedulable")
         group = constrained
@@ -191,7 +212,14 @@ class Cycle:
     def match(self, group: Group, exclude: list[str] | None = None) -> GroupMatch | GroupMiss:
         """Match ``group`` on the graph, all-or-nothing, never on the ``exclude`` nodes: its
         best preference tier first, or member by member when its members constrain each
-        other (:mod:`fluence_core.scheduler.members`)."""
+        other (:mod:`fluence_core.scheduler.members`), or when they use claims: each
+        member's devices are allocated where it goes, beside its fellow members'."""
+        if self.devices is not None and len(group.pods) == 1:
+            return self._match_alone(group, self.devices, exclude)
+        if self.devices is not None:
+            facts = self.feasible.facts_of(group)
+            if facts is not None:
+                return self.members.place(group, facts, exclude, devices=self.devices)
         facts = self.feasible.facts_of(group) if len(group.pods) > 1 else None
         if facts is not None:
             why = entangled(facts, self.feasible.snapshot().namespace_labels)
@@ -199,6 +227,69 @@ class Cycle:
                 logger.debug("group %s is placed member by member: %s", group.name, why)
                 return self.members.place(group, facts, exclude)
         return match_preferring(group, self.view.graph, self.view.matcher, exclude_nodes=exclude)
+
+    def _match_alone(self, group: Group, devices: DevicePlan,
+                     exclude: list[str] | None) -> GroupMatch | GroupMiss:
+        """A lone pod with claims: its feasible nodes narrowed to those where its claims can
+        be allocated, matched as any lone pod, its devices taken on the node it got.
+
+        As kube-scheduler stops filtering at enough feasible nodes, the claims are checked
+        from where the last such check stopped until enough nodes can allocate them; when
+        the match finds no room on those, every node is checked before the pod waits."""
+        devices.reset()
+        pod = group.pods[0]
+        allowed = [node.name for node in self.view.graph.nodes
+                   if pod.allowed is None or node.name in pod.allowed]
+        enough = nodes_to_find(len(allowed), self.settings.percentage_of_nodes_to_score)
+        outcome: GroupMatch | GroupMiss | None = None
+        for every in (False, True):
+            fit = self._fitting(devices, allowed, None if every else enough)
+            if fit:
+                narrowed = dataclasses.replace(group, pods=(dataclasses.replace(
+                    pod, allowed=fit,
+                    preferred=tuple(t & fit for t in pod.preferred if t & fit)),))
+                outcome = match_preferring(narrowed, self.view.graph, self.view.matcher,
+                                           exclude_nodes=exclude)
+                if isinstance(outcome, GroupMatch):
+                    break
+            if every or self._device_scan == len(allowed):
+                break  # every node was asked
+        if outcome is None:
+            return GroupMiss(group, "compute", MatchOutcome.BUSY,
+                             detail=devices.why(0, len(allowed)))
+        if isinstance(outcome, GroupMiss):
+            return outcome
+        node = outcome.placements[pod.key].node
+        if node is None:  # no compute node: nothing here can hold its devices
+            self.view.release_match(outcome)
+            return GroupMiss(group, "compute", MatchOutcome.BUSY,
+                             detail="the pod got no node to allocate its claims on")
+        devices.take(0, node)
+        return GroupMatch(group, outcome.allocations, outcome.placements, outcome.level)
+
+    def _fitting(self, devices: DevicePlan, nodes: list[str],
+                 enough: int | None) -> frozenset[str]:
+        """The ``nodes`` where the lone pod's claims can be allocated: all of them, or the
+        first ``enough`` from where the last search stopped (:attr:`_device_scan` says how
+        many were asked)."""
+        if not nodes:
+            self._device_scan = 0
+            return frozenset()
+        if enough is None:
+            self._device_scan = len(nodes)
+            return frozenset(n for n in nodes if devices.fits(0, n))
+        start = self._device_start % len(nodes)
+        fit: list[str] = []
+        asked = 0
+        for node in nodes[start:] + nodes[:start]:
+            asked += 1
+            if devices.fits(0, node):
+                fit.append(node)
+                if len(fit) >= enough:
+                    break
+        self._device_start = (start + asked) % len(nodes)
+        self._device_scan = asked
+        return frozenset(fit)
 
     def _fail(self, pending: g.PendingGroup, reason: str, result: str) -> CycleResult:
         return self.reporter.fail(pending, reason, result, self.view.generation)
@@ -250,7 +341,12 @@ class Cycle:
             failed = Commit(pending, group, match, owner, None, {}, ctx)
             return self.binder.abandon(failed, {}, error)
         self.records.held.setdefault(owner, []).append(record)
-        result = self.binder.bind(Commit(pending, group, match, owner, record, extra, ctx))
+        claims = self.devices.writes() if self.devices is not None else []
+        for change in claims:
+            if change.allocation is not None:
+                self.view.dra.assume(change.claim.key, change.allocation)
+        result = self.binder.bind(Commit(pending, group, match, owner, record, extra, ctx,
+                                         claims))
         if result.reason is None:
             self.feasible.placed(pending.pods, placements)
             self.reservations.placed(pending)

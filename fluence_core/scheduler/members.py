@@ -38,6 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from fluence_core import names
+from fluence_core.dra.plan import DevicePlan
 from fluence_core.feasibility import PodFacts, feasible
 from fluence_core.feasibility.inter_pod_affinity import term_matches
 from fluence_core.feasibility.node_resources_fit import GRAPH_COUNTED
@@ -123,8 +124,11 @@ class MemberPlacer:
         self.feasible = feasible_nodes
 
     def place(self, group: Group, facts: Sequence[PodFacts],
-              exclude: Sequence[str] | None = None) -> GroupMatch | GroupMiss:
-        """Place ``group`` (its pods read as ``facts``) member by member, never on ``exclude``."""
+              exclude: Sequence[str] | None = None,
+              devices: DevicePlan | None = None) -> GroupMatch | GroupMiss:
+        """Place ``group`` (its pods read as ``facts``) member by member, never on ``exclude``;
+        with ``devices``, each member only where its claims can be allocated beside the
+        devices the members before it took."""
         snapshot = self.feasible.snapshot()
         keys = _affine_keys(facts, snapshot.namespace_labels)
         levels = self.feasible.view.graph.levels
@@ -135,7 +139,7 @@ class MemberPlacer:
         if required is not None:
             keys |= {level.label for level in levels[: required + 1]}
         kept_out: set[str] = set(exclude or ())
-        outcome = self._place_in_turn(group, facts, set(kept_out), set(), required)
+        outcome = self._place_in_turn(group, facts, set(kept_out), set(), required, devices)
         tries = 1
         while isinstance(outcome, tuple) and keys and tries < AFFINITY_TRIES:
             first_node = outcome[1]
@@ -147,15 +151,20 @@ class MemberPlacer:
             kept_out |= domain
             logger.debug("group %s: the first member's domain on %s could not hold the rest; "
                          "trying another", group.name, first_node)
-            outcome = self._place_in_turn(group, facts, set(exclude or ()), kept_out, required)
+            outcome = self._place_in_turn(group, facts, set(exclude or ()), kept_out, required,
+                                          devices)
             tries += 1
         return outcome[0] if isinstance(outcome, tuple) else outcome
 
     def _place_in_turn(self, group: Group, facts: Sequence[PodFacts], exclude: set[str],
                        first_excluded: set[str], required: int | None = None,
+                       devices: DevicePlan | None = None,
                        ) -> GroupMatch | tuple[GroupMiss, str | None]:
         """The group placed, or its miss with the node its first member had taken; with a
-        ``required`` topology level, every member inside the first member's domain of it."""
+        ``required`` topology level, every member inside the first member's domain of it;
+        with ``devices``, every member's claims allocated where it goes."""
+        if devices is not None:
+            devices.reset()
         view = self.feasible.view
         snapshot = self.feasible.snapshot()
         held: list[Allocation] = []
@@ -169,12 +178,22 @@ class MemberPlacer:
                 fit = [n for n in answer.feasible_nodes if n.name not in out]
                 if required is not None:
                     fit = [n for n in fit if _in_domain(view.graph, n.name, required, first_node)]
+                if devices is not None and devices.uses_claims(index) and fit:
+                    reachable = len(fit)
+                    fit = [n for n in fit if devices.fits(index, n.name)]
+                    if not fit:
+                        detail = devices.why(index, reachable)
+                        if len(group.pods) > 1:
+                            detail = (f"member {request.key} (after {index} of its gang "
+                                      f"placed): {detail}")
+                        miss = GroupMiss(group, COMPUTE, MatchOutcome.BUSY, detail=detail)
+                        return self._give_back(held, miss, first_node, devices)
                 allowed = [n.name for n in fit]
                 if not allowed:
                     detail = (f"member {request.key} (after {index} of its gang placed): "
                               f"{answer.summary()}")
                     miss = GroupMiss(group, COMPUTE, MatchOutcome.BUSY, detail=detail)
-                    return self._give_back(held, miss, first_node)
+                    return self._give_back(held, miss, first_node, devices)
                 alone = dataclasses.replace(
                     request, allowed=frozenset(allowed), virtual={}, requires={},
                     preferred=self.feasible.preferred(pod, fit))
@@ -184,10 +203,12 @@ class MemberPlacer:
                     detail = f"member {request.key} (after {index} of its gang placed): " + (
                         self.feasible.explain_facts(pod) or matched.reason)
                     miss = GroupMiss(group, matched.kind, matched.outcome, detail=detail)
-                    return self._give_back(held, miss, first_node)
+                    return self._give_back(held, miss, first_node, devices)
                 held.extend(matched.allocations.values())
                 node = matched.placements[request.key].node
                 assert node is not None
+                if devices is not None and devices.uses_claims(index):
+                    devices.take(index, node)
                 nodes[request.key] = node
                 first_node = first_node or node
                 there = pod.on(node)
@@ -199,7 +220,8 @@ class MemberPlacer:
                 if allocation is None:
                     found = getattr(view.matcher, "last_outcome", None) or MatchOutcome.BUSY
                     held.extend(virtual.values())
-                    return self._give_back(held, GroupMiss(group, spec.kind, found), first_node)
+                    return self._give_back(held, GroupMiss(group, spec.kind, found), first_node,
+                                           devices)
                 virtual[spec.kind] = allocation
         finally:
             for there in added:
@@ -211,8 +233,10 @@ class MemberPlacer:
         allocations.update(virtual)
         return GroupMatch(group, allocations, placements)
 
-    def _give_back(self, held: list[Allocation], miss: GroupMiss,
-                   first_node: str | None) -> tuple[GroupMiss, str | None]:
+    def _give_back(self, held: list[Allocation], miss: GroupMiss, first_node: str | None,
+                   devices: DevicePlan | None = None) -> tuple[GroupMiss, str | None]:
+        if devices is not None:
+            devices.reset()
         for allocation in held:
             self.feasible.view.matcher.cancel(allocation.jobid)
         return miss, first_node

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from fluence_core import names
+from fluence_core.dra.state import DeviceRow, device_rows
 from fluence_core.kube.meta import annotations_of
 from fluence_core.log import logger
 from fluence_core.matcher.domains import DomainRow, ZoneRow, hierarchy, zone_rows
@@ -97,12 +98,16 @@ class Status:
     zones: list[ZoneRow] = field(default_factory=list)
     """Each node's NUMA zones, with what is free of each (none where no node has zones)."""
     reservations: list[ReservationInfo] = field(default_factory=list)
+    devices: list[DeviceRow] = field(default_factory=list)
+    """Every DRA device, free or held by which claim (none without ResourceSlices)."""
 
 
 def collect_status(scheduler: Scheduler) -> Status:
     """Summarise a started (read-only) scheduler's view."""
+    dra = scheduler.view.dra
     status = Status(domains=hierarchy(scheduler.graph, scheduler.view.matcher),
-                    zones=zone_rows(scheduler.graph, scheduler.view.matcher))
+                    zones=zone_rows(scheduler.graph, scheduler.view.matcher),
+                    devices=device_rows(dra.inventory, dra.taken()))
     held = _held_by_node(scheduler)
     for node in scheduler.graph.nodes:
         ours, theirs, memory, gpus = held.get(node.name, (0, 0, 0, 0))

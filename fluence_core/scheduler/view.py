@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fluence_core.dra.state import PLURALS as DRA_PLURALS
+from fluence_core.dra.state import DraState
 from fluence_core.kube.api import DELETED, NODE_RESOURCE_TOPOLOGIES, RESYNC, KubeObject
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph
@@ -88,6 +90,8 @@ class ClusterView:
         """NodeResourceTopology objects, by node name."""
         self.numa: dict[str, NodeNuma] = {}
         """Each node's NUMA zones, read from its NodeResourceTopology."""
+        self.dra = DraState()
+        """Devices, classes and claims (:mod:`fluence_core.dra`)."""
         """1.36 Workloads: their PodGroup templates may state a gang's topology."""
         self.unplaced: dict[g.PodKey, KubeObject] = {}
         """The cached pods that may still need placing (unbound, unfinished): a cycle groups
@@ -260,6 +264,10 @@ class ClusterView:
 
     def replace(self, plural: str, items: Iterable[KubeObject]) -> None:
         """A full listing of one kind: fills the caches before start, events after."""
+        if plural in DRA_PLURALS:
+            self.dra.replace(plural, items)
+            self.generation += 1
+            return
         cache = self._cache(plural)
         fresh = {self._key(plural, obj): obj for obj in items}
         if self.started:
@@ -318,6 +326,9 @@ class ClusterView:
                     self._on_workload(event, obj)
                 elif plural == NODE_RESOURCE_TOPOLOGIES.plural:
                     self._on_nrt(event, obj)
+                elif plural in DRA_PLURALS:
+                    self.dra.handle(plural, event, obj)
+                    self.generation += 1  # devices came or were released: try again
             except Exception:  # one bad object never stops the watch loop
                 logger.exception("cannot apply %s event for %s %s", event, plural,
                                  describe(obj))
@@ -329,6 +340,7 @@ class ClusterView:
         old = self.nodes.get(name)
         if event == DELETED or old is None or _filtered_fields(old) != _filtered_fields(obj):
             self.node_changes += 1
+            self.dra.nodes_changed()
         if event == DELETED:
             self.nodes.pop(name, None)
             if self.graph.has_node(name):
@@ -407,6 +419,8 @@ class ClusterView:
     def _on_pod(self, event: str, obj: KubeObject) -> None:
         key = g.pod_key(obj)
         self.pod_changes.add(key)
+        if _claim_statuses(self.pods.get(key)) != _claim_statuses(obj):
+            self.generation += 1  # its template's claim was named: it may be placed now
         if event == DELETED:
             self.pods.pop(key, None)
         else:
@@ -503,6 +517,11 @@ class ClusterView:
         else:
             self.workloads[key] = obj
             self.generation += 1  # a gang waiting on its template's constraint is tried again
+
+
+def _claim_statuses(pod: KubeObject | None) -> Any:
+    """The claims the resourceclaim controller made for the pod's templates."""
+    return None if pod is None else (pod.get("status") or {}).get("resourceClaimStatuses")
 
 
 def _filtered_fields(node: KubeObject) -> tuple[Any, ...]:

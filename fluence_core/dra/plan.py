@@ -1,0 +1,221 @@
+"""A group's claims, allocated member by member together with the members' nodes.
+
+:func:`plan_group` reads the claims of every pod of a group (or says why the
+group waits: a template's claim not made yet, a claim missing, out of scope,
+malformed). The :class:`DevicePlan` it returns answers, for one member and one
+node, whether all that member's claims can be allocated there given what the
+cluster holds and what the members placed before it took (:meth:`fits`), and
+records the devices when the member is placed (:meth:`take`). Nothing is
+written until the group is committed: :meth:`writes` then gives one
+:class:`ClaimWrite` per claim, and a miss simply drops the plan
+(:meth:`reset`).
+
+A claim already allocated (shared by several pods, allocated by another
+scheduler, or by Fluence before a restart) pins its pods to the nodes its
+``nodeSelector`` selects and is only reserved for them. A claim shared by
+several members is allocated by the first of them and pins the others.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluence_core.dra.allocator import Picked, allocate
+from fluence_core.dra.claims import (
+    MAX_RESERVATIONS, Claim, DeviceClass, OutOfScope, owned_by, pod_claims,
+)
+from fluence_core.dra.devices import DeviceId
+from fluence_core.dra.state import ClaimKey, DraState
+from fluence_core.feasibility.selectors import NodeSelector, SelectorError
+from fluence_core.kube.api import KubeObject
+from fluence_core.kube.meta import labels_of, metadata_of
+
+
+@dataclass(frozen=True)
+class ClaimWrite:
+    """What committing a group writes to one claim."""
+
+    claim: Claim
+    allocation: Mapping[str, Any] | None
+    """The allocation to write (None: the claim is allocated already, only reserved)."""
+    consumers: tuple[Mapping[str, str], ...]
+    """``reservedFor`` entries to add: the pods (resource, name, uid)."""
+
+
+def pod_reference(pod: KubeObject) -> dict[str, str]:
+    metadata = metadata_of(pod)
+    return {"resource": "pods", "name": str(metadata.get("name")),
+            "uid": str(metadata.get("uid") or "")}
+
+
+def plan_group(state: DraState, pods: Sequence[KubeObject],
+               nodes: Mapping[str, KubeObject]) -> DevicePlan | str | None:
+    """The group's plan, why it must wait, or None when none of its pods uses a claim;
+    ``nodes`` by name (network-attached devices select nodes by their labels)."""
+    members: list[list[Claim]] = []
+    for pod in pods:
+        metadata = metadata_of(pod)
+        where = f"pod {metadata.get('namespace')}/{metadata.get('name')}"
+        try:
+            entries = pod_claims(pod)
+        except ValueError as error:
+            return f"{where}: {error}"
+        claims = []
+        for entry in entries:
+            if entry.claim is None:
+                return (f"{where}: waiting for the ResourceClaim of its template claim "
+                        f"{entry.name!r} to be created")
+            found = state.claim(str(metadata.get("namespace") or "default"), entry.claim)
+            if found is None:
+                return f'{where}: ResourceClaim "{entry.claim}" not found'
+            if isinstance(found, OutOfScope):
+                return f"{where}: {found}"
+            if isinstance(found, Exception):
+                return f"{where}: ResourceClaim {entry.claim} cannot be read: {found}"
+            if entry.template and not owned_by(found, str(metadata.get("uid") or "")):
+                return f"{where}: ResourceClaim {entry.claim} was not created for this pod"
+            if metadata_of(found.obj).get("deletionTimestamp"):
+                return f"{where}: ResourceClaim {entry.claim} is being deleted"
+            if (len(found.reserved_for) >= MAX_RESERVATIONS
+                    and not found.reserved_for_uid(str(metadata.get("uid") or ""))):
+                return f"{where}: ResourceClaim {entry.claim} is reserved for too many pods"
+            claims.append(found)
+        members.append(claims)
+    if not any(members):
+        return None
+    return DevicePlan(state, list(pods), members, nodes)
+
+
+@dataclass
+class DevicePlan:
+    """The claims of one group's members, allocated as the members are placed."""
+
+    state: DraState
+    pods: list[KubeObject]
+    members: list[list[Claim]]
+    nodes: Mapping[str, KubeObject]
+    """The nodes by name (network-attached devices select nodes by their labels)."""
+    tentative: dict[ClaimKey, dict[str, Any]] = field(default_factory=dict)
+    used: set[DeviceId] = field(default_factory=set)
+    placed: dict[int, str] = field(default_factory=dict)
+    _why: dict[int, Counter[str]] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        """Forget every member's devices (the group missed, or is tried again)."""
+        self.tentative, self.used, self.placed, self._why = {}, set(), {}, {}
+
+    def uses_claims(self, index: int) -> bool:
+        return bool(self.members[index])
+
+    def fits(self, index: int, node: str) -> bool:
+        """Whether member ``index``'s claims can all be allocated (or used) from ``node``."""
+        found = self._check(index, node)
+        if isinstance(found, str):
+            self._why.setdefault(index, Counter())[found] += 1
+            return False
+        return True
+
+    def why(self, index: int, nodes: int) -> str:
+        """kube-scheduler's style of summary for a member no node took for its claims."""
+        reasons = self._why.get(index) or Counter({"cannot allocate all claims": nodes})
+        counted = ", ".join(f"{n} {why}" for why, n in reasons.most_common(3))
+        return f"0/{nodes} nodes can allocate its claims: {counted}"
+
+    def take(self, index: int, node: str) -> None:
+        """Member ``index`` goes to ``node``: its claims' devices are held by the plan."""
+        found = self._check(index, node)
+        if isinstance(found, str):
+            raise ValueError(f"member {index} cannot take its devices on {node}: {found}")
+        picked, todo = found
+        for number, claim in enumerate(todo):
+            mine = [p for p in picked if p.claim == number]
+            self.tentative[claim.key] = allocation_body(claim, mine, node, self.state.classes)
+            self.used.update(p.device.id for p in mine)
+        self.placed[index] = node
+
+    def writes(self) -> list[ClaimWrite]:
+        """One write per claim of the placed members (new allocations first)."""
+        consumers: dict[ClaimKey, list[Mapping[str, str]]] = {}
+        claims: dict[ClaimKey, Claim] = {}
+        for index in sorted(self.placed):
+            reference = pod_reference(self.pods[index])
+            for claim in self.members[index]:
+                claims[claim.key] = claim
+                if not claim.reserved_for_uid(reference["uid"]):
+                    consumers.setdefault(claim.key, []).append(reference)
+        found = [ClaimWrite(claims[k], self.tentative.get(k), tuple(consumers.get(k, ())))
+                 for k in claims]
+        return [w for w in found if w.allocation is not None or w.consumers]
+
+    def _check(self, index: int, node: str) -> tuple[list[Picked], list[Claim]] | str:
+        labels = labels_of(self.nodes.get(node) or {})
+        todo = []
+        for claim in self.members[index]:
+            allocation = self.tentative.get(claim.key) or self.state.allocation_of(claim)
+            if allocation is None:
+                todo.append(claim)
+            elif not _selects(allocation.get("nodeSelector"), node, labels):
+                return f"ResourceClaim {claim.name} is allocated to devices out of reach"
+        if not todo:
+            return [], []
+        taken = self.state.taken()
+        used = self.used
+        found = allocate(todo, self.state.near(node, labels), self.state.classes,
+                         lambda d: d.id not in taken and d.id not in used,
+                         self.state.memos.setdefault(node, {}))
+        if isinstance(found, str):
+            return found
+        return found, todo
+
+
+def _selects(raw: Any, node: str, labels: Mapping[str, str]) -> bool:
+    if raw is None:
+        return True
+    try:
+        return NodeSelector.parse(raw, "allocation.nodeSelector").matches(node, labels)
+    except SelectorError:
+        return False
+
+
+def allocation_body(claim: Claim, picked: Sequence[Picked], node: str,
+                    classes: Mapping[str, DeviceClass]) -> dict[str, Any]:
+    """``status.allocation`` as kube-scheduler writes it: the results, the classes' and the
+    claim's configuration, and the nodes that can reach the devices."""
+    results = [{"request": p.request, "driver": p.device.id.driver, "pool": p.device.id.pool,
+                "device": p.device.id.device} for p in picked]
+    config: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for p in picked:
+        if (p.request, p.device_class) in seen:
+            continue
+        seen.add((p.request, p.device_class))
+        device_class = classes.get(p.device_class)
+        for entry in device_class.config if device_class is not None else ():
+            config.append({"source": "FromClass", "requests": [p.request], **entry})
+    for entry in claim.config:
+        config.append({"source": "FromClaim", **entry})
+    devices: dict[str, Any] = {"results": results}
+    if config:
+        devices["config"] = config
+    body: dict[str, Any] = {"devices": devices}
+    selector = _node_selector([p.device for p in picked], node)
+    if selector is not None:
+        body["nodeSelector"] = selector
+    return body
+
+
+def _node_selector(devices: Sequence[Any], node: str) -> dict[str, Any] | None:
+    """Node-local devices: that node; all network-attached to every node: none; otherwise
+    the one selector they share, or that node (narrower, never wrong)."""
+    this_node = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    if any(d.node is not None for d in devices):
+        return this_node
+    selectors = [d.raw_selector for d in devices if not d.all_nodes]
+    if not selectors:
+        return None
+    first = selectors[0]
+    return dict(first) if all(s == first for s in selectors) else this_node

@@ -1,0 +1,230 @@
+"""What the scheduler knows of DRA: slices, classes, claims, and which devices are taken.
+
+:class:`DraState` is fed by the scheduler's list and watch of ResourceSlices,
+DeviceClasses and ResourceClaims. A device is *taken* when a claim's
+``status.allocation`` names it, whoever wrote it (Fluence, kube-scheduler,
+another scheduler), or when Fluence has allocated it in a commit whose claim
+write the watch has not shown yet (:meth:`DraState.assume`). The claims' status
+is the record: after a restart the same listing gives the same taken set, so
+nothing is allocated twice, and there is no other record to restore.
+
+Releasing is the resourceclaim controller's job (kube-controller-manager): it
+removes a finished or deleted pod from ``reservedFor`` and, when a claim with
+the ``resource.kubernetes.io/delete-protection`` finalizer is reserved for no
+one, clears its allocation. The watch shows that, and the device is free again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from fluence_core.dra.allocator import Memo
+from fluence_core.dra.claims import Claim, DeviceClass, read_claim, read_class
+from fluence_core.dra.devices import Device, DeviceId, Inventory, Version
+from fluence_core.kube.api import DELETED, KubeObject
+from fluence_core.kube.meta import metadata_of
+from fluence_core.log import logger
+
+ClaimKey = tuple[str, str]
+
+SLICES = "resourceslices"
+CLASSES = "deviceclasses"
+CLAIMS = "resourceclaims"
+PLURALS = frozenset({SLICES, CLASSES, CLAIMS})
+
+
+def allocated_devices(allocation: Mapping[str, object] | None) -> list[DeviceId]:
+    """The devices an ``AllocationResult`` names."""
+    if not isinstance(allocation, Mapping):
+        return []
+    devices = allocation.get("devices")
+    results = devices.get("results") if isinstance(devices, Mapping) else None
+    found = []
+    for result in results or []:
+        if isinstance(result, Mapping):
+            found.append(DeviceId(str(result.get("driver")), str(result.get("pool")),
+                                  str(result.get("device"))))
+    return found
+
+
+@dataclass
+class DraState:
+    """Slices, classes and claims as watched, and the taken devices (module docstring)."""
+
+    inventory: Inventory = field(default_factory=Inventory)
+    classes: dict[str, DeviceClass] = field(default_factory=dict)
+    claims: dict[ClaimKey, KubeObject] = field(default_factory=dict)
+    assumed: dict[ClaimKey, Mapping[str, object]] = field(default_factory=dict)
+    """Allocations Fluence committed whose claim write the watch has not shown yet."""
+    _taken: dict[DeviceId, ClaimKey] | None = None
+    """Built once from every claim, then kept up to date claim by claim (:meth:`_retake`)."""
+    _held: dict[ClaimKey, list[DeviceId]] = field(default_factory=dict)
+    """What each claim holds in ``_taken``."""
+    _near: dict[str, list[Device]] = field(default_factory=dict)
+    memos: dict[str, Memo] = field(default_factory=dict)
+    """Per node, which of its devices match each selector set (:data:`Memo`)."""
+    _parsed: dict[ClaimKey, tuple[str, Claim | Exception]] = field(default_factory=dict)
+
+    # -- feeding -----------------------------------------------------------------------
+
+    def replace(self, plural: str, items: Iterable[KubeObject]) -> None:
+        """A full listing of one kind."""
+        if plural == SLICES:
+            self.inventory.replace(items)
+            self._near, self.memos = {}, {}
+        elif plural == CLASSES:
+            self.classes, self.memos = {}, {}
+            for obj in items:
+                self._put_class(obj)
+        elif plural == CLAIMS:
+            self.claims = {_key(obj): obj for obj in items}
+            self._parsed = {}
+            self._taken = None
+
+    def handle(self, plural: str, event: str, obj: KubeObject) -> None:
+        """One watch event."""
+        name = str(metadata_of(obj).get("name"))
+        if plural == SLICES:
+            if event == DELETED:
+                self.inventory.remove(name)
+            else:
+                self.inventory.put(obj)
+            self._near, self.memos = {}, {}
+        elif plural == CLASSES:
+            if event == DELETED:
+                self.classes.pop(name, None)
+            else:
+                self._put_class(obj)
+            self.memos = {}
+        elif plural == CLAIMS:
+            key = _key(obj)
+            if event == DELETED:
+                self.claims.pop(key, None)
+                self.assumed.pop(key, None)
+            else:
+                self.claims[key] = obj
+                if (obj.get("status") or {}).get("allocation") is not None:
+                    self.assumed.pop(key, None)  # the write is seen: the claim says it now
+            self._retake(key)
+
+    def _put_class(self, obj: KubeObject) -> None:
+        try:
+            found = read_class(obj)
+        except ValueError as error:
+            logger.error("DeviceClass %s is left out: %s", metadata_of(obj).get("name"), error)
+            return
+        self.classes[found.name] = found
+
+    # -- reading -----------------------------------------------------------------------
+
+    def claim(self, namespace: str, name: str) -> Claim | Exception | None:
+        """The claim as read (an OutOfScope or ValueError when it cannot be), None if absent."""
+        obj = self.claims.get((namespace, name))
+        if obj is None:
+            return None
+        version = str(metadata_of(obj).get("resourceVersion") or "")
+        cached = self._parsed.get((namespace, name))
+        if cached is not None and cached[0] == version and version:
+            return cached[1]
+        try:
+            found: Claim | Exception = read_claim(obj)
+        except (ValueError, TypeError, AttributeError) as error:
+            found = error if isinstance(error, ValueError) else ValueError(str(error))
+        self._parsed[(namespace, name)] = (version, found)
+        return found
+
+    def allocation_of(self, claim: Claim) -> Mapping[str, object] | None:
+        """The claim's allocation: its status's, or one Fluence committed and has not seen."""
+        if claim.allocation is not None:
+            return claim.allocation
+        return self.assumed.get(claim.key)
+
+    def taken(self) -> Mapping[DeviceId, ClaimKey]:
+        """Every device some claim holds, and which claim."""
+        if self._taken is None:
+            self._taken, self._held = {}, {}
+            for key in {*self.claims, *self.assumed}:
+                self._retake(key)
+        assert self._taken is not None
+        return self._taken
+
+    def _retake(self, key: ClaimKey) -> None:
+        """Bring what ``key`` holds in the taken set up to date (its status and what
+        Fluence assumed for it)."""
+        if self._taken is None:
+            return  # built in full when next asked
+        for device in self._held.pop(key, []):
+            if self._taken.get(device) == key:
+                del self._taken[device]
+        obj = self.claims.get(key)
+        held = allocated_devices((obj.get("status") or {}).get("allocation")) if obj else []
+        held += allocated_devices(self.assumed.get(key))
+        for device in held:
+            self._taken[device] = key
+        if held:
+            self._held[key] = held
+
+    def near(self, node: str, labels: Mapping[str, str]) -> list[Device]:
+        """The devices a pod on ``node`` can reach: its own, then network-attached ones."""
+        found = self._near.get(node)
+        if found is None:
+            devices = self.inventory.devices()
+            found = [d for d in devices if d.node == node]
+            found += [d for d in devices if d.node is None and d.reachable_from(node, labels)]
+            self._near[node] = found
+        return found
+
+    def nodes_changed(self) -> None:
+        """Node labels may have changed: which network devices a node reaches is read again."""
+        self._near, self.memos = {}, {}
+
+    # -- commits -----------------------------------------------------------------------
+
+    def assume(self, key: ClaimKey, allocation: Mapping[str, object]) -> None:
+        self.assumed[key] = allocation
+        self._retake(key)
+
+    def forget(self, key: ClaimKey) -> None:
+        if self.assumed.pop(key, None) is not None:
+            self._retake(key)
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    """One device for people (``fluence status``, ``fluence graph``)."""
+
+    where: str
+    """Its node, or where a network-attached one is reachable from."""
+    device: str
+    """driver/pool/device."""
+    attributes: str
+    state: str
+    """``free``, ``claim <namespace>/<name>``, or why it is not offered."""
+
+
+def device_rows(inventory: Inventory, taken: Mapping[DeviceId, ClaimKey]) -> list[DeviceRow]:
+    """Every device of every pool, free or held, and the pools not offered and why."""
+    rows = []
+    for device in inventory.devices():
+        holder = taken.get(device.id)
+        state = (f"claim {holder[0]}/{holder[1]}" if holder is not None
+                 else f"not offered: {device.unsupported}" if device.unsupported else "free")
+        attributes = ", ".join(f"{name}={_shown(value)}" for values in device.attributes.values()
+                               for name, value in sorted(values.items()))
+        rows.append(DeviceRow(device.where(), str(device.id), attributes, state))
+    for pool in inventory.pools.values():
+        if not pool.complete:
+            rows.append(DeviceRow("", f"{pool.driver}/{pool.name}/*", "",
+                                  f"not offered: pool generation {pool.generation} has "
+                                  f"{pool.seen} of {pool.expected} slices"))
+    return rows
+
+
+def _shown(value: object) -> str:
+    return value.text if isinstance(value, Version) else str(value)
+
+
+def _key(obj: KubeObject) -> ClaimKey:
+    metadata = metadata_of(obj)
+    return str(metadata.get("namespace") or "default"), str(metadata.get("name"))

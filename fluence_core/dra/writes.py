@@ -1,0 +1,97 @@
+"""Writing a committed group's claims before its pods are bound, and taking them back.
+
+As kube-scheduler does in its PreBind, each newly allocated claim first gets
+the ``resource.kubernetes.io/delete-protection`` finalizer (so the
+resourceclaim controller may later clear the allocation, and the claim cannot
+vanish while allocated), then its ``status.allocation`` and ``reservedFor``
+in one status write. A claim already allocated only gets the pods added to
+``reservedFor``. Every write carries the resourceVersion the scheduler read, so
+a claim someone else changed meanwhile (kube-scheduler allocating it too) is a
+Conflict: the group is rolled back and tried again, never allocated twice.
+
+:func:`undo` takes back what :func:`write` did: the pods leave ``reservedFor``,
+an allocation Fluence wrote is cleared and its finalizer removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from fluence_core import names
+from fluence_core.dra.plan import ClaimWrite
+from fluence_core.kube.api import RESOURCE_CLAIMS, ClusterAPI, KubeObject
+from fluence_core.kube.errors import ApiError
+from fluence_core.kube.meta import metadata_of
+from fluence_core.log import logger
+
+
+def write(cluster: ClusterAPI, change: ClaimWrite) -> KubeObject:
+    """Write one claim (see the module docstring); raises the API's error."""
+    claim = change.claim
+    obj = claim.obj
+    version = metadata_of(obj).get("resourceVersion")
+    if change.allocation is not None:
+        finalizers = list(metadata_of(obj).get("finalizers") or [])
+        if names.CLAIM_PROTECTION_FINALIZER not in finalizers:
+            obj = cluster.patch(RESOURCE_CLAIMS, claim.name, {"metadata": {
+                "resourceVersion": version,
+                "finalizers": [*finalizers, names.CLAIM_PROTECTION_FINALIZER]}},
+                claim.namespace)
+            version = metadata_of(obj).get("resourceVersion")
+    status: dict[str, Any] = {"reservedFor": [
+        *(dict(r) for r in claim.reserved_for), *(dict(c) for c in change.consumers)]}
+    if change.allocation is not None:
+        status["allocation"] = dict(change.allocation)
+    written = cluster.patch_status(RESOURCE_CLAIMS, claim.name,
+                                   {"metadata": {"resourceVersion": version}, "status": status},
+                                   claim.namespace)
+    logger.debug("claim %s/%s %s for %s", claim.namespace, claim.name,
+                 "allocated and reserved" if change.allocation is not None else "reserved",
+                 ", ".join(c["name"] for c in change.consumers))
+    return written
+
+
+def write_all(cluster: ClusterAPI, changes: Sequence[ClaimWrite]) -> None:
+    """Write every claim, or none: on the first failure the ones written are undone."""
+    done: list[ClaimWrite] = []
+    try:
+        for change in changes:
+            write(cluster, change)
+            done.append(change)
+    except Exception:
+        undo(cluster, done, ())
+        raise
+
+
+def undo(cluster: ClusterAPI, changes: Sequence[ClaimWrite], kept: Collection[str]) -> None:
+    """Take back ``changes`` (best effort, logged), but for the pods named in ``kept``
+    (bound: they run there, and their claim must stay theirs)."""
+    for change in changes:
+        leaving = {c["uid"] for c in change.consumers if c["name"] not in kept}
+        if not leaving:
+            continue
+        claim = change.claim
+        try:
+            current = cluster.get(RESOURCE_CLAIMS, claim.name, claim.namespace)
+            if current is None:
+                continue
+            status = current.get("status") or {}
+            staying = [r for r in status.get("reservedFor") or [] if r.get("uid") not in leaving]
+            patch: dict[str, Any] = {
+                "metadata": {"resourceVersion": metadata_of(current).get("resourceVersion")},
+                "status": {"reservedFor": staying or None}}
+            ours = change.allocation is not None and not staying
+            if ours:
+                patch["status"]["allocation"] = None
+            current = cluster.patch_status(RESOURCE_CLAIMS, claim.name, patch, claim.namespace)
+            finalizers = list(metadata_of(current).get("finalizers") or [])
+            if ours and names.CLAIM_PROTECTION_FINALIZER in finalizers:
+                finalizers.remove(names.CLAIM_PROTECTION_FINALIZER)
+                cluster.patch(RESOURCE_CLAIMS, claim.name, {"metadata": {
+                    "resourceVersion": metadata_of(current).get("resourceVersion"),
+                    "finalizers": finalizers or None}}, claim.namespace)
+        except ApiError as error:
+            logger.error("cannot take back the allocation of claim %s/%s: %s "
+                         "(the resourceclaim controller releases it once its pods are gone)",
+                         claim.namespace, claim.name, error)

@@ -1,0 +1,65 @@
+"""A claim's allocation written as kube-scheduler writes it, and taken back."""
+
+from __future__ import annotations
+
+import pytest
+
+from fluence_core import names
+from fluence_core.dra.claims import read_claim
+from fluence_core.dra.plan import ClaimWrite
+from fluence_core.dra.writes import undo, write
+from fluence_core.kube.api import RESOURCE_CLAIMS
+from fluence_core.kube.errors import Conflict
+from fluence_core.kube.fake import FakeCluster
+from fluence_core.testing import make_device_request, make_resource_claim_dict
+
+ALLOCATION = {"devices": {"results": [
+    {"request": "r", "driver": "gpu.example.com", "pool": "n1", "device": "gpu0"}]}}
+POD = {"resource": "pods", "name": "p", "uid": "u1"}
+
+
+def _stored(cluster: FakeCluster) -> dict[str, object]:
+    found = cluster.get(RESOURCE_CLAIMS, "c", "default")
+    assert found is not None
+    return found
+
+
+def _change(cluster: FakeCluster) -> ClaimWrite:
+    return ClaimWrite(read_claim(_stored(cluster)), ALLOCATION, (POD,))
+
+
+@pytest.fixture
+def cluster() -> FakeCluster:
+    found = FakeCluster()
+    found.create(RESOURCE_CLAIMS, make_resource_claim_dict("c", [make_device_request("r", "g")]))
+    return found
+
+
+def test_a_new_allocation_gets_the_finalizer_the_allocation_and_the_pod(
+        cluster: FakeCluster) -> None:
+    write(cluster, _change(cluster))
+    stored = _stored(cluster)
+    assert stored["metadata"]["finalizers"] == [names.CLAIM_PROTECTION_FINALIZER]  # type: ignore[index]
+    assert stored["status"] == {"allocation": ALLOCATION, "reservedFor": [POD]}
+
+
+def test_a_claim_changed_since_it_was_read_is_a_conflict(cluster: FakeCluster) -> None:
+    change = _change(cluster)
+    cluster.patch_status(RESOURCE_CLAIMS, "c", {"status": {"allocation": ALLOCATION}}, "default")
+    with pytest.raises(Conflict):
+        write(cluster, change)
+
+
+def test_undo_clears_the_allocation_and_the_finalizer(cluster: FakeCluster) -> None:
+    change = _change(cluster)
+    write(cluster, change)
+    undo(cluster, [change], kept=())
+    stored = _stored(cluster)
+    assert not stored.get("status") and not stored["metadata"].get("finalizers")  # type: ignore[union-attr]
+
+
+def test_undo_keeps_the_claims_of_pods_that_bound(cluster: FakeCluster) -> None:
+    change = _change(cluster)
+    write(cluster, change)
+    undo(cluster, [change], kept={"p"})
+    assert _stored(cluster)["status"] == {"allocation": ALLOCATION, "reservedFor": [POD]}
