@@ -183,7 +183,9 @@ class Cycle:
                 if isinstance(outcome, GroupMatch) and again:
                     outcome = GroupMiss(group, "compute", MatchOutcome.BUSY, [])
                 vetoed.update(again)
-            if (isinstance(outcome, GroupMiss)
+            # A group with claims is never a preemptor yet: the room held for it until its
+            # victims are gone would be bound without its devices (docs/dra.md).
+            if (isinstance(outcome, GroupMiss) and self.devices is None
                     and self.preemptor.make_room(pending, group, self.match) is not None):
                 return self._nominated(pending, ctx) or self._fail(
                     pending, "preemption made room but holds none", "error")

@@ -340,3 +340,20 @@ def test_garbled_slices_and_claims_leave_the_others_placed(harness_factory: Fact
     assert h.node_of("p") == "a" and h.node_of("q") is None
     assert "neither exactly nor firstAvailable" in _reason(h, "q")
     assert h.scheduler.view.dra.inventory.devices()
+
+
+def test_a_pod_with_claims_evicts_no_one_and_waits(harness_factory: Factory) -> None:
+    h = _setup(harness_factory, "a")
+    _devices(h, "a")
+    _claim(h, "c")
+    h.add(pod("low", "8", priority=1))
+    h.cycle()
+    assert h.node_of("low") == "a"
+    h.add(_with_claim("high", "c", priority=100))
+    h.cycle()
+    h.cycle()
+    # the room held for a preemptor until its victims go would be bound without its
+    # devices, so a pod with claims is no preemptor yet
+    assert h.cluster.get(PODS, "low", "default") is not None
+    assert h.node_of("high") is None
+    assert _status(h, "c").get("allocation") is None
