@@ -10,6 +10,9 @@ any step after the match gives the allocation back.
 
 The match happens in :meth:`Cycle.match`, on nodes :class:`FeasibleNodes` already
 narrowed to those Kubernetes' filters accept for each pod.
+
+The groups are taken by priority, the namespaces in turns within one
+(:mod:`~fluence_core.scheduler.tenants`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from fluence_core.scheduler.members import MemberPlacer, entangled
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.scheduler.tenants import in_turns
 from fluence_core.scheduler.view import ClusterView
 from fluence_core.settings import Settings
 
@@ -75,7 +79,8 @@ class Cycle:
             in_flight = self.binder.in_flight
             unplaced = (p for k, p in view.unplaced.items() if k not in in_flight)
             held = self.records.held_members(view.alive)
-            pending = g.pending_groups(unplaced, view.pod_groups, held, view.workloads)
+            pending = in_turns(g.pending_groups(unplaced, view.pod_groups, held,
+                                                view.workloads))
             self.metrics.pending_groups.set(len(pending))
             backoff = self.reporter.backoff
             keys = {group.key for group in pending}
