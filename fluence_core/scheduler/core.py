@@ -263,6 +263,7 @@ class Scheduler:
             self.start()
         inbox = self.inbox
         self.binder.wake = inbox.settle
+        self.cycle.arrived = inbox.arrivals
         for resource in self._watched():
             threading.Thread(
                 target=self._watch_forever, args=(resource, inbox, stop), daemon=True,

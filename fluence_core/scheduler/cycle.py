@@ -12,13 +12,18 @@ The match happens in :meth:`Cycle.match`, on nodes :class:`FeasibleNodes` alread
 narrowed to those Kubernetes' filters accept for each pod.
 
 The groups are taken by priority, the namespaces in turns within one
-(:mod:`~fluence_core.scheduler.tenants`).
+(:mod:`~fluence_core.scheduler.tenants`). A cycle that has run
+``FLUENCE_CYCLE_BUDGET_SECONDS`` ends early once new pods have arrived
+(:attr:`Cycle.arrived`): the groups it did not reach stay pending, untouched, and
+the next cycle, which sees the new pods, takes them with the others in order. So
+a pass over a long backlog never keeps a newly arrived pod from being looked at
+for longer than the budget and one attempt.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from fluence_core.kube.api import (
     PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, ClusterAPI,
@@ -68,6 +73,9 @@ class Cycle:
         """Kubernetes' filters: the nodes each pod may use, handed to the matcher."""
         self.members = MemberPlacer(self.feasible)
         """Places a gang whose members constrain each other one member after another."""
+        self.arrived: Callable[[], bool] = lambda: False
+        """Whether pods arrived that this cycle does not see (set by the scheduler's loop):
+        past its budget, the cycle ends so the next one takes them."""
 
     def schedule_once(self) -> list[CycleResult]:
         """One pass over the pending groups, in order; returns what each attempt came to."""
@@ -86,8 +94,13 @@ class Cycle:
             keys = {group.key for group in pending}
             backoff.keep_only(keys)
             self.reporter.arrivals.keep_only(keys)
-            results = []
-            for group in pending:
+            results: list[CycleResult] = []
+            started = self.reporter.clock()
+            for reached, group in enumerate(pending):
+                if results and self._over_budget(started):  # one attempt at least
+                    logger.debug("cycle ends after %d of %d groups: new pods arrived",
+                                 reached, len(pending))
+                    break
                 self.reporter.seen(group.key)
                 if not group.ready:
                     self.reporter.tell_arriving(group, group.waiting or "waiting")
@@ -106,6 +119,11 @@ class Cycle:
                     results.append(self._fail(pending=group, reason=f"internal error: {error}",
                                               result="error"))
             return results
+
+    def _over_budget(self, started: float) -> bool:
+        """Whether the cycle begun at ``started`` has run its budget and new pods wait."""
+        budget = self.settings.cycle_budget_seconds
+        return budget > 0 and self.reporter.clock() - started >= budget and self.arrived()
 
     def context(self) -> SchedulingContext:
         """What the hooks see of this attempt."""
