@@ -33,7 +33,7 @@ from fluence_core.matcher.readback import PodPlacement
 from fluence_core.plugins import FluencePluginManager
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.arrivals import ArrivalReports
-from fluence_core.scheduler.backoff import Backoff
+from fluence_core.scheduler.backoff import Backoff, Unschedulable
 from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.scheduler.events import EventRecorder
 from fluence_core.scheduler.metrics import SchedulerMetrics
@@ -71,6 +71,8 @@ class Reporter:
         self.clock = clock
         self.failed_at: dict[str, int] = {}
         """Group key -> the view generation it last failed at (retried once it moves)."""
+        self.unschedulable = Unschedulable()
+        """The lone pods among them, which the cycle leaves out until the view moves."""
         self._told: dict[str, str] = {}
         self._first_seen: dict[str, float] = {}
 
@@ -84,6 +86,8 @@ class Reporter:
         self.metrics.group_latency.observe(latency)
         self.metrics.attempts.labels(result="scheduled").inc()
         self.failed_at.pop(pending.key, None)
+        if len(pending.pods) == 1:
+            self.unschedulable.discard(g.pod_key(pending.pods[0]))
         self.backoff.forget(pending.key)
         self.arrivals.forget(pending.key)
         self._told.pop(pending.key, None)
@@ -93,6 +97,8 @@ class Reporter:
         """An attempt failed at ``generation`` of the view; say why (once per reason)."""
         self.metrics.attempts.labels(result=result).inc()
         self.failed_at[pending.key] = generation
+        if len(pending.pods) == 1 and g.pod_group_name(pending.pods[0]) is None:
+            self.unschedulable.add(g.pod_key(pending.pods[0]), generation)
         self.backoff.failed(pending.key)
         self.tell_waiting(pending, reason)
         return CycleResult(pending.key, reason=reason)

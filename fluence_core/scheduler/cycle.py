@@ -85,13 +85,16 @@ class Cycle:
             self.feasible.begin()
             self.preemptor.begin()
             in_flight = self.binder.in_flight
-            unplaced = (p for k, p in view.unplaced.items() if k not in in_flight)
+            parked = self.reporter.unschedulable.at(view.generation)
+            unplaced = (p for k, p in view.unplaced.items()
+                        if k not in in_flight and k not in parked)
             held = self.records.held_members(view.alive)
             pending = in_turns(g.pending_groups(unplaced, view.pod_groups, held,
                                                 view.workloads))
-            self.metrics.pending_groups.set(len(pending))
+            still = [f"{k[0]}/{k[1]}" for k in parked if k in view.unplaced]
+            self.metrics.pending_groups.set(len(pending) + len(still))
             backoff = self.reporter.backoff
-            keys = {group.key for group in pending}
+            keys = {group.key for group in pending}.union(still)
             backoff.keep_only(keys)
             self.reporter.arrivals.keep_only(keys)
             results: list[CycleResult] = []
