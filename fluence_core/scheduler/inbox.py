@@ -12,8 +12,8 @@ is needed to bring the view up to date and nothing more:
 * at most one re-list per kind: a RESYNC (history lost, 410) replaces the kind's
   changes still waiting, which it supersedes, and any older RESYNC of that kind;
 * whether a binding finished (the next cycle settles it);
-* whether a pod was added (or pods listed again) since the loop last took: a
-  cycle over a backlog ends early for them (:meth:`arrivals`).
+* whether a pod for Fluence to place was added (or pods listed again) since the
+  loop last took: a cycle over a backlog ends early for them (:meth:`arrivals`).
 
 So what it holds is bounded by the number of objects in the cluster, whatever the
 rate of events or the length of a cycle. :meth:`take` hands everything over at
@@ -28,6 +28,7 @@ from typing import Any
 
 from fluence_core.kube.api import ADDED, PODS, RESYNC, KubeObject
 from fluence_core.kube.meta import metadata_or_none
+from fluence_core.scheduler.groups import is_bound, is_ours
 
 Change = tuple[str, str, KubeObject]
 """(plural, event, object), as :meth:`ClusterView.handle` takes them."""
@@ -50,7 +51,8 @@ class Inbox:
     def put(self, plural: str, event: str, obj: KubeObject) -> None:
         """One watch event: the object's newest state, or a kind's fresh listing."""
         with self._lock:
-            if plural == PODS.plural and event in (ADDED, RESYNC):
+            if plural == PODS.plural and (event == RESYNC or (
+                    event == ADDED and _to_place(obj))):
                 self._arrived = True
             if event == RESYNC:
                 stale = [key for key in self._changes if key[0] == plural]
@@ -86,7 +88,8 @@ class Inbox:
             return taken
 
     def arrivals(self) -> bool:
-        """Whether a pod was added, or the pods listed again, since the last :meth:`take`."""
+        """Whether an unbound pod of Fluence's was added, or the pods listed again, since the
+        last :meth:`take` (another scheduler's pods are not worth ending a cycle for)."""
         with self._lock:
             return self._arrived
 
@@ -101,3 +104,12 @@ class Inbox:
             return (plural, "", next(self._unkeyed))  # unreadable: never merged, the view logs it
         return (plural, metadata.get("namespace") or "", metadata.get("name"),
                 metadata.get("uid") or "")
+
+
+def _to_place(pod: KubeObject) -> bool:
+    """Whether an added pod is an unbound one of Fluence's (an unreadable one is not: the
+    view logs it)."""
+    try:
+        return is_ours(pod) and not is_bound(pod)
+    except (AttributeError, TypeError):
+        return False

@@ -33,3 +33,21 @@ def test_an_added_node_is_no_pod_arrival() -> None:
     inbox = Inbox()
     inbox.put("nodes", "ADDED", node("n0"))
     assert not inbox.arrivals()
+
+
+def test_another_schedulers_pod_is_no_arrival() -> None:
+    inbox = Inbox()
+    inbox.put("pods", "ADDED", pod("a", uid="u1", scheduler="default-scheduler"))
+    assert not inbox.arrivals()
+
+
+def test_a_pod_added_bound_is_no_arrival() -> None:
+    inbox = Inbox()
+    inbox.put("pods", "ADDED", pod("a", uid="u1", node_name="n0"))
+    assert not inbox.arrivals()
+
+
+def test_an_unreadable_pod_is_kept_but_is_no_arrival() -> None:
+    inbox = Inbox()
+    inbox.put("pods", "ADDED", {"metadata": {"name": "a"}, "spec": "garbled"})
+    assert not inbox.arrivals() and len(inbox) == 1
