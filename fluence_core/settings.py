@@ -152,6 +152,13 @@ class Settings(BaseSettings):
         "waits (FailedScheduling events, PodScheduled=False) only once it has waited this long, "
         "then at most this often; kube-scheduler's PreEnqueue tells nothing. 0 tells at once.",
     )
+    cycle_budget_seconds: float = Field(
+        json_schema_extra=_reads(SCHEDULER),
+        default=0.25, ge=0,
+        description="A scheduling cycle that has run this long ends early once new pods have "
+        "arrived, so a pass over a long backlog never keeps them waiting; the groups it did "
+        "not reach are taken by the next cycle. 0: a cycle always goes through every group.",
+    )
     percentage_of_nodes_to_score: int = Field(
         json_schema_extra=_reads(SCHEDULER),
         default=0, ge=0, le=100,

@@ -73,3 +73,35 @@ class Backoff:
 
     def __len__(self) -> int:
         return len(self._waiting)
+
+
+class Unschedulable:
+    """Lone pods that failed at the view's current generation: kube-scheduler's unschedulable
+    pool, which the cycle leaves out before it groups the pending pods.
+
+    Such a pod would be skipped anyway (nothing changed since it failed), but grouping and
+    ordering it each cycle was most of an idle cycle's time: two thousand of them cost more
+    than a millisecond a cycle for every watch event, and under a stream of events the
+    loop spent its time there. They come back, all at once, as soon as the view's
+    generation moves (room may have appeared), and then wait out their backoff as before.
+    Only pods of no PodGroup are kept here: a PodGroup member counts toward its gang
+    whatever became of its last attempt.
+    """
+
+    def __init__(self) -> None:
+        self._generation: int | None = None
+        self._pods: set[tuple[str, str]] = set()
+
+    def add(self, key: tuple[str, str], generation: int) -> None:
+        """The lone pod ``key`` (namespace, name) failed at ``generation``."""
+        if generation != self._generation:
+            self._generation, self._pods = generation, set()
+        self._pods.add(key)
+
+    def discard(self, key: tuple[str, str]) -> None:
+        """``key`` was placed, or is gone."""
+        self._pods.discard(key)
+
+    def at(self, generation: int) -> set[tuple[str, str]]:
+        """The pods that failed at ``generation``: none once the view has moved on."""
+        return self._pods if generation == self._generation else set()

@@ -35,11 +35,12 @@ from fluence_core.matcher.readback import PodPlacement
 from fluence_core.plugins import FluencePluginManager
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.arrivals import ArrivalReports
-from fluence_core.scheduler.backoff import Backoff
+from fluence_core.scheduler.backoff import Backoff, Unschedulable
 from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.scheduler.events import EventRecorder
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.scheduler.reports import ReportWriter
 from fluence_core.scheduler.view import ClusterView
 from fluence_core.kube.meta import metadata_of
 
@@ -58,17 +59,22 @@ class Reporter:
 
     def __init__(self, cluster: ClusterAPI, metrics: SchedulerMetrics,
                  clock: Callable[[], float], events: EventRecorder | None = None,
-                 backoff: Backoff | None = None, arrivals: ArrivalReports | None = None) -> None:
+                 backoff: Backoff | None = None, arrivals: ArrivalReports | None = None,
+                 reports: ReportWriter | None = None) -> None:
         self.cluster = cluster
         self.backoff = backoff if backoff is not None else Backoff(clock, 0.0)
         """When each group that failed may be tried again (none waits by default)."""
         self.arrivals = arrivals if arrivals is not None else ArrivalReports(clock)
         """When a group still arriving is told why it waits (at once by default)."""
         self.events = events or EventRecorder(cluster)
+        self.reports = reports if reports is not None else ReportWriter(cluster)
+        """Writes the waiting groups' conditions (at once by default)."""
         self.metrics = metrics
         self.clock = clock
         self.failed_at: dict[str, int] = {}
         """Group key -> the view generation it last failed at (retried once it moves)."""
+        self.unschedulable = Unschedulable()
+        """The lone pods among them, which the cycle leaves out until the view moves."""
         self._told: dict[str, str] = {}
         self._first_seen: dict[str, float] = {}
 
@@ -82,6 +88,8 @@ class Reporter:
         self.metrics.group_latency.observe(latency)
         self.metrics.attempts.labels(result="scheduled").inc()
         self.failed_at.pop(pending.key, None)
+        if len(pending.pods) == 1:
+            self.unschedulable.discard(g.pod_key(pending.pods[0]))
         self.backoff.forget(pending.key)
         self.arrivals.forget(pending.key)
         self._told.pop(pending.key, None)
@@ -91,6 +99,8 @@ class Reporter:
         """An attempt failed at ``generation`` of the view; say why (once per reason)."""
         self.metrics.attempts.labels(result=result).inc()
         self.failed_at[pending.key] = generation
+        if len(pending.pods) == 1 and g.pod_group_name(pending.pods[0]) is None:
+            self.unschedulable.add(g.pod_key(pending.pods[0]), generation)
         self.backoff.failed(pending.key)
         self.tell_waiting(pending, reason)
         return CycleResult(pending.key, reason=reason)
@@ -102,7 +112,9 @@ class Reporter:
             self.tell_waiting(pending, reason)
 
     def tell_waiting(self, pending: g.PendingGroup, reason: str) -> None:
-        """FailedScheduling events and PodScheduled=False, once per new reason."""
+        """FailedScheduling events and PodScheduled=False, once per new reason, handed to the
+        event recorder and the :class:`ReportWriter`: neither is written by the loop itself
+        when they work in the background."""
         if self._told.get(pending.key) == reason:
             return
         self._told[pending.key] = reason
@@ -112,27 +124,32 @@ class Reporter:
         for pod in pending.pods:
             namespace, name = g.pod_key(pod)
             self.events.post(pod, "Warning", "FailedScheduling", reason)
-            try:
-                self.cluster.patch_status(PODS, name, {"status": {"conditions": [condition]}},
-                                          namespace)
-            except ApiError as error:
-                logger.debug("cannot report on %s/%s: %s", namespace, name, error)
+            self.reports.write(pending.key, PODS, namespace, name,
+                               {"status": {"conditions": [condition]}})
         if pending.pod_group is not None:
-            self.set_group_condition(pending, "False", "Unschedulable", reason)
+            namespace, name = pending.key.split("/", 1)
+            self.reports.write(pending.key, PODGROUPS, namespace, name,
+                               _group_condition("False", "Unschedulable", reason))
 
     def set_group_condition(self, pending: g.PendingGroup, status: str, reason: str,
                             message: str) -> None:
+        """Set the PodGroup's PodGroupScheduled condition now (a bound group's)."""
         namespace, name = pending.key.split("/", 1)
-        condition = {
-            "type": "PodGroupScheduled", "status": status, "reason": reason,
-            "message": message[:1000],
-            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
         try:
-            self.cluster.patch_status(PODGROUPS, name, {"status": {"conditions": [condition]}},
-                                      namespace)
+            self.cluster.patch_status(PODGROUPS, name,
+                                      _group_condition(status, reason, message), namespace)
         except ApiError as error:
             logger.debug("cannot set PodGroupScheduled on %s: %s", pending.key, error)
+
+
+def _group_condition(status: str, reason: str, message: str) -> dict[str, Any]:
+    """A status patch setting the PodGroupScheduled condition."""
+    condition = {
+        "type": "PodGroupScheduled", "status": status, "reason": reason,
+        "message": message[:1000],
+        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    return {"status": {"conditions": [condition]}}
 
 
 @dataclass
@@ -236,6 +253,7 @@ class Binder:
         with self.view.lock:
             self.settle()
         self.reporter.events.flush(timeout)
+        self.reporter.reports.flush(timeout)
 
     def _annotations(self, commit: Commit) -> dict[str, Any]:
         """The record owner's annotations to write before the binds (view's lock held)."""
@@ -254,6 +272,7 @@ class Binder:
         here (:meth:`_settle` does that)."""
         pending, owner = commit.pending, commit.owner
         outcome = _Outcome(commit, annotations)
+        self.reporter.reports.withdraw(pending.key)  # no report may say it waits once bound
         claims_written = False
         try:
             # The kubelet starts no pod whose claims are not allocated and reserved for it.

@@ -67,6 +67,7 @@ from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.promises import PromiseKeeper
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
+from fluence_core.scheduler.reports import ReportWriter
 from fluence_core.scheduler.trust import distrust
 from fluence_core.scheduler.view import ClusterView, read_node
 from fluence_core.settings import Settings
@@ -128,11 +129,14 @@ class Scheduler:
         self.view = ClusterView(self.records)
         self.events = EventRecorder(cluster, background=bind_workers > 0)
         """Posted from a thread of their own when binding is asynchronous (``fluence up``)."""
+        reports = ReportWriter(cluster, background=bind_workers > 0)
+        """Why groups wait, written behind the bindings when binding is asynchronous."""
         self.reporter = Reporter(cluster, self.metrics, clock, self.events, Backoff(
             clock, settings.pod_initial_backoff_seconds, settings.pod_max_backoff_seconds),
-            ArrivalReports(clock, settings.arrival_report_seconds))
+            ArrivalReports(clock, settings.arrival_report_seconds), reports)
         self.binder = Binder(cluster, self.view, self.records, self.manager, self.reporter,
                              bind_workers)
+        reports.busy = lambda: bool(self.binder.in_flight)
         preemptor = Preemptor(cluster, self.view, self.records, self.events)
         self.cycle = Cycle(settings, self.manager, self.view, self.records, self.binder,
                            self.reporter, preemptor, self.metrics)
@@ -266,6 +270,7 @@ class Scheduler:
             self.start()
         inbox = self.inbox
         self.binder.wake = inbox.settle
+        self.cycle.arrived = inbox.arrivals
         for resource in self._watched():
             threading.Thread(
                 target=self._watch_forever, args=(resource, inbox, stop), daemon=True,

@@ -10,12 +10,20 @@ any step after the match gives the allocation back.
 
 The match happens in :meth:`Cycle.match`, on nodes :class:`FeasibleNodes` already
 narrowed to those Kubernetes' filters accept for each pod.
+
+The groups are taken by priority, the namespaces in turns within one
+(:mod:`~fluence_core.scheduler.tenants`). A cycle that has run
+``FLUENCE_CYCLE_BUDGET_SECONDS`` ends early once new pods have arrived
+(:attr:`Cycle.arrived`): the groups it did not reach stay pending, untouched, and
+the next cycle, which sees the new pods, takes them with the others in order. So
+a pass over a long backlog never keeps a newly arrived pod from being looked at
+for longer than the budget and one attempt.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from fluence_core.kube.api import (
     PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, ClusterAPI,
@@ -37,6 +45,7 @@ from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.reservations import Reservations
+from fluence_core.scheduler.tenants import in_turns
 from fluence_core.scheduler.view import ClusterView
 from fluence_core.settings import Settings
 
@@ -80,6 +89,9 @@ class Cycle:
         where the last stopped, as kube-scheduler's search for feasible nodes does)."""
         self._device_scan = 0
         """How many nodes the last such check asked."""
+        self.arrived: Callable[[], bool] = lambda: False
+        """Whether pods arrived that this cycle does not see (set by the scheduler's loop):
+        past its budget, the cycle ends so the next one takes them."""
 
     def schedule_once(self) -> list[CycleResult]:
         """One pass over the pending groups, in order; returns what each attempt came to."""
@@ -89,19 +101,28 @@ class Cycle:
             self.feasible.begin()
             self.preemptor.begin()
             in_flight = self.binder.in_flight
-            unplaced = (p for k, p in view.unplaced.items() if k not in in_flight)
+            parked = self.reporter.unschedulable.at(view.generation)
+            unplaced = (p for k, p in view.unplaced.items()
+                        if k not in in_flight and k not in parked)
             held = self.records.held_members(view.alive)
-            pending = g.pending_groups(unplaced, view.pod_groups, held, view.workloads)
-            self.metrics.pending_groups.set(len(pending))
+            pending = in_turns(g.pending_groups(unplaced, view.pod_groups, held,
+                                                view.workloads))
+            still = [f"{k[0]}/{k[1]}" for k in parked if k in view.unplaced]
+            self.metrics.pending_groups.set(len(pending) + len(still))
             backoff = self.reporter.backoff
-            keys = {group.key for group in pending}
+            keys = {group.key for group in pending}.union(still)
             self.preemptor.keep_only(group.key for group in pending if group.ready)
             backoff.keep_only(keys)
             self.reporter.arrivals.keep_only(keys)
             reservations = self.reservations
-            reservations.begin(pending)
-            results = []
-            for group in pending:
+            reservations.begin(pending, also_waiting=still)
+            results: list[CycleResult] = []
+            started = self.reporter.clock()
+            for reached, group in enumerate(pending):
+                if results and self._over_budget(started):  # one attempt at least
+                    logger.debug("cycle ends after %d of %d groups: new pods arrived",
+                                 reached, len(pending))
+                    break
                 self.reporter.seen(group.key)
                 if not group.ready:
                     self.reporter.tell_arriving(group, group.waiting or "waiting")
@@ -122,6 +143,11 @@ class Cycle:
                     results.append(self._fail(pending=group, reason=f"internal error: {error}",
                                               result="error"))
             return results
+
+    def _over_budget(self, started: float) -> bool:
+        """Whether the cycle begun at ``started`` has run its budget and new pods wait."""
+        budget = self.settings.cycle_budget_seconds
+        return budget > 0 and self.reporter.clock() - started >= budget and self.arrived()
 
     def context(self) -> SchedulingContext:
         """What the hooks see of this attempt."""

@@ -11,7 +11,9 @@ is needed to bring the view up to date and nothing more:
   pod deleted and created again under its name stays two changes, in order);
 * at most one re-list per kind: a RESYNC (history lost, 410) replaces the kind's
   changes still waiting, which it supersedes, and any older RESYNC of that kind;
-* whether a binding finished (the next cycle settles it).
+* whether a binding finished (the next cycle settles it);
+* whether a pod for Fluence to place was added (or pods listed again) since the
+  loop last took: a cycle over a backlog ends early for them (:meth:`arrivals`).
 
 So what it holds is bounded by the number of objects in the cluster, whatever the
 rate of events or the length of a cycle. :meth:`take` hands everything over at
@@ -24,8 +26,9 @@ import itertools
 import threading
 from typing import Any
 
-from fluence_core.kube.api import RESYNC, KubeObject
+from fluence_core.kube.api import ADDED, PODS, RESYNC, KubeObject
 from fluence_core.kube.meta import metadata_or_none
+from fluence_core.scheduler.groups import is_bound, is_ours
 
 Change = tuple[str, str, KubeObject]
 """(plural, event, object), as :meth:`ClusterView.handle` takes them."""
@@ -39,6 +42,7 @@ class Inbox:
         self._resyncs: dict[str, KubeObject] = {}
         self._changes: dict[tuple[Any, ...], Change] = {}
         self._settle = False
+        self._arrived = False
         self._unkeyed = itertools.count()
         self.coalesced = 0
         """Changes replaced by a newer one of the same object before the loop applied them
@@ -47,6 +51,9 @@ class Inbox:
     def put(self, plural: str, event: str, obj: KubeObject) -> None:
         """One watch event: the object's newest state, or a kind's fresh listing."""
         with self._lock:
+            if plural == PODS.plural and (event == RESYNC or (
+                    event == ADDED and _to_place(obj))):
+                self._arrived = True
             if event == RESYNC:
                 stale = [key for key in self._changes if key[0] == plural]
                 for key in stale:
@@ -77,7 +84,14 @@ class Inbox:
             taken: list[Change] = [(plural, RESYNC, obj) for plural, obj in self._resyncs.items()]
             taken.extend(self._changes.values())
             self._resyncs, self._changes, self._settle = {}, {}, False
+            self._arrived = False
             return taken
+
+    def arrivals(self) -> bool:
+        """Whether an unbound pod of Fluence's was added, or the pods listed again, since the
+        last :meth:`take` (another scheduler's pods are not worth ending a cycle for)."""
+        with self._lock:
+            return self._arrived
 
     def __len__(self) -> int:
         """Objects (and listings) waiting to be applied."""
@@ -90,3 +104,12 @@ class Inbox:
             return (plural, "", next(self._unkeyed))  # unreadable: never merged, the view logs it
         return (plural, metadata.get("namespace") or "", metadata.get("name"),
                 metadata.get("uid") or "")
+
+
+def _to_place(pod: KubeObject) -> bool:
+    """Whether an added pod is an unbound one of Fluence's (an unreadable one is not: the
+    view logs it)."""
+    try:
+        return is_ours(pod) and not is_bound(pod)
+    except (AttributeError, TypeError):
+        return False

@@ -158,11 +158,13 @@ class Reservations:
 
     # -- the cycle's hooks ----------------------------------------------------------------
 
-    def begin(self, pending: Iterable[g.PendingGroup]) -> None:
+    def begin(self, pending: Iterable[g.PendingGroup], also_waiting: Iterable[str] = ()) -> None:
         """A new cycle over ``pending``: forget groups no longer pending (giving their room
-        back) and top up every reservation with the room freed since the last cycle."""
+        back) and top up every reservation with the room freed since the last cycle.
+        ``also_waiting`` are the keys of groups still pending but set aside this cycle
+        (lone pods that failed while nothing changed): they keep their wait and their room."""
         now = self.clock()
-        keys = set()
+        keys = set(also_waiting)
         for group in pending:
             keys.add(group.key)
             self._since.setdefault(group.key, now)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
+from typing import Any
 
 from fluence_core.kube.api import PODS
 from fluence_core.kube.fake import FakeCluster
@@ -123,3 +125,58 @@ def test_a_member_that_fails_to_bind_stops_the_binds_not_yet_started() -> None:
     assert calls == ["g0"], "one worker: the first refusal leaves the others unasked"
     assert not scheduler.matcher.allocations(), "nothing bound, nothing held"
     assert "binding failed" in cluster.events(reason="FailedScheduling")[-1]["message"]
+
+
+def _told(cluster: FakeCluster, name: str) -> bool:
+    """Whether the pod carries PodScheduled=False."""
+    found = cluster.get(PODS, name, "default") or {}
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for c in (found.get("status") or {}).get("conditions") or [])
+
+
+def test_a_cycle_leaves_the_waiting_pods_reports_to_the_writer() -> None:
+    cluster = _cluster(node("n0", cpu=2), *[pod(f"big{i}", "4") for i in range(20)])
+    gate = threading.Event()
+    real = cluster.patch_status
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        gate.wait(10)
+        return real(*args, **kwargs)
+
+    cluster.patch_status = held  # type: ignore[method-assign]
+    scheduler = Scheduler(cluster, load_settings(), bind_workers=2)
+    scheduler.start()
+    done = threading.Event()
+    threading.Thread(target=lambda: (scheduler.schedule_once(), done.set()), daemon=True).start()
+    assert done.wait(5), "the cycle waited for the API to take its reports"
+    gate.set()
+    scheduler.drain(timeout=30)
+    assert all(_told(cluster, f"big{i}") for i in range(20))
+
+
+def test_a_new_pods_binding_goes_ahead_of_the_reports_still_queued() -> None:
+    cluster = _cluster(node("n0", cpu=2), *[pod(f"big{i}", "4") for i in range(50)])
+    writes: list[str] = []
+    real_patch, real_bind = cluster.patch_status, cluster.bind
+
+    def slow_report(resource: Any, name: str, patch: Any, namespace: str | None = None) -> Any:
+        time.sleep(0.02)
+        writes.append(f"report {name}")
+        return real_patch(resource, name, patch, namespace)
+
+    def bind(namespace: str, name: str, node_name: str, *, uid: str | None = None) -> None:
+        writes.append(f"bind {name}")
+        real_bind(namespace, name, node_name, uid=uid)
+
+    cluster.patch_status = slow_report  # type: ignore[method-assign]
+    cluster.bind = bind  # type: ignore[method-assign]
+    scheduler = Scheduler(cluster, load_settings(), bind_workers=2)
+    scheduler.start()
+    scheduler.schedule_once()
+    cluster.create(PODS, pod("small", "1"), "default")
+    scheduler.pump()
+    scheduler.schedule_once()
+    scheduler.drain(timeout=30)
+    after = writes[writes.index("bind small"):]
+    assert any(w.startswith("report ") for w in after), "the bind waited for every report"
+    assert len([w for w in writes if w.startswith("report big")]) == 50

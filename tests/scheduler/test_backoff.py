@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Callable
 
 from fluence_core.kube.api import PODS
-from fluence_core.scheduler.backoff import Backoff
+from fluence_core.scheduler.backoff import Backoff, Unschedulable
 from fluence_core.testing import ManualClock
-from tests.scheduler.conftest import Harness, node, pod
+from tests.scheduler.conftest import Harness, node, pod, pod_group
 
 Factory = Callable[..., Harness]
 
@@ -94,3 +94,46 @@ def test_an_unfittable_backlog_is_tried_once_per_backoff_not_once_per_change(
         h.cluster.delete(PODS, f"small{i}", "default")
     # tried at 1 s and at 3 s after the first failure (waits of 1 s, then 2 s): 2 x 20
     assert attempts == 40, attempts
+
+
+def test_the_unschedulable_pods_are_those_of_the_views_generation() -> None:
+    pool = Unschedulable()
+    pool.add(("a", "p"), 3)
+    pool.add(("a", "q"), 3)
+    pool.discard(("a", "q"))
+    assert pool.at(3) == {("a", "p")}
+    assert pool.at(4) == set(), "the view moved on: every pod is tried again"
+
+
+def test_a_failure_at_a_newer_generation_starts_a_new_pool() -> None:
+    pool = Unschedulable()
+    pool.add(("a", "p"), 3)
+    pool.add(("a", "q"), 4)
+    assert pool.at(4) == {("a", "q")}
+
+
+def test_a_lone_pod_that_failed_is_unschedulable_until_the_view_moves(
+        harness_factory: Factory) -> None:
+    h = harness_factory(node("n0", cpu=2), pod("big", "4"))
+    h.cycle()
+    generation = h.scheduler.view.generation
+    assert h.scheduler.reporter.unschedulable.at(generation) == {("default", "big")}
+    registry = h.scheduler.metrics.registry
+    assert registry.get_sample_value("fluence_pending_groups") == 1, "still counted as pending"
+
+
+def test_a_podgroup_member_that_failed_still_counts_toward_its_group(
+        harness_factory: Factory) -> None:
+    h = harness_factory(node("n0", cpu=2), pod_group("g", 1), pod("m0", "4", group="g"))
+    h.cycle()
+    assert h.scheduler.reporter.unschedulable.at(h.scheduler.view.generation) == set()
+
+
+def test_an_unschedulable_pod_keeps_its_backoff_while_left_out(
+        harness_factory: Factory) -> None:
+    h = harness_factory(node("n0", cpu=2), pod("big", "4"))
+    h.cycle()  # fails: waits 1 s
+    h.cycle(after=0.5)  # left out of the cycle, its backoff remembered
+    h.add(node("n1", cpu=2))  # the view moves; the pod is tried again after its backoff
+    assert len(h.cycle(after=0.5)) == 1
+    assert h.scheduler.next_wakeup() == h.now + 2.0, "its second failure doubled the wait"

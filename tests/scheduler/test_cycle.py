@@ -10,6 +10,7 @@ from fluence_core.plugins import get_plugin_manager
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, Reporter
 from fluence_core.scheduler.context import SchedulingContext
+from fluence_core.scheduler.core import Scheduler
 from fluence_core.scheduler.cycle import Cycle
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
@@ -114,3 +115,44 @@ def test_match_never_uses_an_excluded_node() -> None:
     outcome = _cycle(view).match(pending.requests(), exclude=["n0"])
     assert isinstance(outcome, GroupMatch)
     assert [p.node for p in outcome.placements.values()] == ["n1"]
+
+
+class _Ticking:
+    """A clock a second later at each reading: any cycle is past its budget after one step."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def _backlog(cycle_budget_seconds: float) -> Scheduler:
+    """A scheduler on a ticking clock over ten pods that cannot fit."""
+    cluster = cluster_of(node("n0", cpu=2), *[pod(f"big{i}", "4") for i in range(10)])
+    scheduler = Scheduler(cluster, load_settings(cycle_budget_seconds=cycle_budget_seconds),
+                          clock=_Ticking())
+    scheduler.start()
+    return scheduler
+
+
+def test_a_cycle_past_its_budget_ends_once_new_pods_arrived() -> None:
+    scheduler = _backlog(0.5)
+    scheduler.cycle.arrived = lambda: True
+    first = {r.group for r in scheduler.schedule_once()}
+    assert 1 <= len(first) < 10, "one attempt at least, then it hands over"
+    second = {r.group for r in scheduler.schedule_once()}
+    assert second and not second & first, "the next cycle goes on with the groups not reached"
+
+
+def test_a_cycle_past_its_budget_goes_on_while_no_pod_arrived() -> None:
+    scheduler = _backlog(0.5)
+    scheduler.cycle.arrived = lambda: False
+    assert len(scheduler.schedule_once()) == 10
+
+
+def test_a_budget_of_zero_never_ends_a_cycle_early() -> None:
+    scheduler = _backlog(0.0)
+    scheduler.cycle.arrived = lambda: True
+    assert len(scheduler.schedule_once()) == 10
