@@ -36,19 +36,22 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from itertools import islice, permutations
-from typing import Iterator, Sequence, TypeGuard
+from typing import Iterable, Iterator, Mapping, Sequence, TypeGuard
 
 from fluence_core.errors import TopologyError
-from fluence_core.graph import ResourceGraph
-from fluence_core.matcher.domains import best_fit, fewest_children, rooms, short_of
+from fluence_core.graph import NodeVertex, ResourceGraph
+from fluence_core.matcher.domains import (
+    best_fit, fewest_children, held_by_node, need, partition, rooms, rooms_of, short_of,
+    short_of_labels,
+)
 from fluence_core.matcher.jobspec import (
-    COMPUTE, GroupJobspec, compute_parts, group_jobspecs, is_compute,
+    COMPUTE, GroupJobspec, compute_parts, group_jobspecs, is_compute, slice_kind,
 )
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation, GroupMatcher, GroupRefusal, Matcher, MatchOutcome
 from fluence_core.models import Group, PodRequest
 from fluence_core.matcher.readback import PodPlacement, read_placements
-from fluence_core.topology import attempts
+from fluence_core.topology import LabelKeys, attempts, label_keys, slice_error
 
 MAX_ORDERS = 24
 """Orders of a group's compute jobspecs tried on a matcher that cannot match them jointly."""
@@ -63,10 +66,22 @@ class GroupMatch:
     placements: dict[str, PodPlacement]
     level: int | None = None
     """The topology level whose one domain holds the group (None: not held to one)."""
+    slices: tuple[SlicePlacement, ...] = ()
+    """Where each slice went, for a group cut into slices (:attr:`Constraint.slices`)."""
 
     @property
     def jobids(self) -> list[int]:
         return [a.jobid for a in self.allocations.values()]
+
+
+@dataclass(frozen=True)
+class SlicePlacement:
+    """One slice of a sliced group (its narrowest layer's): its pods, and the domain that
+    holds it at each slice layer, widest first (``example.com/rack=b1/r2``)."""
+
+    index: int
+    pods: tuple[str, ...]
+    domains: tuple[str, ...]
 
 
 @dataclass
@@ -111,7 +126,7 @@ def match_preferring(
         outcome = _match(narrowed, graph, matcher, exclude_nodes)
         if isinstance(outcome, GroupMatch):
             logger.debug("group %s placed on its preference tier %d", group.name, level + 1)
-            return GroupMatch(group, outcome.allocations, outcome.placements, outcome.level)
+            return dataclasses.replace(outcome, group=group)
     return match_group(group, graph, matcher, exclude_nodes=exclude_nodes)
 
 
@@ -134,11 +149,69 @@ def match_group(
 def _match(
     group: Group, graph: ResourceGraph, matcher: Matcher, exclude_nodes: Sequence[str] | None
 ) -> GroupMatch | GroupMiss:
-    """The group at each topology level in turn (see the module docstring)."""
+    """The group at each topology level in turn (see the module docstring), inside one set
+    of nodes sharing the values of the node labels it names that are not levels."""
     try:
         tries = attempts(graph.levels, group.topology)
+        labels = label_keys(graph.levels, group.topology)
     except TopologyError as error:
         return GroupMiss(group, COMPUTE, MatchOutcome.UNSATISFIABLE, detail=str(error))
+    uncut = slice_error(group.topology, len(group.pods))
+    if uncut is not None:
+        return GroupMiss(group, COMPUTE, MatchOutcome.UNSATISFIABLE, detail=uncut)
+    if labels:
+        return _match_by_labels(group, graph, matcher, exclude_nodes, tries, labels)
+    return _match_levels(group, graph, matcher, exclude_nodes, tries)
+
+
+def _match_by_labels(
+    group: Group, graph: ResourceGraph, matcher: Matcher, exclude_nodes: Sequence[str] | None,
+    tries: list[int | None], labels: LabelKeys,
+) -> GroupMatch | GroupMiss:
+    """The group inside one set of nodes sharing the values of the node labels it names that
+    are no configured level, best fit first, as kube-scheduler keeps a PodGroup inside one
+    domain of any ``topology[].key``; inside it, the configured levels as always. Only
+    preferred: the whole cluster after."""
+    keys = labels.required or labels.preferred
+    parts = partition(graph, graph.nodes, keys)
+    found = rooms_of(parts, held_by_node(matcher))
+    miss: GroupMiss | None = None
+    for domain in best_fit(found, group):
+        inside = _held_inside(group, parts[domain])
+        outcome = _match_levels(inside, graph, matcher, exclude_nodes, tries)
+        if isinstance(outcome, GroupMatch):
+            logger.debug("group %s placed inside %s", group.name,
+                         ",".join(f"{k}={v}" for k, v in zip(keys, domain)))
+            return dataclasses.replace(outcome, group=group)
+        miss = miss or dataclasses.replace(outcome, group=group)
+    if not labels.required:
+        return _match_levels(group, graph, matcher, exclude_nodes, tries)
+    if miss is None or miss.detail is None:
+        miss = miss or GroupMiss(group, COMPUTE, MatchOutcome.BUSY)
+        miss.detail = short_of_labels(graph, matcher, group, keys)
+    return miss
+
+
+def _held_inside(group: Group, nodes: Sequence[NodeVertex]) -> Group:
+    """``group`` with every pod's nodes narrowed to ``nodes`` (its ``nodeSelector`` and the
+    cordons still apply where no filter said which nodes it may use)."""
+    names_in = frozenset(node.name for node in nodes)
+
+    def allowed(pod: PodRequest) -> frozenset[str]:
+        if pod.allowed is not None:
+            return pod.allowed & names_in
+        selector = set(pod.node_selector)
+        return frozenset(n.name for n in nodes
+                         if n.schedulable and selector <= set(n.labels.items()))
+
+    return dataclasses.replace(group, pods=tuple(
+        dataclasses.replace(pod, allowed=allowed(pod)) for pod in group.pods))
+
+
+def _match_levels(
+    group: Group, graph: ResourceGraph, matcher: Matcher, exclude_nodes: Sequence[str] | None,
+    tries: list[int | None],
+) -> GroupMatch | GroupMiss:
     if tries[-1] is None and len(group.pods) == 1 and group.pods[0].shared:
         # One pod is inside one domain wherever it goes; a shared one is placed by the
         # pool, which takes the tightest domain itself when it must lease a core (asking
@@ -163,6 +236,8 @@ def _match_at(
     group: Group, graph: ResourceGraph, matcher: Matcher, exclude_nodes: Sequence[str] | None,
     level: int | None,
 ) -> GroupMatch | GroupMiss:
+    if group.topology.slices:
+        return _match_sliced(group, graph, matcher, exclude_nodes, level)
     if level is not None and _domain_by_domain(group, matcher):
         return _match_domain_by_domain(group, graph, matcher, exclude_nodes, level)
     return _match_specs(group, graph, matcher, group_jobspecs(
@@ -198,6 +273,150 @@ def _match_domain_by_domain(
             if miss is None:
                 miss = outcome
     return miss or GroupMiss(group, COMPUTE, MatchOutcome.BUSY)
+
+
+def _match_sliced(
+    group: Group, graph: ResourceGraph, matcher: Matcher, exclude_nodes: Sequence[str] | None,
+    level: int | None,
+) -> GroupMatch | GroupMiss:
+    """The group cut into its slices inside one domain of ``level`` (anywhere when None),
+    domains best fit first (see :class:`_Slicer`)."""
+    held = held_by_node(matcher)
+    if level is None:
+        outer = [list(graph.nodes)]
+    else:
+        members = graph.domains(level)
+        outer = [members[d] for d in best_fit(rooms_of(members, held), group)]
+    slicer = _Slicer(group, graph, matcher, exclude_nodes, level, held)
+    for nodes in outer:
+        placed = slicer.place(nodes)
+        if placed is not None:
+            return placed
+    if slicer.miss is not None:
+        return slicer.miss
+    return GroupMiss(group, COMPUTE, MatchOutcome.BUSY)
+
+
+@dataclass
+class _Slice:
+    placement: SlicePlacement
+    allocations: dict[str, Allocation]
+    placements: dict[str, PodPlacement]
+
+
+class _Slicer:
+    """Cuts a group into its slices and holds each inside one domain of its layer, the
+    whole inside one set of nodes (a domain of the level tried), or holds nothing.
+
+    Layer by layer, widest first, the pods are taken in order, ``size`` at a time; each
+    slice goes to the domain of its layer with the least free capacity that still holds
+    it (free GPUs first for a GPU group, then free cores), as whole groups are placed, so
+    slices fill partly used racks before whole ones are opened. The narrowest slices are
+    matched one by one, each held to its domain's nodes by a ``hostlist``, by any matcher;
+    a slice that no domain's nodes take gives back every slice before it. Slices are not
+    moved once held: a cut that only another assignment of earlier slices would allow is
+    missed.
+    """
+
+    def __init__(self, group: Group, graph: ResourceGraph, matcher: Matcher,
+                 exclude_nodes: Sequence[str] | None, level: int | None,
+                 held: Mapping[str, tuple[int, int, int]]) -> None:
+        self.group, self.graph, self.matcher, self.level = group, graph, matcher, level
+        self.exclude = list(exclude_nodes or [])
+        self.layers = group.topology.slices
+        self.free: dict[str, list[int]] = {
+            node.name: [node.cores - held.get(node.name, (0, 0, 0))[0],
+                        node.gpus - held.get(node.name, (0, 0, 0))[1]]
+            for node in graph.nodes if not node.down}
+        self.held: list[_Slice] = []
+        self.miss: GroupMiss | None = None
+
+    def place(self, nodes: Sequence[NodeVertex]) -> GroupMatch | None:
+        if not self._layer(list(self.group.pods), nodes, 0, ()):
+            self._give_back(0)
+            return None
+        allocations: dict[str, Allocation] = {}
+        placements: dict[str, PodPlacement] = {}
+        for held in self.held:
+            for kind, allocation in held.allocations.items():
+                allocations[slice_kind(kind, held.placement.index)] = allocation
+            placements.update(held.placements)
+        logger.debug("group %s placed in %d slices: %s", self.group.name, len(self.held),
+                     "; ".join(" ".join(h.placement.domains) for h in self.held))
+        return GroupMatch(self.group, allocations, placements, self.level,
+                          tuple(h.placement for h in self.held))
+
+    def _layer(self, pods: list[PodRequest], nodes: Sequence[NodeVertex], depth: int,
+               where: tuple[str, ...]) -> bool:
+        layer = self.layers[depth]
+        parts = partition(self.graph, nodes, [layer.key])
+        free = {d: self._free(part) for d, part in parts.items()}
+        for start in range(0, len(pods), layer.size):
+            chunk = pods[start: start + layer.size]
+            cores, gpus, _ = need(dataclasses.replace(self.group, pods=tuple(chunk)))
+            fitting = [d for d in parts if free[d][0] >= cores and free[d][1] >= gpus]
+            fitting.sort(key=(lambda d: (free[d][1], free[d][0], d)) if gpus
+                         else (lambda d: (free[d][0], free[d][1], d)))
+            for domain in fitting:
+                mark = len(self.held)
+                here = (*where, f"{layer.key}={'/'.join(domain)}")
+                if depth + 1 < len(self.layers):
+                    done = self._layer(chunk, parts[domain], depth + 1, here)
+                else:
+                    done = self._hold(chunk, parts[domain], here)
+                if done:
+                    free[domain] = self._free(parts[domain])
+                    break
+                self._give_back(mark)
+            else:
+                if self.miss is None or self.miss.detail is None:
+                    self.miss = GroupMiss(self.group, COMPUTE, MatchOutcome.BUSY, detail=(
+                        f"group {self.group.name}: slice {start // layer.size + 1} of "
+                        f"{len(pods) // layer.size}{' in ' + ' '.join(where) if where else ''}"
+                        f" ({len(chunk)} pods, {cores} cores"
+                        + (f", {gpus} GPUs" if gpus else "")
+                        + f") fits inside no one domain of {layer.key} with the room left"))
+                return False
+        return True
+
+    def _free(self, nodes: Sequence[NodeVertex]) -> tuple[int, int]:
+        cores = gpus = 0
+        for node in nodes:
+            free = self.free.get(node.name)
+            if free is not None:
+                cores += max(0, free[0])
+                gpus += max(0, free[1])
+        return cores, gpus
+
+    def _hold(self, chunk: list[PodRequest], nodes: Sequence[NodeVertex],
+              where: tuple[str, ...]) -> bool:
+        part = dataclasses.replace(self.group, pods=tuple(chunk))
+        specs = group_jobspecs(part, self.graph, exclude_nodes=self.exclude,
+                               within=[node.name for node in nodes if not node.down])
+        outcome = _match_specs(part, self.graph, self.matcher, specs, self.level)
+        if isinstance(outcome, GroupMiss):
+            if self.miss is None:
+                self.miss = outcome
+            return False
+        self._count(outcome.allocations.values(), -1)
+        placement = SlicePlacement(len(self.held), tuple(p.key for p in chunk), where)
+        self.held.append(_Slice(placement, outcome.allocations, outcome.placements))
+        return True
+
+    def _give_back(self, mark: int) -> None:
+        while len(self.held) > mark:
+            held = self.held.pop()
+            for allocation in held.allocations.values():
+                self.matcher.cancel(allocation.jobid)
+            self._count(held.allocations.values(), 1)
+
+    def _count(self, allocations: Iterable[Allocation], sign: int) -> None:
+        for allocation in allocations:
+            for share in allocation.nodes:
+                free = self.free.get(share.node)
+                if free is not None:
+                    free[0] += sign * len(share.cores)
+                    free[1] += sign * len(share.gpus)
 
 
 def _match_specs(
