@@ -36,10 +36,10 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from itertools import islice, permutations
-from typing import Iterable, Iterator, Mapping, Sequence, TypeGuard
+from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeGuard
 
 from fluence_core.errors import TopologyError
-from fluence_core.graph import NodeVertex, ResourceGraph
+from fluence_core.graph import Domain, NodeVertex, ResourceGraph
 from fluence_core.matcher.domains import (
     best_fit, fewest_children, held_by_node, need, partition, rooms, rooms_of, short_of,
     short_of_labels,
@@ -196,13 +196,20 @@ def _held_inside(group: Group, nodes: Sequence[NodeVertex]) -> Group:
     """``group`` with every pod's nodes narrowed to ``nodes`` (its ``nodeSelector`` and the
     cordons still apply where no filter said which nodes it may use)."""
     names_in = frozenset(node.name for node in nodes)
+    seen: dict[tuple[frozenset[str] | None, tuple[tuple[str, str], ...]], frozenset[str]] = {}
 
     def allowed(pod: PodRequest) -> frozenset[str]:
-        if pod.allowed is not None:
-            return pod.allowed & names_in
-        selector = set(pod.node_selector)
-        return frozenset(n.name for n in nodes
-                         if n.schedulable and selector <= set(n.labels.items()))
+        key = (pod.allowed, pod.node_selector)
+        found = seen.get(key)
+        if found is None:
+            if pod.allowed is not None:
+                found = pod.allowed & names_in
+            else:
+                selector = set(pod.node_selector)
+                found = frozenset(n.name for n in nodes
+                                  if n.schedulable and selector <= set(n.labels.items()))
+            seen[key] = found
+        return found
 
     return dataclasses.replace(group, pods=tuple(
         dataclasses.replace(pod, allowed=allowed(pod)) for pod in group.pods))
@@ -297,6 +304,16 @@ def _match_sliced(
     return GroupMiss(group, COMPUTE, MatchOutcome.BUSY)
 
 
+def _shape_of(pods: Sequence[PodRequest]) -> tuple[int, int, int] | None:
+    """The (cores, GPUs, MiB) every whole-core pod of ``pods`` asks for, None when they
+    differ (or some draw from the shared pool)."""
+    shapes = {(p.cores, p.gpus, p.memory_mib) for p in pods}
+    if len(shapes) != 1 or any(p.shared for p in pods):
+        return None
+    shape = shapes.pop()
+    return shape if any(shape) else None
+
+
 @dataclass
 class _Slice:
     placement: SlicePlacement
@@ -309,13 +326,14 @@ class _Slicer:
     whole inside one set of nodes (a domain of the level tried), or holds nothing.
 
     Layer by layer, widest first, the pods are taken in order, ``size`` at a time; each
-    slice goes to the domain of its layer with the least free capacity that still holds
-    it (free GPUs first for a GPU group, then free cores), as whole groups are placed, so
-    slices fill partly used racks before whole ones are opened. The narrowest slices are
-    matched one by one, each held to its domain's nodes by a ``hostlist``, by any matcher;
-    a slice that no domain's nodes take gives back every slice before it. Slices are not
-    moved once held: a cut that only another assignment of earlier slices would allow is
-    missed.
+    slice goes to the domain of its layer that holds it most tightly: for pods of one shape,
+    the fewest pods of that shape its nodes could still take, node by node, then the least
+    free GPUs or cores; for several shapes, the least free totals that cover the slice. So
+    slices fill partly used racks before whole ones are opened, as whole groups do. The
+    narrowest slices are matched one by one, each held to its domain's nodes by a
+    ``hostlist``, by any matcher; a slice that no domain's nodes take gives back every slice
+    before it. Slices are not moved once held: a cut that only another assignment of
+    earlier slices would allow is missed.
     """
 
     def __init__(self, group: Group, graph: ResourceGraph, matcher: Matcher,
@@ -324,10 +342,14 @@ class _Slicer:
         self.group, self.graph, self.matcher, self.level = group, graph, matcher, level
         self.exclude = list(exclude_nodes or [])
         self.layers = group.topology.slices
-        self.free: dict[str, list[int]] = {
-            node.name: [node.cores - held.get(node.name, (0, 0, 0))[0],
-                        node.gpus - held.get(node.name, (0, 0, 0))[1]]
-            for node in graph.nodes if not node.down}
+        none = (0, 0, 0)
+        self.free: dict[str, list[int]] = {}
+        """Free (cores, GPUs, MiB) of each usable node, kept as slices are held."""
+        for node in graph.nodes:
+            if not node.down:
+                cores, gpus, mib = held.get(node.name, none)
+                self.free[node.name] = [node.cores - cores, node.gpus - gpus,
+                                        node.memory_chunks * node.chunk_mib - mib]
         self.held: list[_Slice] = []
         self.miss: GroupMiss | None = None
 
@@ -350,13 +372,15 @@ class _Slicer:
                where: tuple[str, ...]) -> bool:
         layer = self.layers[depth]
         parts = partition(self.graph, nodes, [layer.key])
-        free = {d: self._free(part) for d, part in parts.items()}
+        known: dict[tuple[Domain, Any], tuple[int, ...] | None] = {}
         for start in range(0, len(pods), layer.size):
             chunk = pods[start: start + layer.size]
-            cores, gpus, _ = need(dataclasses.replace(self.group, pods=tuple(chunk)))
-            fitting = [d for d in parts if free[d][0] >= cores and free[d][1] >= gpus]
-            fitting.sort(key=(lambda d: (free[d][1], free[d][0], d)) if gpus
-                         else (lambda d: (free[d][0], free[d][1], d)))
+            shape = _shape_of(chunk)
+            for domain in parts:
+                if (domain, shape) not in known:
+                    known[domain, shape] = self._tightness(parts[domain], chunk, shape)
+            fitting = sorted((d for d in parts if known[d, shape] is not None),
+                             key=lambda d: (known[d, shape], d))
             for domain in fitting:
                 mark = len(self.held)
                 here = (*where, f"{layer.key}={'/'.join(domain)}")
@@ -365,34 +389,54 @@ class _Slicer:
                 else:
                     done = self._hold(chunk, parts[domain], here)
                 if done:
-                    free[domain] = self._free(parts[domain])
+                    for key in [k for k in known if k[0] == domain]:
+                        del known[key]
                     break
                 self._give_back(mark)
             else:
-                if self.miss is None or self.miss.detail is None:
-                    self.miss = GroupMiss(self.group, COMPUTE, MatchOutcome.BUSY, detail=(
-                        f"group {self.group.name}: slice {start // layer.size + 1} of "
-                        f"{len(pods) // layer.size}{' in ' + ' '.join(where) if where else ''}"
-                        f" ({len(chunk)} pods, {cores} cores"
-                        + (f", {gpus} GPUs" if gpus else "")
-                        + f") fits inside no one domain of {layer.key} with the room left"))
+                self._no_domain(chunk, start // layer.size + 1, len(pods) // layer.size,
+                                layer.key, where)
                 return False
         return True
 
-    def _free(self, nodes: Sequence[NodeVertex]) -> tuple[int, int]:
-        cores = gpus = 0
+    def _tightness(self, nodes: Sequence[NodeVertex], chunk: Sequence[PodRequest],
+                   shape: tuple[int, int, int] | None) -> tuple[int, ...] | None:
+        """How tightly ``nodes`` hold ``chunk`` (smaller: tighter), None when they cannot:
+        for one ``shape``, the pods of it the nodes could take, node by node; else the
+        free totals."""
+        cores, gpus, mib = need(dataclasses.replace(self.group, pods=tuple(chunk)))
+        free_cores = free_gpus = pods = 0
         for node in nodes:
             free = self.free.get(node.name)
-            if free is not None:
-                cores += max(0, free[0])
-                gpus += max(0, free[1])
-        return cores, gpus
+            if free is None:
+                continue
+            free_cores += max(0, free[0])
+            free_gpus += max(0, free[1])
+            if shape is not None:
+                pods += min(free[0] // shape[0] if shape[0] else len(chunk),
+                            free[1] // shape[1] if shape[1] else len(chunk),
+                            free[2] // shape[2] if shape[2] else len(chunk))
+        if free_cores < cores or free_gpus < gpus or (shape is not None and pods < len(chunk)):
+            return None
+        return (pods, free_gpus, free_cores) if gpus else (pods, free_cores, free_gpus)
+
+    def _no_domain(self, chunk: Sequence[PodRequest], number: int, count: int, key: str,
+                   where: tuple[str, ...]) -> None:
+        if self.miss is not None and self.miss.detail is not None:
+            return
+        cores, gpus, _ = need(dataclasses.replace(self.group, pods=tuple(chunk)))
+        self.miss = GroupMiss(self.group, COMPUTE, MatchOutcome.BUSY, detail=(
+            f"group {self.group.name}: slice {number} of {count}"
+            + (f" in {' '.join(where)}" if where else "")
+            + f" ({len(chunk)} pods, {cores} cores" + (f", {gpus} GPUs" if gpus else "")
+            + f") fits inside no one domain of {key} with the room left"))
 
     def _hold(self, chunk: list[PodRequest], nodes: Sequence[NodeVertex],
               where: tuple[str, ...]) -> bool:
-        part = dataclasses.replace(self.group, pods=tuple(chunk))
-        specs = group_jobspecs(part, self.graph, exclude_nodes=self.exclude,
-                               within=[node.name for node in nodes if not node.down])
+        # each pod held to the slice's domain: its jobspec names those nodes, and no walk of
+        # the whole graph is needed to say which nodes it may use
+        part = _held_inside(dataclasses.replace(self.group, pods=tuple(chunk)), nodes)
+        specs = group_jobspecs(part, self.graph, exclude_nodes=self.exclude)
         outcome = _match_specs(part, self.graph, self.matcher, specs, self.level)
         if isinstance(outcome, GroupMiss):
             if self.miss is None:
@@ -417,6 +461,7 @@ class _Slicer:
                 if free is not None:
                     free[0] += sign * len(share.cores)
                     free[1] += sign * len(share.gpus)
+                    free[2] += sign * share.memory_mib
 
 
 def _match_specs(
