@@ -372,6 +372,9 @@ class _Slicer:
                where: tuple[str, ...]) -> bool:
         layer = self.layers[depth]
         parts = partition(self.graph, nodes, [layer.key])
+        if not self._may_hold(pods, parts, layer.size):
+            self._no_domain(pods[: layer.size], 1, len(pods) // layer.size, layer.key, where)
+            return False
         known: dict[tuple[Domain, Any], tuple[int, ...] | None] = {}
         for start in range(0, len(pods), layer.size):
             chunk = pods[start: start + layer.size]
@@ -398,6 +401,28 @@ class _Slicer:
                                 layer.key, where)
                 return False
         return True
+
+    def _may_hold(self, pods: Sequence[PodRequest], parts: Mapping[Domain, list[NodeVertex]],
+                  size: int) -> bool:
+        """Whether ``parts`` could hold every slice of ``size`` of ``pods`` of one shape, a
+        part holding as many whole slices as the pods of that shape its nodes could take
+        (always, for several shapes: slice by slice decides). Checked before any slice is
+        held, so a domain whose free totals cover the group but whose nodes cannot take
+        its slices costs no matches that are given back."""
+        shape = _shape_of(pods)
+        if shape is None:
+            return True
+        slices = 0
+        for part in parts.values():
+            pods_there = 0
+            for node in part:
+                free = self.free.get(node.name)
+                if free is not None:
+                    pods_there += min(free[0] // shape[0] if shape[0] else size,
+                                      free[1] // shape[1] if shape[1] else size,
+                                      free[2] // shape[2] if shape[2] else size)
+            slices += pods_there // size
+        return slices * size >= len(pods)
 
     def _tightness(self, nodes: Sequence[NodeVertex], chunk: Sequence[PodRequest],
                    shape: tuple[int, int, int] | None) -> tuple[int, ...] | None:
