@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from dataclasses import dataclass, field
 from itertools import islice, permutations
 from typing import Any, Iterable, Iterator, Mapping, Sequence, TypeGuard
@@ -304,6 +305,18 @@ def _match_sliced(
     return GroupMiss(group, COMPUTE, MatchOutcome.BUSY)
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _index_order(name: str) -> tuple[tuple[int, str], ...]:
+    """A pod's place among its group's pods when they are cut into slices: the numbers in
+    its name compared as numbers (an Indexed Job names its pods ``<job>-<index>-<suffix>``,
+    a JobSet ``<jobset>-<job>-<job index>-<index>-<suffix>``; ``g-10`` comes after
+    ``g-9``), as Kueue cuts slices by pod index."""
+    return tuple((int(part), "") if part.isdigit() else (-1, part)
+                 for part in _DIGITS.split(name))
+
+
 def _shape_of(pods: Sequence[PodRequest]) -> tuple[int, int, int] | None:
     """The (cores, GPUs, MiB) every whole-core pod of ``pods`` asks for, None when they
     differ (or some draw from the shared pool)."""
@@ -354,7 +367,8 @@ class _Slicer:
         self.miss: GroupMiss | None = None
 
     def place(self, nodes: Sequence[NodeVertex]) -> GroupMatch | None:
-        if not self._layer(list(self.group.pods), nodes, 0, ()):
+        pods = sorted(self.group.pods, key=lambda pod: _index_order(pod.name))
+        if not self._layer(pods, nodes, 0, ()):
             self._give_back(0)
             return None
         allocations: dict[str, Allocation] = {}

@@ -206,3 +206,12 @@ def test_every_placed_slice_is_inside_one_rack_and_the_gang_in_one_block(
         blocks = {graph.node(p.node).labels[BLOCK.label]
                   for p in result.placements.values() if p.node}
         assert len(blocks) == 1
+
+
+def test_slices_are_cut_in_pod_index_order_not_name_order(matcher_factory: Factory) -> None:
+    graph = ResourceGraph([node(f"{r}-{i}", "x", r) for r in ("a", "b", "c")
+                           for i in range(4)], levels=LEVELS)
+    result = match_group(gang(12, sliced(4)), graph, matcher_factory(graph, "first"))
+    assert isinstance(result, GroupMatch)
+    assert [s.pods for s in result.slices][-1] == tuple(
+        f"default/g-{i}" for i in (8, 9, 10, 11)), "g-10 comes after g-9, as Kueue counts"
