@@ -28,6 +28,13 @@ fit" at a wider level, and fails with "traverser: Success" when the slot asks fo
 too); ``rack -> node -> slot`` would put every pod on one node. A required level is
 never left: the group misses, and the miss names the best domain and what it lacks
 (:func:`.domains.short_of`).
+
+**Keys that are no level, and slices.** A key the group names that is no configured level
+is a node label: the group is matched inside one set of nodes sharing its value, best fit
+first, and level by level inside it. A group cut into slices
+(:attr:`~fluence_core.topology.Constraint.slices`) is matched slice by slice inside the
+domain of each level tried (:class:`_Slicer`); its allocations are kept per slice
+(:func:`~fluence_core.matcher.jobspec.slice_kind`).
 """
 
 from __future__ import annotations
