@@ -136,6 +136,6 @@ def test_a_jobs_slice_annotations_reach_the_pod_group_the_webhook_makes(
                              "the Job's PodGroup, made by the webhook's controller")
         read = read_constraint(group, [])
         assert read.slices == (SliceLayer(names.RACK_LABEL, 2),)
-        assert read.required == (BLOCK_LABEL,)
+        assert set(read.required) == {BLOCK_LABEL}, "annotation and spec say the block"
     finally:
         kube.delete("jobs", "train", ns)
