@@ -125,9 +125,6 @@ def explain_topology(group: Group, graph: ResourceGraph, before: dict[int, dict[
         kept = "inside one domain of" if outside.required else "preferably inside one domain of"
         lines.append(f"  {kept} node label {', '.join(outside.required or outside.preferred)}"
                      " (no configured level: a node label, outside the hierarchy)")
-    if stated.slices and isinstance(result, GroupMatch):
-        lines.append(f"  {len(result.slices)} slices placed, each inside one domain of "
-                     + " > ".join(layer.key for layer in stated.slices))
     lines.append("  levels tried in turn: " + ", ".join(
         levels[t].type if t is not None else "anywhere" for t in tries))
     cores, gpus, _ = need(group)
@@ -153,8 +150,11 @@ def explain_topology(group: Group, graph: ResourceGraph, before: dict[int, dict[
                      f"that could hold {cores} cores, tightest first: {ranked}"
                      + (" ..." if len(fitting) > 5 else ""))
         break
-    if isinstance(result, GroupMatch) and chosen is None:
+    if isinstance(result, GroupMatch) and chosen is None and levels and not outside.required:
         lines.append("  placed without a domain (no level held it whole)")
+    if stated.slices and isinstance(result, GroupMatch):
+        lines.append(f"  {len(result.slices)} slices placed, each inside one domain of "
+                     + " > ".join(layer.key for layer in stated.slices))
     return lines
 
 
