@@ -11,7 +11,10 @@ cores) is matched and cancelled ``--repeat`` times in each way:
 
 * ``rack required``: the PodGroup names the rack label (levels in the graph);
 * ``default``: no constraint, levels in the graph (best fit: narrowest level first);
-* ``flat``: no constraint, no levels (the graph of before), the baseline of the ratios.
+* ``flat``: no constraint, no levels (the graph of before), the baseline of the ratios;
+* ``sliced``: zone required, in slices of ``--slice`` pods each inside one rack (Kueue's
+  slice annotations; only when ``--gang`` is a multiple of ``--slice``); its row adds the
+  share of slices found whole in one rack.
 
 Each way reports the median and worst wall time of ``match_group`` (jobspecs, match and
 reading back a node per pod), the median CPU time of this process over the same call
@@ -41,7 +44,7 @@ from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.matcher.group import GroupMatch, match_group
 from fluence_core.matcher.pooled import pooled
 from fluence_core.models import Group, NodeInfo, PodRequest
-from fluence_core.topology import Constraint, Level
+from fluence_core.topology import Constraint, Level, SliceLayer
 
 ZONE = Level(names.ZONE_LABEL, "zone")
 RACK = Level(names.RACK_LABEL, "rack")
@@ -81,6 +84,7 @@ def fill(graph: ResourceGraph, matcher: Matcher, fill_to: float, seed: int) -> i
 def timed(graph: ResourceGraph, matcher: Matcher, group: Group, repeat: int) -> dict[str, Any]:
     times, cpu = [], []
     racks: set[int] = set()
+    slices = ""
     for _ in range(repeat):
         started, started_cpu = time.perf_counter(), time.process_time()
         result = match_group(group, graph, matcher)
@@ -90,10 +94,19 @@ def timed(graph: ResourceGraph, matcher: Matcher, group: Group, repeat: int) -> 
             return {"placed": False, "reason": result.reason, "median_s": statistics.median(times)}
         racks.add(len({graph.node(p.node).labels.get(RACK.label) for p in
                        result.placements.values() if p.node}))
+        if result.slices:
+            whole = sum(len({rack_of(graph, result.placements[pod].node) for pod in s.pods})
+                        == 1 for s in result.slices)
+            slices = f"{whole}/{len(result.slices)}"
         for allocation in result.allocations.values():
             matcher.cancel(allocation.jobid)
     return {"placed": True, "median_s": statistics.median(times), "worst_s": max(times),
-            "cpu_s": statistics.median(cpu), "racks_used": sorted(racks)}
+            "cpu_s": statistics.median(cpu), "racks_used": sorted(racks),
+            "slices_whole": slices}
+
+
+def rack_of(graph: ResourceGraph, node: str | None) -> str | None:
+    return graph.node(node).labels.get(RACK.label) if node else None
 
 
 def run(make: Callable[[ResourceGraph], Matcher], args: argparse.Namespace) -> dict[str, Any]:
@@ -104,6 +117,9 @@ def run(make: Callable[[ResourceGraph], Matcher], args: argparse.Namespace) -> d
         "default": ((ZONE, RACK), Constraint()),
         "flat": ((), Constraint()),
     }
+    if args.slice and args.gang % args.slice == 0:
+        ways["sliced"] = ((ZONE, RACK), Constraint(
+            required=(ZONE.label,), slices=(SliceLayer(RACK.label, args.slice),)))
     found = {}
     for way, (levels, constraint) in ways.items():
         graph = ResourceGraph(infos, levels=levels)
@@ -144,6 +160,8 @@ def main() -> None:
     parser.add_argument("--fill", type=float, default=0.6)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--slice", type=int, default=16,
+                        help="pods per rack slice in the sliced way (0: no sliced way)")
     parser.add_argument("--singles", type=int, default=500)
     parser.add_argument("--policy", default="first", help="the matchers' policy")
     parser.add_argument("--matchers", default="embedded,fluxion",
@@ -175,7 +193,9 @@ def main() -> None:
             print(f"  {way:<14} {'yes':>6} {row['median_s'] * 1000:>10.1f} "
                   f"{row['worst_s'] * 1000:>9.1f} {row['cpu_s'] * 1000:>7.1f} "
                   f"{row['median_s'] / base:>7.2f}  "
-                  f"{row['racks_used']}")
+                  f"{row['racks_used']}"
+                  + (f"  slices whole in one rack {row['slices_whole']}"
+                     if row["slices_whole"] else ""))
         if args.singles:
             singles(make, args)
 

@@ -143,14 +143,20 @@ class Item:
     gpus: int
     gang: bool
     rack_required: bool = False
+    slice: int = 0
+    """Pods per slice of a sliced gang (0: not sliced): block-required, each slice of that
+    many consecutive pods inside one rack (Kueue's slice annotations on its PodGroup)."""
 
 
-def make_stream(shape: Shape, use: float, constrained_share: float, seed: int) -> list[Item]:
+def make_stream(shape: Shape, use: float, constrained_share: float, seed: int,
+                sliced_share: float = 0.0, slice_size: int = 0) -> list[Item]:
     """Gangs and singles in a seeded order until their demand reaches ``use`` of capacity.
 
     A single is drawn whenever singles are below ``shape.single_share`` of the demand; a
     gang that fits one empty rack is rack-required with ``constrained_share`` (a bigger
-    one could never be placed so).
+    one could never be placed so). With ``sliced_share``, a gang of several slices of
+    ``slice_size`` pods that fits one empty block is sliced with that share instead (drawn
+    only then, so the stream without slices stays the same for a seed).
     """
     rng = random.Random(seed)
     target = use * shape.capacity
@@ -165,6 +171,10 @@ def make_stream(shape: Shape, use: float, constrained_share: float, seed: int) -
             size = rng.choice(shape.gang_sizes)
             required = rng.random() < constrained_share and size <= shape.gang_pods_per_rack
             item = Item(f"g{len(items)}", size, cores, gpus, gang=True, rack_required=required)
+            if (sliced_share and slice_size and size > slice_size and size % slice_size == 0
+                    and size <= RACKS_PER_BLOCK * shape.gang_pods_per_rack
+                    and rng.random() < sliced_share):
+                item.rack_required, item.slice = False, slice_size
         amount = item.pods * shape.demand(cores, gpus)
         if demand + amount > target:
             return items
@@ -207,9 +217,17 @@ def pod_body(name: str, scheduler: str | None, cores: int, gpus: int,
 
 def pod_group_body(item: Item) -> dict[str, Any]:
     spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": item.pods}}}
+    metadata: dict[str, Any] = {"name": item.name}
     if item.rack_required:
         spec["schedulingConstraints"] = {"topology": [{"key": RACK}]}
-    return {"metadata": {"name": item.name}, "spec": spec}
+    if item.slice:
+        # kube-scheduler 1.36 reads the block (it has no slices); Fluence reads both
+        spec["schedulingConstraints"] = {"topology": [{"key": BLOCK}]}
+        metadata["annotations"] = {
+            names.KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: BLOCK,
+            names.KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: RACK,
+            names.KUEUE_SLICE_SIZE_ANNOTATION: str(item.slice)}
+    return {"metadata": metadata, "spec": spec}
 
 
 # -- the schedulers ----------------------------------------------------------------------------
@@ -260,6 +278,14 @@ class Result:
     """first creation to the last binding seen"""
     unplaced: list[str] = field(default_factory=list)
     """gangs not placed whole"""
+    sliced_placed: tuple[int, int] = (0, 0)
+    """(placed whole, in the stream) of the sliced gangs"""
+    unsliced_placed: tuple[int, int] = (0, 0)
+    """the same of the other gangs"""
+    slices_whole: tuple[int, int] = (0, 0)
+    """(slices inside one rack, slices) of the placed sliced gangs"""
+    sliced_across_blocks: int = 0
+    """placed sliced gangs bound across blocks"""
     error: str = ""
 
 
@@ -388,7 +414,10 @@ class Bench:
         required, free = [0, 0], [0, 0]
         multi: list[float] = []
         last = 0.0
+        sliced, unsliced, whole = [0, 0], [0, 0], [0, 0]
         for item in items:
+            if item.gang:
+                (sliced if item.slice else unsliced)[1] += 1
             names_ = [f"{item.name}-{m}" for m in range(item.pods)] if item.gang else [item.name]
             placed = [bound[n] for n in names_ if n in bound]
             placed_demand += len(placed) * shape.demand(item.cores, item.gpus)
@@ -406,6 +435,13 @@ class Bench:
                 continue
             result.gangs_placed += 1
             nodes = [node for node, _ in placed]
+            (sliced if item.slice else unsliced)[0] += 1
+            if item.slice:
+                one, cuts = metrics.whole_slices(nodes, self.rack_of, item.slice)
+                whole[0] += one
+                whole[1] += cuts
+                if len({self.labels[n][BLOCK] for n in nodes}) > 1:
+                    result.sliced_across_blocks += 1
             times.append(max(t for _, t in placed) - created[item.name])
             levels[metrics.lowest_common_level(nodes, self.labels, LEVELS)] += 1
             span = metrics.rack_span(nodes, self.rack_of, shape.gang_pods_per_rack)
@@ -419,6 +455,9 @@ class Bench:
             else:
                 multi.append(span)
         result.use = round(placed_demand / shape.capacity, 3)
+        result.sliced_placed = (sliced[0], sliced[1])
+        result.unsliced_placed = (unsliced[0], unsliced[1])
+        result.slices_whole = (whole[0], whole[1])
         result.span_one_required = (required[0], required[1])
         result.span_one_free = (free[0], free[1])
         result.mean_span_multi = round(statistics.mean(multi), 2) if multi else None
@@ -474,6 +513,14 @@ def table(results: list[Result], items: list[Item], shape: Shape) -> str:
                                                for r in results]),
         ("first creation to last binding, s", [str(r.seconds) for r in results]),
     ]
+    if any(i.slice for i in items):
+        rows += [
+            ("sliced gangs placed whole", [_share(r.sliced_placed) for r in results]),
+            ("other gangs placed whole", [_share(r.unsliced_placed) for r in results]),
+            ("slices whole in one rack", [_share(r.slices_whole) for r in results]),
+            ("sliced gangs across blocks (violations)",
+             [str(r.sliced_across_blocks) for r in results]),
+        ]
     if any(r.error for r in results):
         rows.append(("error", [r.error or "-" for r in results]))
     lines = [heading, "", "| | " + " | ".join(r.scheduler for r in results) + " |",
@@ -492,6 +539,10 @@ def main() -> None:
     parser.add_argument("--constrained", type=float, default=0.5,
                         help="share of gangs that are rack-required")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sliced", type=float, default=0.0,
+                        help="share of the gangs of several slices that are sliced")
+    parser.add_argument("--slice", type=int, default=0,
+                        help="pods per rack slice (default: half a rack of gang pods)")
     parser.add_argument("--rate", type=float, default=10.0, help="stream items a second")
     parser.add_argument("--settle", type=float, default=20.0,
                         help="seconds with no new binding that end a run")
@@ -514,7 +565,8 @@ def main() -> None:
     if "fluence-fluxion" in wanted and not fluxion:
         print(f"(no {FLUXION_ENV}: Fluence with real Fluxion is left out)", flush=True)
         wanted.remove("fluence-fluxion")
-    items = make_stream(shape, args.use, args.constrained, args.seed)
+    items = make_stream(shape, args.use, args.constrained, args.seed, args.sliced,
+                        args.slice or max(1, shape.gang_pods_per_rack // 2))
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp, \
             start_apiserver(assets, Path(tmp), controller_manager=False,

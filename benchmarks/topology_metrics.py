@@ -9,6 +9,8 @@ check them: ``tests/test_bench_topology_metrics.py``.
   gang (``node``, a topology level, or ``cluster``).
 * :func:`whole_free_racks`: racks none of whose nodes holds any pod, the room left for
   the next big gang.
+* :func:`whole_slices`: of a sliced gang's slices (consecutive pods, ``size`` at a time),
+  those whose pods all sit in one rack.
 """
 
 from __future__ import annotations
@@ -66,3 +68,13 @@ def lowest_common_level(nodes: Iterable[str], labels_of: Mapping[str, Mapping[st
 def whole_free_racks(used_nodes: Collection[str], racks: Mapping[str, Collection[str]]) -> int:
     """How many racks (rack -> its nodes) have no node in ``used_nodes``."""
     return sum(1 for members in racks.values() if not any(n in used_nodes for n in members))
+
+
+def whole_slices(nodes: Sequence[str], rack_of: Mapping[str, str], size: int
+                 ) -> tuple[int, int]:
+    """(slices inside one rack, slices) of a gang whose pods, in index order, sit on
+    ``nodes``, cut into slices of ``size`` consecutive pods."""
+    if size < 1:
+        raise ValueError(f"size must be at least 1, not {size}")
+    cuts = [nodes[i: i + size] for i in range(0, len(nodes), size)]
+    return sum(len({rack_of[n] for n in cut}) == 1 for cut in cuts), len(cuts)

@@ -201,6 +201,15 @@ KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-required-topo
 KUEUE_PREFERRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-preferred-topology"
 KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 """``"true"``: no domain is sought, not even the default smallest one."""
+KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kueue.x-k8s.io/podset-slice-required-topology"
+"""A level (or node label) each slice of the group must stay inside one domain of; with
+:data:`KUEUE_SLICE_SIZE_ANNOTATION`."""
+KUEUE_SLICE_SIZE_ANNOTATION: Final = "kueue.x-k8s.io/podset-slice-size"
+"""How many pods make one slice; the group's size must be a multiple of it."""
+KUEUE_SLICE_CONSTRAINTS_ANNOTATION: Final = (
+    "kueue.x-k8s.io/podset-slice-required-topology-constraints")
+"""Slices in up to three layers, widest first, as JSON: ``[{"topology": <label>, "size":
+<pods>}, ...]``; each layer's size divides the one before it."""
 
 # A Flux cluster inside an Indexed Job or JobSet (plugin fluence-flux).
 FLUX_ANNOTATION: Final = f"{DOMAIN}/flux"

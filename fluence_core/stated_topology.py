@@ -16,6 +16,7 @@ values that the settings, far below the Kubernetes boundary, already need.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from fluence_core import names
 from fluence_core.errors import TopologyError
 from fluence_core.kube.meta import annotations_of, metadata_of
-from fluence_core.topology import Constraint, is_label_key
+from fluence_core.topology import MAX_SLICE_LAYERS, Constraint, SliceLayer, is_label_key
 
 
 # -- reading what a group states ---------------------------------------------------------------
@@ -42,6 +43,7 @@ def read_constraint(
     its ``spec.podGroupTemplateRef`` names, which controllers are expected to copy but may
     not have yet), Kueue's ``podset-required-topology`` and Fluence's ``topology-required``.
     Preferred: Kueue's ``podset-preferred-topology`` and Fluence's ``topology-preferred``.
+    Slices: Kueue's slice annotations (:func:`read_slices`).
     The annotations count on the PodGroup (where the webhook's controller carries what a
     Job, JobSet or TrainJob states) and on the pods. What cannot be read (members that
     disagree, a malformed field) becomes :attr:`Constraint.error`: reading never fails,
@@ -88,7 +90,7 @@ def _read_constraint(
     for entries, pod_name in by_pods.items():
         stated.add(entries, f"pod {pod_name}")
     return Constraint(tuple(stated.required), tuple(stated.preferred), stated.unconstrained,
-                      "; ".join(stated.sources))
+                      "; ".join(stated.sources), slices=stated.slices)
 
 
 @dataclass
@@ -97,8 +99,11 @@ class _Stated:
     preferred: list[str] = field(default_factory=list)
     unconstrained: bool = False
     sources: list[str] = field(default_factory=list)
+    slices: tuple[SliceLayer, ...] = ()
+    slices_from: str = ""
 
     def add(self, entries: Iterable[str], who: str) -> None:
+        own: dict[str, str] = {}
         for entry in entries:
             key, _, value = entry.partition("=")
             if not value:
@@ -109,7 +114,86 @@ class _Stated:
                 self.preferred.append(value)
             elif key == names.KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION:
                 self.unconstrained = self.unconstrained or value.lower() == "true"
+            else:
+                own[key] = value
             self.sources.append(f"{who} annotation {key}")
+        layers = read_slices(own, who)
+        if not layers:
+            return
+        if self.slices and self.slices != layers:
+            raise TopologyError(
+                f"{self.slices_from} and {who} state different slices: "
+                f"{_layers_text(self.slices)} and {_layers_text(layers)}")
+        self.slices, self.slices_from = layers, who
+
+
+def read_slices(annotations: Mapping[str, str], who: str) -> tuple[SliceLayer, ...]:
+    """The slice layers Kueue's annotations state, widest first: the one-layer pair
+    (``podset-slice-required-topology`` and ``podset-slice-size``) or the multi-layer JSON
+    list (``podset-slice-required-topology-constraints``). Raises :class:`TopologyError`
+    naming the annotation and ``who`` states it when the two forms are mixed, one half of
+    the pair is missing, a size is not a positive integer, a layer's size does not divide
+    the one above it, or a key repeats."""
+    level = annotations.get(names.KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION)
+    size = annotations.get(names.KUEUE_SLICE_SIZE_ANNOTATION)
+    layered = annotations.get(names.KUEUE_SLICE_CONSTRAINTS_ANNOTATION)
+    if layered is not None:
+        if level is not None or size is not None:
+            raise TopologyError(
+                f"{who}: {names.KUEUE_SLICE_CONSTRAINTS_ANNOTATION} replaces "
+                f"{names.KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION} and "
+                f"{names.KUEUE_SLICE_SIZE_ANNOTATION}; state one form")
+        return _layers(layered, who)
+    if level is None and size is None:
+        return ()
+    if level is None or size is None:
+        given, missing = ((names.KUEUE_SLICE_SIZE_ANNOTATION,
+                           names.KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION) if level is None
+                          else (names.KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
+                                names.KUEUE_SLICE_SIZE_ANNOTATION))
+        raise TopologyError(f"{who}: annotation {given} needs {missing} beside it")
+    return (SliceLayer(level, _size(size, f"{who}: annotation "
+                                          f"{names.KUEUE_SLICE_SIZE_ANNOTATION}")),)
+
+
+def _layers(text: str, who: str) -> tuple[SliceLayer, ...]:
+    where = f"{who}: annotation {names.KUEUE_SLICE_CONSTRAINTS_ANNOTATION}"
+    try:
+        raw = json.loads(text)
+    except ValueError as error:
+        raise TopologyError(f"{where} is not JSON ({error})") from None
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_SLICE_LAYERS:
+        raise TopologyError(
+            f"{where}: expected a list of 1 to {MAX_SLICE_LAYERS} "
+            '{"topology": <node label>, "size": <pods>} entries, widest first')
+    layers: list[SliceLayer] = []
+    for i, entry in enumerate(raw):
+        here = f"{where}[{i}]"
+        if not isinstance(entry, Mapping) or set(entry) - {"topology", "size"}:
+            raise TopologyError(f'{here}: expected {{"topology": ..., "size": ...}}, '
+                                f"got {json.dumps(entry)[:80]}")
+        key = entry.get("topology")
+        if not isinstance(key, str) or not key.strip():
+            raise TopologyError(f"{here}.topology: expected a node label, got {key!r}")
+        layer = SliceLayer(key.strip(), _size(entry.get("size"), f"{here}.size"))
+        if any(seen.key == layer.key for seen in layers):
+            raise TopologyError(f"{here}.topology: {layer.key} is already a layer above")
+        if layers and layers[-1].size % layer.size:
+            raise TopologyError(f"{here}.size: {layer.size} does not divide the size "
+                                f"{layers[-1].size} of the layer above")
+        layers.append(layer)
+    return tuple(layers)
+
+
+def _size(raw: Any, where: str) -> int:
+    text = str(raw).strip() if isinstance(raw, (str, int)) and not isinstance(raw, bool) else ""
+    if not text.isdigit() or int(text) < 1:
+        raise TopologyError(f"{where}: expected a positive number of pods, got {raw!r}")
+    return int(text)
+
+
+def _layers_text(layers: Sequence[SliceLayer]) -> str:
+    return " > ".join(f"{layer.key} of {layer.size}" for layer in layers)
 
 
 def _own(obj: Mapping[str, Any]) -> tuple[str, ...]:
@@ -120,7 +204,10 @@ def _own(obj: Mapping[str, Any]) -> tuple[str, ...]:
 
 _REQUIRED = (names.TOPOLOGY_REQUIRED_ANNOTATION, names.KUEUE_REQUIRED_TOPOLOGY_ANNOTATION)
 _PREFERRED = (names.TOPOLOGY_PREFERRED_ANNOTATION, names.KUEUE_PREFERRED_TOPOLOGY_ANNOTATION)
-_ANNOTATIONS = (*_REQUIRED, *_PREFERRED, names.KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION)
+_SLICES = (names.KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION, names.KUEUE_SLICE_SIZE_ANNOTATION,
+           names.KUEUE_SLICE_CONSTRAINTS_ANNOTATION)
+_ANNOTATIONS = (*_REQUIRED, *_PREFERRED, names.KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION,
+                *_SLICES)
 TOPOLOGY_ANNOTATIONS = _ANNOTATIONS
 """Every annotation a workload may state its topology with."""
 

@@ -335,10 +335,12 @@ def make_split_pod(name: str, group: str, role: str | None = None, *,
 
 
 def make_pod_group_dict(name: str, min_count: int | None, namespace: str = "default", *,
-                        topology: Sequence[str] = ()) -> dict[str, Any]:
+                        topology: Sequence[str] = (),
+                        annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A ``scheduling.k8s.io`` PodGroup: a gang of ``min_count``, or ``basic`` when None
     (or 0): each member placed on its own. ``topology`` are the label keys of its required
-    topology constraint (``spec.schedulingConstraints``: the whole group in one domain)."""
+    topology constraint (``spec.schedulingConstraints``: the whole group in one domain);
+    ``annotations`` go on its metadata (Kueue's slices, say)."""
     policy: dict[str, Any] = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
     spec: dict[str, Any] = {"schedulingPolicy": policy}
     if topology:
@@ -346,7 +348,8 @@ def make_pod_group_dict(name: str, min_count: int | None, namespace: str = "defa
     return {
         "apiVersion": PODGROUPS.api_version,
         "kind": PODGROUPS.kind,
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace,
+                     **({"annotations": dict(annotations)} if annotations else {})},
         "spec": spec,
     }
 

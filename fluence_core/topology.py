@@ -60,6 +60,19 @@ class Level:
 
 
 @dataclass(frozen=True)
+class SliceLayer:
+    """One layer of slices: every ``size`` consecutive pods of the group (of the layer above)
+    stay inside one domain of ``key`` (a level's label or type, or any node label)."""
+
+    key: str
+    size: int
+
+
+MAX_SLICE_LAYERS = 3
+"""As Kueue's ``podset-slice-required-topology-constraints`` allows."""
+
+
+@dataclass(frozen=True)
 class Constraint:
     """What a group asks of the topology: levels as the user named them (label or type)."""
 
@@ -72,10 +85,13 @@ class Constraint:
     error: str = ""
     """Why what the group states cannot be read (members disagree, a malformed field): the
     group is not matched, and waits with this reason (:func:`attempts` raises it)."""
+    slices: tuple[SliceLayer, ...] = ()
+    """Slices of the group, widest layer first; each layer's size divides the one above."""
 
     @property
     def stated(self) -> bool:
-        return bool(self.required or self.preferred or self.unconstrained or self.error)
+        return bool(self.required or self.preferred or self.unconstrained or self.error
+                    or self.slices)
 
 
 NONE = Constraint()
@@ -212,23 +228,18 @@ def attempts(levels: Sequence[Level], constraint: Constraint) -> list[int | None
 
     The narrowest preferred level first (by default the narrowest level of all), then each
     wider one, down to the narrowest required level, which is never left; with nothing
-    required, anywhere last. Raises :class:`TopologyError` for a level the graph lacks, or
-    for a constraint that could not be read.
+    required, anywhere last. Keys that name no configured level are node labels
+    (:func:`label_keys`), kept apart from the hierarchy. Raises :class:`TopologyError` for a
+    key that is no label key either, or for a constraint that could not be read.
     """
     if constraint.error:
         raise TopologyError(constraint.error)
-    if not levels:
-        if constraint.required:
-            raise TopologyError(
-                f"{constraint.source}: requires topology level {constraint.required[0]!r}, "
-                "but no topology levels are configured (resources.yaml topology.levels or "
-                "FLUENCE_TOPOLOGY_LEVELS)"
-            )
-        return [None]
     required = _narrowest(levels, constraint.required, constraint.source)
+    preferred = _narrowest(levels, constraint.preferred, constraint.source)
+    if not levels:
+        return [None]
     if constraint.unconstrained and not constraint.preferred:
         return [required] if required is not None else [None]
-    preferred = _narrowest(levels, constraint.preferred, constraint.source)
     start = preferred if preferred is not None else len(levels) - 1
     stop = required if required is not None else 0
     start = max(start, stop)
@@ -243,9 +254,60 @@ def _narrowest(levels: Sequence[Level], keys: Iterable[str], source: str) -> int
     for key in keys:
         index = level_index(levels, key)
         if index is None:
-            raise TopologyError(
-                f"{source}: topology level {key!r} is not configured (levels: "
-                f"{', '.join(f'{lv.label} ({lv.type})' for lv in levels)})"
-            )
+            _check_label_key(levels, key, source)
+            continue
         found = index if found is None else max(found, index)
     return found
+
+
+def _check_label_key(levels: Sequence[Level], key: str, source: str) -> None:
+    if is_label_key(key):
+        return
+    configured = ", ".join(f"{lv.label} ({lv.type})" for lv in levels) or "none"
+    raise TopologyError(
+        f"{source}: topology key {key[:80]!r} is neither a configured level (levels: "
+        f"{configured}) nor a node label key"
+    )
+
+
+@dataclass(frozen=True)
+class LabelKeys:
+    """The keys of a constraint that name no configured level: plain node labels, honoured
+    as kube-scheduler honours ``schedulingConstraints.topology[].key`` (the group stays
+    inside one set of nodes that share the label's value), outside the hierarchy."""
+
+    required: tuple[str, ...] = ()
+    preferred: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.required or self.preferred)
+
+
+def label_keys(levels: Sequence[Level], constraint: Constraint) -> LabelKeys:
+    """The required and preferred keys of ``constraint`` that are not configured levels
+    (each once, in the order stated). Raises :class:`TopologyError` for a key that is not a
+    valid label key."""
+
+    def outside(keys: Iterable[str]) -> tuple[str, ...]:
+        found: dict[str, None] = {}
+        for key in keys:
+            if level_index(levels, key) is None:
+                _check_label_key(levels, key, constraint.source)
+                found.setdefault(key, None)
+        return tuple(found)
+
+    required = outside(constraint.required)
+    return LabelKeys(required, tuple(k for k in outside(constraint.preferred)
+                                     if k not in required))
+
+
+def slice_error(constraint: Constraint, pods: int) -> str | None:
+    """Why a group of ``pods`` cannot be cut into the slices ``constraint`` states (its size
+    is not a multiple of the widest layer's), or None."""
+    if not constraint.slices:
+        return None
+    size = constraint.slices[0].size
+    if pods % size:
+        return (f"{constraint.source}: the group has {pods} pods, not a multiple of its slice "
+                f"size {size} ({constraint.slices[0].key}); it is never placed in part")
+    return None

@@ -59,3 +59,9 @@ def test_whole_free_racks_counts_racks_with_no_used_node() -> None:
     assert m.whole_free_racks({"a"}, racks) == 3
     assert m.whole_free_racks({"a", "c", "d", "e"}, racks) == 0
     assert m.whole_free_racks(set(), racks) == 4
+
+
+def test_a_slice_is_whole_when_its_consecutive_pods_share_one_rack() -> None:
+    # slices of 2: (a, b) in r0, (c, d) across r1 and r2, (a, e) in two racks named r0
+    assert m.whole_slices(["a", "b", "c", "d", "a", "e"], RACK_OF, 2) == (1, 3)
+    assert m.whole_slices(["a", "b", "c", "c"], RACK_OF, 2) == (2, 2)

@@ -10,11 +10,15 @@ from fluence_core.resource_config import parse_resource_config
 from fluence_core.settings import load_settings
 from fluence_core.topology import (
     Constraint,
+    LabelKeys,
     Level,
+    SliceLayer,
     attempts,
     choose_levels,
+    label_keys,
     parse_level_labels,
     parse_levels,
+    slice_error,
 )
 
 ZONE = Level(names.ZONE_LABEL, "zone")
@@ -104,8 +108,29 @@ def test_unconstrained_seeks_no_domain() -> None:
     assert attempts(THREE, Constraint(unconstrained=True)) == [None]
 
 
-def test_an_unknown_level_or_no_levels_at_all_is_named() -> None:
-    with pytest.raises(TopologyError, match="PodGroup a/b: topology level 'pod' is not configured"):
-        attempts(THREE, Constraint(required=("pod",), source="PodGroup a/b"))
-    with pytest.raises(TopologyError, match="no topology levels are configured"):
-        attempts((), Constraint(required=("rack",), source="x"))
+def test_a_key_that_is_no_level_is_a_node_label_kept_apart_from_the_hierarchy() -> None:
+    outside = Constraint(required=("example.com/pod",), source="PodGroup a/b")
+    assert attempts(THREE, outside) == [2, 1, 0, None]
+    assert label_keys(THREE, outside) == LabelKeys(required=("example.com/pod",))
+    assert attempts((), Constraint(required=("rack",))) == [None]
+    assert label_keys((), Constraint(required=("rack",))) == LabelKeys(required=("rack",))
+
+
+def test_a_configured_level_named_by_label_or_type_is_no_label_key() -> None:
+    both = Constraint(required=("rack", "example.com/island"), preferred=("zone",))
+    assert label_keys(THREE, both) == LabelKeys(required=("example.com/island",))
+    assert attempts(THREE, both) == [2]
+
+
+def test_a_key_that_is_neither_a_level_nor_a_label_key_is_named() -> None:
+    with pytest.raises(TopologyError, match="PodGroup a/b: topology key 'not a label!' is "
+                       "neither a configured level"):
+        attempts(THREE, Constraint(required=("not a label!",), source="PodGroup a/b"))
+
+
+def test_a_group_whose_size_is_no_multiple_of_its_slice_size_is_named() -> None:
+    sliced = Constraint(slices=(SliceLayer("rack", 4), SliceLayer("node", 2)), source="pod a")
+    assert slice_error(sliced, 8) is None
+    assert "the group has 6 pods, not a multiple of its slice size 4 (rack)" in (
+        slice_error(sliced, 6) or "")
+    assert slice_error(Constraint(), 5) is None

@@ -26,7 +26,7 @@ from fluence_core.matcher.pooled import pooled
 from fluence_core.models import Group, PodRequest
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.stated_topology import read_constraint
-from fluence_core.topology import attempts
+from fluence_core.topology import attempts, label_keys
 
 
 def plan(
@@ -64,7 +64,7 @@ def plan(
         result = match_group(group, built, pooled(matcher, built))
     except ValueError as failure:
         raise FluenceError(f"{pods}: {failure}") from None
-    if built.levels:
+    if built.levels or group.topology.stated:
         for line in explain_topology(group, built, before, result):
             console.print(line, highlight=False)
     if not isinstance(result, GroupMatch):
@@ -79,6 +79,15 @@ def plan(
         table.add_row(pod.key, str(pod.cores), str(pod.memory_mib), str(pod.gpus),
                       placement.node or "-", placement.backend or "-", attrs)
     console.print(table)
+    if result.slices:
+        slices = Table(title="Slices (each inside one domain of every slice layer)")
+        for column in ("slice", "domains", "pods", "nodes"):
+            slices.add_column(column)
+        for placed in result.slices:
+            held_on = sorted({result.placements[key].node or "-" for key in placed.pods})
+            slices.add_row(str(placed.index), ", ".join(placed.domains),
+                           ", ".join(placed.pods), ", ".join(held_on))
+        console.print(slices)
 
 
 def _first_level(group: Group, graph: ResourceGraph) -> int | None:
@@ -95,19 +104,27 @@ def explain_topology(group: Group, graph: ResourceGraph, before: dict[int, dict[
     before the match)."""
     levels = graph.levels
     stated = group.topology
-    lines = ["[bold]Topology[/]: levels " + " > ".join(f"{lv.type} ({lv.label})" for lv in levels)]
+    lines = ["[bold]Topology[/]: levels " + (" > ".join(f"{lv.type} ({lv.label})"
+                                                      for lv in levels) or "none configured")]
     if stated.error:
         return lines + [f"  the group's constraint cannot be read: {stated.error}"]
     said = ", ".join(part for part in (
         f"required {', '.join(stated.required)}" if stated.required else "",
         f"preferred {', '.join(stated.preferred)}" if stated.preferred else "",
-        "unconstrained" if stated.unconstrained else "") if part)
+        "unconstrained" if stated.unconstrained else "",
+        "slices " + " > ".join(f"{layer.size} pods per {layer.key}" for layer in stated.slices)
+        if stated.slices else "") if part)
     lines.append(f"  the group states: {said} ({stated.source})" if said else
                  "  the group states nothing: the smallest domain that holds it, else anywhere")
     try:
         tries = attempts(levels, stated)
+        outside = label_keys(levels, stated)
     except TopologyError as error:
         return lines + [f"  {error}"]
+    if outside:
+        kept = "inside one domain of" if outside.required else "preferably inside one domain of"
+        lines.append(f"  {kept} node label {', '.join(outside.required or outside.preferred)}"
+                     " (no configured level: a node label, outside the hierarchy)")
     lines.append("  levels tried in turn: " + ", ".join(
         levels[t].type if t is not None else "anywhere" for t in tries))
     cores, gpus, _ = need(group)
@@ -133,8 +150,11 @@ def explain_topology(group: Group, graph: ResourceGraph, before: dict[int, dict[
                      f"that could hold {cores} cores, tightest first: {ranked}"
                      + (" ..." if len(fitting) > 5 else ""))
         break
-    if isinstance(result, GroupMatch) and chosen is None:
+    if isinstance(result, GroupMatch) and chosen is None and levels and not outside.required:
         lines.append("  placed without a domain (no level held it whole)")
+    if stated.slices and isinstance(result, GroupMatch):
+        lines.append(f"  {len(result.slices)} slices placed, each inside one domain of "
+                     + " > ".join(layer.key for layer in stated.slices))
     return lines
 
 

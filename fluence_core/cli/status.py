@@ -48,6 +48,13 @@ def status() -> None:
         console.print(virtual)
     if report.devices:
         print_devices(report.devices, "Devices (DRA)")
+    if report.outside:
+        outside = Table(title="Topology keys outside the hierarchy (node labels, honoured alone)")
+        for column in ("key", "groups"):
+            outside.add_column(column)
+        for key in report.outside:
+            outside.add_row(key.key, ", ".join(key.groups))
+        console.print(outside)
     held = Table(title="Held allocations")
     for column in ("owner", "pods", "job ids", "nodes", "virtual"):
         held.add_column(column)
@@ -55,6 +62,14 @@ def status() -> None:
         held.add_row(h.owner, ", ".join(h.pods), ",".join(map(str, h.jobids)), ", ".join(h.nodes),
                      ", ".join(h.virtual))
     console.print(held)
+    sliced = [(h, s) for h in report.held for s in h.slices]
+    if sliced:
+        slices = Table(title="Slices of held groups")
+        for column in ("owner", "slice", "domain", "nodes"):
+            slices.add_column(column)
+        for h, s in sliced:
+            slices.add_row(h.owner, str(s.index), s.domain, ", ".join(s.nodes))
+        console.print(slices)
     pending = Table(title="Pending groups")
     for column in ("group", "pods", "why it waits"):
         pending.add_column(column)

@@ -20,6 +20,8 @@ from fluence_core.matcher.group import GroupMatch, match_group
 from fluence_core.matcher.base import Allocation, Matcher, NodeShare
 from fluence_core.models import Group, NodeInfo, PodRequest
 from fluence_core.resource_config import parse_resource_config
+from fluence_core.topology import NONE as NO_CONSTRAINT
+from fluence_core.topology import Constraint, Level, SliceLayer
 
 MatcherFactory = Callable[[ResourceGraph, str], Matcher]
 
@@ -67,6 +69,12 @@ class Step:
     cores_on: dict[str, int] | None = None
     memory_on: dict[str, int] | None = None
     gpus_on: dict[str, int] | None = None
+    topology: Constraint = NO_CONSTRAINT
+    """What the group asks of the case's topology levels (slices too)."""
+    within: str | None = None
+    """A node label the whole group's nodes must share one value of."""
+    slices_within: str | None = None
+    """A node label each slice's nodes must share one value of."""
 
 
 @dataclass
@@ -76,6 +84,8 @@ class Case:
     steps: list[Step]
     resources: str = ""
     policy: str = "first"
+    levels: tuple[Level, ...] = ()
+    """The graph's topology levels, widest first (none: flat)."""
 
 
 @dataclass
@@ -90,7 +100,55 @@ def _nodes(count: int, cores: int = 4, memory: int = 4096, gpus: int = 0) -> lis
     return [NodeInfo(f"n{i}", cores, memory, gpus) for i in range(count)]
 
 
+_BLOCK = Level("example.com/block", "block")
+_RACK = Level("topology.kubernetes.io/rack", "rack")
+_ISLAND = "example.com/island"
+
+
+def _racks(*sizes: int, **labels: str) -> list[NodeInfo]:
+    """Racks r0, r1, ... of ``sizes`` 4-core nodes in block x; ``labels`` on every node."""
+    return [NodeInfo(f"r{r}-{n}", 4, 4096, 0, labels={
+        _BLOCK.label: "x", _RACK.label: f"r{r}", **labels})
+        for r, size in enumerate(sizes) for n in range(size)]
+
+
+def _sliced(size: int) -> Constraint:
+    return Constraint(required=(_BLOCK.label,), slices=(SliceLayer(_RACK.label, size),))
+
+
 CASES: list[Case] = [
+    Case(
+        "slices stay whole inside racks of one block",
+        _racks(3, 2),
+        [
+            Step("match", "sliced", pods(4, 4, 4, 4), topology=_sliced(2),
+                 slices_within=_RACK.label, within=_BLOCK.label, node_count=4),
+            Step("match", "last", pods(4), on_nodes={"r0-0", "r0-1", "r0-2"}),
+            Step("match", "none-left", pods(4), fits=False),
+        ],
+        levels=(_BLOCK, _RACK),
+    ),
+    Case(
+        "slices no rack can hold are not placed, in part or whole",
+        _racks(1, 1, 1, 1),
+        [
+            Step("match", "sliced", pods(4, 4, 4, 4), topology=_sliced(2), fits=False),
+            Step("match", "uncut", pods(4, 4, 4), topology=_sliced(2), fits=False),
+            Step("match", "all-free", pods(4, 4, 4, 4), node_count=4),
+        ],
+        levels=(_BLOCK, _RACK),
+    ),
+    Case(
+        "a key that is no level keeps the group inside one of its domains",
+        [NodeInfo(f"i{i}-{n}", 4, 4096, 0, labels={_ISLAND: f"i{i}"})
+         for i, size in enumerate((2, 3)) for n in range(size)],
+        [
+            Step("match", "three", pods(4, 4, 4), topology=Constraint(required=(_ISLAND,)),
+                 within=_ISLAND, on_nodes={"i1-0", "i1-1", "i1-2"}),
+            Step("match", "no-island", pods(4, 4, 4), topology=Constraint(required=(_ISLAND,)),
+                 fits=False),
+        ],
+    ),
     Case(
         "gang fits only all together",
         _nodes(2),
@@ -311,7 +369,7 @@ CASES: list[Case] = [
 
 def build_graph(case: Case) -> ResourceGraph:
     config = parse_resource_config(case.resources, f"<{case.name}>") if case.resources else None
-    return ResourceGraph(case.nodes, config)
+    return ResourceGraph(case.nodes, config, levels=case.levels)
 
 
 def run_case(case: Case, factory: MatcherFactory) -> None:
@@ -325,7 +383,7 @@ def run_case(case: Case, factory: MatcherFactory) -> None:
 
 
 def _match(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Case) -> None:
-    group = Group(step.label, step.group)
+    group = Group(step.label, step.group, topology=step.topology)
     result = match_group(group, run.graph, run.matcher, exclude_nodes=list(step.exclude))
     fitted = isinstance(result, GroupMatch)
     assert fitted == step.fits, f"{where}: expected fits={step.fits}, got {result}"
@@ -349,6 +407,7 @@ def _match(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Cas
                 assert placement.backend == step.backend, (
                     f"{where}: backend {placement.backend} != {step.backend}"
                 )
+    _check_domains(run.graph, result, step, where)
     for kind, allocation in result.allocations.items():
         if is_compute(kind):
             continue
@@ -360,6 +419,25 @@ def _match(run: _Run, step: Step, where: str, factory: MatcherFactory, case: Cas
             assert "virtual=true" in vertex.properties
             if step.virtual_type is not None:
                 assert kind == step.virtual_type
+
+
+def _check_domains(graph: ResourceGraph, result: GroupMatch, step: Step, where: str) -> None:
+    """The group's nodes, and each slice's, share one value of the labels the step names."""
+    def values(pods: Sequence[str], label: str) -> set[str | None]:
+        return {graph.node(node).labels.get(label) for node in
+                (result.placements[pod].node for pod in pods) if node is not None}
+
+    if step.within is not None:
+        found = values(list(result.placements), step.within)
+        assert len(found) == 1 and None not in found, (
+            f"{where}: the group spans {sorted(map(str, found))} of {step.within}")
+    if step.slices_within is not None:
+        assert result.slices, f"{where}: no slices in the match"
+        for placed in result.slices:
+            found = values(placed.pods, step.slices_within)
+            assert len(found) == 1 and None not in found, (
+                f"{where}: slice {placed.index} spans {sorted(map(str, found))} of "
+                f"{step.slices_within}")
 
 
 def _merged_compute(result: GroupMatch) -> list[NodeShare]:

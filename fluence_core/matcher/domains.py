@@ -8,13 +8,15 @@ its domain, and what ``fluence status`` and ``fluence plan`` show.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
-from fluence_core.graph import Domain, ResourceGraph
+from fluence_core import names
+from fluence_core.graph import Domain, NodeVertex, ResourceGraph
 from fluence_core.matcher.base import Allocation, Matcher
 from fluence_core.models import Group
+from fluence_core.topology import is_known, level_index
 
 
 @runtime_checkable
@@ -52,28 +54,71 @@ def rooms(graph: ResourceGraph, matcher: Matcher | None, level: int, *,
     """Each domain of ``level`` with its capacity and what the matcher's allocations leave
     (all of it without a matcher): cores and memory chunks leased to the shared pool are
     not free (they are what the pool's fractional pods use)."""
-    held_cores: dict[str, int] = {}
-    held_gpus: dict[str, int] = {}
-    held_mib: dict[str, int] = {}
+    return rooms_of(graph.domains(level, known_only=known_only), held_by_node(matcher))
+
+
+Held = dict[str, tuple[int, int, int]]
+"""Node name -> (cores, GPUs, MiB) the matcher holds on it."""
+
+
+def held_by_node(matcher: Matcher | None) -> Held:
+    """What the matcher's allocations (and the shared pool's leases) hold on each node."""
+    held: dict[str, tuple[int, int, int]] = {}
     for allocation in _holding_vertices(matcher):
         for share in allocation.nodes:
-            held_cores[share.node] = held_cores.get(share.node, 0) + len(share.cores)
-            held_gpus[share.node] = held_gpus.get(share.node, 0) + len(share.gpus)
-            held_mib[share.node] = held_mib.get(share.node, 0) + share.memory_mib
+            cores, gpus, mib = held.get(share.node, (0, 0, 0))
+            held[share.node] = (cores + len(share.cores), gpus + len(share.gpus),
+                                mib + share.memory_mib)
+    return held
+
+
+def rooms_of(partition: Mapping[Domain, Iterable[NodeVertex]], held: Held) -> dict[Domain, Room]:
+    """The room of each set of nodes (a domain's, a label value's), given what is held."""
     found: dict[Domain, Room] = {}
-    for domain, nodes in graph.domains(level, known_only=known_only).items():
+    for domain, nodes in partition.items():
         room = found[domain] = Room()
         for node in nodes:
             if node.down:
                 continue
+            cores, gpus, mib = held.get(node.name, (0, 0, 0))
             memory = node.memory_chunks * node.chunk_mib
             room.nodes += 1
             room.cores += node.cores
             room.gpus += node.gpus
             room.memory_mib += memory
-            room.free_cores += max(0, node.cores - held_cores.get(node.name, 0))
-            room.free_gpus += max(0, node.gpus - held_gpus.get(node.name, 0))
-            room.free_memory_mib += max(0, memory - held_mib.get(node.name, 0))
+            room.free_cores += max(0, node.cores - cores)
+            room.free_gpus += max(0, node.gpus - gpus)
+            room.free_memory_mib += max(0, memory - mib)
+    return found
+
+
+def partition(graph: ResourceGraph, nodes: Iterable[NodeVertex], keys: Sequence[str]
+              ) -> dict[Domain, list[NodeVertex]]:
+    """``nodes`` split by the domains of ``keys`` (each a configured level's label or type,
+    or any node label): the nodes of one part share a domain of every key. A configured
+    level's domain is named from the widest level down, as the graph names it; another
+    label's by its value, ``kubernetes.io/hostname`` by the node's name. A node without one
+    of the keys (or in a level's unknown domain) is in no part: it cannot promise to share
+    a domain with anyone."""
+    found: dict[Domain, list[NodeVertex]] = {}
+    depths = [level_index(graph.levels, key) for key in keys]
+    for node in nodes:
+        name: list[str] = []
+        for key, depth in zip(keys, depths):
+            if depth is not None:
+                domain = node.domains[: depth + 1]
+                if not is_known(domain):
+                    break
+                name.extend(domain)
+            elif key == names.HOSTNAME_LABEL:
+                name.append(node.name)
+            else:
+                value = node.labels.get(key)
+                if not value:
+                    break
+                name.append(value)
+        else:
+            found.setdefault(tuple(name), []).append(node)
     return found
 
 
@@ -147,13 +192,27 @@ def need(group: Group) -> tuple[int, int, int]:
 def short_of(graph: ResourceGraph, matcher: Matcher, group: Group, level: int) -> str:
     """Why ``group`` waits for one domain of ``level``: the best domain and what it lacks."""
     kind = graph.levels[level]
+    return _short_of(group, rooms(graph, matcher, level), kind.type, kind.label)
+
+
+def short_of_labels(graph: ResourceGraph, matcher: Matcher, group: Group,
+                    keys: Sequence[str]) -> str:
+    """Why ``group`` waits for one set of nodes sharing the values of node labels ``keys``
+    (no configured level): the best such set and what it lacks."""
+    found = rooms_of(partition(graph, graph.nodes, keys), held_by_node(matcher))
+    label = ", ".join(keys)
+    return _short_of(group, found, "domain of node label" + ("s" if len(keys) > 1 else ""),
+                     label, named=lambda d: ",".join(f"{k}={v}" for k, v in zip(keys, d)))
+
+
+def _short_of(group: Group, found: dict[Domain, Room], kind: str, label: str,
+              named: Callable[[Domain], str] = "/".join) -> str:
     cores, gpus, mib = need(group)
     asks = f"{len(group.pods)} pods, {cores} cores" + (f", {gpus} GPUs" if gpus else "") + (
         f", {mib} MiB" if mib else "")
-    head = f"group {group.name} must stay inside one {kind.type} ({kind.label}); it needs {asks}"
-    found = rooms(graph, matcher, level)
+    head = f"group {group.name} must stay inside one {kind} ({label}); it needs {asks}"
     if not found:
-        return f"{head}, but no node has the label {kind.label}"
+        return f"{head}, but no node has the label {label}"
 
     def lack(room: Room) -> tuple[int, int, int]:
         return (max(0, gpus - room.free_gpus), max(0, cores - room.free_cores),
@@ -166,7 +225,7 @@ def short_of(graph: ResourceGraph, matcher: Matcher, group: Group, level: int) -
                                            (missing_mib, "MiB")) if n]
     lacks = ("lacks " + ", ".join(parts)) if parts else (
         "has the free totals, but not on nodes (or nodes its pods may use) that fit each pod")
-    return (f"{head}; the best {kind.type} is {'/'.join(best)} with {room.free_cores} cores"
+    return (f"{head}; the best {kind} is {named(best)} with {room.free_cores} cores"
             + (f", {room.free_gpus} GPUs" if gpus else "")
             + f" free on {room.nodes} nodes: it {lacks}")
 

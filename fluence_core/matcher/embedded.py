@@ -40,7 +40,9 @@ from fluence_core.matcher.base import (
     NodeShare,
     VirtualShare,
 )
-from fluence_core.matcher.constraints import Predicate, compile_constraint, few_hosts
+from fluence_core.matcher.constraints import (
+    FEW_HOSTS, Predicate, compile_constraint, few_hosts,
+)
 from fluence_core.matcher.domains import fewest_holding
 from fluence_core.matcher.node_order import IdOrder, NodeOrder, RankOrder
 from fluence_core.matcher.jobspec import NUMA_ALIGNED
@@ -383,7 +385,7 @@ class EmbeddedMatcher:
             raise MatcherError(f"unsupported jobspec version {jobspec.get('version')!r}")
         system = (jobspec.get("attributes") or {}).get("system") or {}
         predicate = compile_constraint(system.get("constraints"))
-        named = few_hosts(system.get("constraints"))
+        named = few_hosts(system.get("constraints"), self._named_limit())
         slots: list[_SlotRequest] = []
         virtual: _VirtualRequest | None = None
         entries = jobspec.get("resources") or []
@@ -427,6 +429,13 @@ class EmbeddedMatcher:
             )
         return _Request(tuple(slots), virtual, predicate, level,
                         None if named is None else tuple(named))
+
+    def _named_limit(self) -> int:
+        """The longest hostlist searched on its own nodes: a domain's (a rack of 100 nodes,
+        one slice of a sliced gang) is walked there, not found by walking the whole graph's
+        order past every node before it; a list of a good part of the graph is not, since
+        sorting it for every match would cost more than the walk."""
+        return max(FEW_HOSTS, len(self._states) // 8)
 
     # -- placing ---------------------------------------------------------------
 

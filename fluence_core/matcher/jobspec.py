@@ -74,6 +74,21 @@ def is_compute(kind: str) -> bool:
     return kind == COMPUTE or kind.startswith(f"{COMPUTE}-")
 
 
+_SLICE = "-slice"
+
+
+def slice_kind(kind: str, index: int) -> str:
+    """The kind of slice ``index``'s jobspec ``kind`` in a sliced group's allocations
+    (``compute-slice3``; a compute kind stays one, as records and restarts read it)."""
+    return f"{kind}{_SLICE}{index}"
+
+
+def slice_of(kind: str) -> int | None:
+    """The slice a kind of a sliced group's allocations belongs to (None: not sliced)."""
+    head, found, index = kind.rpartition(_SLICE)
+    return int(index) if found and head and index.isdigit() else None
+
+
 def compute_jobspec(
     pods: list[PodRequest], constraint: dict[str, Any] | None = None,
     level_type: str | None = None,

@@ -52,7 +52,7 @@ from fluence_core.models import Group
 from fluence_core.matcher.readback import read_placements
 from fluence_core.scheduler.feasible import FeasibleNodes
 from fluence_core.errors import TopologyError
-from fluence_core.topology import attempts, is_known
+from fluence_core.topology import attempts, is_known, label_keys
 
 AFFINITY_TRIES = 8
 """Domains the first member of a gang with affinity between its members may try."""
@@ -134,12 +134,20 @@ class MemberPlacer:
         levels = self.feasible.view.graph.levels
         try:
             required = attempts(levels, group.topology)[-1]
+            shared = label_keys(levels, group.topology).required
         except TopologyError as error:
             return GroupMiss(group, COMPUTE, MatchOutcome.UNSATISFIABLE, detail=str(error))
+        if group.topology.slices:
+            return GroupMiss(group, COMPUTE, MatchOutcome.UNSATISFIABLE, detail=(
+                f"group {group.name}: its members constrain each other (affinity, host ports, "
+                "...), so they are placed one by one, and slices are not kept that way; "
+                "drop the slice annotations or the constraints between members"))
         if required is not None:
             keys |= {level.label for level in levels[: required + 1]}
+        keys |= set(shared)
         kept_out: set[str] = set(exclude or ())
-        outcome = self._place_in_turn(group, facts, set(kept_out), set(), required, devices)
+        outcome = self._place_in_turn(group, facts, set(kept_out), set(), required, devices,
+                                      shared)
         tries = 1
         while isinstance(outcome, tuple) and keys and tries < AFFINITY_TRIES:
             first_node = outcome[1]
@@ -152,17 +160,18 @@ class MemberPlacer:
             logger.debug("group %s: the first member's domain on %s could not hold the rest; "
                          "trying another", group.name, first_node)
             outcome = self._place_in_turn(group, facts, set(exclude or ()), kept_out, required,
-                                          devices)
+                                          devices, shared)
             tries += 1
         return outcome[0] if isinstance(outcome, tuple) else outcome
 
     def _place_in_turn(self, group: Group, facts: Sequence[PodFacts], exclude: set[str],
                        first_excluded: set[str], required: int | None = None,
-                       devices: DevicePlan | None = None,
+                       devices: DevicePlan | None = None, shared: Sequence[str] = (),
                        ) -> GroupMatch | tuple[GroupMiss, str | None]:
         """The group placed, or its miss with the node its first member had taken; with a
         ``required`` topology level, every member inside the first member's domain of it;
-        with ``devices``, every member's claims allocated where it goes."""
+        with ``shared`` node labels (no configured level), on nodes with the first member's
+        values of them; with ``devices``, every member's claims allocated where it goes."""
         if devices is not None:
             devices.reset()
         view = self.feasible.view
@@ -178,6 +187,12 @@ class MemberPlacer:
                 fit = [n for n in answer.feasible_nodes if n.name not in out]
                 if required is not None:
                     fit = [n for n in fit if _in_domain(view.graph, n.name, required, first_node)]
+                if shared:
+                    first = snapshot.node(first_node) if first_node else None
+                    want = {k: first.labels.get(k) for k in shared} if first else {}
+                    fit = [n for n in fit if all(
+                        n.labels.get(k) and n.labels.get(k) == want.get(k, n.labels.get(k))
+                        for k in shared)]
                 if devices is not None and devices.uses_claims(index) and fit:
                     reachable = len(fit)
                     fit = [n for n in fit if devices.fits(index, n.name)]

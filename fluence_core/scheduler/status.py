@@ -16,15 +16,22 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from collections.abc import Mapping
+
 from fluence_core import names
 from fluence_core.dra.state import DeviceRow, device_rows
 from fluence_core.kube.meta import annotations_of
+from fluence_core.errors import TopologyError
 from fluence_core.log import logger
+from fluence_core.matcher.base import Allocation
 from fluence_core.matcher.domains import DomainRow, ZoneRow, hierarchy, zone_rows
+from fluence_core.matcher.jobspec import slice_of
 from fluence_core.pod_requests import CPU, MEMORY, pod_requests
 from fluence_core.quantity import MIB
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.core import Scheduler
+from fluence_core.stated_topology import read_constraint
+from fluence_core.topology import Constraint, label_keys, level_index
 
 
 @dataclass
@@ -60,12 +67,32 @@ class NodeUse:
 
 
 @dataclass
+class HeldSlice:
+    """One slice of a sliced group: the nodes it holds, and the narrowest domain holding
+    them all (``-``: none, the whole cluster)."""
+
+    index: int
+    nodes: list[str]
+    domain: str
+
+
+@dataclass
 class HeldGroup:
     owner: str
     pods: list[str]
     jobids: list[int]
     nodes: list[str]
     virtual: list[str]
+    slices: list[HeldSlice] = field(default_factory=list)
+
+
+@dataclass
+class OutsideKey:
+    """A topology key a group names that is no configured level: a plain node label,
+    honoured on its own, outside the hierarchy."""
+
+    key: str
+    groups: list[str]
 
 
 @dataclass
@@ -100,6 +127,8 @@ class Status:
     reservations: list[ReservationInfo] = field(default_factory=list)
     devices: list[DeviceRow] = field(default_factory=list)
     """Every DRA device, free or held by which claim (none without ResourceSlices)."""
+    outside: list[OutsideKey] = field(default_factory=list)
+    """Keys groups name that are not configured levels, with the groups naming each."""
 
 
 def collect_status(scheduler: Scheduler) -> Status:
@@ -115,6 +144,7 @@ def collect_status(scheduler: Scheduler) -> Status:
                                     theirs, node.memory_mib, math.ceil(memory / MIB),
                                     node.gpus, gpus, node.down))
     holders: dict[str, str] = {}
+    outside: dict[str, list[str]] = {}
     for (resource, namespace, owner), records in scheduler.records.held.items():
         for record in records:
             nodes = sorted({s.node for a in record.allocations.values() for s in a.nodes})
@@ -128,9 +158,15 @@ def collect_status(scheduler: Scheduler) -> Status:
                     holders[v.path] = f"{namespace}/{owner}"
             status.held.append(
                 HeldGroup(
-                    f"{resource}/{namespace}/{owner}", record.pods, record.jobids, nodes, virtual
+                    f"{resource}/{namespace}/{owner}", record.pods, record.jobids, nodes, virtual,
+                    _slices(scheduler, record.allocations),
                 )
             )
+            if resource == "podgroups":
+                pods = [scheduler.view.pods[(namespace, pod)] for pod in record.pods
+                        if (namespace, pod) in scheduler.view.pods]
+                _note_outside(outside, scheduler, f"{namespace}/{owner}", read_constraint(
+                    scheduler.view.pod_groups.get((namespace, owner)), pods))
     for index in scheduler.graph.virtual_roots:
         vertex = scheduler.graph.virtual[index]
         holder = holders.get(vertex.path) or next(
@@ -150,6 +186,9 @@ def collect_status(scheduler: Scheduler) -> Status:
         reservation = _reservation(pending)
         if reservation is not None:
             status.reservations.append(reservation)
+        _note_outside(outside, scheduler, pending.key,
+                      read_constraint(pending.pod_group, pending.pods, pending.template))
+    status.outside = [OutsideKey(key, groups) for key, groups in sorted(outside.items())]
     return status
 
 
@@ -169,6 +208,40 @@ def _reservation(pending: g.PendingGroup) -> ReservationInfo | None:
                        names.RESERVATION_ANNOTATION, error)
         return None
     return ReservationInfo(pending.key, nodes, None if start is None else str(start))
+
+
+def _slices(scheduler: Scheduler, allocations: Mapping[str, Allocation]) -> list[HeldSlice]:
+    """The slices of a sliced group's record, in order (none for a group not sliced)."""
+    nodes: dict[int, set[str]] = {}
+    for kind, allocation in allocations.items():
+        index = slice_of(kind)
+        if index is not None:
+            nodes.setdefault(index, set()).update(share.node for share in allocation.nodes)
+    graph = scheduler.graph
+    rows = []
+    for index, held in sorted(nodes.items()):
+        known = [node for node in held if graph.has_node(node)]
+        common = graph.common_domain(known) if known else ()
+        domain = "/".join(common) if common else (known[0] if len(held) == 1 and known
+                                                   else "-")
+        rows.append(HeldSlice(index, sorted(held), domain))
+    return rows
+
+
+def _note_outside(outside: dict[str, list[str]], scheduler: Scheduler, group: str,
+                  constraint: Constraint) -> None:
+    """Add the keys ``constraint`` names that are no configured level (its slice layers'
+    too) to ``outside``, under ``group``."""
+    levels = scheduler.graph.levels
+    try:
+        keys = label_keys(levels, constraint)
+    except TopologyError:
+        return
+    named = [*keys.required, *keys.preferred]
+    named += [layer.key for layer in constraint.slices
+              if level_index(levels, layer.key) is None and layer.key != names.HOSTNAME_LABEL]
+    for key in dict.fromkeys(named):
+        outside.setdefault(key, []).append(group)
 
 
 def _held_by_node(scheduler: Scheduler) -> dict[str, tuple[int, int, int, int]]:

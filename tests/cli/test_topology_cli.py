@@ -97,3 +97,31 @@ def test_graph_names_a_topology_object_without_a_name(write_yaml: Callable[..., 
     nodes = write_yaml("nodes.yaml", make_node_dict("flat", 4, "4Gi"), topology)
     assert "NodeResourceTopology without metadata.name" in failed(
         fluence("graph", "--nodes", nodes))
+
+
+def test_plan_shows_each_slice_and_the_rack_it_landed_in(
+    write_yaml: Callable[..., Path],
+) -> None:
+    # zone z0 holds racks r0 and r1 of two 4-core nodes each
+    nodes, resources = _cluster(write_yaml)
+    slices = {names.KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: names.ZONE_LABEL,
+              names.KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: names.RACK_LABEL,
+              names.KUEUE_SLICE_SIZE_ANNOTATION: "2"}
+    pods = write_yaml("pods.yaml", *(make_pod_dict(f"p{i}", "4", annotations=slices)
+                                     for i in range(4)))
+    output = ok(fluence("plan", pods, "--nodes", nodes, "--resources", resources))
+    assert f"slices 2 pods per {names.RACK_LABEL}" in output
+    assert f"2 slices placed, each inside one domain of {names.RACK_LABEL}" in output
+    assert "Slices (each inside one domain of every slice layer)" in output
+    assert f"{names.RACK_LABEL}=z0/r0" in output and f"{names.RACK_LABEL}=z0/r1" in output
+
+
+def test_plan_says_a_key_that_is_no_level_is_a_node_label(
+    write_yaml: Callable[..., Path],
+) -> None:
+    nodes, resources = _cluster(write_yaml)
+    required = {names.KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: "example.com/island"}
+    pods = write_yaml("pods.yaml", make_pod_dict("p0", "2", annotations=required))
+    output = failed(fluence("plan", pods, "--nodes", nodes, "--resources", resources), code=1)
+    assert "inside one domain of node label example.com/island (no configured level" in output
+    assert "no node has the label example.com/island" in output

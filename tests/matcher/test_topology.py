@@ -113,15 +113,13 @@ def test_nodes_without_the_rack_label_never_hold_a_rack_required_gang() -> None:
     assert isinstance(loose, GroupMatch), "without a constraint they are used"
 
 
-def test_a_required_level_that_is_not_configured_is_refused_with_the_levels() -> None:
+def test_a_required_key_no_node_has_makes_the_gang_wait_naming_the_label() -> None:
     graph = ResourceGraph(racks(1), levels=RACK_ONLY)
     result = match_group(gang(1, constraint=Constraint(required=("example.com/pod",),
                                                        source="PodGroup default/g")),
                          graph, EmbeddedMatcher(graph, "first"))
     assert isinstance(result, GroupMiss)
-    assert "PodGroup default/g: topology level 'example.com/pod' is not configured" in (
-        result.reason)
-    assert "topology.kubernetes.io/rack (rack)" in result.reason
+    assert "no node has the label example.com/pod" in result.reason
 
 
 def test_a_gang_whose_members_disagree_is_refused_with_their_names() -> None:

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import pytest
 
+from fluence_core import names
 from fluence_core.kube.api import PODS
 from fluence_core.feasibility import PodFacts
 from fluence_core.scheduler.members import entangled
@@ -246,3 +247,25 @@ def test_a_gang_requiring_a_zone_that_cannot_fit_says_which_zone_is_best_and_wha
     reason = _reason(h, "m0")
     assert f"must stay inside one zone ({ZONE})" in reason
     assert "the best zone is a with 8 cores free on 2 nodes: it lacks 4 cores" in reason
+
+
+def test_an_entangled_gang_requiring_a_label_that_is_no_level_stays_inside_one_of_its_domains(
+        harness_factory: Factory) -> None:
+    # no levels configured: the zone label is only a node label here, as kube-scheduler
+    # reads any topology key; zone a (listed first) has two nodes, b three
+    members = [_member(f"m{i}", affinity=ONE_PER_NODE) for i in range(3)]
+    nodes = [_node("a0", "a"), _node("a1", "a"), *(_node(f"b{i}", "b") for i in range(3))]
+    h = harness_factory(*nodes, pod_group("g", 3, topology=[ZONE]), *members)
+    h.cycle()
+    assert sorted(str(n) for n in _gang(h, 3)) == ["b0", "b1", "b2"]
+
+
+def test_an_entangled_sliced_gang_waits_saying_slices_are_not_kept_member_by_member(
+        harness_factory: Factory) -> None:
+    slices = {names.KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: ZONE,
+              names.KUEUE_SLICE_SIZE_ANNOTATION: "1"}
+    members = [_member(f"m{i}", affinity=ONE_PER_NODE, annotations=slices) for i in range(2)]
+    h = harness_factory(_node("a0", "a"), _node("a1", "a"), pod_group("g", 2), *members)
+    h.cycle()
+    assert _gang(h, 2) == [None, None] and _held(h) == 0
+    assert "slices are not kept that way" in _reason(h, "m0")

@@ -162,3 +162,39 @@ def test_status_shows_the_room_reserved_for_a_waiting_gang(
     report = collect_status(viewer)
     assert [(r.group, r.nodes, r.start) for r in report.reservations] == [
         ("default/big", {"n0": 4, "n1": 4}, None)], "hold-1 has no walltime: no start"
+
+
+def test_status_shows_each_slice_of_a_held_group_and_the_rack_it_landed_in(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    racked = [node(name, labels={"example.com/block": "x", names.RACK_LABEL: rack})
+              for name, rack in (("n0", "r3"), ("n1", "r3"), ("n2", "r3"),
+                                 ("n3", "r2"), ("n4", "r2"))]
+    slices = {names.KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: "example.com/block",
+              names.KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: names.RACK_LABEL,
+              names.KUEUE_SLICE_SIZE_ANNOTATION: "2"}
+    h = harness_factory(*racked, pod_group("g", 4),
+                        *(pod(f"g{i}", "4", group="g", annotations=slices) for i in range(4)),
+                        resources="topology:\n  levels: [example.com/block, "
+                                  "topology.kubernetes.io/rack]\n")
+    h.cycle()
+    viewer = Scheduler(h.cluster, load_settings(), config=h.config, read_only=True)
+    viewer.start()
+    held = {g.owner: g for g in collect_status(viewer).held}["podgroups/default/g"]
+    assert [(s.index, s.domain) for s in held.slices] == [(0, "x/r2"), (1, "x/r3")]
+    assert all(len(s.nodes) == 2 for s in held.slices)
+
+
+def test_status_names_a_topology_key_outside_the_hierarchy_and_who_uses_it(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    island = "example.com/island"
+    h = harness_factory(node("n0", labels={island: "i0", names.RACK_LABEL: "r"}),
+                        pod_group("g", 2, topology=[island]),
+                        pod("g0", "3", group="g"), pod("g1", "3", group="g"),
+                        resources="topology:\n  levels: [topology.kubernetes.io/rack]\n")
+    h.cycle()  # one node of 4 cores: the gang of 6 waits
+    viewer = Scheduler(h.cluster, load_settings(), config=h.config, read_only=True)
+    viewer.start()
+    outside = collect_status(viewer).outside
+    assert [(k.key, k.groups) for k in outside] == [(island, ["default/g"])]
