@@ -248,6 +248,8 @@ PARSES_QUANTITIES_FOR_OTHER_REASONS = {
     "fluence_core/feasibility/objects.py": "a Node's allocatable (NodeFacts)",
     "fluence_core/sim/baseline.py": "a Node's allocatable",
     "fluence_core/sim/scenario.py": "validates the scenario's quantities",
+    "fluence_core/dra/cel.py": "a CEL selector's quantity() over a device's capacity",
+    "fluence_core/dra/devices.py": "a ResourceSlice device's capacity",
 }
 """Modules that parse Kubernetes quantities, and what: none of them a pod's requests."""
 
