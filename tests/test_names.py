@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import pytest
 
 from fluence_core import names
+from fluence_core.hybrid import boot
 
 
 def test_scheduler_name_is_fluence() -> None:
@@ -95,3 +100,37 @@ def test_env_name_for_attribute_is_upper_case_with_unsafe_characters_replaced(
     key: str, env: str
 ) -> None:
     assert names.env_name_for_attribute(key) == env
+
+
+
+_LABEL_KEY = re.compile(r"[a-z0-9.-]*(?:kubernetes|k8s|flux-framework)\.(?:io|org)/[\w.-]*")
+"""A label, annotation, taint or finalizer key (or its prefix) under a Kubernetes or Flux domain."""
+_GROUP_VERSION = re.compile(r"[a-z0-9.-]+/v\d+(?:(?:alpha|beta)\d+)?")
+"""An API group and version (``admission.k8s.io/v1``): a route to a kind, not a key."""
+CORE = Path(__file__).resolve().parent.parent / "fluence_core"
+
+
+def label_keys_in(source: str) -> list[tuple[int, str]]:
+    """Every string literal of ``source`` that is a whole label-like key, with its line."""
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and _LABEL_KEY.fullmatch(node.value) and not _GROUP_VERSION.fullmatch(node.value)]
+
+
+def test_label_keys_in_finds_keys_but_not_group_versions_or_prose() -> None:
+    source = ('A = "batch.kubernetes.io/job-name"\nB = "admission.k8s.io/v1"\n'
+              'C = "the kubernetes.io/hostname label"\nD = "kueue.x-k8s.io/podset-slice-size"\n')
+    assert label_keys_in(source) == [(1, "batch.kubernetes.io/job-name"),
+                                     (4, "kueue.x-k8s.io/podset-slice-size")]
+
+
+def test_no_label_key_is_spelled_outside_names() -> None:
+    stray = [f"{path.relative_to(CORE.parent)}:{line} {key!r}"
+             for path in sorted(CORE.rglob("*.py")) if path != CORE / "names.py"
+             for line, key in label_keys_in(path.read_text())]
+    assert not stray, f"move these to fluence_core/names.py: {stray}"
+
+
+def test_the_staged_boot_spells_the_environment_as_names_does() -> None:
+    assert (boot._POD_UID_ENV, boot._LOG_LEVEL_ENV, boot._ATTR_PREFIX) == (
+        names.ENV_POD_UID, names.ENV_LOG_LEVEL, names.ENV_ATTR_PREFIX)

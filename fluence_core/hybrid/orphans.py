@@ -48,8 +48,6 @@ from fluence_core.kube.meta import annotations_of, labels_of, metadata_of
 SELECTOR = (f"{names.ROLE_LABEL} in ({names.ROLE_SCOUT},{names.ROLE_WORKER}),"
             f"{names.GROUP_LABEL}")
 """The shared groups' pods: scouts and workers that carry a group label."""
-JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
-"""The job controller's label on every pod of a Job: its uid."""
 REASON = "ScoutLost"
 """Reason of the Event on each worker released because its scout was lost."""
 
@@ -150,7 +148,7 @@ class OrphanSweep(Periodic):
         """Whether a live pod of the group's Job still runs the sidecar, whatever its labels
         say: a scout whose role label was removed is still the scout (issue 32)."""
         listed = self.cluster.list(PODS, key[0],
-                                   label_selector=f"{JOB_UID_LABEL}={key[2]}").items
+                                   label_selector=f"{names.JOB_UID_LABEL}={key[2]}").items
         return any(not ended(pod) and any(
             c.get("name") == names.SIDECAR_CONTAINER
             for c in (pod.get("spec") or {}).get("containers") or []) for pod in listed)
