@@ -90,8 +90,8 @@ def check_pod_group(ctx: AdmissionContext, name: str,
 
     What a pod's PodGroup needs is made by the webhook's controller from the stored
     pod (:mod:`~fluence_core.webhook.controller.controller`), never from the review
-    (issue 32: anyone reaching the port could POST one, and what admission made or
-    remembered, it made for them). Known means: in the PodGroup informer
+    (anyone reaching the port could POST one, and what admission made or remembered,
+    it would make for them). Known means: in the PodGroup informer
     (:mod:`~fluence_core.webhook.controller.informer`; nothing is read while it is not
     synced), or made by the controller seconds ago. ``min_count``, when a
     function (learning it may read the owning Job), is asked only while the PodGroup is

@@ -17,7 +17,7 @@ The ConfigMap, Secret and Service are made by the webhook's controller from the
 stored workload (:meth:`FluxHandler.reconcile`; the handler labels what it rewrote
 with :data:`~fluence_core.api.names.FLUX_LABEL`, which the controller selects by),
 owned by it from their creation, so the garbage collector deletes them with it.
-Admission makes nothing (issue 32: a forged review made them in any namespace);
+Admission makes nothing (a forged review would make them in any namespace);
 it only refuses a workload whose objects' names are taken by someone else's.
 """
 
