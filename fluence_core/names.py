@@ -143,7 +143,7 @@ IMAGE: Final = "ghcr.io/flux-framework/fluence:0.1.0"
 the webhook's stage init container and sidecar use it (FLUENCE_RUNTIME_IMAGE's default).
 Its tag is fluence-core's version."""
 
-# Who may write what (issue 32): fluence_core/webhook/admission/owned.py,
+# Who may write what: fluence_core/webhook/admission/owned.py,
 # deploy/admission-policy.yaml.
 SCHEDULER_ONLY_ANNOTATIONS: Final = (ALLOCATION_ANNOTATION, JOBIDS_ANNOTATION,
                                      BACKEND_ANNOTATION)
