@@ -62,7 +62,6 @@ VIEW_VOLUME = "flux-view"
 SCRIPTS_VOLUME = "flux-scripts"
 SHM_VOLUME = "flux-shm"
 SHM_PATH = "/dev/shm"
-HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 DEFAULT_SCHEDULER = "default-scheduler"
 """What the API server writes into a pod template without ``schedulerName``."""
 
@@ -253,7 +252,7 @@ class FluxHandler(Handler):
             "weight": 100,
             "podAffinityTerm": {
                 "labelSelector": {"matchLabels": dict(work.selector)},
-                "topologyKey": HOSTNAME_TOPOLOGY,
+                "topologyKey": names.HOSTNAME_LABEL,
             },
         }
         preferred = "preferredDuringSchedulingIgnoredDuringExecution"
