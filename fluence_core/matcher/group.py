@@ -160,7 +160,7 @@ def match_group(
 def _match(
     group: Group, graph: ResourceGraph, matcher: Matcher, exclude_nodes: Sequence[str] | None
 ) -> GroupMatch | GroupMiss:
-    """The group at each topology level in turn (see the module docstring), inside one set
+    """The group at each topology level in turn (see :func:`match_group`), inside one set
     of nodes sharing the values of the node labels it names that are not levels."""
     try:
         tries = attempts(graph.levels, group.topology)
@@ -264,7 +264,7 @@ def _match_at(
 
 def _domain_by_domain(group: Group, matcher: Matcher) -> bool:
     """Whether the domains of a level must be tried here, one by one: the matcher cannot
-    hold the group's compute jobspecs to one domain itself (see the module docstring)."""
+    hold the group's compute jobspecs to one domain itself (see :func:`match_group`)."""
     if any(pod.shared for pod in group.pods):
         return True
     return not _matches_jointly(matcher)

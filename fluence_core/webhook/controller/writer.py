@@ -37,7 +37,7 @@ NOT_YET_MAX: Final = 1.0
 
 class NotYet(Exception):
     """Raised by a step whose object needs another one that is not stored yet: the writer
-    tries it again later (module docstring), within its write's ``patience``."""
+    tries it again later (:class:`BackgroundWriter`), within its write's ``patience``."""
 
 
 @dataclass(frozen=True)
