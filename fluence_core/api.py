@@ -5,44 +5,7 @@ nowhere else in ``fluence_core`` (a test holds our own plugins to it). The
 modules behind these names are implementation details and may move; the names
 exported here stay. Test helpers and pytest fixtures live in
 :mod:`fluence_core.testing` (a pytest plugin loaded through ``pytest11``).
-
-What is here, by the hook that needs it:
-
-* every plugin: :data:`hookimpl`, :data:`names` (every label, annotation and
-  env name), :data:`logger`, :class:`FluenceError`, the settings base class
-  :class:`PluginSettings` and Fluence's own :class:`Settings`;
-* ``fluence_matcher``: :class:`Matcher` (and :class:`GroupMatcher`, with
-  :class:`GroupRefusal`, for a matcher that holds a group's jobspecs
-  together), :class:`Allocation` and its shares,
-  :class:`ResourceGraph`, :class:`NodeInfo`, :class:`MatchPolicy`, and for NUMA zones
-  :class:`ZoneLoad` and :data:`NUMA_TYPE`;
-* scheduler hooks: :class:`Group`, :class:`PodRequest`, :class:`PodPlacement`
-  and the :data:`SchedulingContext` they receive; a pod's size by kube-scheduler's
-  rule is :func:`pod_requests` (never recount a pod's containers);
-* ``fluence_feasibility_filters``: :class:`FeasibilityFilter` (asked once per
-  pod, with its :class:`PodFacts` and a :class:`Snapshot`, for a :class:`NodeCheck`
-  over :class:`NodeFacts`, a :class:`Refusal`, or nothing);
-* ``fluence_score_plugins``: :class:`ScorePlugin` (asked about a pod's feasible
-  nodes for :data:`NodeScores`, 0 to :data:`MAX_NODE_SCORE`, or nothing), with
-  kube-scheduler's :func:`default_normalize`;
-* ``fluence_settings``: :class:`PluginSettings` subclasses (and :class:`Switch`);
-* ``fluence_webhook_handlers`` and ``fluence_admit``: :class:`Handler`, :class:`Reconciler`
-  and :class:`StoredContext` (a handler that makes objects makes them from the stored
-  object, never at admission),
-  :class:`AdmissionContext`, :class:`AdmissionDenied`, the JSON patch helpers
-  (:data:`JsonPatch`, :func:`pointer`, :func:`apply_patch`,
-  :func:`add_all_to_list`), pod accessors,
-  the :class:`ServiceState` a service keeps across requests, and the CEL pieces of
-  :mod:`conditions` with :func:`judges`, to say which pods a handler or an admission
-  check needs (the API server sends no other);
-* ``fluence_providers``: :class:`Provider`, :class:`Backend`,
-  :class:`BackendInfo`, :func:`parse_queue_position`, and :func:`job_records` for
-  what an interceptor recorded;
-* talking to Kubernetes: :class:`ClusterAPI`, :class:`Resource`, the resource
-  names and the API errors;
-* reading any object's metadata (absent parts read as empty): :func:`metadata_of`,
-  :func:`labels_of`, :func:`annotations_of`, :func:`owner_references_of` and
-  :func:`controller_reference`; never spell ``obj.get("metadata") or {}`` out.
+docs/plugins.md lists what is here by the hook that needs it.
 """
 
 from __future__ import annotations

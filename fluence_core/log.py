@@ -33,12 +33,13 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 def configure(level: str | int | None = None) -> None:
-    """Attach a stderr handler once; the level comes from the argument or ``FLUENCE_LOG_LEVEL``."""
-    chosen = level if level is not None else os.environ.get("FLUENCE_LOG_LEVEL", "INFO")
+    """Attach a stderr handler once; the level comes from the argument or the environment
+    (:data:`fluence_core.names.ENV_LOG_LEVEL`)."""
+    chosen = level if level is not None else os.environ.get(names.ENV_LOG_LEVEL, "INFO")
     if isinstance(chosen, str):
         chosen = chosen.strip().upper()
         if chosen not in LEVELS:
-            raise SettingsError(f"FLUENCE_LOG_LEVEL={chosen[:40]!r}: expected one of"
+            raise SettingsError(f"{names.ENV_LOG_LEVEL}={chosen[:40]!r}: expected one of"
                                 f" {', '.join(LEVELS)}")
     logger.setLevel(chosen)
     if not any(getattr(h, "_fluence", False) for h in logger.handlers):

@@ -123,6 +123,10 @@ member of a hybrid group: what the quantum PriorityClass and the protected mark 
 (deploy/quantum-priority-policy.yaml)."""
 JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 """Label and annotation the Job controller puts on an Indexed Job's pods."""
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+"""The Job controller's label on every pod of a Job: the Job's name."""
+JOB_UID_LABEL: Final = "batch.kubernetes.io/controller-uid"
+"""The Job controller's label on every pod of a Job: the Job's uid."""
 ENV_ROLE: Final = "FLUENCE_ROLE"
 ENV_GROUP: Final = "FLUENCE_GROUP"
 ENV_GROUP_SIZE: Final = "FLUENCE_GROUP_SIZE"
@@ -139,7 +143,7 @@ IMAGE: Final = "ghcr.io/flux-framework/fluence:0.1.0"
 the webhook's stage init container and sidecar use it (FLUENCE_RUNTIME_IMAGE's default).
 Its tag is fluence-core's version."""
 
-# Who may write what (issue 32): fluence_core/webhook/admission/owned.py,
+# Who may write what: fluence_core/webhook/admission/owned.py,
 # deploy/admission-policy.yaml.
 SCHEDULER_ONLY_ANNOTATIONS: Final = (ALLOCATION_ANNOTATION, JOBIDS_ANNOTATION,
                                      BACKEND_ANNOTATION)
@@ -181,6 +185,21 @@ RACK_LABEL: Final = "topology.kubernetes.io/rack"
 REGION_LABEL: Final = "topology.kubernetes.io/region"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 """The node itself: never a topology level (the graph's node vertices are that level)."""
+NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
+"""The label the API server keeps on every namespace: its own name (what a namespace
+selector matches when Fluence knows no other label of the namespace)."""
+UNSCHEDULABLE_TAINT_KEY: Final = "node.kubernetes.io/unschedulable"
+"""The taint ``spec.unschedulable`` (a cordon) stands for, with effect ``NoSchedule``."""
+
+# Storage: what kube-scheduler's VolumeBinding reads and writes on claims.
+NO_PROVISIONER: Final = "kubernetes.io/no-provisioner"
+"""A StorageClass provisioner that makes nothing: its volumes exist already."""
+STORAGE_CLASS_ANNOTATION: Final = "volume.beta.kubernetes.io/storage-class"
+"""A claim's storage class in the beta annotation, read where ``storageClassName`` is unset."""
+SELECTED_NODE_ANNOTATION: Final = "volume.kubernetes.io/selected-node"
+"""On a claim waiting for its first consumer: the node chosen, so the provisioner acts."""
+PODGROUP_FINALIZER: Final = "scheduling.k8s.io/podgroup-protection"
+"""Added by the API server to every PodGroup."""
 
 # Topology (fluence_core/topology.py): levels are node labels, widest first.
 TOPOLOGY_UNKNOWN_DOMAIN: Final = "_unknown"
@@ -237,7 +256,10 @@ reserved for no one, and keeps the claim while it is allocated."""
 ENTRY_POINT_GROUP: Final = "fluence"
 LOGGER_NAME: Final = "fluence"
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-"""What ``FLUENCE_LOG_LEVEL`` may say (any case)."""
+"""What :data:`ENV_LOG_LEVEL` may say (any case)."""
+ENV_LOG_LEVEL: Final = f"{SETTINGS_ENV_PREFIX}LOG_LEVEL"
+"""The variable of ``Settings.log_level``, read by the logger before any Settings exist (the
+staged ``boot`` module, standard library only, spells it out and is tested to agree)."""
 
 _ENV_UNSAFE = re.compile(r"[^A-Za-z0-9]")
 

@@ -2,36 +2,11 @@
 
 Every part of Fluence that needs a pod's size (the graph's charge for its own and
 for other schedulers' pods, the feasibility filters, the simulator's baseline,
-admission control, ``fluence status``) calls :func:`pod_requests`. Two copies of
-this rule drifted once (sidecars and pod-level requests were charged 0 by one of
-them, so nodes were overbooked); ``tests/test_pod_requests.py`` fails if a
-module outside an explicit list reads a pod's containers again.
-
-The rule is kube-scheduler's ``PodRequests`` (k8s.io/component-helpers/resource),
-as the API server has defaulted the pod:
-
-1. the app containers (``spec.containers``) are summed;
-2. init containers run in order. A *sidecar* (``restartPolicy: Always``) keeps
-   running beside everything after it, so it adds to the sum in full. A classic
-   init container runs alone with the sidecars started before it; the largest
-   such moment, per resource, is a floor: the pod needs the larger of the sum and
-   that peak;
-3. pod-level requests (``spec.resources.requests``, PodLevelResources, on by
-   default since 1.34) replace the result for the resources they name that may be
-   set at pod level: ``cpu``, ``memory`` and ``hugepages-*``;
-4. ``spec.overhead`` (set from the pod's RuntimeClass) is added.
-
-Defaulting the API server does, and which this module repeats because a pod may
-come from a file or the simulator instead: a container's limit stands in for an
-absent request of the same resource, and a pod-level limit stands in for an
-absent pod-level request when no container names that resource.
-
-Amounts are exact until the end, then rounded up once as ``resource.Quantity``
-rounds: CPU in millicores, everything else in units (memory in bytes).
-
-Not modelled: in-place resize (kube-scheduler reads the larger of the spec and
-the status's allocated resources while a resize is pending) and DRA-backed
-extended resources.
+admission control, ``fluence status``) calls :func:`pod_requests`. Why one place: two
+copies of this rule drift apart, and a copy that charges sidecars or pod-level requests
+0 overbooks nodes; ``tests/test_pod_requests.py`` fails if a module outside an explicit
+list reads a pod's containers again. :func:`pod_requests` states the rule, which is
+kube-scheduler's ``PodRequests`` (k8s.io/component-helpers/resource).
 """
 
 from __future__ import annotations
@@ -61,11 +36,37 @@ _MAX_NANOS = int(MAX_VALUE * _NANO)
 
 
 def pod_requests(pod: Mapping[str, Any], where: str | None = None) -> Amounts:
-    """What kube-scheduler charges a node for ``pod`` (see the module docstring).
+    """What kube-scheduler charges a node for ``pod``.
 
     ``where`` names the pod in errors (default ``pod <namespace>/<name>``). A field of
     the wrong shape or a bad quantity raises :class:`ValueError` naming the pod and the
     field's path; totals beyond int64 milli-units raise :class:`QuantityError`.
+
+    The rule is kube-scheduler's ``PodRequests`` (k8s.io/component-helpers/resource),
+    as the API server has defaulted the pod:
+
+    1. the app containers (``spec.containers``) are summed;
+    2. init containers run in order. A *sidecar* (``restartPolicy: Always``) keeps
+       running beside everything after it, so it adds to the sum in full. A classic
+       init container runs alone with the sidecars started before it; the largest
+       such moment, per resource, is a floor: the pod needs the larger of the sum and
+       that peak;
+    3. pod-level requests (``spec.resources.requests``, PodLevelResources, on by
+       default since 1.34) replace the result for the resources they name that may be
+       set at pod level: ``cpu``, ``memory`` and ``hugepages-*``;
+    4. ``spec.overhead`` (set from the pod's RuntimeClass) is added.
+
+    Defaulting the API server does, and which this module repeats because a pod may
+    come from a file or the simulator instead: a container's limit stands in for an
+    absent request of the same resource, and a pod-level limit stands in for an
+    absent pod-level request when no container names that resource.
+
+    Amounts are exact until the end, then rounded up once as ``resource.Quantity``
+    rounds: CPU in millicores, everything else in units (memory in bytes).
+
+    Not modelled: in-place resize (kube-scheduler reads the larger of the spec and
+    the status's allocated resources while a resize is pending) and DRA-backed
+    extended resources.
     """
     try:
         total = _size(pod)

@@ -3,23 +3,7 @@
 The file is validated as a whole before anything uses it; every error names the
 file and the path of the offending entry (``resources[0].with[1]``), because a
 scheduler that starts with half a config is worse than one that refuses to start.
-
-Schema::
-
-    attributes:              # optional registry of named attribute sets
-      aws-east: {provider: braket, region: us-east-1}
-    resources:
-      - type: qdevice        # required
-        name: rigetti_cepheus   # optional, defaults to the type
-        parent: cluster      # optional: cluster (default) or a node name
-        count: 1             # optional, default 1
-        attributes: aws-east # inline map or a registry name
-        with: [...]          # children, same schema
-    topology:                # optional: levels of the graph (fluence_core.topology)
-      levels: [topology.kubernetes.io/zone, {label: example.com/rack, type: rack}]
-
-Attributes inherit downward; a child's value overrides; an empty string removes
-the key.
+:class:`ResourceConfig` shows the schema.
 
 Every name ends up somewhere Kubernetes or Fluxion checks it, so each is held to
 that rule here, where the error can name the entry: a type is the name part of
@@ -82,7 +66,25 @@ class VirtualResource:
 
 @dataclass(frozen=True)
 class ResourceConfig:
-    """The validated content of a resources file (empty = classical only)."""
+    """The validated content of a resources file (empty = classical only).
+
+    Schema::
+
+        attributes:              # optional registry of named attribute sets
+          aws-east: {provider: braket, region: us-east-1}
+        resources:
+          - type: qdevice        # required
+            name: rigetti_cepheus   # optional, defaults to the type
+            parent: cluster      # optional: cluster (default) or a node name
+            count: 1             # optional, default 1
+            attributes: aws-east # inline map or a registry name
+            with: [...]          # children, same schema
+        topology:                # optional: levels of the graph (fluence_core.topology)
+          levels: [topology.kubernetes.io/zone, {label: example.com/rack, type: rack}]
+
+    Attributes inherit downward; a child's value overrides; an empty string removes
+    the key.
+    """
 
     resources: tuple[VirtualResource, ...] = ()
     source: str = "<empty>"

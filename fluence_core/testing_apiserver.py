@@ -471,7 +471,7 @@ def webhook_entry(resource: str, url: str, namespace: str, *,
         "clientConfig": client,
         "rules": [{"apiGroups": [group], "apiVersions": [version], "operations": ["CREATE"],
                    "resources": [resource]}],
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "namespaceSelector": {"matchLabels": {names.NAMESPACE_NAME_LABEL: namespace}},
         "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10,
         "reinvocationPolicy": reinvocation}
     if match_conditions:

@@ -1,22 +1,15 @@
 """Topology: the levels of the resource graph, and what a group asks of them.
 
 **Levels.** An ordered list of node labels, widest first (zone, block, rack), set in
-``resources.yaml``::
-
-    topology:
-      levels:
-        - topology.kubernetes.io/zone            # vertex type "zone"
-        - label: example.com/block               # vertex type "block"
-        - {label: example.com/rack, type: rack}
-
-or in ``FLUENCE_TOPOLOGY_LEVELS`` (comma-separated labels). Each level becomes a vertex
-type between the cluster and the nodes: ``cluster0 -> zone -> block -> rack -> node``. A
-level's type is the last part of its label (``topology.kubernetes.io/zone`` is ``zone``),
-or the ``type`` given; types are what jobspecs name (Fluxion's ``rack count:1``), so they
-must differ from each other and from the graph's own types. A node without a level's label
-sits in that level's domain :data:`~fluence_core.names.TOPOLOGY_UNKNOWN_DOMAIN`. A domain is
-named by the label values from the widest level down to its own, so ``rack r1`` in two
-zones is two racks, as Kueue counts them. No levels: the flat graph of before.
+``resources.yaml`` (``topology.levels``) or in ``FLUENCE_TOPOLOGY_LEVELS``. Each level
+becomes a vertex type between the cluster and the nodes:
+``cluster0 -> zone -> block -> rack -> node``. A level's type is the last part of its
+label, or the ``type`` given; types are what jobspecs name (Fluxion's ``rack count:1``),
+so they must differ from each other and from the graph's own types. A node without a
+level's label sits in that level's domain :data:`~fluence_core.names.TOPOLOGY_UNKNOWN_DOMAIN`.
+A domain is named by the label values from the widest level down to its own, so
+``rack r1`` in two zones is two racks, as Kueue counts them. docs/topology.md has the
+file's forms.
 
 **Constraints.** A group may state a *required* level (it never spans two domains of it)
 and a *preferred* one (tried first, then each wider level in turn). They come from where

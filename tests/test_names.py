@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import pytest
 
 from fluence_core import names
+from fluence_core.hybrid import boot
 
 
 def test_scheduler_name_is_fluence() -> None:
@@ -95,3 +100,70 @@ def test_env_name_for_attribute_is_upper_case_with_unsafe_characters_replaced(
     key: str, env: str
 ) -> None:
     assert names.env_name_for_attribute(key) == env
+
+
+
+_LABEL_KEY = re.compile(r"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.[a-z]{2,}/[\w.-]*")
+"""A key with a DNS prefix (label, annotation, taint, finalizer, extended resource), or the
+prefix alone; an address such as ``10.0.0.0/24`` is none (its last part is no domain)."""
+_GROUP_VERSION = re.compile(r"[a-z0-9.-]+/v\d+(?:(?:alpha|beta)\d+)?")
+"""An API group and version (``admission.k8s.io/v1``): a route to a kind, not a key."""
+_EXAMPLE_DOMAIN = "example.com/"
+"""Reserved for examples (RFC 2606): the conformance suite's made-up labels, never real."""
+_ENV_NAME = re.compile(r"(?:FLUENCE|FLUXION)_[A-Z0-9_]*")
+"""One of Fluence's environment variables, or their prefix."""
+CORE = Path(__file__).resolve().parent.parent / "fluence_core"
+STANDALONE = (CORE / "hybrid" / "boot.py",)
+"""Copied into user images, standard library only: it spells its variables itself, and
+:func:`test_the_staged_boot_spells_the_environment_as_names_does` holds them to names.py."""
+
+
+def _literals(source: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and pattern.fullmatch(node.value)]
+
+
+def label_keys_in(source: str) -> list[tuple[int, str]]:
+    """Every string literal of ``source`` that is a whole label-like key, with its line."""
+    return [(line, key) for line, key in _literals(source, _LABEL_KEY)
+            if not _GROUP_VERSION.fullmatch(key) and not key.startswith(_EXAMPLE_DOMAIN)]
+
+
+def env_names_in(source: str) -> list[tuple[int, str]]:
+    """Every string literal of ``source`` that is a whole Fluence variable name."""
+    return _literals(source, _ENV_NAME)
+
+
+def test_label_keys_in_finds_keys_but_not_group_versions_addresses_or_prose() -> None:
+    source = ('A = "batch.kubernetes.io/job-name"\nB = "admission.k8s.io/v1"\n'
+              'C = "the kubernetes.io/hostname label"\nD = "kueue.x-k8s.io/podset-slice-size"\n'
+              'E = "10.0.0.0/24"\nF = "nvidia.com/gpu"\nG = "example.com/rack"\n')
+    assert sorted(label_keys_in(source)) == [(1, "batch.kubernetes.io/job-name"),
+                                             (4, "kueue.x-k8s.io/podset-slice-size"),
+                                             (6, "nvidia.com/gpu")]
+
+
+def test_env_names_in_finds_whole_names_but_not_prose() -> None:
+    source = 'A = "FLUENCE_LOG_LEVEL"\nB = "set FLUENCE_LOG_LEVEL"\nC = "FLUXION_"\n'
+    assert sorted(env_names_in(source)) == [(1, "FLUENCE_LOG_LEVEL"), (3, "FLUXION_")]
+
+
+def test_no_label_key_is_spelled_outside_names() -> None:
+    stray = [f"{path.relative_to(CORE.parent)}:{line} {key!r}"
+             for path in sorted(CORE.rglob("*.py")) if path != CORE / "names.py"
+             for line, key in label_keys_in(path.read_text())]
+    assert not stray, f"move these to fluence_core/names.py: {stray}"
+
+
+def test_no_environment_name_is_spelled_outside_names_and_settings() -> None:
+    stray = [f"{path.relative_to(CORE.parent)}:{line} {name!r}"
+             for path in sorted(CORE.rglob("*.py"))
+             if path not in (CORE / "names.py", CORE / "settings.py", *STANDALONE)
+             for line, name in env_names_in(path.read_text())]
+    assert not stray, f"move these to fluence_core/names.py or settings.py: {stray}"
+
+
+def test_the_staged_boot_spells_the_environment_as_names_does() -> None:
+    assert (boot._POD_UID_ENV, boot._LOG_LEVEL_ENV, boot._ATTR_PREFIX) == (
+        names.ENV_POD_UID, names.ENV_LOG_LEVEL, names.ENV_ATTR_PREFIX)

@@ -1,32 +1,15 @@
 """DRA's CEL selectors, evaluated over a device as Kubernetes evaluates them.
 
-The one module that evaluates a DeviceClass's or a request's selector. Each
-expression is compiled once (:func:`compile_selector` keeps a bounded cache),
-and each device keeps its verdict per expression (``Device.verdicts``), so a
-selector costs one evaluation per device however many pods ask.
+The one module that evaluates a DeviceClass's or a request's selector. Each expression
+is compiled once (:func:`compile_selector` keeps a bounded cache), and each device keeps
+its verdict per expression (``Device.verdicts``), so a selector costs one evaluation per
+device however many pods ask. :func:`compile_selector` lists what a selector sees.
 
-A selector sees one variable, ``device``, with Kubernetes' fields:
-
-* ``device.driver``: the driver's name;
-* ``device.attributes["<domain>"].<name>``: bool, int, string, or a version
-  (a string here; compare with ``semver("1.2.3")`` and ``.isGreaterThan``,
-  ``.isLessThan``, ``.compareTo``, which order versions by their numbers); a
-  domain the device has no attribute of reads as an empty map, so
-  ``"x" in device.attributes["d"]`` is false rather than an error;
-* ``device.capacity["<domain>"].<name>``: a quantity (``quantity("16Gi")``,
-  ``.compareTo``, ``.isGreaterThan``, ``.isLessThan``, ``.asInteger()``,
-  ``.asApproximateFloat()``, ``.isInteger()``, ``.sign()``). Quantities are
-  held as doubles: exact for whole numbers up to 2^53 (8 PiB of bytes).
-
-A selector that does not compile, fails at run time (a missing attribute) or
-does not yield a bool is a :class:`SelectorError` whose message names the
-expression and what went wrong: the allocator turns it into the pod's reason,
-never into a crash.
-
-The library is Google's ``cel-expr-python`` (the C++ CEL runtime): measured by
-``benchmarks/bench_cel.py`` against ``cel-python`` (pure Python, which the
-webhook's tests use) and ``common-expression-language`` (Rust), it evaluates a
-selector the fastest; ``docs/dra.md`` has the figures.
+A selector that does not compile, fails at run time (a missing attribute) or does not
+yield a bool is a :class:`SelectorError` whose message names the expression and what
+went wrong: the allocator turns it into the pod's reason, never into a crash. The
+library is Google's ``cel-expr-python`` (the C++ CEL runtime), the fastest of those
+measured; docs/dra.md has the figures.
 """
 
 from __future__ import annotations
@@ -126,7 +109,21 @@ class Selector:
 
 @lru_cache(maxsize=CACHE_SIZE)
 def compile_selector(expression: str) -> Selector:
-    """The compiled ``expression`` (cached); SelectorError if it does not compile."""
+    """The compiled ``expression`` (cached); SelectorError if it does not compile.
+
+    A selector sees one variable, ``device``, with Kubernetes' fields:
+
+    * ``device.driver``: the driver's name;
+    * ``device.attributes["<domain>"].<name>``: bool, int, string, or a version
+      (a string here; compare with ``semver("1.2.3")`` and ``.isGreaterThan``,
+      ``.isLessThan``, ``.compareTo``, which order versions by their numbers); a
+      domain the device has no attribute of reads as an empty map, so
+      ``"x" in device.attributes["d"]`` is false rather than an error;
+    * ``device.capacity["<domain>"].<name>``: a quantity (``quantity("16Gi")``,
+      ``.compareTo``, ``.isGreaterThan``, ``.isLessThan``, ``.asInteger()``,
+      ``.asApproximateFloat()``, ``.isInteger()``, ``.sign()``). Quantities are
+      held as doubles: exact for whole numbers up to 2^53 (8 PiB of bytes).
+    """
     return Selector(expression)
 
 

@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-from fluence_core import hookimpl
+from fluence_core import hookimpl, names
 from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot, Taint
 from fluence_core.feasibility.taints import tolerates
 from fluence_core.settings import Settings
 
-CORDON_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+CORDON_TAINT = Taint(names.UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule")
 REASON = "node(s) were unschedulable"
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from fluence_core import names
 from fluence_core.kube.api import KubeObject
 from fluence_core.models import volume_claims
 from fluence_core.pod_requests import pod_requests
@@ -25,10 +26,8 @@ from fluence_core.feasibility.selectors import (
 )
 from fluence_core.kube.meta import labels_of, metadata_of
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 WILDCARD_IP = "0.0.0.0"
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,7 +463,7 @@ class Snapshot:
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         """A namespace's labels; one not listed carries the label the API server gives all."""
         known = self.namespaces.get(namespace)
-        return known if known is not None else {NAMESPACE_NAME_LABEL: namespace}
+        return known if known is not None else {names.NAMESPACE_NAME_LABEL: namespace}
 
     @classmethod
     def from_kube(

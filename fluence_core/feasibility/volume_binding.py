@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from fluence_core import hookimpl
+from fluence_core import hookimpl, names
 from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck, Refusal
 from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.resources import amount
@@ -33,9 +33,6 @@ if TYPE_CHECKING:  # the reserve hook's types, above this layer: named, never im
     from fluence_core.scheduler.context import SchedulingContext
 
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
-NO_PROVISIONER = "kubernetes.io/no-provisioner"
-CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
-SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
@@ -46,7 +43,8 @@ MISSING_VOLUME = "node(s) unavailable due to one or more pvc(s) bound to non-exi
 def class_of(claim: KubeObject) -> str:
     spec = claim.get("spec") or {}
     annotations = annotations_of(claim)
-    return str(spec.get("storageClassName") or annotations.get(CLASS_ANNOTATION) or "")
+    return str(spec.get("storageClassName")
+               or annotations.get(names.STORAGE_CLASS_ANNOTATION) or "")
 
 
 def _node_affinity(volume: KubeObject) -> NodeSelector | None:
@@ -105,7 +103,7 @@ class _Claim:
             self.candidates.append(volume)
 
     def provisionable_on(self, node: NodeFacts) -> bool:
-        if self.storage_class.get("provisioner") in (None, "", NO_PROVISIONER):
+        if self.storage_class.get("provisioner") in (None, "", names.NO_PROVISIONER):
             return False
         topologies = self.storage_class.get("allowedTopologies") or ()
         if not topologies:
@@ -187,10 +185,10 @@ def fluence_reserve(group: Group, placements: Mapping[str, PodPlacement],
             if claim is None or (claim.get("spec") or {}).get("volumeName"):
                 continue
             annotations = annotations_of(claim)
-            if annotations.get(SELECTED_NODE_ANNOTATION) == node:
+            if annotations.get(names.SELECTED_NODE_ANNOTATION) == node:
                 continue
             storage_class = ctx.cluster.get(STORAGE_CLASSES, class_of(claim))
             if (storage_class or {}).get("volumeBindingMode") != WAIT_FOR_FIRST_CONSUMER:
                 continue
             ctx.cluster.patch(PERSISTENT_VOLUME_CLAIMS, name, {"metadata": {"annotations": {
-                SELECTED_NODE_ANNOTATION: node}}}, pod.namespace)
+                names.SELECTED_NODE_ANNOTATION: node}}}, pod.namespace)

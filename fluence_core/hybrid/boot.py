@@ -19,6 +19,7 @@ from typing import Mapping
 
 MANIFEST = "manifest.json"
 _POD_UID_ENV = "FLUENCE_POD_UID"
+_LOG_LEVEL_ENV = "FLUENCE_LOG_LEVEL"
 _ATTR_PREFIX = "FLUXION_"
 
 installed: dict[str, bool] = {}
@@ -26,7 +27,7 @@ installed: dict[str, bool] = {}
 
 
 def _debug(message: str) -> None:
-    if os.environ.get("FLUENCE_LOG_LEVEL", "").upper() == "DEBUG":
+    if os.environ.get(_LOG_LEVEL_ENV, "").upper() == "DEBUG":
         sys.stderr.write(f"[fluence] {message}\n")
 
 

@@ -1,30 +1,16 @@
 """The scout's report endpoint: ``POST /v1/scout-report`` on the webhook's report port.
 
-A :class:`~fluence_core.webhook.transport.routes.Route` the quantum handler's plugin contributes
-(``fluence_webhook_routes``): served on ``FLUENCE_REPORT_PORT``, never on the admission
-port, and not at all when that plugin is disabled.
+A :class:`~fluence_core.webhook.transport.routes.Route` the quantum handler's plugin
+contributes (``fluence_webhook_routes``): served on ``FLUENCE_REPORT_PORT``, never on the
+admission port, and not at all when that plugin is disabled.
 
-The scout's sidecar holds no Kubernetes rights. It tells Fluence what it saw
-(task found; release the workers; final status) and Fluence acts with its own,
-narrow rights. The protocol is in ``docs/scout-report.md``. Each report is
-checked, in order, and refused with a JSON error and a log line otherwise:
-
-1. a bearer token (401 without one);
-2. a TokenReview (through the cluster wrapper) says it is valid for Fluence's
-   audience (:attr:`~fluence_core.settings.Settings.report_audience`): a token for
-   another audience, expired, or made up is 401;
-3. the token is a ServiceAccount token bound to a pod (the kubelet's projected
-   token carries ``authentication.kubernetes.io/pod-name`` and ``pod-uid``): 403
-   otherwise;
-4. that pod exists with that uid, runs under that ServiceAccount, and is the
-   scout of a shared group (role label and group label, and the sidecar
-   container, all set by the webhook) that a Job controls: 403 otherwise. Its
-   workers are then the pods that same Job (by uid) controls and Fluence marked
-   as workers (:func:`fluence_core.hybrid.release.workers_of`): a bare pod dressed as a
-   scout (issue 32) matches nothing.
-
-Only then does it act (:func:`fluence_core.hybrid.release.apply_report`), on the
-scout's own pod and its workers, never on a pod the request names.
+The scout's sidecar holds no Kubernetes rights. It tells Fluence what it saw (task found;
+release the workers; final status) and Fluence acts with its own, narrow rights. Why
+each report is checked before anything is done: the port is reachable by any pod, so a
+report is trusted only when a token the API server vouches for binds it to a live scout
+pod of a Job (:class:`ReportEndpoint` lists the checks). Only then does it act
+(:func:`fluence_core.hybrid.release.apply_report`), on the scout's own pod and its
+workers, never on a pod the request names. The protocol is in ``docs/scout-report.md``.
 """
 
 from __future__ import annotations
@@ -77,9 +63,8 @@ REMEMBERED_TOKENS = 1024
 class TokenReviews:
     """Who a token is, asked of the API server at most once per token per :data:`TOKEN_TTL`
     (:data:`REFUSED_TTL` for a refused one), and for tokens not seen lately at most
-    :data:`REVIEW_RATE` per second (a 429 past that). Issue 32: 56 bogus reports a second
-    each cost a TokenReview out of the webhook's shared 50 QPS, and a new Job's PodGroup
-    then took 3.1 s instead of 0.18 s. Tokens are kept as their SHA-256."""
+    :data:`REVIEW_RATE` per second (a 429 past that), so bogus reports cannot spend the
+    webhook's shared API rate (docs/scout-report.md). Tokens are kept as their SHA-256."""
 
     def __init__(self, review: Callable[[str], Caller], *,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -155,7 +140,23 @@ def _one(extra: Mapping[str, Any], key: str) -> str | None:
 
 
 class ReportEndpoint:
-    """Authenticates a scout's report and acts on it (see the module docstring)."""
+    """Authenticates a scout's report and acts on it. Each report is checked, in order,
+    and refused with a JSON error and a log line otherwise:
+
+    1. a bearer token (401 without one);
+    2. a TokenReview (through the cluster wrapper) says it is valid for Fluence's
+       audience (:attr:`~fluence_core.settings.Settings.report_audience`): a token for
+       another audience, expired, or made up is 401;
+    3. the token is a ServiceAccount token bound to a pod (the kubelet's projected
+       token carries ``authentication.kubernetes.io/pod-name`` and ``pod-uid``): 403
+       otherwise;
+    4. that pod exists with that uid, runs under that ServiceAccount, and is the
+       scout of a shared group (role label and group label, and the sidecar
+       container, all set by the webhook) that a Job controls: 403 otherwise. Its
+       workers are then the pods that same Job (by uid) controls and Fluence marked
+       as workers (:func:`fluence_core.hybrid.release.workers_of`): a bare pod dressed as a
+       scout matches nothing.
+    """
 
     def __init__(self, cluster: ClusterAPI, settings: Settings) -> None:
         self.cluster = cluster

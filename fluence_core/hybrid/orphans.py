@@ -19,8 +19,8 @@ Failed, or being deleted) it releases them through
 * Only Fluence's: a scout and its workers are the pods of one Job, by uid
   (:func:`~fluence_core.hybrid.release.controlling_job`); a pod no Job controls is never
   acted on, and a group whose Job still has a live pod running the sidecar is left
-  gated even when no pod carries the scout's label (issue 32: removing a live
-  scout's label made the sweep release its workers).
+  gated even when no pod carries the scout's label (else removing a live scout's
+  label would make the sweep release its workers).
 * Idempotent: released workers no longer carry the gate, so a finished group is
   never written to again. No API error or bad object stops the loop.
 """
@@ -48,8 +48,6 @@ from fluence_core.kube.meta import annotations_of, labels_of, metadata_of
 SELECTOR = (f"{names.ROLE_LABEL} in ({names.ROLE_SCOUT},{names.ROLE_WORKER}),"
             f"{names.GROUP_LABEL}")
 """The shared groups' pods: scouts and workers that carry a group label."""
-JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
-"""The job controller's label on every pod of a Job: its uid."""
 REASON = "ScoutLost"
 """Reason of the Event on each worker released because its scout was lost."""
 
@@ -148,9 +146,9 @@ class OrphanSweep(Periodic):
 
     def _scout_alive(self, key: GroupKey) -> bool:
         """Whether a live pod of the group's Job still runs the sidecar, whatever its labels
-        say: a scout whose role label was removed is still the scout (issue 32)."""
+        say: a scout whose role label was removed is still the scout."""
         listed = self.cluster.list(PODS, key[0],
-                                   label_selector=f"{JOB_UID_LABEL}={key[2]}").items
+                                   label_selector=f"{names.JOB_UID_LABEL}={key[2]}").items
         return any(not ended(pod) and any(
             c.get("name") == names.SIDECAR_CONTAINER
             for c in (pod.get("spec") or {}).get("containers") or []) for pod in listed)

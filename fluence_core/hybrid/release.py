@@ -78,9 +78,9 @@ def controlling_job(pod: Mapping[str, Any]) -> str | None:
     """The uid of the Job that controls ``pod`` (its owner reference with ``controller:
     true``), None without one.
 
-    Issue 32, attack 4: a bare pod a tenant labelled as group ``vqe``'s scout, with a
-    container named like the sidecar and a token bound to it, released Job vqe's
-    workers and stamped them with its own backend. A scout and its workers are the
+    Why the Job and not the labels: a bare pod a tenant labelled as group ``vqe``'s scout,
+    with a container named like the sidecar and a token bound to it, must not release
+    Job vqe's workers or stamp them with its own backend. A scout and its workers are the
     pods of one Indexed Job (the quantum split needs its completion indexes): only
     pods that Job controls, by uid, are each other's siblings. A uid cannot be guessed
     from a name, and a tenant cannot make another team's Job control its pod.

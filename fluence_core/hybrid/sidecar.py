@@ -1,34 +1,21 @@
 """The sidecar: release the workers when the scout's quantum task is about to run.
 
-This is the two-queue problem's answer. The workers of a shared-coordination
-group wait behind a scheduling gate (holding no node) while the scout's task
-sits in the vendor queue. The sidecar, next to the scout:
+This is the two-queue problem's answer. The workers of a shared-coordination group wait
+behind a scheduling gate (holding no node) while the scout's task sits in the vendor
+queue; the sidecar, next to the scout, watches that task and has the workers released
+when it is about to run (:class:`Sidecar` lists the steps).
 
-1. finds the scout's task through the provider (by the pod-uid tag, or the
-   interceptor's job record), giving up after ``find_task_timeout``;
-2. polls it every ``sidecar_poll_interval`` seconds, logging each change of
-   queue position;
-3. when the task is at or under ``ungate_position``, or already running or
-   finished, stamps the job id, session and the scout's backend onto every gated
-   worker and removes *the named gate* from it, in one JSON patch per pod
-   (:mod:`fluence_core.hybrid.release`);
-4. waits for the workers to finish (``worker_timeout``, 0 = forever), ungating
-   late arrivals too, then writes the release marker the scout's session close
-   waits for.
+It holds no Kubernetes rights: its releases are reports to Fluence
+(:mod:`~fluence_core.hybrid.reporter`: HTTPS to the webhook's endpoint with the pod's
+projected token, docs/scout-report.md), and Fluence stamps and ungates the workers
+itself. The release report is sent until it gets through.
 
-It holds no Kubernetes rights: steps 3 and 4 are reports to Fluence
-(:mod:`~fluence_core.hybrid.reporter`: HTTPS to the webhook's endpoint with the
-pod's projected token, docs/scout-report.md), and Fluence stamps and ungates the
-workers itself. The release report is sent until it gets through.
-
-Failure modes are explicit and fail open, so workers are never stranded: a task
-not found in time, or one that failed with no result, still ungates the
-workers, with ``scout-status`` saying so, and the sidecar exits non-zero.
-Observe-only mode records the queue series and ungates nothing.
-
-It keeps time through a :class:`Clock`, so tests run it in virtual time; given a
-:class:`~fluence_core.kube.api.ClusterAPI` instead of a reporter (``fluence sim``,
-tests) it applies its reports in process.
+Failure modes are explicit and fail open, so workers are never stranded: a task not
+found in time, or one that failed with no result, still ungates the workers, with
+``scout-status`` saying so, and the sidecar exits non-zero. Observe-only mode records
+the queue series and ungates nothing. It keeps time through a :class:`Clock`, so tests
+run it in virtual time; given a :class:`~fluence_core.kube.api.ClusterAPI` instead of a
+reporter (``fluence sim``, tests) it applies its reports in process.
 """
 
 from __future__ import annotations
@@ -144,7 +131,20 @@ class SidecarResult:
 
 
 class Sidecar:
-    """One run of the sidecar for one scout (see the module docstring)."""
+    """One run of the sidecar for one scout:
+
+    1. finds the scout's task through the provider (by the pod-uid tag, or the
+       interceptor's job record), giving up after ``find_task_timeout``;
+    2. polls it every ``sidecar_poll_interval`` seconds, logging each change of
+       queue position;
+    3. when the task is at or under ``ungate_position``, or already running or
+       finished, stamps the job id, session and the scout's backend onto every gated
+       worker and removes *the named gate* from it, in one JSON patch per pod
+       (:mod:`fluence_core.hybrid.release`);
+    4. waits for the workers to finish (``worker_timeout``, 0 = forever), ungating
+       late arrivals too, then writes the release marker the scout's session close
+       waits for.
+    """
 
     def __init__(self, reporter: Reporter | ClusterAPI, provider: Provider,
                  config: SidecarConfig, clock: Clock | None = None) -> None:

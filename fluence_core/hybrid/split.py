@@ -1,44 +1,21 @@
 """Built-in handler ``quantum``: split a shared-coordination quantum group into scout and workers.
 
-A group asking for a virtual type with ``coordination: shared`` submits one
-quantum task, from its **scout** (Job completion index 0); the classical
-**workers** wait, holding no node, until the task is about to run.
+A group asking for a virtual type with ``coordination: shared`` submits one quantum task,
+from its **scout** (Job completion index 0); the classical **workers** wait, holding no
+node, until the task is about to run. Why: a classical gang that holds its nodes through
+a vendor's queue wastes them for as long as the queue is. :class:`QuantumSplitHandler`
+says what each of the two pods gets; both carry the split's seal
+(:class:`~fluence_core.webhook.admission.owned.Sealer`), the one proof, which role labels,
+gates and class names a tenant writes are not, that a pod is a hybrid group's.
 
-* scout: PodGroup ``<group>-scout`` of one, never gated; an init container
-  stages the interceptor (``fluence stage``) into an emptyDir that every app
-  container mounts and finds on ``PYTHONPATH`` (its ``sitecustomize`` runs at
-  interpreter start); a sidecar container (``fluence sidecar``) watches the
-  vendor's queue and ungates the workers. The sidecar gets the app's ``env`` and
-  ``envFrom`` references (:mod:`~fluence_core.hybrid.credentials`: the vendor
-  credentials) and every setting it reads, at the webhook's values
-  (:func:`~fluence_core.settings.pod_env`: among them where to report and the CA to
-  trust); the app containers get the scout's. The pod keeps its own ServiceAccount,
-  and nobody is granted anything: the sidecar holds no Kubernetes rights. It
-  reports to Fluence with a projected ServiceAccount token of Fluence's audience,
-  mounted here, and Fluence ungates the workers (docs/scout-report.md).
-* workers: PodGroup ``<group>`` of N-1, scheduling gate, priority class
-  ``fluence-quantum-classical`` unless one is set, role and scout env, and no
-  virtual request (the scout holds it). The containers that asked for it get
-  ``FLUXION_BACKEND`` / ``FLUXION_<ATTR>`` from the backend annotations, which the
-  release copies from the scout (:mod:`fluence_core.hybrid.release`).
-* both: the split's seal (:class:`~fluence_core.webhook.admission.owned.Sealer`), the proof that
-  the pod is a hybrid group's, which the admission policy asks of a pod in the quantum
-  PriorityClass and the protected mark is given for: role labels, gates and class names
-  a tenant writes are no such proof.
+``independent`` groups (the default) are not this handler's: each pod submits its own
+task, ungated. Admission itself makes and deletes nothing: the job controller's PodGroup
+a split pod leaves behind is deleted by the webhook's controller
+(:mod:`fluence_core.webhook.controller.controller`) once the split pod is stored.
 
-``independent`` groups (the default) are not this handler's: each pod submits
-its own task, ungated. A pod that arrives with the job controller's scheduling
-group is re-pointed (allowed at CREATE); that PodGroup, which would hold a gang
-of N the split never fills, is deleted by the webhook's controller
-(:mod:`fluence_core.webhook.controller.controller`) once the split pod is stored, and only
-when its controller is the stored pod's own controlling Job (owner references,
-uid included): admission itself makes and deletes nothing (issue 32).
-
-The rest of the feature comes with this plugin, so ``FLUENCE_DISABLE_PLUGINS=webhook-quantum``
-stops all of it (issue 30): the scouts' report route (``fluence_webhook_routes``, served on
-the report port) and the orphan sweep (``fluence_webhook_loops``). So does a
-``FLUENCE_WEBHOOK_HANDLERS`` without ``quantum``: the webhook asks a plugin whose every
-handler is left out for no routes and no loops (:func:`~fluence_core.webhook.plugins_left_out`).
+The rest of the feature comes with this plugin (the scouts' report route and the orphan
+sweep), so ``FLUENCE_DISABLE_PLUGINS=webhook-quantum``, or a ``FLUENCE_WEBHOOK_HANDLERS``
+without ``quantum``, stops all of it (:func:`~fluence_core.webhook.plugins_left_out`).
 """
 
 from __future__ import annotations
@@ -81,6 +58,32 @@ def backend_env(attribute_keys: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 class QuantumSplitHandler(Handler):
+    """Splits a shared group's pod into the scout or a worker, by its completion index.
+
+    * scout: PodGroup ``<group>-scout`` of one, never gated; an init container stages the
+      interceptor (``fluence stage``) into an emptyDir that every app container mounts and
+      finds on ``PYTHONPATH`` (its ``sitecustomize`` runs at interpreter start); a sidecar
+      container (``fluence sidecar``) watches the vendor's queue and ungates the workers.
+      The sidecar gets the app's ``env`` and ``envFrom`` references
+      (:mod:`~fluence_core.hybrid.credentials`: the vendor credentials) and every setting it
+      reads, at the webhook's values (:func:`~fluence_core.settings.pod_env`: among them
+      where to report and the CA to trust); the app containers get the scout's. The pod
+      keeps its own ServiceAccount, and nobody is granted anything: the sidecar holds no
+      Kubernetes rights. It reports to Fluence with a projected ServiceAccount token of
+      Fluence's audience, mounted here, and Fluence ungates the workers
+      (docs/scout-report.md).
+    * workers: PodGroup ``<group>`` of N-1, scheduling gate, priority class
+      ``fluence-quantum-classical`` unless one is set, role and scout env, and no virtual
+      request (the scout holds it). The containers that asked for it get
+      ``FLUXION_BACKEND`` / ``FLUXION_<ATTR>`` from the backend annotations, which the
+      release copies from the scout (:mod:`fluence_core.hybrid.release`).
+
+    A pod that arrives with the job controller's scheduling group is re-pointed (allowed
+    at CREATE); that PodGroup, which would hold a gang of N the split never fills, is
+    deleted by the controller only when its controller is the stored pod's own
+    controlling Job (owner references, uid included).
+    """
+
     name = "quantum"
     order = 10
     match_condition = cel.all_of(

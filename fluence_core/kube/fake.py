@@ -1,43 +1,11 @@
 """An in-memory Kubernetes API with the semantics Fluence depends on.
 
-:class:`FakeCluster` satisfies :class:`fluence_core.kube.api.ClusterAPI`, so
-unit tests and ``fluence sim`` run the real scheduler, webhook and sidecar code
-with no server. It copies the behaviours that code relies on rather than the
-whole API server, and each one was checked against a real 1.36 server in
-``tests/e2e``:
-
-* one resourceVersion counter for everything, increasing on every write; a
-  write that changes nothing is a no-op (no new version, no event);
-* watches from any retained version; a watch with a field or label selector
-  sees ADDED/DELETED when an object starts/stops matching (as the watch cache
-  does); :meth:`compact` drops history so a watch from before it gets the
-  RESYNC path a 410 triggers on a real server;
-* ``pods/binding``: sets ``spec.nodeName`` and the ``PodScheduled`` condition;
-  Conflict if the pod is already bound, carries scheduling gates, or its UID
-  differs from the one given;
-* the status subresource: the main endpoint keeps the old status, the status
-  endpoint changes only status; pods start ``Pending`` whatever status they
-  were created with, Nodes keep theirs (tests create them with capacity);
-* pod specs are immutable but for images, tolerations, activeDeadlineSeconds
-  and removing scheduling gates (422 otherwise);
-* PodGroups need exactly one scheduling policy, which is immutable; they get
-  ``disruptionMode: Pod`` and the ``podgroup-protection`` finalizer;
-* namespaces must exist (``default``, ``kube-system``, ``kube-public`` and
-  ``kube-node-lease`` do from the start);
-* TokenReviews: :meth:`issue_token` mints a ServiceAccount token bound to a pod
-  (as a TokenRequest with a pod ``boundObjectRef``); a review of it is
-  authenticated only for its audience and while that pod exists with that uid,
-  and names the pod in ``user.extra``; nothing is stored.
-
-Deliberately simpler: deletion is immediate (a real server keeps a bound pod
-with a ``deletionTimestamp`` until its kubelet confirms — the fake emits that
-MODIFIED, then DELETED at once — and a PodGroup until
-its finalizer goes; here neither waits), there is no garbage collection, and no
-controller runs (Jobs create no pods).
-
-Watches need no threads: ``watch(..., timeout=0)`` yields what is pending and
-returns. With a positive timeout (or None: forever) it waits on a condition
-variable for writes from other threads.
+:class:`FakeCluster` satisfies :class:`fluence_core.kube.api.ClusterAPI`, so unit tests
+and ``fluence sim`` run the real scheduler, webhook and sidecar code with no server. Why
+a fake rather than a mock: the code under test relies on how the API server behaves
+(resource versions, watches, binding, subresources), so the fake copies those behaviours
+rather than the whole API server, and each one was checked against a real 1.36 server in
+``tests/e2e``. :class:`FakeCluster` lists them, and what it deliberately simplifies.
 """
 
 from __future__ import annotations
@@ -53,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from fluence_core import names
 from fluence_core.kube.api import (
     ADDED,
     DELETED,
@@ -99,8 +68,6 @@ _FIELDS: Final[Mapping[str, frozenset[str]]] = {
 """Field selectors each kind supports; the API server answers 400 to any other."""
 
 _POD_MUTABLE_SPEC: Final = ("schedulingGates", "tolerations", "activeDeadlineSeconds")
-PODGROUP_FINALIZER: Final = "scheduling.k8s.io/podgroup-protection"
-"""Added by the API server to every PodGroup (the fake adds it but deletes at once)."""
 
 
 def _utcnow() -> datetime:
@@ -117,10 +84,44 @@ class _Change:
 
 
 class FakeCluster:
-    """In-memory :class:`~fluence_core.kube.api.ClusterAPI` (see the module docstring).
+    """In-memory :class:`~fluence_core.kube.api.ClusterAPI`.
 
     ``now`` supplies timestamps (virtual time in the simulator); ``clock`` and
     ``history`` bound watch waits and how many changes a watch can resume from.
+    What it copies of a real API server:
+
+    * one resourceVersion counter for everything, increasing on every write; a
+      write that changes nothing is a no-op (no new version, no event);
+    * watches from any retained version; a watch with a field or label selector
+      sees ADDED/DELETED when an object starts/stops matching (as the watch cache
+      does); :meth:`compact` drops history so a watch from before it gets the
+      RESYNC path a 410 triggers on a real server;
+    * ``pods/binding``: sets ``spec.nodeName`` and the ``PodScheduled`` condition;
+      Conflict if the pod is already bound, carries scheduling gates, or its UID
+      differs from the one given;
+    * the status subresource: the main endpoint keeps the old status, the status
+      endpoint changes only status; pods start ``Pending`` whatever status they
+      were created with, Nodes keep theirs (tests create them with capacity);
+    * pod specs are immutable but for images, tolerations, activeDeadlineSeconds
+      and removing scheduling gates (422 otherwise);
+    * PodGroups need exactly one scheduling policy, which is immutable; they get
+      ``disruptionMode: Pod`` and the ``podgroup-protection`` finalizer;
+    * namespaces must exist (``default``, ``kube-system``, ``kube-public`` and
+      ``kube-node-lease`` do from the start);
+    * TokenReviews: :meth:`issue_token` mints a ServiceAccount token bound to a pod
+      (as a TokenRequest with a pod ``boundObjectRef``); a review of it is
+      authenticated only for its audience and while that pod exists with that uid,
+      and names the pod in ``user.extra``; nothing is stored.
+
+    Deliberately simpler: deletion is immediate (a real server keeps a bound pod
+    with a ``deletionTimestamp`` until its kubelet confirms — the fake emits that
+    MODIFIED, then DELETED at once — and a PodGroup until
+    its finalizer goes; here neither waits), there is no garbage collection, and no
+    controller runs (Jobs create no pods).
+
+    Watches need no threads: ``watch(..., timeout=0)`` yields what is pending and
+    returns. With a positive timeout (or None: forever) it waits on a condition
+    variable for writes from other threads.
     """
 
     def __init__(self, *, now: Callable[[], datetime] = _utcnow,
@@ -172,8 +173,8 @@ class FakeCluster:
             "user": {
                 "username": f"system:serviceaccount:{meta.get('namespace')}:{account}",
                 "extra": {
-                    "authentication.kubernetes.io/pod-name": [meta.get("name")],
-                    "authentication.kubernetes.io/pod-uid": [meta.get("uid")],
+                    names.TOKEN_POD_NAME_EXTRA: [meta.get("name")],
+                    names.TOKEN_POD_UID_EXTRA: [meta.get("uid")],
                 },
             },
         }
@@ -335,7 +336,7 @@ class FakeCluster:
             if res == PODGROUPS:
                 _check_podgroup(obj)
                 obj["spec"].setdefault("disruptionMode", "Pod")
-                metadata.setdefault("finalizers", []).append(PODGROUP_FINALIZER)
+                metadata.setdefault("finalizers", []).append(names.PODGROUP_FINALIZER)
             return self._commit(res, key, ADDED, None, obj)
 
     def replace(self, resource: ResourceRef, body: Mapping[str, Any],

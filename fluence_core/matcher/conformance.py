@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from fluence_core import names
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.jobspec import group_jobspecs, is_compute
 from fluence_core.matcher.group import GroupMatch, match_group
@@ -101,7 +102,7 @@ def _nodes(count: int, cores: int = 4, memory: int = 4096, gpus: int = 0) -> lis
 
 
 _BLOCK = Level("example.com/block", "block")
-_RACK = Level("topology.kubernetes.io/rack", "rack")
+_RACK = Level(names.RACK_LABEL, "rack")
 _ISLAND = "example.com/island"
 
 

@@ -1,40 +1,14 @@
 """Matching a whole group, all or nothing, with a log of what was sent and read.
 
 A group needs one compute jobspec per pod shape and one per virtual type. A
-:class:`~fluence_core.matcher.base.GroupMatcher` (the embedded matcher) holds
-them all in one joint match. Any other matcher (Fluxion) gets them one after
-another, the first that does not fit cancelling the ones already held, so a
-group never holds part of what it needs; when the group has several compute
-jobspecs, they are sent most-constrained first, and on a miss in other orders,
-up to :data:`MAX_ORDERS` of them.
-
-**The bound for other matchers.** With at most 4 pod shapes every order is
-tried (4! = 24), so a group is refused only when no order of whole shapes fits;
-with more shapes only the first 24 orders (most-constrained first, then the
-permutations that keep the most-constrained shapes in front longest) are.
-Within one jobspec the matcher's own traversal decides where the pods of that
-shape go; orders cannot change that, so a fit needing a shape split across
-nodes differently from that traversal can still be missed.
-
-**Topology.** With topology levels in the graph a group is matched level by level
-(:func:`fluence_core.topology.attempts`): at a level, every compute jobspec is held to
-one domain of it. A joint matcher gets the level in the jobspecs and chooses the domain
-itself. Any other matcher (Fluxion), and shared pods (which the pooled layer places
-apart), get the domains one by one, best fit first, each as a ``hostlist``: real Fluxion
-(flux-sched's libreapi_cli) matches a jobspec's resources below its first matched vertex
-against that vertex's children only, so ``rack count:1 -> slot -> core`` finds no core
-under a rack whose children are nodes (it answers "busy" on an empty graph, "can never
-fit" at a wider level, and fails with "traverser: Success" when the slot asks for memory
-too); ``rack -> node -> slot`` would put every pod on one node. A required level is
-never left: the group misses, and the miss names the best domain and what it lacks
-(:func:`.domains.short_of`).
-
-**Keys that are no level, and slices.** A key the group names that is no configured level
-is a node label: the group is matched inside one set of nodes sharing its value, best fit
-first, and level by level inside it. A group cut into slices
-(:attr:`~fluence_core.topology.Constraint.slices`) is matched slice by slice inside the
-domain of each level tried (:class:`_Slicer`); its allocations are kept per slice
-(:func:`~fluence_core.matcher.jobspec.slice_kind`).
+:class:`~fluence_core.matcher.base.GroupMatcher` (the embedded matcher) holds them all in
+one joint match. Any other matcher (Fluxion) gets them one after another, the first that
+does not fit cancelling the ones already held, so a group never holds part of what it
+needs; when the group has several compute jobspecs, they are sent most-constrained first,
+and on a miss in other orders, up to :data:`MAX_ORDERS` of them. With topology levels a
+group is matched level by level, and a required level is never left.
+:func:`match_group` states the bound on orders, how each matcher is held to a domain and
+why, and how label keys and slices are matched.
 """
 
 from __future__ import annotations
@@ -145,7 +119,36 @@ def match_group(
     *,
     exclude_nodes: Sequence[str] | None = None,
 ) -> GroupMatch | GroupMiss:
-    """Hold every jobspec of ``group`` or none of them."""
+    """Hold every jobspec of ``group`` or none of them.
+
+    **The bound for other matchers.** With at most 4 pod shapes every order is
+    tried (4! = 24), so a group is refused only when no order of whole shapes fits;
+    with more shapes only the first 24 orders (most-constrained first, then the
+    permutations that keep the most-constrained shapes in front longest) are.
+    Within one jobspec the matcher's own traversal decides where the pods of that
+    shape go; orders cannot change that, so a fit needing a shape split across
+    nodes differently from that traversal can still be missed.
+
+    **Topology.** With topology levels in the graph a group is matched level by level
+    (:func:`fluence_core.topology.attempts`): at a level, every compute jobspec is held to
+    one domain of it. A joint matcher gets the level in the jobspecs and chooses the domain
+    itself. Any other matcher (Fluxion), and shared pods (which the pooled layer places
+    apart), get the domains one by one, best fit first, each as a ``hostlist``: real Fluxion
+    (flux-sched's libreapi_cli) matches a jobspec's resources below its first matched vertex
+    against that vertex's children only, so ``rack count:1 -> slot -> core`` finds no core
+    under a rack whose children are nodes (it answers "busy" on an empty graph, "can never
+    fit" at a wider level, and fails with "traverser: Success" when the slot asks for memory
+    too); ``rack -> node -> slot`` would put every pod on one node. A required level is
+    never left: the group misses, and the miss names the best domain and what it lacks
+    (:func:`.domains.short_of`).
+
+    **Keys that are no level, and slices.** A key the group names that is no configured level
+    is a node label: the group is matched inside one set of nodes sharing its value, best fit
+    first, and level by level inside it. A group cut into slices
+    (:attr:`~fluence_core.topology.Constraint.slices`) is matched slice by slice inside the
+    domain of each level tried (:class:`_Slicer`); its allocations are kept per slice
+    (:func:`~fluence_core.matcher.jobspec.slice_kind`).
+    """
     outcome = _match(group, graph, matcher, exclude_nodes)
     if isinstance(outcome, GroupMiss):
         logger.info(
@@ -157,7 +160,7 @@ def match_group(
 def _match(
     group: Group, graph: ResourceGraph, matcher: Matcher, exclude_nodes: Sequence[str] | None
 ) -> GroupMatch | GroupMiss:
-    """The group at each topology level in turn (see the module docstring), inside one set
+    """The group at each topology level in turn (see :func:`match_group`), inside one set
     of nodes sharing the values of the node labels it names that are not levels."""
     try:
         tries = attempts(graph.levels, group.topology)
@@ -261,7 +264,7 @@ def _match_at(
 
 def _domain_by_domain(group: Group, matcher: Matcher) -> bool:
     """Whether the domains of a level must be tried here, one by one: the matcher cannot
-    hold the group's compute jobspecs to one domain itself (see the module docstring)."""
+    hold the group's compute jobspecs to one domain itself (see :func:`match_group`)."""
     if any(pod.shared for pod in group.pods):
         return True
     return not _matches_jointly(matcher)

@@ -3,7 +3,7 @@
 The pool (:mod:`.pooled`) places a fractional pod on the first node, in rank order,
 whose pool has room as it is, else on the first that can lease the cores it lacks.
 Walking every node for that cost each pod O(nodes): ten thousand pods of ``100m``
-on five thousand nodes meant fifty million checks (issue 31), the term that grew
+on five thousand nodes meant fifty million checks, the term that grew
 fastest with the cluster. Two max segment trees over node positions answer both
 questions in ``log2(n)`` steps instead:
 

@@ -1,31 +1,11 @@
 """Backend figures: price, queue depth, status and qubits, as a file or Fluence's ConfigMap.
 
-``fluence select`` (and ``kubectl fluence select``) ranks backends by these
-figures. They come from one schema, read the same way from a file a user
-keeps (``--prices``) or from the ConfigMap Fluence refreshes
-(:mod:`fluence_core.runtime.refresh`)::
-
-    apiVersion: v1
-    kind: ConfigMap
-    metadata:
-      name: fluence-backends            # names.BACKENDS_CONFIGMAP
-      namespace: fluence-system         # names.FLUENCE_NAMESPACE
-      labels: {fluence.flux-framework.org/managed-by: fluence}
-      annotations: {fluence.flux-framework.org/refreshed-at: "2026-11-30T13:00:00Z"}
-    data:
-      backends.yaml: |                  # names.BACKENDS_CONFIGMAP_KEY
-        <backend name>:                 # a top-level resource of resources.yaml
-          price_per_shot: 0.00145       # USD, number or absent
-          price_per_task: 0.3           # USD, number or absent
-          queue: 3                      # tasks waiting, whole number or absent
-          status: online                # "online" when the backend takes work
-          qubits: 20                    # whole number or absent
-          source: braket                # optional: who reported the figures
-          updated: "2026-11-30T13:00:00Z"   # optional: when they were reported
-
-The file form is the ``data`` value alone (the mapping of backend to figures).
-Every key is optional; an unknown key or a value of the wrong kind is an error
-naming the backend and the key.
+``fluence select`` (and ``kubectl fluence select``) ranks backends by these figures. Why
+one schema for both: a user who keeps a file (``--prices``) and a cluster where Fluence
+refreshes the ConfigMap (:mod:`fluence_core.runtime.refresh`) must rank backends the
+same way, so both are read by :func:`parse`, which shows the schema. Every key is
+optional; an unknown key or a value of the wrong kind is an error naming the backend
+and the key.
 """
 
 from __future__ import annotations
@@ -97,7 +77,34 @@ def _entry(name: str, figures: object, where: str) -> dict[str, Any]:
 
 
 def parse(text: str, where: str) -> dict[str, dict[str, Any]]:
-    """The validated entries of a figures document, by backend name."""
+    """The validated entries of a figures document, by backend name.
+
+    They come from one schema, read the same way from a file a user
+    keeps (``--prices``) or from the ConfigMap Fluence refreshes
+    (:mod:`fluence_core.runtime.refresh`)::
+
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: fluence-backends            # names.BACKENDS_CONFIGMAP
+          namespace: fluence-system         # names.FLUENCE_NAMESPACE
+          labels: {fluence.flux-framework.org/managed-by: fluence}
+          annotations: {fluence.flux-framework.org/refreshed-at: "2026-11-30T13:00:00Z"}
+        data:
+          backends.yaml: |                  # names.BACKENDS_CONFIGMAP_KEY
+            <backend name>:                 # a top-level resource of resources.yaml
+              price_per_shot: 0.00145       # USD, number or absent
+              price_per_task: 0.3           # USD, number or absent
+              queue: 3                      # tasks waiting, whole number or absent
+              status: online                # "online" when the backend takes work
+              qubits: 20                    # whole number or absent
+              source: braket                # optional: who reported the figures
+              updated: "2026-11-30T13:00:00Z"   # optional: when they were reported
+
+    The file form is the ``data`` value alone (the mapping of backend to figures).
+    Every key is optional; an unknown key or a value of the wrong kind is an error
+    naming the backend and the key.
+    """
     try:
         data = yamlfile.load(text) or {}
     except yaml.YAMLError as error:

@@ -1,30 +1,18 @@
 """``fluence select``: choose a backend by policy, in user space, and pin it on a manifest.
 
-Fluxion's constraints can say "a backend with attribute X"; they cannot say
-"the cheapest" or "queue under 10". This runs in user space: it takes each
-backend's price, queue depth, status and qubits from the providers (with the
-user's own credentials), from a file, or from the ConfigMap the scheduler
-refreshes (:mod:`fluence_core.runtime.figures`), ranks the backends of one type
-in the resources config by a policy, and writes the winner onto a Pod or pod
-template as ``fluence.flux-framework.org/require-backend`` with a JSON record
-of why.
+Fluxion's constraints can say "a backend with attribute X"; they cannot say "the
+cheapest" or "queue under 10". This runs in user space: it takes each backend's price,
+queue depth, status and qubits from the providers (with the user's own credentials),
+from a file, or from the ConfigMap the scheduler refreshes
+(:mod:`fluence_core.runtime.figures`), ranks the backends of one type in the resources
+config by a :class:`Policy`, and writes the winner onto a Pod or pod template as
+``fluence.flux-framework.org/require-backend`` with a JSON record of why.
 
-Policy terms (comma-separated, applied in order):
-
-* rankings: ``min-cost``, ``min-queue``, ``max-qubits`` (first term ranks
-  first; ties go to the next term, then to the name)
-* filters: ``online-only``, ``max-cost=<usd>``, ``max-queue=<n>``, ``min-qubits=<n>``
-
-Cost is the estimated price of one task of ``shots`` shots (per-task price +
-shots x per-shot price). A backend whose value a filter needs is unknown is
-excluded, with the reason in the record.
-
-Pins come first: every ``fluence.flux-framework.org/require-<attr>`` already on
-the pod template (``provider: qrmi``, ``region: us-east-1``...) is a constraint
-the scheduler will apply, so a backend that breaks one is excluded before the
-policy is asked, exactly as the graph would exclude it (the pin must hold on a
-vertex of the asked type in that backend's tree; ``require-backend`` names the
-backend itself).
+Pins come first: every ``fluence.flux-framework.org/require-<attr>`` already on the pod
+template (``provider: qrmi``, ``region: us-east-1``...) is a constraint the scheduler
+will apply, so a backend that breaks one is excluded before the policy is asked, exactly
+as the graph would exclude it (the pin must hold on a vertex of the asked type in that
+backend's tree; ``require-backend`` names the backend itself).
 """
 
 from __future__ import annotations
@@ -53,6 +41,17 @@ ONLINE = "online"
 
 @dataclass(frozen=True)
 class Policy:
+    """How to rank backends. Policy terms (comma-separated, applied in order):
+
+    * rankings: ``min-cost``, ``min-queue``, ``max-qubits`` (first term ranks
+      first; ties go to the next term, then to the name)
+    * filters: ``online-only``, ``max-cost=<usd>``, ``max-queue=<n>``, ``min-qubits=<n>``
+
+    Cost is the estimated price of one task of ``shots`` shots (per-task price +
+    shots x per-shot price). A backend whose value a filter needs is unknown is
+    excluded, with the reason in the record.
+    """
+
     rankings: tuple[str, ...] = ("min-cost",)
     online_only: bool = False
     thresholds: Mapping[str, float] = field(default_factory=dict)

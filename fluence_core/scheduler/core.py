@@ -1,24 +1,9 @@
 """The scheduling loop: cluster view in, bindings out, everything through the hooks.
 
-:class:`Scheduler` wires the parts, each with one job, and runs the loop:
-
-* :class:`~fluence_core.scheduler.view.ClusterView` (``view.py``): caches fed by
-  list+watch, the graph kept in step, foreign pods pinned, finished work released;
-* :class:`~fluence_core.scheduler.records.RecordBook` (``records.py``): the
-  durable records, restored at start and written back on every change;
-* :class:`~fluence_core.scheduler.cycle.Cycle` (``cycle.py``): one pass over
-  the pending groups, prefilter -> match -> filter -> postfilter -> reserve;
-* :class:`~fluence_core.scheduler.binder.Binder` (``binder.py``): the record,
-  the binds and the events of a committed group, or giving it all back;
-* :class:`~fluence_core.scheduler.preempt.Preemptor` (``preempt.py``);
-* :class:`~fluence_core.scheduler.promises.PromiseKeeper` (``promises.py``): at
-  start, binds the unbound members of restored records where they say;
-* :class:`~fluence_core.scheduler.fallback.Fallback` (``fallback.py``): a record
-  that cannot be restored or kept exactly: its bound members are held from what
-  they request (never deleted), its unbound members released.
-
-A group that does not fit is retried only after the cluster changed (a node
-came, an allocation was cancelled), never in a busy loop.
+:class:`Scheduler` wires the parts, each with one job (its docstring names them), and
+runs the loop. A group that does not fit is retried only after the cluster changed (a
+node came, an allocation was cancelled), never in a busy loop, so a backlog that cannot
+move costs nothing.
 
 It is driven two ways: :meth:`Scheduler.run` (threads watch the API; the loop
 wakes on changes) for ``fluence up``, and :meth:`Scheduler.pump` +
@@ -104,7 +89,23 @@ def build_graph(nodes: Iterable[KubeObject], config: ResourceConfig, settings: S
 
 
 class Scheduler:
-    """Fluence's scheduler over any :class:`ClusterAPI` (real or fake)."""
+    """Fluence's scheduler over any :class:`ClusterAPI` (real or fake). Its parts:
+
+    * :class:`~fluence_core.scheduler.view.ClusterView` (``view.py``): caches fed by
+      list+watch, the graph kept in step, foreign pods pinned, finished work released;
+    * :class:`~fluence_core.scheduler.records.RecordBook` (``records.py``): the
+      durable records, restored at start and written back on every change;
+    * :class:`~fluence_core.scheduler.cycle.Cycle` (``cycle.py``): one pass over
+      the pending groups, prefilter -> match -> filter -> postfilter -> reserve;
+    * :class:`~fluence_core.scheduler.binder.Binder` (``binder.py``): the record,
+      the binds and the events of a committed group, or giving it all back;
+    * :class:`~fluence_core.scheduler.preempt.Preemptor` (``preempt.py``);
+    * :class:`~fluence_core.scheduler.promises.PromiseKeeper` (``promises.py``): at
+      start, binds the unbound members of restored records where they say;
+    * :class:`~fluence_core.scheduler.fallback.Fallback` (``fallback.py``): a record
+      that cannot be restored or kept exactly: its bound members are held from what
+      they request (never deleted), its unbound members released.
+    """
 
     def __init__(
         self,
@@ -304,7 +305,7 @@ class Scheduler:
 
         Never at the version the loop last applied: that one stands still while a cycle
         runs, and a watch resumed from it after each chunk ran into 410 and re-listed,
-        again and again, at the same version (issue 31).
+        again and again, at the same version.
         """
         plural = resource.plural
         version = self._versions.get(plural)

@@ -1,34 +1,14 @@
 """A gang whose members constrain each other, placed one member after another.
 
-Kubernetes' filters read the pods already placed: a pod's anti-affinity keeps
-it off a node holding a pod its term names, its affinity draws it to one, host
-ports collide, spread counts, an extended resource (``example.com/fpga``) is
-used up. kube-scheduler places pods one at a time, so each sees those before
-it. A gang matched jointly does not: every member's feasible set was computed
-against the cluster without its fellow members, and one jobspec may put them
-all on one node. So a gang whose members are **entangled** (:func:`entangled`)
-is placed the way kube-scheduler would place its pods, with the all-or-nothing
-of a gang on top (:class:`MemberPlacer`):
-
-* member after member, in the group's order, each runs the filters against the
-  snapshot holding the members placed so far, gets its preference tiers from it,
-  and is matched alone on its own hostlist, holding what it got;
-* a member no node takes gives back everything the members before it hold: the
-  gang is placed whole or not at all, with the filters' summary for that member;
-* the group's virtual jobspecs are matched last, for the whole group.
-
-**The bound.** One member at a time is kube-scheduler's own greedy order. It is
-exact for the common gang of alike members, each needing a distinct node or
-domain (anti-affinity), or a share of a node's extended resource: any node with
-room for one more is as good as another. Required affinity between members is
-where greed can miss: the first member's domain may lack room for the rest. Then
-the placement starts over with the first member kept out of that domain, up to
-:data:`AFFINITY_TRIES` domains.
-
-A gang that requires a topology level (:mod:`fluence_core.topology`) is held to it the
-same way: every member after the first goes only to the first member's domain of that
-level, and a first member whose domain cannot hold the rest is kept out of it on the next
-try, as for affinity.
+Kubernetes' filters read the pods already placed: a pod's anti-affinity keeps it off a
+node holding a pod its term names, its affinity draws it to one, host ports collide,
+spread counts, an extended resource (``example.com/fpga``) is used up. kube-scheduler
+places pods one at a time, so each sees those before it. A gang matched jointly does
+not: every member's feasible set was computed against the cluster without its fellow
+members, and one jobspec may put them all on one node. So a gang whose members are
+**entangled** (:func:`entangled`) is placed the way kube-scheduler would place its pods,
+with the all-or-nothing of a gang on top (:class:`MemberPlacer`, which states how and
+where greed can miss).
 """
 
 from __future__ import annotations
@@ -118,7 +98,28 @@ def _affine_keys(members: Sequence[PodFacts], namespace_labels: NamespaceLabels)
 
 
 class MemberPlacer:
-    """Places an entangled group member by member (see the module docstring)."""
+    """Places an entangled group member by member.
+
+    * member after member, in the group's order, each runs the filters against the
+      snapshot holding the members placed so far, gets its preference tiers from it,
+      and is matched alone on its own hostlist, holding what it got;
+    * a member no node takes gives back everything the members before it hold: the
+      gang is placed whole or not at all, with the filters' summary for that member;
+    * the group's virtual jobspecs are matched last, for the whole group.
+
+    **The bound.** One member at a time is kube-scheduler's own greedy order. It is
+    exact for the common gang of alike members, each needing a distinct node or
+    domain (anti-affinity), or a share of a node's extended resource: any node with
+    room for one more is as good as another. Required affinity between members is
+    where greed can miss: the first member's domain may lack room for the rest. Then
+    the placement starts over with the first member kept out of that domain, up to
+    :data:`AFFINITY_TRIES` domains.
+
+    A gang that requires a topology level (:mod:`fluence_core.topology`) is held to it the
+    same way: every member after the first goes only to the first member's domain of that
+    level, and a first member whose domain cannot hold the rest is kept out of it on the next
+    try, as for affinity.
+    """
 
     def __init__(self, feasible_nodes: FeasibleNodes) -> None:
         self.feasible = feasible_nodes

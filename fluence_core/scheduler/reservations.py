@@ -6,33 +6,14 @@ once. HPC schedulers answer with a reservation and backfill (Fluxion's
 ``match_allocate_orelse_reserve``); this module gives every matcher that rule, through
 the :class:`~fluence_core.matcher.base.Matcher` protocol alone.
 
-**When.** A ready group that has waited ``reserve_after_seconds`` (by the scheduler's
-clock, from the first cycle it was pending) and misses, busy rather than unsatisfiable,
-reserves; at most ``reserve_depth`` groups at once, the first in the queue's order
-(priority, then how long they waited), as Fluxion's queue limits its reservations.
-
-**Where, and from when.** The plan is where the group would go if the placements holding
-the room ended in the order they will: held records and pins are cancelled, those ending
-first first, until the group's own match (the cycle's, so every filter and constraint
-applies) fits; then every one is restored. A placement ends when its pods' walltime
-(``activeDeadlineSeconds``) runs out, counted from their start; the reservation starts
-when the last one cancelled ends. Placements without a walltime are cancelled after the
-others, the oldest first; when one of them is needed, the start is unknown and the
-reservation is the room itself, taken as it frees.
-
-**Holding.** The free part of the planned room (whole cores, GPUs, memory chunks per
-node) is held by placeholder allocations, matched like pods bound to each node, and
-topped up at the start of every cycle, so a freed core is never handed to a later pod.
-The group's own attempt gives its placeholders back first: it fits once its room is
-whole. Each of its misses plans again, since a holder may end before its walltime.
-
-**Backfill.** Another group may use the reserved room if its priority is higher than the
-reserving group's, or if every pod of it has a walltime and the longest ends before the
-reservation starts. A pod without ``activeDeadlineSeconds`` never backfills.
-
-**Shown.** The plan is written on the group's record owner
-(:data:`~fluence_core.names.RESERVATION_ANNOTATION`), which ``fluence status`` reads.
-Placeholders live in this process only: a restarted scheduler plans again.
+A ready group that has waited ``reserve_after_seconds`` and misses, busy rather than
+unsatisfiable, plans where it would go if the placements holding the room ended as their
+walltimes (``activeDeadlineSeconds``) say, and holds the free part of that room with
+placeholder allocations, topped up every cycle. Another group may use the room only with
+a higher priority, or if all its pods end (by walltime) before the reservation starts.
+The plan is written on the group's record owner
+(:data:`~fluence_core.names.RESERVATION_ANNOTATION`); placeholders live in this process
+only. The whole rule, step by step, is in docs/reservations.md.
 """
 
 from __future__ import annotations

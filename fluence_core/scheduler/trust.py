@@ -1,45 +1,20 @@
-"""A durable record is held again only when the pods it names bear it out (issue 32).
+"""A durable record is held again only when the pods it names bear it out.
 
 A record is an annotation, and an annotation can be written by whoever may edit the
 object: the admission policy (``deploy/admission-policy.yaml``) refuses such edits, but a
-cluster may run without it, or have objects older than it. A tenant who wrote
-``allocation`` on their own pending pod, listing every core of two free nodes, had a
-restarted scheduler withhold both nodes from everyone and bind the pod against its
-nodeSelector. So before :meth:`~fluence_core.scheduler.records.RecordBook.restore` holds a
-record, :func:`distrust` checks it against the pods themselves:
-
-* **whose pods**: a pod's own record names that pod alone; a PodGroup's names only pods
-  of that PodGroup;
-* **a lone pod's record needs its pod bound**: a pending pod's record may have been
-  written by anyone and is never trusted (the pod is placed as new);
-* **where**: a bound member runs on a node the record names, and every node it names
-  either runs a member or (a gang's record with members not yet bound) is one that a
-  member not yet bound may use by its nodeSelector and required node affinity
-  (:func:`~fluence_core.feasibility.node_affinity.required_match`, the NodeAffinity
-  filter's own rule);
-* **how much**: no more than its live pods request
-  (:meth:`~fluence_core.models.PodRequest.from_kube`, kube-scheduler's rule of
-  :mod:`fluence_core.pod_requests`): exclusive cores, GPUs, millicores from the pool,
-  memory (a pod holding whole chunks may round up by less than one chunk of the largest
-  chunk the record names), and virtual resources: no more of them than its pods request,
-  each a vertex that serves a type a pod requests, with that pod's ``require-*`` pins.
+cluster may run without it, or have objects older than it. Why it matters: a tenant who
+wrote ``allocation`` on their own pending pod, listing every core of two free nodes, had
+a restarted scheduler withhold both nodes from everyone and bind the pod against its
+nodeSelector. So before :meth:`~fluence_core.scheduler.records.RecordBook.restore` holds
+a record, :func:`distrust` checks it against the pods themselves: whose pods it names,
+that a lone pod's is bound, where its members run or may run, and that it asks no more
+than they request.
 
 What fails is not held: its bound pods are held from what they request and its pods not
 yet bound are released (:mod:`~fluence_core.scheduler.fallback`), with a warning and an
-Event naming what was wrong. A bound pod is never deleted, moved or evicted for it.
-
-Not checked here: which vertex of a node or of a virtual type the record names (a
-restore refuses one that is held already), and the filters that depend on other pods
-(inter-pod affinity, spread): those are asked when the record's unbound members are
-bound (:mod:`~fluence_core.scheduler.promises`), with every filter the cycle uses.
-
-Known limits: memory is counted in the node's chunks as they are now, so a node whose
-memory grew while Fluence was down can make an honest record look too big (its pods are
-then held from what they request: the accounting stays right, the warning is wrong). A
-record naming a pod that is gone is held for the pods left, so its size counts only
-theirs: a gang that lost a member while Fluence was down is held from its pods' requests.
-A PodGroup's record is still a promise for its members not yet bound (a crash mid-bind
-must not scatter a gang), kept only within their filters; a lone pod's is not.
+Event naming what was wrong. A bound pod is never deleted, moved or evicted for it. The
+filters that depend on other pods (inter-pod affinity, spread) are asked when the
+record's unbound members are bound (:mod:`~fluence_core.scheduler.promises`).
 """
 
 from __future__ import annotations
@@ -83,6 +58,33 @@ def distrust(owner: g.Owner, record: HeldPlacement, pods: Mapping[g.PodKey, Kube
     """Why ``record`` of ``owner`` cannot be trusted, or None when its pods bear it out.
 
     ``pods`` and ``nodes`` are the cluster as listed, ``graph`` the one it is restored in.
+    A record is trusted only when all of these hold:
+
+    * **whose pods**: a pod's own record names that pod alone; a PodGroup's names only pods
+      of that PodGroup;
+    * **a lone pod's record needs its pod bound**: a pending pod's record may have been
+      written by anyone and is never trusted (the pod is placed as new);
+    * **where**: a bound member runs on a node the record names, and every node it names
+      either runs a member or (a gang's record with members not yet bound) is one that a
+      member not yet bound may use by its nodeSelector and required node affinity
+      (:func:`~fluence_core.feasibility.node_affinity.required_match`, the NodeAffinity
+      filter's own rule);
+    * **how much**: no more than its live pods request
+      (:meth:`~fluence_core.models.PodRequest.from_kube`): exclusive cores, GPUs,
+      millicores from the pool, memory (a pod holding whole chunks may round up by less
+      than one chunk of the largest chunk the record names), and virtual resources: no
+      more of them than its pods request, each a vertex that serves a type a pod
+      requests, with that pod's ``require-*`` pins.
+
+    Not checked here: which vertex of a node or of a virtual type the record names (a
+    restore refuses one that is held already). Known limits: memory is counted in the
+    node's chunks as they are now, so a node whose memory grew while Fluence was down can
+    make an honest record look too big (its pods are then held from what they request:
+    the accounting stays right, the warning is wrong). A record naming a pod that is gone
+    is held for the pods left, so a gang that lost a member while Fluence was down is held
+    from its pods' requests. A PodGroup's record is still a promise for its members not
+    yet bound (a crash mid-bind must not scatter a gang), kept only within their filters;
+    a lone pod's is not.
     """
     resource, namespace, name = owner
     members: list[tuple[str, KubeObject]] = []

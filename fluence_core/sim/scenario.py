@@ -1,37 +1,11 @@
 """Scenario files for ``fluence sim``: the cluster, the vendors, the workload, the arms.
 
-A scenario is one YAML file, validated as a whole before anything runs; every
-error names the file and the field (``workload[2].sizes``), like the resources
-config. Schema (every key but ``name`` has a default)::
+A scenario is one YAML file, validated as a whole before anything runs; every error
+names the file and the field (``workload[2].sizes``), like the resources config, because
+a simulation that fails halfway wastes the run. :class:`Scenario` shows the schema.
 
-    name: gang-contention
-    description: one line for the table title
-    experiment: workload | gang-contention | two-queue | selection
-    seed: 7
-    schedulers: [fluence, first-fit]        # the arms (first-fit, gang-ungated: baselines)
-    policies: [random, min-cost, min-queue] # selection only: how the user picks a backend
-    repeats: 1                              # fresh runs per cell (paired across arms)
-    cluster:
-      nodes: [{count: 4, cpu: 4, memory: 16Gi}]
-    lifecycle:  {startup: {min: 2, max: 8}, peer_timeout: 600, restart_delay: 10,
-                 scheduler_period: 1, delete_finished: false}
-    sidecar:    {poll_interval: 5, ungate_position: 1}
-    backends:                               # one vendor queue model each
-      sv1: {type: qpu, depth: 1, service: {min: 2, max: 8}, shot_time: 0.002, ...}
-    workload:
-      - name: lammps
-        sizes: [1, 2, 4]                    # gang sizes; `count` gangs of each
-        count: 3
-        shuffle: true                       # arrival order shuffled (per repeat)
-        arrive: {start: 0, every: 1}
-        cpu: 3
-        memory: 1Gi
-        runtime: {min: 60, max: 90}         # the application's run time, seconds
-        quantum: {type: qpu, backend: sv1, shots: 1000}   # hybrid: one task per gang
-    sweep: {backends: [sv1, dm1], sizes: [2, 4, 8]}       # two-queue only
-
-Nothing in a scenario says how an arm behaves: arms differ only by which
-scheduler and which admission path the same pods go through.
+Nothing in a scenario says how an arm behaves: arms differ only by which scheduler and
+which admission path the same pods go through.
 """
 
 from __future__ import annotations
@@ -229,6 +203,35 @@ class Sweep(_Model):
 
 
 class Scenario(_Model):
+    """A whole scenario file. Schema (every key but ``name`` has a default)::
+
+        name: gang-contention
+        description: one line for the table title
+        experiment: workload | gang-contention | two-queue | selection
+        seed: 7
+        schedulers: [fluence, first-fit]        # the arms (first-fit, gang-ungated: baselines)
+        policies: [random, min-cost, min-queue] # selection only: how the user picks a backend
+        repeats: 1                              # fresh runs per cell (paired across arms)
+        cluster:
+          nodes: [{count: 4, cpu: 4, memory: 16Gi}]
+        lifecycle:  {startup: {min: 2, max: 8}, peer_timeout: 600, restart_delay: 10,
+                     scheduler_period: 1, delete_finished: false}
+        sidecar:    {poll_interval: 5, ungate_position: 1}
+        backends:                               # one vendor queue model each
+          sv1: {type: qpu, depth: 1, service: {min: 2, max: 8}, shot_time: 0.002, ...}
+        workload:
+          - name: lammps
+            sizes: [1, 2, 4]                    # gang sizes; `count` gangs of each
+            count: 3
+            shuffle: true                       # arrival order shuffled (per repeat)
+            arrive: {start: 0, every: 1}
+            cpu: 3
+            memory: 1Gi
+            runtime: {min: 60, max: 90}         # the application's run time, seconds
+            quantum: {type: qpu, backend: sv1, shots: 1000}   # hybrid: one task per gang
+        sweep: {backends: [sv1, dm1], sizes: [2, 4, 8]}       # two-queue only
+    """
+
     name: str = Field(pattern=_FILE_NAME, max_length=100)
     """Also the output files' name (``<name>.json``), so it may not hold a path."""
     description: str = ""

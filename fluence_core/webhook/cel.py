@@ -1,29 +1,25 @@
 """Which pods must reach the webhook: CEL conditions the handlers declare, joined once.
 
-Calling a webhook costs the API server CPU even when the answer changes
-nothing (encoding the review, TLS, HTTP), and any patch makes it run its own
-mutating admission plugins again. On a busy control plane that is most of what
-Fluence's admission costs (issue 20). So the API server should send only the
-pods Fluence would change, refuse or act on, and it can: a webhook's
-``matchConditions`` are CEL expressions over the object, and a webhook is
-called only when all of them are true.
+Calling a webhook costs the API server CPU even when the answer changes nothing
+(encoding the review, TLS, HTTP), and any patch makes it run its own mutating admission
+plugins again; on a busy control plane that is most of what Fluence's admission costs
+(docs/admission-cost.md). So the API server should send only the pods Fluence would
+change, refuse or act on: a webhook's ``matchConditions`` are CEL expressions over the
+object, and a webhook is called only when all of them are true.
 
-Each pod handler says which pods it must see in ``match_condition`` (a CEL
-expression over ``object``); a ``fluence_admit`` implementation says so with
-:func:`judges`; the service's own refusals
-(:func:`~fluence_core.webhook.pod_shape.shape_problem`) declare
-theirs beside them. :func:`pod_match_conditions` turns those into the pod
-webhook's conditions: the scheduler name, and one expression true when any of
-them is. One that declares nothing (``None``) must see every pod: then there is
-no second condition, and the webhook is called for every Fluence pod, as before.
+Each pod handler says which pods it must see in ``match_condition``; a ``fluence_admit``
+implementation says so with :func:`judges`; the service's own refusals
+(:func:`~fluence_core.webhook.pod_shape.shape_problem`) declare theirs beside them.
+:func:`pod_match_conditions` turns those into the pod webhook's conditions: the scheduler
+name, and one expression true when any of them is. One that declares nothing (``None``)
+must see every pod: then the webhook is called for every Fluence pod.
 
-A condition must be true for every pod its owner could change, refuse or act
-on (a PodGroup it would make, a promise it would record): a pod it wrongly
-excludes skips the webhook with whatever it carries, forged annotations
-included. It may be wider than needed; that only costs a call. Expressions use
-only standard CEL (``has``, ``in``, ``exists``, ``matches``), guard every
-optional field with ``has`` (an error follows the webhook's failurePolicy:
-refusal) and evaluate in the ``object`` variable the API server binds.
+A condition must be true for every pod its owner could change, refuse or act on: a pod
+it wrongly excludes skips the webhook with whatever it carries, forged annotations
+included. It may be wider than needed; that only costs a call. Expressions use only
+standard CEL (``has``, ``in``, ``exists``, ``matches``), guard every optional field with
+``has`` (an error follows the webhook's failurePolicy: refusal) and evaluate in the
+``object`` variable the API server binds.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def connect(settings: Settings) -> ClusterAPI:
 
 
 class Webhook:
-    """The webhook process's two HTTPS servers (issue 32): admission on ``settings.webhook_port``,
+    """The webhook process's two HTTPS servers: admission on ``settings.webhook_port``,
     for the API server alone, and the plugins' routes (the scouts' reports) and health
     probes on ``settings.report_port``, for pods. The process's loops (informers, repair,
     cleanup, the plugins' loops such as the orphan sweep) run with the admission server."""

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from fluence_core import names
 from fluence_core.kube.api import ADDED, DELETED, MODIFIED, ClusterAPI, WatchEvent
-from fluence_core.kube.fake import PODGROUP_FINALIZER, FakeCluster
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
 from fluence_core.testing import make_node_dict, make_pod_dict
 
@@ -104,7 +105,7 @@ def test_podgroup_gets_server_defaults_and_drops_client_status(env: Env) -> None
     assert created["apiVersion"] == "scheduling.k8s.io/v1alpha2"
     assert created["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
     assert created["spec"]["disruptionMode"] == "Pod"
-    assert PODGROUP_FINALIZER in created["metadata"]["finalizers"]
+    assert names.PODGROUP_FINALIZER in created["metadata"]["finalizers"]
     assert not created.get("status")
     assert env.api.get("podgroups", "g", env.ns) is not None
 

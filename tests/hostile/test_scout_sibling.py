@@ -17,7 +17,7 @@ import pytest
 from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import Settings
-from fluence_core.hybrid.orphans import JOB_UID_LABEL, OrphanSweep
+from fluence_core.hybrid.orphans import OrphanSweep
 from fluence_core.hybrid.endpoint import ReportEndpoint
 from fluence_core.testing import job_owner, make_pod_dict
 
@@ -30,7 +30,7 @@ def _pod(name: str, role: str, *, owner: dict[str, Any] | None = VQE, sidecar: b
          gated: bool = False, backend: str | None = None) -> dict[str, Any]:
     """A pod of group vqe in ``role``, controlled by ``owner`` (None: a bare pod)."""
     labels = {names.GROUP_LABEL: "vqe", names.ROLE_LABEL: role,
-              **({JOB_UID_LABEL: owner["uid"]} if owner is not None else {})}
+              **({names.JOB_UID_LABEL: owner["uid"]} if owner is not None else {})}
     return make_pod_dict(
         name, None, labels=labels, image="python:3.12", gates=[GATE] if gated else (),
         annotations={names.BACKEND_ANNOTATION: backend} if backend else None,

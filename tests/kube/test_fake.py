@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from fluence_core import names
 from fluence_core.kube.api import ADDED, DELETED, MODIFIED, RESYNC, Cancellation, ClusterAPI
-from fluence_core.kube.fake import PODGROUP_FINALIZER, FakeCluster
+from fluence_core.kube.fake import FakeCluster
 from fluence_core.kube.errors import ApiError, Conflict, NotFound
 from fluence_core.testing import make_node_dict, make_pod_dict
 
@@ -261,7 +262,7 @@ def test_podgroup_is_stored_with_server_defaults(cluster: FakeCluster) -> None:
                              "default")
     assert created["apiVersion"] == "scheduling.k8s.io/v1alpha2"
     assert created["spec"]["disruptionMode"] == "Pod"
-    assert PODGROUP_FINALIZER in created["metadata"]["finalizers"]
+    assert names.PODGROUP_FINALIZER in created["metadata"]["finalizers"]
     assert "status" not in created
 
 

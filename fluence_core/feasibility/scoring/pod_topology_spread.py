@@ -23,7 +23,8 @@ import math
 from collections.abc import Sequence
 
 from fluence_core import hookimpl
-from fluence_core.feasibility.objects import HOSTNAME_LABEL, NodeFacts, PodFacts, Snapshot
+from fluence_core import names
+from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.pod_topology_spread import count_matching, includes
 from fluence_core.feasibility.scoring.base import MAX_NODE_SCORE, NodeScores, ScorePlugin
 from fluence_core.settings import Settings
@@ -45,12 +46,13 @@ class PodTopologySpreadScore:
         keys = [c.topology_key for c in soft]
         scored = [n for n in nodes if all(k in n.labels for k in keys)]
         counts: list[dict[str, int]] = [
-            {} if c.topology_key == HOSTNAME_LABEL
+            {} if c.topology_key == names.HOSTNAME_LABEL
             else {n.labels[c.topology_key]: 0 for n in scored}
             for c in soft
         ]
         weights = [
-            math.log((len(scored) if c.topology_key == HOSTNAME_LABEL else len(counts[i])) + 2)
+            math.log((len(scored) if c.topology_key == names.HOSTNAME_LABEL
+                      else len(counts[i])) + 2)
             for i, c in enumerate(soft)
         ]
         for node in snapshot.nodes:
@@ -64,7 +66,7 @@ class PodTopologySpreadScore:
         for node in scored:
             total = 0.0
             for i, c in enumerate(soft):
-                if c.topology_key == HOSTNAME_LABEL:
+                if c.topology_key == names.HOSTNAME_LABEL:
                     count = count_matching(snapshot, node.name, c, pod.namespace)
                 else:
                     count = counts[i][node.labels[c.topology_key]]

@@ -22,8 +22,6 @@ from fluence_core.webhook.controller.pod_groups import (
     size_key,
 )
 
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-
 
 def owning_job(pod: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, Any] | None:
     """The Job that owns the pod (owner reference, else the job-name label), or None."""
@@ -32,7 +30,7 @@ def owning_job(pod: Mapping[str, Any], ctx: AdmissionContext) -> Mapping[str, An
         if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
             name = ref.get("name")
             break
-    name = name or labels_of(pod).get(JOB_NAME_LABEL)
+    name = name or labels_of(pod).get(names.JOB_NAME_LABEL)
     if not name or ctx.cluster is None:
         return None
     cluster = ctx.cluster
@@ -71,7 +69,7 @@ def known_group_size(pod: Mapping[str, Any]) -> int | None:
     size = positive_int_annotation(pod, names.GROUP_SIZE_ANNOTATION)
     if size is not None:
         return size
-    has_job = labels_of(pod).get(JOB_NAME_LABEL) or any(
+    has_job = labels_of(pod).get(names.JOB_NAME_LABEL) or any(
         isinstance(ref, Mapping) and ref.get("kind") == "Job"
         for ref in owner_references_of(pod))
     return None if has_job else 1
@@ -92,8 +90,8 @@ def check_pod_group(ctx: AdmissionContext, name: str,
 
     What a pod's PodGroup needs is made by the webhook's controller from the stored
     pod (:mod:`~fluence_core.webhook.controller.controller`), never from the review
-    (issue 32: anyone reaching the port could POST one, and what admission made or
-    remembered, it made for them). Known means: in the PodGroup informer
+    (anyone reaching the port could POST one, and what admission made or remembered,
+    it would make for them). Known means: in the PodGroup informer
     (:mod:`~fluence_core.webhook.controller.informer`; nothing is read while it is not
     synced), or made by the controller seconds ago. ``min_count``, when a
     function (learning it may read the owning Job), is asked only while the PodGroup is

@@ -1,9 +1,9 @@
 """Fluence's annotations are Fluence's: what the webhook strips from a pod at CREATE.
 
-Issue 32, attack 2: a tenant created a pod carrying
+Why: a tenant could create a pod carrying
 ``fluence.flux-framework.org/allocation`` listing every core of two free nodes; after a
-restart the scheduler restored it as a record, bound the pod against its nodeSelector
-and withheld both nodes from everyone. The keys only Fluence writes after admission
+restart the scheduler would restore it as a record, bind the pod against its nodeSelector
+and withhold both nodes from everyone. The keys only Fluence writes after admission
 (:data:`~fluence_core.names.SCHEDULER_ONLY_ANNOTATIONS` and the ``attr-*`` and
 ``scout-*`` families) are therefore removed from every Fluence pod the webhook admits,
 whoever sends it (a Job's pods, made by the job controller from a template the user

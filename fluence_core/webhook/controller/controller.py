@@ -1,37 +1,17 @@
 """The webhook's controller: what admitted objects need, made from the stored objects alone.
 
-Issue 32: anyone who could reach the webhook's port could POST a forged
-AdmissionReview, and the webhook acted on it with its own rights: a PodGroup of
-minCount 999 in another team's namespace (their real Job then refused), a Flux
-Job's ConfigMap, Secret and Service wherever the review said. An AdmissionReview
-proves nothing about the cluster. So admission only answers (a patch or a
-refusal, :mod:`~fluence_core.webhook.admission.review`), and everything that writes to the
-cluster is done here,
-from objects the API server stored, found through the webhook's informers
-(:mod:`.informer`), as Kubernetes' own controllers do:
+An AdmissionReview proves nothing about the cluster: anyone who can reach the webhook's
+port can POST one, and a webhook that acted on it with its own rights would make
+PodGroups, ConfigMaps or Secrets wherever a forged review said. So admission only
+answers (a patch or a refusal, :mod:`~fluence_core.webhook.admission.review`), and
+everything that writes to the cluster is done here, from objects the API server stored,
+found through the webhook's informers (:mod:`.informer`), as Kubernetes' own controllers
+do. :class:`Controller` lists what it makes.
 
-* a grouped Job (its template names its group as scheduling group, ``job-group``
-  handler) gets its PodGroups, owned by the Job: the stored Job carries the uid
-  the owner reference needs, so nothing waits for it;
-* an unscheduled grouped pod pointing at one of Fluence's PodGroups that does not
-  exist gets it (a bare gang's, a Job's whose Job missed the ``job-group``
-  handler), minCount from the pod's ``group-size``, else its controlling Job's
-  parallelism, owned by that Job when one controls the pod; a pod whose Job the
-  Job informer has not delivered yet waits for it (:data:`JOB_WAIT`), so that the
-  Job's own event makes the PodGroup and nothing reads the Job;
-* the PodGroup made for a Job carries the topology the Job, its pod template, its
-  JobSet or its TrainJob states (:mod:`.workload_topology`), so a constraint written only
-  on the workload is the gang's;
-* a shared quantum group's split pod whose Job also has the job controller's own
-  PodGroup (a Job admitted before the webhook ran) has that one deleted: the split
-  leaves it empty forever;
-* plugins' objects (:class:`Reconciler`, the Flux handler's ConfigMap, Secret and
-  Service) are made by the plugin's ``reconcile`` from the stored workload.
-
-The webhook configuration is then ``sideEffects: None``: a dry run and a
-forged review change nothing. The writes go through the webhook's background
-writer (:mod:`.writer`: one write per object at a time, retried), or on the
-caller's thread without one (``fluence sim``, unit tests).
+The webhook configuration is then ``sideEffects: None``: a dry run and a forged review
+change nothing. The writes go through the webhook's background writer (:mod:`.writer`:
+one write per object at a time, retried), or on the caller's thread without one
+(``fluence sim``, unit tests).
 """
 
 from __future__ import annotations
@@ -191,9 +171,27 @@ def wanted_for_pod(pod: Mapping[str, Any], job_size: Callable[[str, str], int | 
 
 
 class Controller:
-    """Makes what stored objects need (module docstring). The informer listeners
-    :meth:`job_stored` and :meth:`pod_stored` are also what ``fluence sim`` and tests call
-    for an object they stored."""
+    """Makes what stored objects need. The informer listeners :meth:`job_stored` and
+    :meth:`pod_stored` are also what ``fluence sim`` and tests call for an object they stored.
+
+    * a grouped Job (its template names its group as scheduling group, ``job-group``
+      handler) gets its PodGroups, owned by the Job: the stored Job carries the uid
+      the owner reference needs, so nothing waits for it;
+    * an unscheduled grouped pod pointing at one of Fluence's PodGroups that does not
+      exist gets it (a bare gang's, a Job's whose Job missed the ``job-group``
+      handler), minCount from the pod's ``group-size``, else its controlling Job's
+      parallelism, owned by that Job when one controls the pod; a pod whose Job the
+      Job informer has not delivered yet waits for it (:data:`JOB_WAIT`), so that the
+      Job's own event makes the PodGroup and nothing reads the Job;
+    * the PodGroup made for a Job carries the topology the Job, its pod template, its
+      JobSet or its TrainJob states (:mod:`.workload_topology`), so a constraint written only
+      on the workload is the gang's;
+    * a shared quantum group's split pod whose Job also has the job controller's own
+      PodGroup (a Job admitted before the webhook ran) has that one deleted: the split
+      leaves it empty forever;
+    * plugins' objects (:class:`Reconciler`, the Flux handler's ConfigMap, Secret and
+      Service) are made by the plugin's ``reconcile`` from the stored workload.
+    """
 
     def __init__(self, settings: Settings, cluster: ClusterAPI | None, watched: Watched,
                  recent: Recent, writer: BackgroundWriter | None,

@@ -1,13 +1,12 @@
 """Watched copies of the objects admission asks about, so that no request has to read them.
 
-A grouped Job's admission used to read its group's PodGroup (one gang per group
-name: another size is refused), and after the answer its PodGroup's write read
-the stored Job (the uid its owner reference needs). Those reads go through the
-webhook's rate-limited client, shared with its writes: with 20 clients creating
-Jobs, a Job's review waited 29 ms at p50 inside the webhook (issue 20), nearly
-all of it for the limiter. An :class:`Informer` lists its kind once, then
-follows the watch from that list's resourceVersion on a thread of its own; a
-lookup answers from memory.
+A grouped Job's admission needs its group's PodGroup (one gang per group name: another
+size is refused), and its PodGroup's write needs the stored Job (the uid its owner
+reference needs). Read through the webhook's rate-limited client, shared with its
+writes, those reads kept a review waiting on the limiter for nearly all its time under
+load (docs/admission-cost.md). An :class:`Informer` lists its kind once, then follows
+the watch from that list's resourceVersion on a thread of its own; a lookup answers
+from memory.
 
 What stays true:
 

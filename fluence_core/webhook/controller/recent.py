@@ -4,7 +4,7 @@ The pods of a group arrive together (a Job controller creates them in one
 burst), and each used to repeat the same API calls: read the owning Job, read
 the PriorityClass, read and create the group's PodGroup. Through the webhook's
 rate-limited client those calls cost more than the admission itself, and at
-scale they set the pace of pod creation (issue 20). An entry lives
+scale they set the pace of pod creation. An entry lives
 :data:`TTL` seconds: long enough to cover a burst, short enough that an
 object edited or deleted since is seen again soon. Requests missing the same
 key at once make one call between them: the first makes it, the others wait

@@ -1,30 +1,11 @@
 """The webhook controller's writes, made by a bounded background writer.
 
-Issue 20 measured that a PodGroup create on a review's path cost nine tenths of
-its wall time; issue 32 took every write off the request path altogether: the
-webhook's controller (:mod:`.controller`) makes what stored objects need
-(PodGroups, a Flux workload's objects) and hands each write here, so its informer
-threads never wait on the API server's rate limit.
-
-What stays true:
-
-* one write per key at a time: a key queued or being written is not queued
-  again, and the step itself is idempotent ("already exists" counts as made);
-* bounded: at most ``capacity`` steps wait; when full (or closing),
-  :meth:`submit` says no and the controller makes the step on its own thread:
-  slower, never lost;
-* failures: a transient one (no answer, 429, 5xx) is retried with backoff;
-  the last one, or a permanent one (403, 422, ...), is logged at ERROR naming
-  the object and what waits for it (the object's next event, or the repair, tries
-  again);
-* not yet: a step whose object needs another one stored first raises
-  :class:`NotYet`; it is tried again after a short delay, doubling, holding no
-  thread meanwhile, until the write's ``patience`` runs out (then it is dropped,
-  logged: what it waited for never came);
-* stop: :meth:`close` writes what is queued first, and tries what waits once more,
-  so a graceful restart loses nothing. A killed process loses what was queued
-  (milliseconds of work); the next webhook's informers list every stored object
-  at start, and the controller makes what is missing.
+The webhook's controller (:mod:`.controller`) makes what stored objects need (PodGroups,
+a Flux workload's objects) and hands each write here, so its informer threads never wait
+on the API server's rate limit, and no write is ever on a review's path: there a
+PodGroup create was most of the review's wall time (docs/admission-cost.md).
+:class:`BackgroundWriter` states what stays true of the writes: one per object at a
+time, bounded, retried, and finished on a graceful stop.
 """
 
 from __future__ import annotations
@@ -56,7 +37,7 @@ NOT_YET_MAX: Final = 1.0
 
 class NotYet(Exception):
     """Raised by a step whose object needs another one that is not stored yet: the writer
-    tries it again later (module docstring), within its write's ``patience``."""
+    tries it again later (:class:`BackgroundWriter`), within its write's ``patience``."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +60,24 @@ def transient(error: BaseException) -> bool:
 
 class BackgroundWriter:
     """A bounded queue of :class:`Write` steps and the threads that make them.
+
+    * one write per key at a time: a key queued or being written is not queued
+      again, and the step itself is idempotent ("already exists" counts as made);
+    * bounded: at most ``capacity`` steps wait; when full (or closing),
+      :meth:`submit` says no and the controller makes the step on its own thread:
+      slower, never lost;
+    * failures: a transient one (no answer, 429, 5xx) is retried with backoff;
+      the last one, or a permanent one (403, 422, ...), is logged at ERROR naming
+      the object and what waits for it (the object's next event, or the repair, tries
+      again);
+    * not yet: a step whose object needs another one stored first raises
+      :class:`NotYet`; it is tried again after a short delay, doubling, holding no
+      thread meanwhile, until the write's ``patience`` runs out (then it is dropped,
+      logged: what it waited for never came);
+    * stop: :meth:`close` writes what is queued first, and tries what waits once more,
+      so a graceful restart loses nothing. A killed process loses what was queued
+      (milliseconds of work); the next webhook's informers list every stored object
+      at start, and the controller makes what is missing.
 
     ``sleep`` is the backoff's wait (tests pass one that records instead of sleeping);
     ``clock`` says when a step waiting after :class:`NotYet` is due.

@@ -1,34 +1,12 @@
-"""Who keeps a connection when the webhook's server is full: fair to the API server (issue 32).
+"""Who keeps a connection when the webhook's server is full: fair to the API server.
 
-The attack it answers: 128 idle keep-alive connections from one address, refreshed now
-and then, held the address's whole share; once the API server's own pooled connection
-expired, its new one was closed at accept and pod creates failed ("failed calling
-webhook ... EOF"). Four addresses filled all 512 slots the same way. An idle connection
-costs its holder nothing, so holding one must not keep anyone else out.
-
-The rules, applied as each connection is accepted (:meth:`Slots.admit`):
-
-1. An address holds at most ``max_per_client`` connections. A new one past that takes
-   the place of that address's longest-waiting *spare* connection, or is closed if it has
-   none: an address competes only with itself (the API server's, when an attacker shares
-   its address).
-2. ``max_connections - reserved`` slots are open to anyone. When they are taken, a new
-   connection takes the place of a spare connection of the address holding the most, if
-   that address holds more than the newcomer's would: no address keeps another out.
-3. Otherwise the ``reserved`` slots: for a server that requires a client certificate
-   (every connection that survives its handshake is the API server's), or for an address
-   holding fewer than ``reserve_share`` connections (the API server's few pooled ones).
-4. While more than half of ``max_connections`` are open, a connection idle between
-   requests for longer than ``busy_idle_timeout`` is closed (:meth:`Slots.stale`); the
-   long ``idle_timeout`` that suits the API server's pool holds only while there is room.
-
-A *spare* connection is one idle between requests, or one that has not finished its
-handshake and first request ``pending_grace`` seconds after it was accepted. A
-connection that presented a client certificate the server verified is never spare and
-never closed for being idle (it is the API server's); nor is one in the middle of a
-request. Without a client CA nothing tells the API server from anyone else at its
-address: the rules then keep one address from starving the others, and a newcomer from
-being refused while someone else's connection only waits.
+An idle keep-alive connection costs its holder nothing, so holding one must not keep
+anyone else out: otherwise a client holding its address's whole share of idle
+connections leaves the API server's next connection closed at accept, and pod creates
+fail. :class:`Slots` decides, as each connection is accepted, which connection gives way:
+an address competes first with itself, then with the address holding the most, and a
+few slots are kept for the API server. docs/webhook-client-auth.md tells the attack
+these rules answer.
 
 Not thread-safe: the server calls it under its own lock; each connection's thread sets
 its :class:`Slot`'s state.
@@ -87,7 +65,32 @@ class Admission:
 
 
 class Slots:
-    """The open connections and the rules above."""
+    """The open connections, and who keeps one when the server is full.
+
+    The rules, applied as each connection is accepted (:meth:`Slots.admit`):
+
+    1. An address holds at most ``max_per_client`` connections. A new one past that takes
+       the place of that address's longest-waiting *spare* connection, or is closed if it has
+       none: an address competes only with itself (the API server's, when an attacker shares
+       its address).
+    2. ``max_connections - reserved`` slots are open to anyone. When they are taken, a new
+       connection takes the place of a spare connection of the address holding the most, if
+       that address holds more than the newcomer's would: no address keeps another out.
+    3. Otherwise the ``reserved`` slots: for a server that requires a client certificate
+       (every connection that survives its handshake is the API server's), or for an address
+       holding fewer than ``reserve_share`` connections (the API server's few pooled ones).
+    4. While more than half of ``max_connections`` are open, a connection idle between
+       requests for longer than ``busy_idle_timeout`` is closed (:meth:`Slots.stale`); the
+       long ``idle_timeout`` that suits the API server's pool holds only while there is room.
+
+    A *spare* connection is one idle between requests, or one that has not finished its
+    handshake and first request ``pending_grace`` seconds after it was accepted. A
+    connection that presented a client certificate the server verified is never spare and
+    never closed for being idle (it is the API server's); nor is one in the middle of a
+    request. Without a client CA nothing tells the API server from anyone else at its
+    address: the rules then keep one address from starving the others, and a newcomer from
+    being refused while someone else's connection only waits.
+    """
 
     def __init__(self, *, max_connections: int, max_per_client: int, reserved: int,
                  client_auth: bool, reserve_share: int = RESERVE_SHARE,

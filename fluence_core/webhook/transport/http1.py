@@ -3,7 +3,7 @@
 Why not :mod:`http.server`: its handler parses headers with the ``email``
 package, formats a date and logs on every request, and writes through buffered
 file objects; for a webhook answering one small JSON request per pod create,
-that machinery was most of the server's own time (py-spy, issue 20). The API
+that machinery was most of the server's own time (docs/admission-cost.md). The API
 server sends plain, well-formed requests, so the parser here takes exactly that
 and refuses anything else with a status and a message naming what is wrong:
 

@@ -2,7 +2,7 @@
 
 The server (:mod:`~fluence_core.webhook.transport.server`) reads a request and hands its path,
 headers and body to its endpoint; it imports nothing of admission or of the scouts'
-reports. The webhook process runs two servers (issue 32): one whose endpoint is
+reports. The webhook process runs two servers: one whose endpoint is
 admission (:class:`~fluence_core.webhook.admission.review.AdmissionEndpoint`, for the API server
 alone), and one whose endpoint is :class:`Routes`, the JSON routes plugins contribute
 through ``fluence_webhook_routes`` (the scouts' reports), for pods. So the admission port

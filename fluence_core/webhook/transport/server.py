@@ -1,74 +1,28 @@
 """The HTTPS server: a thread per connection, blocking TLS sockets, a strict little HTTP/1.1.
 
-What it is: an accept loop (:meth:`WebhookServer.serve_forever`) hands each
-connection to a thread of its own, which does the TLS handshake, then reads
-requests straight from the TLS socket into one buffer, parses them with
-:mod:`~fluence_core.webhook.transport.http1` and writes each answer in one call.
+An accept loop (:meth:`WebhookServer.serve_forever`) hands each connection to a thread
+of its own, which does the TLS handshake, reads requests straight from the TLS socket,
+parses them with :mod:`~fluence_core.webhook.transport.http1` and writes each answer in
+one call on a ``TCP_NODELAY`` socket. Why this shape: a webhook's cost is paid on every
+pod create, and with one client (the API server, on keep-alive connections) the fewest
+wake-ups win, so the thread blocked in the read is the one that answers. The server
+selects no ALPN protocol, so the API server speaks HTTP/1.1. The figures behind these
+choices, against the standard ``ThreadingHTTPServer``, are in docs/admission-cost.md.
 
-Why this shape (issue 20, measured with ``benchmarks/bench_webhook.py`` and
-py-spy through a real API server): a webhook's cost is paid on every pod create,
-and a webhook that does nothing already costs the API server a round trip. With
-one client (the API server waiting on each create) the fewest wake-ups win: the
-thread blocked in the socket's read is the one that answers, with no event loop
-or pool to hand over to. What the standard ``ThreadingHTTPServer`` added on top
-(``email`` header parsing, a date formatted per answer, buffered file objects,
-a per-request log call, a lock and a dictionary entry per request for its
-deadline, a reaper thread) was most of the server's own time; it is gone. The
-API server reuses its connections (keep-alive), so a thread lives as long as
-its connection, and threads are cheap next to a TLS handshake. HTTP/2 would put
-every request on one connection but costs framing in Python; the server selects
-no ALPN protocol, so the API server speaks HTTP/1.1.
+What it guarantees a hostile or slow client cannot do:
 
-Measured (``bench_webhook.py --mode apiserver --baseline``, both servers in one
-run, 2 shared cores): with one client, a do-nothing webhook on this server costs
-0.26 ms of webhook CPU per create (0.40 on ``ThreadingHTTPServer``) and the API
-server times its call at 0.59 ms (0.79); it adds 0.7 ms at p50 (1.0), and creates
-run at 0.82x (0.74x) the rate without a webhook. What is left is the API server's
-side of the call: with 20 clients the machine is CPU-bound, and calling any
-webhook costs the API server 0.4-0.7 ms more CPU per create than its 1.9 ms
-without, which alone holds creates/s to 0.73-0.83x whatever the webhook does.
+* stall the accept loop (the handshake runs in the connection's thread, with a timeout);
+* hold a request open past its deadline, however steadily it trickles bytes;
+* send a body without a declared length, or larger than ``max_body`` (or a head larger
+  than ``http1.MAX_HEAD``);
+* take more than ``max_connections`` at once, or ``max_per_client`` from one address,
+  from the API server (:mod:`~fluence_core.webhook.transport.fairness` has the rules).
 
-Hardening, all kept from the first server:
-
-* the TLS handshake runs in the connection's thread with a timeout (CPython's TLS
-  calls count it for the whole handshake), so a client that connects and never
-  speaks cannot stall the accept loop;
-* every read has a timeout, and a whole request (TLS handshake, or waiting for it,
-  request line, headers and body) has a deadline: each read may wait only until
-  the deadline, so a client trickling one byte at a time (slowloris) is cut off
-  when the deadline passes, however steady its bytes;
-* a keep-alive connection that was served may then sit idle for ``idle_timeout``
-  (longer than the 90 s after which the API server's Go transport drops an idle
-  connection): the deadline starts at the next request's first byte. Cut at the
-  request deadline, idle connections were closed while the API server was
-  reusing them, and the pod create failed ("broken pipe", issue 20's benchmark). Only
-  while the server is more than half full is an idle connection closed sooner (below);
-* a body must declare its length (no chunked uploads) and may not exceed
-  ``max_body`` bytes; a request head may not exceed ``http1.MAX_HEAD`` bytes;
-* at most ``max_connections`` connections are served at once, and at most
-  ``max_per_client`` from one address; when either is reached, a new connection takes
-  the place of a *spare* one (idle between requests, or slow to start) of its own
-  address, or of the address holding the most, and some slots are kept for the API
-  server; a connection that presented the client certificate is never made to give way.
-  While the server is more than half full, idle connections are closed after a few
-  seconds. The rules, and the attack they answer, are in
-  :mod:`~fluence_core.webhook.transport.fairness`;
-* every POST is handed to the server's :class:`~fluence_core.webhook.transport.routes.Endpoint`,
-  which says how long a body its path may have (or that there is no such path) and
-  what an answer or an error looks like: an AdmissionReview on the admission port,
-  JSON on the report port. The server knows nothing of either (issue 30: the HTTP
-  server apart from admission);
-* :meth:`~WebhookServer.shutdown` is graceful: it stops accepting, closes idle
-  keep-alive connections, and lets requests being served finish (for up to
-  ``request_deadline``), telling their clients the connection closes; ``loops``
-  (the orphan sweep, the PodGroup repair) start with :meth:`serve_forever` and
-  stop when it returns.
-
-Latency: a response leaves in one write on a socket with ``TCP_NODELAY``. The
-standard handler wrote the status line and headers, then the body, straight to
-the socket; the second small write then waited for the ACK of the first (Nagle),
-which the API server delays by up to 40 ms (delayed ACK), on every keep-alive
-request (issue 20: 45 ms added to each pod create).
+A served keep-alive connection may sit idle for ``idle_timeout``, longer than the API
+server keeps an idle connection, so the API server never writes to one the server closed.
+Every POST goes to the server's :class:`~fluence_core.webhook.transport.routes.Endpoint`,
+so the server knows nothing of admission or reports. :meth:`~WebhookServer.shutdown` is
+graceful: it stops accepting, closes idle connections and lets requests finish.
 """
 
 from __future__ import annotations

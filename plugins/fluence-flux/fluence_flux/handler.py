@@ -17,7 +17,7 @@ The ConfigMap, Secret and Service are made by the webhook's controller from the
 stored workload (:meth:`FluxHandler.reconcile`; the handler labels what it rewrote
 with :data:`~fluence_core.api.names.FLUX_LABEL`, which the controller selects by),
 owned by it from their creation, so the garbage collector deletes them with it.
-Admission makes nothing (issue 32: a forged review made them in any namespace);
+Admission makes nothing (a forged review would make them in any namespace);
 it only refuses a workload whose objects' names are taken by someone else's.
 """
 
@@ -62,7 +62,6 @@ VIEW_VOLUME = "flux-view"
 SCRIPTS_VOLUME = "flux-scripts"
 SHM_VOLUME = "flux-shm"
 SHM_PATH = "/dev/shm"
-HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 DEFAULT_SCHEDULER = "default-scheduler"
 """What the API server writes into a pod template without ``schedulerName``."""
 
@@ -253,7 +252,7 @@ class FluxHandler(Handler):
             "weight": 100,
             "podAffinityTerm": {
                 "labelSelector": {"matchLabels": dict(work.selector)},
-                "topologyKey": HOSTNAME_TOPOLOGY,
+                "topologyKey": names.HOSTNAME_LABEL,
             },
         }
         preferred = "preferredDuringSchedulingIgnoredDuringExecution"

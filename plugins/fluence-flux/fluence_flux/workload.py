@@ -23,7 +23,6 @@ from fluence_core.api import (
 
 JOB_KIND = "Job"
 JOBSET_KIND = "JobSet"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 TRAINER_NODE_JOB = "node"
 """The replicated job Kubeflow Trainer runs the training on (its runtimes' usual name)."""
@@ -258,7 +257,7 @@ def read(obj: Mapping[str, Any], namespace: str, *,
         template_path = ("spec", "template")
         subdomain = str((template.get("spec") or {}).get("subdomain") or name)
         host_prefix = f"{name}-"
-        selector = {JOB_NAME_LABEL: name}
+        selector = {names.JOB_NAME_LABEL: name}
     elif kind == JOBSET_KIND:
         jobs = list(spec.get("replicatedJobs") or [])
         index = _flux_job(jobs, what)

@@ -1,36 +1,20 @@
 """Built-in handler ``job-group``: a grouped Job's pods join Fluence's PodGroup from the start.
 
-Under Kubernetes 1.36's ``WorkloadWithJob`` gate the job controller makes a
-Workload and a PodGroup of N for an Indexed Job with parallelism = completions
-> 1, unless the Job's pod template already names a scheduling group. A Job whose
-template carries the group label ``fluence.flux-framework.org/group`` gets
-``spec.template.spec.schedulingGroup.podGroupName: <group>`` here, so the
-controller creates nothing, and the pod handlers (``gang``, ``quantum``) point
-at Fluence's own PodGroups; a shared quantum group's scout is then re-pointed
-at ``<group>-scout``. Without this handler (a Job admitted before the webhook
-ran), the quantum split still deletes the controller's PodGroup, but the
-controller makes it again.
+Under Kubernetes 1.36's ``WorkloadWithJob`` gate the job controller makes a Workload and
+a PodGroup of N for an Indexed Job with parallelism = completions > 1, unless the Job's
+pod template already names a scheduling group. A Job whose template carries the group
+label ``fluence.flux-framework.org/group`` gets
+``spec.template.spec.schedulingGroup.podGroupName: <group>`` here, so the controller
+creates nothing, and the pod handlers (``gang``, ``quantum``) point at Fluence's own
+PodGroups; a shared quantum group's scout is then re-pointed at ``<group>-scout``.
+Without this handler (a Job admitted before the webhook ran), the quantum split still
+deletes the controller's PodGroup, but the controller makes it again.
 
-The PodGroups the Job's pods will point at are made for the stored Job by the
-webhook's controller (:mod:`~fluence_core.webhook.controller.controller`), never by this
-admission (issue 32: a
-review proves nothing), with the minCount the pods would give them: the
-template's ``group-size``, else the Job's parallelism, else its completions,
-owned by the Job (its uid is on the stored Job), so Kubernetes' garbage collector
-deletes them with it. A Job refused after this webhook answered is never
-stored: nothing is made for it. The handler also puts the group label on the
-Job itself, which the controller's Job informer selects by. A Job whose
-template the pods' handlers would refuse (a bad group label or ``group-size``, a
-Job over Fluence's group limit) gets no group named on its template: its pods
-reach the webhook and are refused with the reason, as before. A shared quantum
-Job that is not Indexed gets no PodGroup either (the quantum split refuses its
-pods).
-
-**One gang per group name.** A PodGroup of the group's name that exists already
-is looked up on the Job's admission, in the webhook's PodGroup informer (no call;
-one read while it is not synced, none per pod): one with another
-minCount refuses the Job naming both sizes; one being deleted (its earlier gang
-ending) refuses it too, until it is gone; one of the same size is the Job's.
+The PodGroups the Job's pods will point at are made for the stored Job by the webhook's
+controller (:mod:`~fluence_core.webhook.controller.controller`), never by this admission,
+since a review proves nothing; the handler puts the group label on the Job itself, which
+the controller's Job informer selects by. :class:`JobGroupHandler` says which Jobs get
+no group named, and how one gang per group name is kept.
 """
 
 from __future__ import annotations
@@ -49,6 +33,25 @@ JOBS = "batch/jobs"
 
 
 class JobGroupHandler(Handler):
+    """Names a grouped Job's PodGroup on its template and labels the Job with its group.
+
+    The controller makes the PodGroups with the minCount the pods would give them: the
+    template's ``group-size``, else the Job's parallelism, else its completions, owned by
+    the Job (its uid is on the stored Job), so Kubernetes' garbage collector deletes them
+    with it. A Job refused after this webhook answered is never stored: nothing is made
+    for it. A Job whose template the pods' handlers would refuse (a bad group label or
+    ``group-size``, a Job over Fluence's group limit) gets no group named on its
+    template: its pods reach the webhook and are refused with the reason. A shared
+    quantum Job that is not Indexed gets no PodGroup either (the quantum split refuses
+    its pods).
+
+    **One gang per group name.** A PodGroup of the group's name that exists already is
+    looked up on the Job's admission, in the webhook's PodGroup informer (no call; one
+    read while it is not synced, none per pod): one with another minCount refuses the
+    Job naming both sizes; one being deleted (its earlier gang ending) refuses it too,
+    until it is gone; one of the same size is the Job's.
+    """
+
     name = "job-group"
     order = 5
     resources = (JOBS,)
@@ -95,7 +98,7 @@ def _labelled(job: Mapping[str, Any], group: str) -> JsonPatch:
 def _check_existing(ctx: AdmissionContext, target: str, count: int) -> None:
     """Refuse the Job when PodGroup ``target`` exists with another minCount than ``count``,
     or is being deleted. Asks the PodGroup informer (one read while it is not synced);
-    remembers nothing: a review is no fact (issue 32)."""
+    remembers nothing: a review is no fact."""
     gangs.check_known_size(ctx, target, count)
     if ctx.cluster is None:
         return
