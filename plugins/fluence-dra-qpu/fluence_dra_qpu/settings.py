@@ -1,0 +1,25 @@
+"""The driver's settings: ``FLUENCE_QPU_DRIVER_*`` environment variables.
+
+Which backends to publish comes from the core's ``FLUENCE_RESOURCES``, the file
+the scheduler and the device plugin read too, so the three never disagree.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from fluence_core.api import PluginSettings
+
+
+class QpuDriverSettings(PluginSettings):
+    """How often the driver rereads the file and checks its slices."""
+
+    model_config = SettingsConfigDict(env_prefix="FLUENCE_QPU_DRIVER_")
+
+    interval: float = Field(
+        default=5.0,
+        gt=0,
+        le=3600,
+        description="Seconds between two passes: reread the resources file, repair the slices.",
+    )
