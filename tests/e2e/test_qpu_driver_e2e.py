@@ -15,6 +15,9 @@ Skipped without ``KUBEBUILDER_ASSETS`` or without kube-scheduler.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,3 +175,25 @@ def test_both_schedulers_allocate_the_drivers_qpus_and_neither_double_books(
                  for d in _devices(kube, c["metadata"]["name"])]
     print(f"  allocated: {sorted(allocated)}")
     assert sorted(allocated) == sorted([east, west])
+
+
+def test_the_command_publishes_once_and_a_second_run_changes_nothing(
+        control_plane: ApiServer, tmp_path: Path) -> None:
+    """``fluence qpu-driver --once`` run twice, as a restarted driver would be: one
+    generation, the same slice."""
+    kube = control_plane.cluster()
+    for obj in kube.list(RESOURCE_SLICES).items:  # the other test's pool
+        kube.delete(RESOURCE_SLICES, obj["metadata"]["name"])
+    resources = tmp_path / "resources.yaml"
+    resources.write_text(RESOURCES)
+    env = dict(os.environ, KUBECONFIG=str(control_plane.kubeconfig()))
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    command = [sys.executable, "-c", "from fluence_core.cli import main; main()",
+               "qpu-driver", "--once", "--resources", str(resources)]
+    versions = []
+    for _ in range(2):
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        [published] = kube.list(RESOURCE_SLICES).items
+        versions.append((published["metadata"]["name"], published["spec"]["pool"]["generation"]))
+    assert versions == [("fluence-dra-qpu-cluster-1-0", 1)] * 2
