@@ -223,6 +223,9 @@ also the name of the DeviceClass of its ``qpu`` devices, so a claim reads like a
 QPU_DEVICE_CLASS: Final = QPU_DRA_DRIVER
 QPU_DRIVER_MANAGER: Final = "fluence-dra-qpu"
 """The ``managed-by`` label value on the driver's slices: the slices it may replace."""
+QPU_CDI_KIND: Final = f"{RESOURCE_DOMAIN}/qpu"
+"""The CDI kind (``vendor/class``) of the specs the QPU kubelet plugin writes; a container's
+device is ``<kind>=<name>``."""
 QPU_DEVICES_DIGEST_ANNOTATION: Final = f"{DOMAIN}/devices-digest"
 """On each of the driver's slices: a digest of its whole pool as published, so a restarted
 driver republishes (a new generation) only a pool whose devices changed."""

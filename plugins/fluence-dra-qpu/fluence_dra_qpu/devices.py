@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fluence_core.api import ResourceConfig, logger, names
@@ -62,24 +62,37 @@ class _Vertex:
     attributes: Mapping[str, str]
 
 
-@dataclass
-class _Pool:
-    node: str | None
-    devices: list[dict[str, Any]] = field(default_factory=list)
-    names: set[str] = field(default_factory=set)
-
-
 def pools_of(config: ResourceConfig) -> dict[str, PoolDevices]:
     """The pools the driver publishes for ``config``, by name (none for an empty file)."""
-    pools: dict[str, _Pool] = {}
+    pools: dict[str, tuple[str | None, list[dict[str, Any]]]] = {}
+    for pool_name, node, _vertex, device in _published(config):
+        pools.setdefault(pool_name, (node, []))[1].append(device)
+    return {name: PoolDevices(name, node, tuple(devices))
+            for name, (node, devices) in pools.items()}
+
+
+def device_env(config: ResourceConfig) -> dict[tuple[str, str], dict[str, str]]:
+    """``(pool, device)`` -> the variables a container using that device gets:
+    ``FLUXION_BACKEND`` and ``FLUXION_<KEY>`` for every attribute of the file, the names
+    and values the webhook injects for the extended resource."""
+    return {
+        (pool_name, device["name"]): {
+            names.ENV_BACKEND: vertex.backend,
+            **{names.env_name_for_attribute(k): v for k, v in sorted(vertex.attributes.items())},
+        }
+        for pool_name, _node, vertex, device in _published(config)
+    }
+
+
+def _published(config: ResourceConfig) -> Iterator[tuple[str, str | None, _Vertex, dict[str, Any]]]:
+    """Every vertex with its pool, the pool's node, and its device, named uniquely per pool."""
+    taken: dict[str, set[str]] = {}
     for resource in config.resources:
-        pool_name = CLUSTER_POOL if resource.parent == "cluster" else resource.parent
-        pool = pools.setdefault(pool_name, _Pool(None if pool_name == CLUSTER_POOL
-                                                 else resource.parent))
+        node = None if resource.parent == "cluster" else resource.parent
+        pool_name = node or CLUSTER_POOL
         for vertex in _vertices(resource, "", resource.name):
-            pool.devices.append(_device(vertex, pool.names, config.source))
-    return {name: PoolDevices(name, pool.node, tuple(pool.devices))
-            for name, pool in pools.items()}
+            device = _device(vertex, taken.setdefault(pool_name, set()), config.source)
+            yield pool_name, node, vertex, device
 
 
 def _vertices(resource: Any, base: str, backend: str) -> Iterator[_Vertex]:

@@ -1,4 +1,4 @@
-"""The ``fluence`` plugin: contributes the ``fluence qpu-driver`` command.
+"""The ``fluence`` plugin: contributes ``fluence qpu-driver`` and ``fluence qpu-kubelet-plugin``.
 
 Registered through the ``fluence`` entry-point group like every other plugin.
 """
@@ -53,6 +53,41 @@ def qpu_driver(
     driver.run(stop)
 
 
+def qpu_kubelet_plugin(
+    resources: Optional[Path] = typer.Option(
+        None, "--resources",
+        help="resources.yaml the driver publishes (default: $FLUENCE_RESOURCES).",
+    ),
+) -> None:
+    """Prepare QPU claims for this node's kubelet: a CDI spec with FLUXION_BACKEND per claim."""
+    from fluence_dra_qpu.kubelet import KubeletPlugin, Preparer
+
+    settings = load_settings()
+    own = QpuDriverSettings.load()
+    path = resources if resources is not None else settings.resources
+    if path is None:
+        raise FluenceError("qpu kubelet plugin: no resources file (--resources or "
+                           "FLUENCE_RESOURCES)")
+    plugin = KubeletPlugin(Preparer(connect_cluster(), path, own.cdi_dir),
+                           own.registry_dir, own.plugin_dir)
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: Any) -> None:
+        logger.info("qpu kubelet plugin: %s received; removing sockets",
+                    signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        plugin.start()
+        plugin.run(stop, own.interval)
+    except OSError as error:
+        raise FluenceError(f"qpu kubelet plugin cannot serve: {error}") from None
+    finally:
+        plugin.close()
+
+
 @hookimpl
 def fluence_settings() -> list[type[PluginSettings]]:
     return [QpuDriverSettings]
@@ -61,3 +96,4 @@ def fluence_settings() -> list[type[PluginSettings]]:
 @hookimpl
 def fluence_cli(app: typer.Typer) -> None:
     app.command(name="qpu-driver")(qpu_driver)
+    app.command(name="qpu-kubelet-plugin")(qpu_kubelet_plugin)

@@ -6,6 +6,8 @@ the scheduler and the device plugin read too, so the three never disagree.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
@@ -13,7 +15,7 @@ from fluence_core.api import PluginSettings
 
 
 class QpuDriverSettings(PluginSettings):
-    """How often the driver rereads the file and checks its slices."""
+    """How often the driver rereads the file; where the kubelet plugin's sockets and specs go."""
 
     model_config = SettingsConfigDict(env_prefix="FLUENCE_QPU_DRIVER_")
 
@@ -22,4 +24,17 @@ class QpuDriverSettings(PluginSettings):
         gt=0,
         le=3600,
         description="Seconds between two passes: reread the resources file, repair the slices.",
+    )
+    registry_dir: Path = Field(
+        default=Path("/var/lib/kubelet/plugins_registry"),
+        description="The kubelet's plugin registration directory (the kubelet plugin's "
+        "registration socket).",
+    )
+    plugin_dir: Path = Field(
+        default=Path("/var/lib/kubelet/plugins/qpu.fluxion.flux-framework.org"),
+        description="Where the kubelet plugin serves the DRA API (dra.sock).",
+    )
+    cdi_dir: Path = Field(
+        default=Path("/var/run/cdi"),
+        description="Where the kubelet plugin writes a CDI spec per prepared claim.",
     )

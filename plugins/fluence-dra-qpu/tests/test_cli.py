@@ -18,10 +18,10 @@ def test_the_plugin_loads_through_the_fluence_entry_point() -> None:
     assert info.hooks == ["fluence_cli", "fluence_settings"]
 
 
-def test_fluence_cli_adds_the_qpu_driver_command() -> None:
+def test_fluence_cli_adds_the_driver_and_kubelet_plugin_commands() -> None:
     app = typer.Typer()
     get_plugin_manager(Settings()).get_plugin("dra-qpu").fluence_cli(app=app)
-    assert [c.name for c in app.registered_commands] == ["qpu-driver"]
+    assert [c.name for c in app.registered_commands] == ["qpu-driver", "qpu-kubelet-plugin"]
 
 
 def test_without_a_resources_file_the_command_says_what_is_missing() -> None:
