@@ -8,13 +8,15 @@ one ``qpu`` each by CEL over the file's attributes, on the same API server:
 kube-scheduler allocates one backend, Fluence the other and refuses the one
 kube-scheduler holds, kube-scheduler then finds none left; across all claims no
 device is allocated twice. A changed file is published at the next generation
-with the same device names, so the held backends stay held.
+with the same device names, so the held backends stay held; the kubelet plugin
+prepares Fluence's claim, as stored, into a CDI spec naming its backend.
 
 Skipped without ``KUBEBUILDER_ASSETS`` or without kube-scheduler.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -39,6 +41,8 @@ from fluence_core.testing_apiserver import (
     start_kube_scheduler, wait_for,
 )
 from fluence_dra_qpu.driver import QpuDriver
+from fluence_dra_qpu.kubelet import Preparer
+from fluence_dra_qpu.protocol import dra_pb2
 from fluence_dra_qpu.publisher import SlicePublisher
 
 pytestmark = pytest.mark.e2e
@@ -175,6 +179,17 @@ def test_both_schedulers_allocate_the_drivers_qpus_and_neither_double_books(
                  for d in _devices(kube, c["metadata"]["name"])]
     print(f"  allocated: {sorted(allocated)}")
     assert sorted(allocated) == sorted([east, west])
+
+    # the kubelet plugin prepares Fluence's claim as the API server stores it
+    stored = kube.get(RESOURCE_CLAIMS, "fluence-big", NAMESPACE) or {}
+    uid = stored["metadata"]["uid"]
+    preparer = Preparer(kube, resources, tmp_path / "cdi")
+    answer = preparer.prepare(dra_pb2.Claim(namespace=NAMESPACE, name="fluence-big", uid=uid))
+    assert answer.error == ""
+    assert [(d.pool_name, d.device_name) for d in answer.devices] == [("cluster", "west0")]
+    spec = json.loads((tmp_path / "cdi" / f"fluence-qpu-{uid}.json").read_text())
+    env = spec["devices"][0]["containerEdits"]["env"]
+    assert "FLUXION_BACKEND=west" in env and "FLUXION_QUBITS=120" in env
 
 
 def test_the_command_publishes_once_and_a_second_run_changes_nothing(
