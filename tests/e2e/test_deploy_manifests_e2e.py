@@ -63,6 +63,7 @@ def test_the_kustomization_installs_everything(apiserver: ApiServer, kube: KubeC
                      "mutatingwebhookconfiguration.admissionregistration.k8s.io/fluence-webhook",
                      "daemonset.apps/fluence-device-plugin",
                      "deployment.apps/fluence-qpu-driver",
+                     "daemonset.apps/fluence-qpu-kubelet-plugin",
                      "deviceclass.resource.k8s.io/qpu.fluxion.flux-framework.org",
                      "priorityclass.scheduling.k8s.io/fluence-quantum-classical"):
         assert expected in output
