@@ -30,3 +30,11 @@ def test_without_a_resources_file_the_command_says_what_is_missing() -> None:
                             env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
     assert result.returncode != 0
     assert "no resources file" in result.stderr + result.stdout
+
+
+def test_the_kubelet_plugin_without_a_resources_file_says_what_is_missing() -> None:
+    result = subprocess.run([sys.executable, "-m", "fluence_core.cli", "qpu-kubelet-plugin"],
+                            capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+    assert result.returncode != 0
+    assert "qpu kubelet plugin: no resources file" in result.stderr + result.stdout
