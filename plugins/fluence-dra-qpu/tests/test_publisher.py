@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fluence_core.api import RESOURCE_SLICES, ResourceConfig, names
+import pytest
+
+from fluence_core.api import RESOURCE_SLICES, ApiError, ResourceConfig, names
 from fluence_core.testing import (
     FakeCluster, make_device, make_resource_slice_dict, parse_resource_config,
 )
@@ -117,3 +119,31 @@ def test_another_drivers_slices_are_left_alone(
     SlicePublisher(fake_cluster).publish(braket_config)
     SlicePublisher(fake_cluster).publish(_config("resources:\n  - type: qpu\n"))
     assert fake_cluster.get(RESOURCE_SLICES, "gpus") is not None
+
+
+class _FailingCreate(FakeCluster):
+    """Refuses the ``fail_at``-th create (counted from 1), as a lost connection would."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.creates, self.fail_at = 0, fail_at
+        super().__init__()
+        self.creates = 0  # the cluster's own objects (its namespaces) are not counted
+
+    def create(self, resource: Any, body: Any, namespace: str | None = None,
+               **more: Any) -> Any:
+        self.creates += 1
+        if self.creates == self.fail_at and resource == RESOURCE_SLICES:
+            raise ApiError(503, "the API server is going away")
+        return super().create(resource, body, namespace, **more)
+
+
+def test_a_pool_half_written_when_the_api_failed_is_written_whole_at_the_next_generation(
+        ) -> None:
+    kube = _FailingCreate(fail_at=2)
+    publisher = SlicePublisher(kube)
+    config = _config("resources:\n  - type: qpu\n    count: 200\n")
+    with pytest.raises(ApiError):
+        publisher.publish(config)
+    assert _pool_view(kube) == [("cluster", 1, 2)]  # one of two: never offered
+    assert publisher.publish(config).published == {"cluster": 2}
+    assert _pool_view(kube) == [("cluster", 2, 2), ("cluster", 2, 2)]
