@@ -34,7 +34,8 @@ from fluence_core.kube.client import KubeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
 from fluence_core.testing import (
-    claim_entries, make_device_request, make_node_dict, make_pod_dict, make_resource_claim_dict,
+    claim_entries, make_device_request, make_node_dict, make_pod_dict, make_pod_group_dict,
+    make_resource_claim_dict,
 )
 from fluence_core.testing_apiserver import (
     ApiServer, ensure_namespace, find_assets, find_kube_scheduler, start_apiserver,
@@ -191,6 +192,10 @@ def test_both_schedulers_allocate_the_drivers_qpus_and_neither_double_books(
     env = spec["devices"][0]["containerEdits"]["env"]
     assert "FLUXION_BACKEND=west" in env and "FLUXION_QUBITS=120" in env
 
+    for pending in ("fluence-east", "kube-any", "fluence-any"):  # not to take later devices
+        kube.delete("pods", pending, NAMESPACE, grace_period_seconds=0)
+        kube.delete(RESOURCE_CLAIMS, pending, NAMESPACE)
+
 
 def test_the_command_publishes_once_and_a_second_run_changes_nothing(
         control_plane: ApiServer, tmp_path: Path) -> None:
@@ -212,3 +217,42 @@ def test_the_command_publishes_once_and_a_second_run_changes_nothing(
         [published] = kube.list(RESOURCE_SLICES).items
         versions.append((published["metadata"]["name"], published["spec"]["pool"]["generation"]))
     assert versions == [("fluence-dra-qpu-cluster-1-0", 1)] * 2
+
+
+def test_the_pods_of_one_job_sharing_one_claim_hold_one_backend(
+        control_plane: ApiServer, tmp_path: Path) -> None:
+    """What docs/dra.md asks of a hybrid Job: every pod names the same claim, which is
+    allocated once (one backend for the whole group) and reserved for each pod."""
+    kube = control_plane.cluster(qps=1000, burst=1000)
+    namespace = "qpu-shared"
+    ensure_namespace(kube, namespace)
+    if kube.get(DEVICE_CLASSES, names.QPU_DEVICE_CLASS) is None:
+        for device_class in _shipped_device_classes():
+            kube.create(DEVICE_CLASSES, device_class)
+    if kube.get("nodes", "qa") is None:
+        kube.create("nodes", make_node_dict("qa", 4, capacity=True, labels={"qpu-e2e": "yes"}))
+    resources = tmp_path / "resources.yaml"
+    resources.write_text("resources:\n  - type: qpu\n    name: solo\n"
+                         "    attributes: {region: eu-north-1}\n  - type: qpu\n    name: spare\n"
+                         "    attributes: {region: eu-north-1}\n")
+    QpuDriver(SlicePublisher(kube), resources, 1.0).step()
+    kube.create(RESOURCE_CLAIMS, make_resource_claim_dict("job-qpu", [make_device_request(
+        "qpu", names.QPU_DEVICE_CLASS, 1,
+        f'device.attributes["{FILE}"].region == "eu-north-1"')], namespace=None), namespace)
+    kube.create("podgroups", make_pod_group_dict("job", 2, namespace), namespace)
+    for index in range(2):
+        kube.create("pods", make_pod_dict(
+            f"job-{index}", "100m", namespace=None, scheduler="fluence", group="job",
+            nodeSelector={"qpu-e2e": "yes"}, resourceClaims=claim_entries(qpu="job-qpu")),
+            namespace)
+    scheduler = Scheduler(kube, load_settings())
+    scheduler.start()
+    scheduler.schedule_once()
+    bound = [(kube.get("pods", f"job-{i}", namespace) or {}).get("spec", {}).get("nodeName")
+             for i in range(2)]
+    assert all(bound), bound
+    claim = kube.get(RESOURCE_CLAIMS, "job-qpu", namespace) or {}
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert [(r["pool"], r["device"]) for r in results] in ([("cluster", "solo0")],
+                                                           [("cluster", "spare0")])
+    assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == ["job-0", "job-1"]
