@@ -62,10 +62,11 @@ class _Vertex:
     attributes: Mapping[str, str]
 
 
-def pools_of(config: ResourceConfig) -> dict[str, PoolDevices]:
-    """The pools the driver publishes for ``config``, by name (none for an empty file)."""
+def pools_of(config: ResourceConfig, *, warn: bool = True) -> dict[str, PoolDevices]:
+    """The pools the driver publishes for ``config``, by name (none for an empty file);
+    ``warn``: log each attribute left out."""
     pools: dict[str, tuple[str | None, list[dict[str, Any]]]] = {}
-    for pool_name, node, _vertex, device in _published(config):
+    for pool_name, node, _vertex, device in _published(config, warn=warn):
         pools.setdefault(pool_name, (node, []))[1].append(device)
     return {name: PoolDevices(name, node, tuple(devices))
             for name, (node, devices) in pools.items()}
@@ -80,18 +81,21 @@ def device_env(config: ResourceConfig) -> dict[tuple[str, str], dict[str, str]]:
             names.ENV_BACKEND: vertex.backend,
             **{names.env_name_for_attribute(k): v for k, v in sorted(vertex.attributes.items())},
         }
-        for pool_name, _node, vertex, device in _published(config)
+        for pool_name, _node, vertex, device in _published(config, warn=False)
     }
 
 
-def _published(config: ResourceConfig) -> Iterator[tuple[str, str | None, _Vertex, dict[str, Any]]]:
-    """Every vertex with its pool, the pool's node, and its device, named uniquely per pool."""
+def _published(config: ResourceConfig, *, warn: bool = True,
+               ) -> Iterator[tuple[str, str | None, _Vertex, dict[str, Any]]]:
+    """Every vertex with its pool, the pool's node, and its device, named uniquely per pool
+    (``warn``: log what is left out)."""
     taken: dict[str, set[str]] = {}
     for resource in config.resources:
         node = None if resource.parent == "cluster" else resource.parent
         pool_name = node or CLUSTER_POOL
         for vertex in _vertices(resource, "", resource.name):
-            device = _device(vertex, taken.setdefault(pool_name, set()), config.source)
+            device = _device(vertex, taken.setdefault(pool_name, set()),
+                             config.source if warn else None)
             yield pool_name, node, vertex, device
 
 
@@ -137,7 +141,13 @@ def typed_value(text: str) -> dict[str, Any] | None:
     return {"string": text}
 
 
-def _device(vertex: _Vertex, taken: set[str], source: str) -> dict[str, Any]:
+def _device(vertex: _Vertex, taken: set[str], source: str | None) -> dict[str, Any]:
+    """The device of ``vertex``; what Kubernetes would refuse is left out, with a warning
+    naming ``source`` (None: silently)."""
+    def left_out(why: str) -> None:
+        if source is not None:
+            logger.warning("qpu driver: %s: %s: %s", source, vertex.path, why)
+
     attributes: dict[str, Any] = {
         "type": {"string": vertex.type},
         "backend": {"string": vertex.backend},
@@ -146,20 +156,17 @@ def _device(vertex: _Vertex, taken: set[str], source: str) -> dict[str, Any]:
         attributes["vertex"] = {"string": vertex.path}
     for key, text in sorted(vertex.attributes.items()):
         name, value = attribute_name(key), typed_value(text)
-        if name is None or value is None:
-            why = "not a C identifier of at most 32 characters" if name is None else \
-                f"its value is longer than {MAX_STRING_VALUE} characters"
-            logger.warning("qpu driver: %s: %s: attribute %r is not published (%s)",
-                           source, vertex.path, key, why)
-            continue
-        qualified = f"{FILE_DOMAIN}/{name}"
-        if qualified in attributes:
-            logger.warning("qpu driver: %s: %s: attribute %r is published as %s already;"
-                           " this one is left out", source, vertex.path, key, name)
-            continue
-        if len(attributes) >= MAX_ATTRIBUTES:
-            logger.warning("qpu driver: %s: %s: more than %d attributes; %r and the rest"
-                           " are left out", source, vertex.path, MAX_ATTRIBUTES, key)
+        if name is None:
+            left_out(f"attribute {key!r} is not published (not a C identifier of at most"
+                     f" {MAX_ATTRIBUTE_NAME} characters)")
+        elif value is None:
+            left_out(f"attribute {key!r} is not published (its value is longer than"
+                     f" {MAX_STRING_VALUE} characters)")
+        elif f"{FILE_DOMAIN}/{name}" in attributes:
+            left_out(f"attribute {key!r} is published as {name} already; this one is left out")
+        elif len(attributes) >= MAX_ATTRIBUTES:
+            left_out(f"more than {MAX_ATTRIBUTES} attributes; {key!r} and the rest are left out")
             break
-        attributes[qualified] = value
+        else:
+            attributes[f"{FILE_DOMAIN}/{name}"] = value
     return {"name": device_name(vertex.path, taken), "attributes": attributes}

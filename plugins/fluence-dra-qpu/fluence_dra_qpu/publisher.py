@@ -72,6 +72,8 @@ class SlicePublisher:
     def __init__(self, kube: ClusterAPI, driver: str = names.QPU_DRA_DRIVER) -> None:
         self.kube = kube
         self.driver = driver
+        self._warned: ResourceConfig | None = None
+        """The file whose left-out attributes were logged: each file's once, not each pass."""
 
     def owned(self) -> list[KubeObject]:
         """The slices this driver published (its label and its driver name)."""
@@ -82,7 +84,8 @@ class SlicePublisher:
 
     def publish(self, config: ResourceConfig) -> PublishResult:
         """One reconcile pass; an :class:`ApiError` leaves the rest to the next pass."""
-        wanted = pools_of(config)
+        wanted = pools_of(config, warn=config != self._warned)
+        self._warned = config
         seen = self._published()
         published: dict[str, int] = {}
         for name, pool in wanted.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from fluence_core.testing import (
     FakeCluster, make_device, make_resource_slice_dict, parse_resource_config,
 )
 from fluence_dra_qpu.publisher import SlicePublisher
+from fluence_dra_qpu.testing import Records
 
 DRIVER = names.QPU_DRA_DRIVER
 
@@ -147,3 +149,12 @@ def test_a_pool_half_written_when_the_api_failed_is_written_whole_at_the_next_ge
     assert _pool_view(kube) == [("cluster", 1, 2)]  # one of two: never offered
     assert publisher.publish(config).published == {"cluster": 2}
     assert _pool_view(kube) == [("cluster", 2, 2), ("cluster", 2, 2)]
+
+
+def test_what_a_file_leaves_out_is_logged_once_not_every_pass(
+        fake_cluster: FakeCluster, records: Records) -> None:
+    publisher = SlicePublisher(fake_cluster)
+    config = _config("resources:\n  - type: qpu\n    attributes: {9lives: x}\n")
+    for _ in range(3):
+        publisher.publish(config)
+    assert len([m for m in records.at(logging.WARNING) if "9lives" in m]) == 1
