@@ -18,6 +18,8 @@ from fluence_core.kube.api import (
     NODES,
     PODS,
     PRIORITY_CLASSES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     SECRETS,
     SERVICES,
     TRAINJOBS,
@@ -110,6 +112,8 @@ __all__ = [
     "NODES",
     "PODS",
     "PRIORITY_CLASSES",
+    "RESOURCE_CLAIMS",
+    "RESOURCE_SLICES",
     "RESERVED_TYPES",
     "SECRETS",
     "SERVICES",
@@ -169,6 +173,7 @@ __all__ = [
     "annotations_of",
     "apply_patch",
     "configure_logging",
+    "connect_cluster",
     "controller_reference",
     "default_normalize",
     "group_of",
@@ -193,3 +198,17 @@ __all__ = [
     "positive_int_annotation",
     "spec",
 ]
+
+
+def connect_cluster() -> ClusterAPI:
+    """The API server in cluster (a mounted service account) or of the kubeconfig's current
+    context, for a plugin's own command; none reachable raises :class:`FluenceError` saying
+    why, so the command exits with that sentence rather than a traceback."""
+    from fluence_core.kube.client import KubeCluster
+
+    try:
+        return KubeCluster.connect()
+    except FluenceError:
+        raise
+    except Exception as error:  # no kubeconfig, no in-cluster token: say so plainly
+        raise FluenceError(f"cannot reach a Kubernetes API server: {error}") from None

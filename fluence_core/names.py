@@ -253,6 +253,20 @@ CLAIM_PROTECTION_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 allocation, it lets the resourceclaim controller clear the allocation once the claim is
 reserved for no one, and keeps the claim while it is allocated."""
 
+# The QPU DRA driver (plugin fluence-dra-qpu): resources.yaml backends as DRA devices.
+QPU_DRA_DRIVER: Final = f"qpu.{RESOURCE_DOMAIN}"
+"""The driver of the ResourceSlices that publish the backends as network-attached devices;
+also the name of the DeviceClass of its ``qpu`` devices, so a claim reads like a GPU's."""
+QPU_DEVICE_CLASS: Final = QPU_DRA_DRIVER
+QPU_DRIVER_MANAGER: Final = "fluence-dra-qpu"
+"""The ``managed-by`` label value on the driver's slices: the slices it may replace."""
+QPU_CDI_KIND: Final = f"{RESOURCE_DOMAIN}/qpu"
+"""The CDI kind (``vendor/class``) of the specs the QPU kubelet plugin writes; a container's
+device is ``<kind>=<name>``."""
+QPU_DEVICES_DIGEST_ANNOTATION: Final = f"{DOMAIN}/devices-digest"
+"""On each of the driver's slices: a digest of its whole pool as published, so a restarted
+driver republishes (a new generation) only a pool whose devices changed."""
+
 ENTRY_POINT_GROUP: Final = "fluence"
 LOGGER_NAME: Final = "fluence"
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

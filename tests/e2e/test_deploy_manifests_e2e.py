@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ["deploy/namespace.yaml", "deploy/fluence-resources.yaml", "deploy/fluence.yaml",
              "deploy/webhook.yaml", "deploy/device-plugin.yaml", "deploy/backends.yaml",
              "deploy/admission-policy.yaml", "deploy/quantum-priority-policy.yaml",
+             "deploy/qpu-driver.yaml",
              "deploy/optional/webhook-networkpolicy.yaml",
              "examples/pod.yaml", "examples/podgroup.yaml"]
 
@@ -62,6 +63,9 @@ def test_the_kustomization_installs_everything(apiserver: ApiServer, kube: KubeC
                      "deployment.apps/fluence ", "deployment.apps/fluence-webhook",
                      "mutatingwebhookconfiguration.admissionregistration.k8s.io/fluence-webhook",
                      "daemonset.apps/fluence-device-plugin",
+                     "deployment.apps/fluence-qpu-driver",
+                     "daemonset.apps/fluence-qpu-kubelet-plugin",
+                     "deviceclass.resource.k8s.io/qpu.fluxion.flux-framework.org",
                      "priorityclass.scheduling.k8s.io/fluence-quantum-classical",
                      "validatingadmissionpolicy.admissionregistration.k8s.io/"
                      "fluence-quantum-priority",
