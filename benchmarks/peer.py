@@ -140,13 +140,15 @@ class Peer:
                 stop_process(process)
 
 
-def fluence_peer(kubeconfig: Path, name: str = "fluence", tree: Path | None = None) -> Peer:
+def fluence_peer(kubeconfig: Path, name: str = "fluence", tree: Path | None = None,
+                 extra_env: dict[str, str] | None = None) -> Peer:
     """``fluence up``; from ``tree`` (a checkout, first on PYTHONPATH and the working
-    directory) when given."""
+    directory) when given; ``extra_env`` on top of this process's environment (the matcher
+    it runs, for one)."""
     def command(workdir: Path, limits: tuple[float, int]) -> tuple[list[str], dict[str, str]]:
         env = {"KUBECONFIG": str(kubeconfig), "FLUENCE_KUBE_QPS": str(limits[0]),
                "FLUENCE_KUBE_BURST": str(limits[1]), "FLUENCE_LEADER_ELECT": "false",
-               "FLUENCE_METRICS_PORT": "0"}
+               "FLUENCE_METRICS_PORT": "0", **(extra_env or {})}
         if tree is not None:
             env["PYTHONPATH"] = str(tree)
         return [sys.executable, "-m", "fluence_core.cli", "up"], env
