@@ -7,10 +7,11 @@
             [--matchers embedded,fluxion] [--fluxion-lib PATH]
 
 For each node count a fresh etcd + kube-apiserver (with an audit log) gets that
-many fake nodes shaped like scheduler_perf's default node (4 CPUs, 32Gi, 110
-pods), spread over three zones. Then, for each workload, each scheduler runs as
-its own process with the same client limits (``--qps``, burst equal), exactly as
-``benchmarks/peer.py`` runs them, in backlog mode:
+many fake nodes shaped like scheduler_perf's default node (4 CPUs, or
+``--node-cpu``; 32Gi, 110 pods), spread over three zones. Then, for each
+workload, each scheduler runs as its own process with the same client limits
+(``--qps``, burst equal), exactly as ``benchmarks/peer.py`` runs them, in backlog
+mode:
 
 1. started, shown ready by binding a probe pod; the workload's own set-up (the
    low-priority pods preemption needs) is placed by the same scheduler;
@@ -94,8 +95,8 @@ TIMEOUT = 1800.0
 
 # -- objects ------------------------------------------------------------------------------
 
-def _node(i: int) -> dict[str, Any]:
-    capacity = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+def _node(i: int, cpu: int = 4) -> dict[str, Any]:
+    capacity = {"cpu": str(cpu), "memory": "32Gi", "pods": "110"}
     name = f"node-{i}"
     return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
                                                   ZONE_LABEL: f"zone-{i % ZONES}"}},
@@ -292,7 +293,8 @@ def _stamp(text: str) -> float:
 class Bench:
     """One API server with its nodes, where the schedulers take turns."""
 
-    def __init__(self, server: ApiServer, nodes: int, workdir: Path, qps: float) -> None:
+    def __init__(self, server: ApiServer, nodes: int, workdir: Path, qps: float,
+                 node_cpu: int = 4) -> None:
         self.server = server
         self.kube: KubeCluster = server.cluster(qps=5000, burst=5000,
                                                 user_agent=audit.BENCH_AGENT)
@@ -300,7 +302,8 @@ class Bench:
         self.workdir = workdir
         self.limits = (qps, int(qps))
         self.audit = AuditReader(workdir / "audit.log")
-        _in_parallel(lambda i: self.kube.create("nodes", _node(i)), list(range(nodes)))
+        _in_parallel(lambda i: self.kube.create("nodes", _node(i, node_cpu)),
+                     list(range(nodes)))
         for name, value in (("bench-low", 10), ("bench-high", 1000)):
             self.kube.create("priorityclasses", {"metadata": {"name": name}, "value": value})
 
@@ -513,6 +516,8 @@ def main() -> None:
                         help="pods of basic, gangs3, spread and mixed")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help=f"comma-separated, from {', '.join(WORKLOADS)}")
+    parser.add_argument("--node-cpu", type=int, default=4,
+                        help="CPUs of each node (scheduler_perf's default node: 4)")
     parser.add_argument("--qps", type=float, default=5000.0,
                         help="both schedulers' client QPS (and burst)")
     parser.add_argument("--schedulers", default="kube-scheduler,fluence",
@@ -558,7 +563,7 @@ def run(args: argparse.Namespace, assets: Path, binary: Path, wanted: list[str],
         with tempfile.TemporaryDirectory() as tmp, \
                 start_apiserver(assets, Path(tmp), controller_manager=False,
                                 apiserver_flags=audit.flags(Path(tmp))) as server:
-            bench = Bench(server, nodes, Path(tmp), args.qps)
+            bench = Bench(server, nodes, Path(tmp), args.qps, args.node_cpu)
             kubeconfig = server.kubeconfig()
             peers = {"kube-scheduler": kube_scheduler_peer(binary, kubeconfig)}
             for matcher in args.matchers.split(","):
