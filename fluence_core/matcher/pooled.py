@@ -225,7 +225,7 @@ class PooledMatcher:
         allocation is given back."""
         self._memory_short: dict[str, int] = {}
         """Nodes where a memory chunk lease failed, with the least MiB a pod asked there
-        then: no chunk is asked there again, and while the pool's free MiB is below that the
+        then: no chunk is asked there again for a pod asking as much or more, and while the pool's free MiB is below that the
         index hides the node (:meth:`_place_one` tries it last, for a pod that fits as it
         is), until a pod of its pool or an inner allocation is given back. Without it every
         later pod asked the inner matcher for a chunk on every node whose chunks were all
@@ -418,7 +418,7 @@ class PooledMatcher:
                     if (cores, chunks) != (0, 0):
                         continue
                 elif chunks < 0 or cores > vertex.cores or (
-                        chunks and vertex.name in self._memory_short):
+                        chunks and mib >= self._memory_short.get(vertex.name, mib + 1)):
                     continue
                 if self._take(vertex.name, millicores, mib):
                     self._count(vertex.name, 1)

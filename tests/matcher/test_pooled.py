@@ -278,3 +278,10 @@ def test_a_node_short_of_memory_is_offered_again_once_a_pod_leaves_it() -> None:
     matcher.cancel(first.jobid)
     again = _take(matcher, _shared(100, 512))
     assert again is not None and again.nodes[0].node == "a"
+
+
+def test_a_pod_asking_less_memory_than_one_refused_still_leases_chunks_there() -> None:
+    matcher = _matcher(NodeInfo("a", 4, 2048))
+    assert _take(matcher, _shared(100, 4096)) is None
+    smaller = _take(matcher, _shared(100, 1024))
+    assert smaller is not None and smaller.nodes[0].node == "a"
