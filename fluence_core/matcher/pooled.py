@@ -225,11 +225,11 @@ class PooledMatcher:
         allocation is given back."""
         self._memory_short: dict[str, int] = {}
         """Nodes where a memory chunk lease failed, with the least MiB a pod asked there
-        then: no chunk is asked there again for a pod asking as much or more, and while the pool's free MiB is below that the
-        index hides the node (:meth:`_place_one` tries it last, for a pod that fits as it
-        is), until a pod of its pool or an inner allocation is given back. Without it every
-        later pod asked the inner matcher for a chunk on every node whose chunks were all
-        held: one failed match per full node per pod."""
+        then: no chunk is asked there again for a pod asking as much or more, and while the
+        pool's free MiB is below that the index hides the node (:meth:`_place_one` tries it
+        last, for a smaller pod), until a pod of its pool or an inner allocation is given
+        back. Without it every later pod asked the inner matcher for a chunk on every node
+        whose chunks were all held: one failed match per full node per pod."""
 
     # -- the Matcher protocol ------------------------------------------------------------
 
@@ -402,10 +402,10 @@ class PooledMatcher:
             now = _walk(index.with_room, millicores)
             later = (self._tightest_first(index) if self.graph.levels
                      else _walk(index.could_lease, millicores))
-        # the nodes short of memory the index hides, for a pod that fits as they are
+        # last, the nodes short of memory the index hides: a smaller pod may still fit
         hidden: Iterator[int] = iter(()) if hosts is not None else self._hidden(index)
         walks: tuple[tuple[bool, Iterable[int]], ...] = (
-            (False, now), (True, later), (False, hidden))
+            (False, now), (True, later), (True, hidden))
         for leasing, offered in walks:
             for position in offered:
                 vertex = self.graph.node(index.names[position])
