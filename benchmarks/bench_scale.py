@@ -3,13 +3,15 @@
     KUBEBUILDER_ASSETS=/usr/local/kubebuilder/bin \\
     KUBE_SCHEDULER=/usr/local/kubebuilder/bin/kube-scheduler \\
         python benchmarks/bench_scale.py --nodes 500,1000 [--pods 2000] \\
-            [--workloads basic,gangs3,...] [--qps 5000] [--json bench-scale.json]
+            [--workloads basic,gangs3,...] [--qps 5000] [--json bench-scale.json] \\
+            [--matchers embedded,fluxion] [--fluxion-lib PATH]
 
 For each node count a fresh etcd + kube-apiserver (with an audit log) gets that
-many fake nodes shaped like scheduler_perf's default node (4 CPUs, 32Gi, 110
-pods), spread over three zones. Then, for each workload, each scheduler runs as
-its own process with the same client limits (``--qps``, burst equal), exactly as
-``benchmarks/peer.py`` runs them, in backlog mode:
+many fake nodes shaped like scheduler_perf's default node (4 CPUs, or
+``--node-cpu``; 32Gi, 110 pods), spread over three zones. Then, for each
+workload, each scheduler runs as its own process with the same client limits
+(``--qps``, burst equal), exactly as ``benchmarks/peer.py`` runs them, in backlog
+mode:
 
 1. started, shown ready by binding a probe pod; the workload's own set-up (the
    low-priority pods preemption needs) is placed by the same scheduler;
@@ -34,7 +36,14 @@ Workloads (pods are scheduler_perf's default pod: 100m CPU, 500Mi, unless said):
 * ``mixed``: a stream of singles, gangs of 3 and gangs of 8 at 100 pods/s for
   ``--pods`` pods.
 
-Per scheduler and workload it reports pods/s; per gang (a single pod is a gang
+Fluence runs once per matcher of ``--matchers`` (``fluence-embedded``,
+``fluence-fluxion``: the embedded matcher with the Fluxion plugin blocked, or
+flux-sched's ``libreapi_cli`` from ``--fluxion-lib``, by default
+``FLUENCE_FLUXION_LIB``), each a scheduler of its own beside kube-scheduler.
+
+Per scheduler and workload it reports pods/s; the first-bind delay (from the
+resume, or the stream's first creation, to the first binding the API server
+answered); per gang (a single pod is a gang
 of one) p50 and p99 of the time from its first member's arrival (the resume, or
 its creation in a stream) to its last member's binding; the scheduler's CPU
 seconds over the timed window; its peak RSS (VmHWM, whole life); its API
@@ -86,8 +95,8 @@ TIMEOUT = 1800.0
 
 # -- objects ------------------------------------------------------------------------------
 
-def _node(i: int) -> dict[str, Any]:
-    capacity = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+def _node(i: int, cpu: int = 4) -> dict[str, Any]:
+    capacity = {"cpu": str(cpu), "memory": "32Gi", "pods": "110"}
     name = f"node-{i}"
     return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
                                                   ZONE_LABEL: f"zone-{i % ZONES}"}},
@@ -246,6 +255,8 @@ class Result:
     bound: int
     seconds: float
     pods_per_s: float
+    first_bind_s: float
+    """From the first arrival to the first binding (the backlog's wait before any pod ran)."""
     arrivals_per_s: float
     """Pods a second created (a stream's first to last creation; 0 in backlog mode)."""
     gang_p50: float
@@ -282,7 +293,8 @@ def _stamp(text: str) -> float:
 class Bench:
     """One API server with its nodes, where the schedulers take turns."""
 
-    def __init__(self, server: ApiServer, nodes: int, workdir: Path, qps: float) -> None:
+    def __init__(self, server: ApiServer, nodes: int, workdir: Path, qps: float,
+                 node_cpu: int = 4) -> None:
         self.server = server
         self.kube: KubeCluster = server.cluster(qps=5000, burst=5000,
                                                 user_agent=audit.BENCH_AGENT)
@@ -290,7 +302,8 @@ class Bench:
         self.workdir = workdir
         self.limits = (qps, int(qps))
         self.audit = AuditReader(workdir / "audit.log")
-        _in_parallel(lambda i: self.kube.create("nodes", _node(i)), list(range(nodes)))
+        _in_parallel(lambda i: self.kube.create("nodes", _node(i, node_cpu)),
+                     list(range(nodes)))
         for name, value in (("bench-low", 10), ("bench-high", 1000)):
             self.kube.create("priorityclasses", {"metadata": {"name": name}, "value": value})
 
@@ -414,6 +427,7 @@ class Bench:
         binds = [t for name, t in bound_at.items() if name in mine]
         last = max(binds) if binds else end
         first_arrival = min(created.values()) if created else start
+        first_bind = (min(binds) - first_arrival) if binds else 0.0
         arriving = (max(created.values()) - first_arrival) if created else 0.0
         seconds = max(1e-3, last - first_arrival)
         gangs: dict[str, list[str]] = {}
@@ -429,6 +443,7 @@ class Bench:
             nodes=self.nodes, workload=workload, scheduler=peer.name, pods=pods,
             bound=len(binds), seconds=round(seconds, 2),
             pods_per_s=round(len(binds) / seconds, 1) if done else 0.0,
+            first_bind_s=round(first_bind, 2),
             arrivals_per_s=round(len(created) / arriving, 1) if arriving > 0 else 0.0,
             gang_p50=round(_percentile(latencies, 0.5), 2),
             gang_p99=round(_percentile(latencies, 0.99), 2),
@@ -447,8 +462,8 @@ def created_names(batch: Batch) -> list[str]:
 
 
 def _row(r: Result) -> str:
-    return (f"{r.nodes:5d} {r.workload:12} {r.scheduler:14} {r.bound:6d}/{r.pods:<6d} "
-            f"{r.pods_per_s:8.1f} pods/s{_arrivals(r)}  "
+    return (f"{r.nodes:5d} {r.workload:12} {r.scheduler:16} {r.bound:6d}/{r.pods:<6d} "
+            f"{r.pods_per_s:8.1f} pods/s{_arrivals(r)}  first bind {r.first_bind_s:5.2f} s  "
             f"gang p50 {r.gang_p50:7.2f} p99 {r.gang_p99:7.2f} s  "
             f"cpu {r.cpu_seconds:7.1f} s  rss {r.peak_rss_mib:6.0f} MiB  "
             f"api {r.api_per_pod:5.2f}/pod  apiserver {r.apiserver_cores:.2f} "
@@ -459,39 +474,39 @@ def _arrivals(r: Result) -> str:
     return f" (created at {r.arrivals_per_s:.1f})" if r.arrivals_per_s else ""
 
 
-def _created(ks: Result, fl: Result) -> str:
-    """A stream's arrival rate in each turn (ks / fl): its pods/s when the scheduler kept up."""
-    if not (ks.arrivals_per_s or fl.arrivals_per_s):
-        return ""
-    return f" (created at {ks.arrivals_per_s:.1f} / {fl.arrivals_per_s:.1f} pods/s)"
-
-
 def table(results: list[Result]) -> str:
-    """Both schedulers side by side, one line per node count and workload."""
-    lines = ["| nodes | workload | pods | kube-scheduler pods/s | Fluence pods/s | ratio | "
-             "gang p50/p99 s (ks / fl) | CPU s (ks / fl) | peak RSS MiB (ks / fl) | "
-             "API calls/pod (ks / fl) | API server cores (ks / fl) | before pods/s (ratio) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    paired: dict[tuple[int, str], dict[str, Result]] = {}
+    """Every scheduler of a node count and workload, each against kube-scheduler's run of it."""
+    lines = ["| nodes | workload | pods | scheduler | pods/s | / ks | first bind s | "
+             "gang p50/p99 s | CPU s | CPU ms/pod | peak RSS MiB | API calls/pod | "
+             "API server cores |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    runs: dict[tuple[int, str], dict[str, Result]] = {}
     for r in results:
-        paired.setdefault((r.nodes, r.workload), {})[r.scheduler] = r
-    for (nodes, workload), pair in paired.items():
-        ks, fl = pair.get("kube-scheduler"), pair.get("fluence")
-        if ks is None or fl is None:
-            continue
-        ratio = fl.pods_per_s / ks.pods_per_s if ks.pods_per_s else 0.0
-        before = pair.get("before")
-        then = (f"{before.pods_per_s:.1f} ({before.pods_per_s / ks.pods_per_s:.2f}x)"
-                if before is not None and ks.pods_per_s else "")
-        lines.append(
-            f"| {nodes} | {workload}{_created(ks, fl)} | {fl.pods} | {ks.pods_per_s:.1f} | "
-            f"{fl.pods_per_s:.1f} | "
-            f"{ratio:.2f}x | {ks.gang_p50:.2f}/{ks.gang_p99:.2f} / "
-            f"{fl.gang_p50:.2f}/{fl.gang_p99:.2f} | {ks.cpu_seconds:.0f} / {fl.cpu_seconds:.0f} | "
-            f"{ks.peak_rss_mib:.0f} / {fl.peak_rss_mib:.0f} | {ks.api_per_pod:.2f} / "
-            f"{fl.api_per_pod:.2f} | {ks.apiserver_cores:.2f} / {fl.apiserver_cores:.2f} | "
-            f"{then} |")
+        runs.setdefault((r.nodes, r.workload), {})[r.scheduler] = r
+    for (nodes, workload), by_name in runs.items():
+        ks = by_name.get("kube-scheduler")
+        for name, r in by_name.items():
+            ratio = (f"{r.pods_per_s / ks.pods_per_s:.2f}x"
+                     if ks is not None and ks.pods_per_s else "")
+            created = f" (created at {r.arrivals_per_s:.1f})" if r.arrivals_per_s else ""
+            lines.append(
+                f"| {nodes} | {workload} | {r.pods} | {name} | {r.pods_per_s:.1f}{created} | "
+                f"{ratio} | {r.first_bind_s:.2f} | {r.gang_p50:.2f}/{r.gang_p99:.2f} | "
+                f"{r.cpu_seconds:.1f} | {1000 * r.cpu_seconds / max(r.bound, 1):.2f} | "
+                f"{r.peak_rss_mib:.0f} | {r.api_per_pod:.2f} | {r.apiserver_cores:.2f} |")
     return "\n".join(lines)
+
+
+MATCHERS = ("embedded", "fluxion")
+
+
+def matcher_env(matcher: str, fluxion_lib: str | None) -> dict[str, str]:
+    """The environment that makes ``fluence up`` match on ``matcher``."""
+    if matcher == "embedded":
+        return {"FLUENCE_DISABLE_PLUGINS": "fluxion"}
+    if not fluxion_lib:
+        raise SystemExit("--matchers fluxion needs --fluxion-lib (or FLUENCE_FLUXION_LIB)")
+    return {"FLUENCE_FLUXION_LIB": fluxion_lib}
 
 
 def main() -> None:
@@ -501,9 +516,16 @@ def main() -> None:
                         help="pods of basic, gangs3, spread and mixed")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help=f"comma-separated, from {', '.join(WORKLOADS)}")
+    parser.add_argument("--node-cpu", type=int, default=4,
+                        help="CPUs of each node (scheduler_perf's default node: 4)")
     parser.add_argument("--qps", type=float, default=5000.0,
                         help="both schedulers' client QPS (and burst)")
-    parser.add_argument("--schedulers", default="kube-scheduler,fluence")
+    parser.add_argument("--schedulers", default="kube-scheduler,fluence",
+                        help="kube-scheduler and/or fluence (once per matcher)")
+    parser.add_argument("--matchers", default="embedded",
+                        help=f"Fluence's matchers, comma-separated, from {', '.join(MATCHERS)}")
+    parser.add_argument("--fluxion-lib", default=os.environ.get("FLUENCE_FLUXION_LIB"),
+                        help="libreapi_cli.so for --matchers fluxion")
     parser.add_argument("--baseline", help="Fluence at this git ref takes its turn too, as "
                         "'before' (from a worktree of its own)")
     parser.add_argument("--json", type=Path, default=Path("bench-scale.json"))
@@ -516,13 +538,20 @@ def main() -> None:
     if assets is None:
         raise SystemExit(f"needs a real API server: {reason}")
     binary = Path(os.environ.get("KUBE_SCHEDULER") or assets / "kube-scheduler")
-    wanted = args.schedulers.split(",")
-    if "kube-scheduler" in wanted and not os.access(binary, os.X_OK):
+    matchers = args.matchers.split(",")
+    wrong = [m for m in matchers if m not in MATCHERS]
+    if wrong:
+        raise SystemExit(f"unknown matchers {wrong}: choose from {list(MATCHERS)}")
+    asked = args.schedulers.split(",")
+    if "kube-scheduler" in asked and not os.access(binary, os.X_OK):
         raise SystemExit(f"no kube-scheduler at {binary} (set KUBE_SCHEDULER)")
+    wanted = [name for name in asked if name != "fluence"]
+    if "fluence" in asked:
+        wanted += [f"fluence-{m}" for m in matchers]
     results: list[Result] = []
     with baseline_tree(args.baseline) as baseline:
         if baseline is not None:
-            wanted.append("before")
+            wanted += [f"before-{m}" for m in matchers]
         run(args, assets, binary, wanted, baseline, results)
     print(table(results))
 
@@ -534,12 +563,16 @@ def run(args: argparse.Namespace, assets: Path, binary: Path, wanted: list[str],
         with tempfile.TemporaryDirectory() as tmp, \
                 start_apiserver(assets, Path(tmp), controller_manager=False,
                                 apiserver_flags=audit.flags(Path(tmp))) as server:
-            bench = Bench(server, nodes, Path(tmp), args.qps)
+            bench = Bench(server, nodes, Path(tmp), args.qps, args.node_cpu)
             kubeconfig = server.kubeconfig()
-            peers = {"kube-scheduler": kube_scheduler_peer(binary, kubeconfig),
-                     "fluence": fluence_peer(kubeconfig)}
-            if baseline is not None:
-                peers["before"] = fluence_peer(kubeconfig, "before", baseline)
+            peers = {"kube-scheduler": kube_scheduler_peer(binary, kubeconfig)}
+            for matcher in args.matchers.split(","):
+                env = matcher_env(matcher, args.fluxion_lib)
+                peers[f"fluence-{matcher}"] = fluence_peer(kubeconfig, f"fluence-{matcher}",
+                                                           extra_env=env)
+                if baseline is not None:
+                    peers[f"before-{matcher}"] = fluence_peer(
+                        kubeconfig, f"before-{matcher}", baseline, extra_env=env)
             for workload in workloads:
                 for name in wanted:
                     result = bench.scenario(peers[name], workload, args.pods)

@@ -130,7 +130,7 @@ class Peer:
         argv, env = self.command(workdir, limits)
         with open(workdir / f"{self.name}.log", "ab") as log:
             # the working directory comes first on a Python process's path: use the tree's own
-            cwd = env.get("PYTHONPATH") or str(workdir)
+            cwd = env.get("PYTHONPATH", "").split(os.pathsep)[0] or str(workdir)
             process = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=log,
                                        cwd=cwd)
             try:
@@ -140,15 +140,18 @@ class Peer:
                 stop_process(process)
 
 
-def fluence_peer(kubeconfig: Path, name: str = "fluence", tree: Path | None = None) -> Peer:
+def fluence_peer(kubeconfig: Path, name: str = "fluence", tree: Path | None = None,
+                 extra_env: dict[str, str] | None = None) -> Peer:
     """``fluence up``; from ``tree`` (a checkout, first on PYTHONPATH and the working
-    directory) when given."""
+    directory) when given; ``extra_env`` on top of this process's environment (the matcher
+    it runs, for one)."""
     def command(workdir: Path, limits: tuple[float, int]) -> tuple[list[str], dict[str, str]]:
         env = {"KUBECONFIG": str(kubeconfig), "FLUENCE_KUBE_QPS": str(limits[0]),
                "FLUENCE_KUBE_BURST": str(limits[1]), "FLUENCE_LEADER_ELECT": "false",
-               "FLUENCE_METRICS_PORT": "0"}
-        if tree is not None:
-            env["PYTHONPATH"] = str(tree)
+               "FLUENCE_METRICS_PORT": "0", **(extra_env or {})}
+        if tree is not None:  # the tree's own plugins too, ahead of the installed ones
+            plugins = sorted(str(p) for p in (tree / "plugins").glob("*") if p.is_dir())
+            env["PYTHONPATH"] = os.pathsep.join([str(tree), *plugins])
         return [sys.executable, "-m", "fluence_core.cli", "up"], env
     return Peer(name, "fluence", command)
 

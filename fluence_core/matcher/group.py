@@ -600,10 +600,17 @@ def compute_orders(
     group: Group, specs: Sequence[GroupJobspec], graph: ResourceGraph
 ) -> Iterator[list[GroupJobspec]]:
     """The group's jobspecs in the orders to try: compute jobspecs most-constrained first, then
-    other permutations of them (at most :data:`MAX_ORDERS` in all), virtual ones after."""
-    shapes = {kind: members[0] for kind, members in compute_parts(list(group.pods))}
+    other permutations of them (at most :data:`MAX_ORDERS` in all), virtual ones after.
+
+    A group of one pod shape has one order: it is not ranked, since ranking counts the nodes
+    each shape fits (a walk of every node, which was most of a lone pod's cost on a large
+    cluster with a matcher that matches one jobspec at a time)."""
     compute = [spec for spec in specs if is_compute(spec.kind)]
     rest = [spec for spec in specs if not is_compute(spec.kind)]
+    if len(compute) < 2:
+        yield compute + rest
+        return
+    shapes = {kind: members[0] for kind, members in compute_parts(list(group.pods))}
     position = {spec.kind: i for i, spec in enumerate(compute)}
 
     def key(spec: GroupJobspec) -> tuple[int, int, int, int, int]:

@@ -52,7 +52,9 @@ admits 110); the pod-limit filter vetoed them and most went unplaced.
 **Finding a node** costs ``log2(n)`` steps, not a walk of every node
 (:mod:`.pool_index`), unless the jobspec names a few hosts, which are walked.
 
-Known limits: a lease takes one pod slot in the embedded matcher's count, and the
+Known limits: a node where a memory chunk could not be leased comes after every other node
+for a pod smaller than the one refused there, until something on it is given back; a lease
+takes one pod slot in the embedded matcher's count, and the
 embedded matcher does not see the pool's pods in its own count (a whole-core pod
 may go to a node the pool filled; the pod-limit filter vetoes it); shared pods
 take no GPUs (a pod with GPUs is placed on whole cores); pool leases are not in
@@ -221,6 +223,13 @@ class PooledMatcher:
         """Nodes where a core lease failed (the inner matcher holds their cores), with how many
         more cores did lease before it: offered for no more than that until an inner
         allocation is given back."""
+        self._memory_short: dict[str, int] = {}
+        """Nodes where a memory chunk lease failed, with the least MiB a pod asked there
+        then: no chunk is asked there again for a pod asking as much or more, and while the
+        pool's free MiB is below that the index hides the node (:meth:`_place_one` tries it
+        last, for a smaller pod), until a pod of its pool or an inner allocation is given
+        back. Without it every later pod asked the inner matcher for a chunk on every node
+        whose chunks were all held: one failed match per full node per pod."""
 
     # -- the Matcher protocol ------------------------------------------------------------
 
@@ -296,6 +305,7 @@ class PooledMatcher:
     def remove_node(self, name: str) -> None:
         self._pools.pop(name, None)
         self._capped.pop(name, None)
+        self._memory_short.pop(name, None)
         self._held_cores.pop(name, None)
         self._free = None
         self.inner.remove_node(name)
@@ -396,8 +406,12 @@ class PooledMatcher:
             now = _walk(index.with_room, millicores)
             later = (self._tightest_first(index) if self.graph.levels
                      else _walk(index.could_lease, millicores))
-        for leasing, positions in ((False, now), (True, later)):
-            for position in positions:
+        # last, the nodes short of memory the index hides: a smaller pod may still fit
+        hidden: Iterator[int] = iter(()) if hosts is not None else self._hidden(index)
+        walks: tuple[tuple[bool, Iterable[int]], ...] = (
+            (False, now), (True, later), (True, hidden))
+        for leasing, offered in walks:
+            for position in offered:
                 vertex = self.graph.node(index.names[position])
                 if vertex.down or not self._pod_room(vertex):
                     continue
@@ -407,12 +421,18 @@ class PooledMatcher:
                 if not leasing:
                     if (cores, chunks) != (0, 0):
                         continue
-                elif chunks < 0 or cores > vertex.cores:
+                elif chunks < 0 or cores > vertex.cores or (
+                        chunks and mib >= self._memory_short.get(vertex.name, mib + 1)):
                     continue
                 if self._take(vertex.name, millicores, mib):
                     self._count(vertex.name, 1)
                     return vertex.name
         return None
+
+    def _hidden(self, index: PoolIndex) -> Iterator[int]:
+        """Positions of the nodes short of memory, read only when asked (a pod that found
+        no other node)."""
+        yield from index.positions(list(self._memory_short))
 
     def _tightest_first(self, index: PoolIndex) -> Iterator[int]:
         """Positions of the nodes whose pool could grow by leasing, best fit: narrowest
@@ -482,7 +502,9 @@ class PooledMatcher:
                             self._hold_cores(node, -1)
                     if what == "core":
                         self._capped[node] = len(leased)
-                        self._refresh(node)
+                    else:
+                        self._memory_short[node] = min(self._memory_short.get(node, mib), mib)
+                    self._refresh(node)
                     return False
                 leases.append(lease.jobid)
                 leased.append((leases, lease.jobid))
@@ -494,6 +516,7 @@ class PooledMatcher:
         return True
 
     def _put_back(self, share: NodeShare) -> None:
+        self._memory_short.pop(share.node, None)  # the pool's MiB came back
         pool = self._pools.get(share.node)
         if pool is not None:
             pool.used_millicores -= share.millicores
@@ -535,7 +558,8 @@ class PooledMatcher:
         for node, count in self._inner_cores.pop(jobid, ()):
             self._hold_cores(node, -count)
         capped, self._capped = self._capped, {}  # cores came back: leases may work again
-        for node in capped:
+        short, self._memory_short = self._memory_short, {}
+        for node in {**capped, **short}:
             self._refresh(node)
 
     def _indexed(self) -> PoolIndex:
@@ -556,6 +580,10 @@ class PooledMatcher:
             index.update(node, -1, -1)
             return
         pool = self._pool(vertex)
+        short = self._memory_short.get(node)
+        if short is not None and pool.mib - pool.used_mib < short:
+            index.update(node, -1, -1)
+            return
         now = pool.millicores - pool.used_millicores
         capped = self._capped.get(node)
         leasable = (now + 1000 * capped if capped is not None

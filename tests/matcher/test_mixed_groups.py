@@ -20,9 +20,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from fluence_core.graph import ResourceGraph
+from fluence_core.graph import NodeVertex, ResourceGraph
 from fluence_core.matcher.jobspec import group_jobspecs
-from fluence_core.matcher.group import GroupMatch, GroupMiss, _match_in_turn, match_group
+from fluence_core.matcher.group import (
+    GroupMatch, GroupMiss, _match_in_turn, compute_orders, match_group,
+)
 from fluence_core.matcher.base import GroupMatcher, MatchOutcome
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.models import Group, NodeInfo, PodRequest
@@ -151,3 +153,26 @@ def test_a_group_that_can_never_fit_is_unsatisfiable() -> None:
     result = match_group(group, graph, EmbeddedMatcher(graph, "first"))
     assert isinstance(result, GroupMiss)
     assert result.outcome is MatchOutcome.UNSATISFIABLE
+
+
+# -- ordering the shapes ---------------------------------------------------------------------------
+
+class _Unwalkable(ResourceGraph):
+    """A graph whose node list may not be read once ``sealed``: ranking shapes reads it."""
+
+    sealed = False
+
+    @property
+    def nodes(self) -> list[NodeVertex]:
+        if self.sealed:
+            raise AssertionError("the nodes were walked to rank the shapes")
+        return super().nodes
+
+
+def test_a_group_of_one_shape_is_matched_in_one_order_without_ranking() -> None:
+    graph = _Unwalkable([NodeInfo("n0", 2, 1024)])
+    group = Group("g", (PodRequest("a", cores=1), PodRequest("b", cores=1)))
+    specs = group_jobspecs(group, graph)
+    graph.sealed = True
+    orders = list(compute_orders(group, specs, graph))
+    assert [[spec.kind for spec in order] for order in orders] == [["compute"]]

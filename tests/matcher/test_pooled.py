@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
 from fluence_core.errors import MatcherError
@@ -241,3 +244,44 @@ def test_a_node_taken_down_gets_no_shared_pod_until_it_is_up() -> None:
     matcher.set_node_down("a", False)
     back = _take(matcher, _shared(2000))
     assert back is not None and back.nodes[0].node == "a"
+
+
+class _CountingMatcher(EmbeddedMatcher):
+    """The embedded matcher, counting the leases the pool asks of each node."""
+
+    def __init__(self, graph: ResourceGraph) -> None:
+        super().__init__(graph)
+        self.asked: dict[str, int] = {}
+
+    def match_allocate(self, jobspec: Mapping[str, Any]) -> Allocation | None:
+        for term in jobspec["attributes"]["system"]["constraints"].get("and", []):
+            for node in term.get("hostlist", []):
+                self.asked[node] = self.asked.get(node, 0) + 1
+        return super().match_allocate(jobspec)
+
+
+def test_a_node_whose_memory_chunks_are_all_held_is_not_asked_for_one_by_every_pod() -> None:
+    graph = ResourceGraph([NodeInfo("a", 4, 1024), NodeInfo("b", 4, 4096)])
+    inner = _CountingMatcher(graph)
+    matcher = pooled(inner, graph)
+    pods = [_take(matcher, _shared(100, 512)) for _ in range(6)]
+    assert [p.nodes[0].node if p else None for p in pods] == ["a", "a"] + ["b"] * 4
+    assert inner.asked["a"] == 1 + 4 + 1, "a core, four chunks, one refused chunk: no more"
+
+
+def test_a_node_short_of_memory_is_offered_again_once_a_pod_leaves_it() -> None:
+    graph = ResourceGraph([NodeInfo("a", 2, 2048)])
+    matcher = pooled(EmbeddedMatcher(graph), graph)
+    first = _take(matcher, _shared(100, 2048))
+    assert first is not None
+    assert _take(matcher, _shared(100, 512)) is None
+    matcher.cancel(first.jobid)
+    again = _take(matcher, _shared(100, 512))
+    assert again is not None and again.nodes[0].node == "a"
+
+
+def test_a_pod_asking_less_memory_than_one_refused_still_leases_chunks_there() -> None:
+    matcher = _matcher(NodeInfo("a", 4, 2048))
+    assert _take(matcher, _shared(100, 4096)) is None
+    smaller = _take(matcher, _shared(100, 1024))
+    assert smaller is not None and smaller.nodes[0].node == "a"

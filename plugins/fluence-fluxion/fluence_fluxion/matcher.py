@@ -98,6 +98,11 @@ class FluxionMatcher:
         self._ctx: Any = ffi.NULL
         self.last_outcome: MatchOutcome | None = None
         self.last_error = ""
+        self.matches = 0
+        """Jobspecs sent to ``match_with_jobid``, fitting or not (pool leases included)."""
+        self.match_seconds = 0.0
+        """Fluxion's own timer over them (the ``ov`` each match reports): the time spent in
+        its traversal, apart from this module's JSON and cffi round trips."""
         self._load()
 
     # -- life cycle -------------------------------------------------------------
@@ -167,6 +172,8 @@ class FluxionMatcher:
             jobid, reserved, r_out, at, overhead,
         )
         code = ffi.errno
+        self.matches += 1
+        self.match_seconds += overhead[0]
         text = self.lib.take_string(r_out[0])
         if rc != 0:
             message = self._error()

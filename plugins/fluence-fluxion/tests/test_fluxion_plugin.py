@@ -119,6 +119,15 @@ def test_busy_and_unsatisfiable_are_told_apart_from_errno() -> None:
 
 
 @needs_library
+def test_every_match_fitting_or_not_is_counted_with_fluxions_own_time() -> None:
+    matcher = FluxionMatcher(_graph(), "first", load_library(str(LIBRARY)))
+    assert matcher.match_allocate(compute_jobspec([PodRequest("a", cores=1)])) is not None
+    assert matcher.match_allocate(compute_jobspec([PodRequest("x", cores=99)])) is None
+    assert matcher.matches == 2
+    assert 0 < matcher.match_seconds < 10
+
+
+@needs_library
 def test_job_ids_come_from_fluence_and_survive_failed_matches() -> None:
     matcher = FluxionMatcher(_graph(), "first", load_library(str(LIBRARY)))
     first = matcher.match_allocate(compute_jobspec([PodRequest("a", cores=1)]))
