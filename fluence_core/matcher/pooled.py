@@ -7,59 +7,20 @@ pod asking for a fraction (``100m``, ``1500m``) or for no CPU shares the node's
 ``1000 x exclusive cores + pooled millicores <= allocatable millicores``, as
 kube-scheduler bounds it.
 
-**Why a layer and not a vertex.** Fluxion's pool resources have a fixed size (as
-memory chunks do). The shared pool's size is not fixed: it is what the exclusive
-cores leave, and changes with every whole-core job. One vertex cannot express
-that, so the pool lives here, in front of any matcher (the embedded one or
-Fluxion), and *leases* whole core vertices from it with ordinary one-core
-jobspecs pinned to the node (``hostlist``), one lease per core, as the pool grows;
-it gives a lease back as soon as the pool can do without it. Whatever both
-matchers can do (whole cores, memory chunks, GPUs, virtual vertices) is theirs;
-the millicore and MiB arithmetic is this module's alone. A node's allocatable
-above its whole cores (``7500m`` = 7 cores + 500m) is in the pool from the
-start; memory likewise, in MiB, leasing whole chunks.
+The pool is a layer in front of any matcher, not a vertex, because its size is not
+fixed: it is what the exclusive cores leave, and changes with every whole-core job.
+It *leases* whole core vertices (and memory chunks) from the inner matcher with
+one-core jobspecs pinned to the node (``hostlist``) as it grows, and gives a lease
+back as soon as it can do without it. Whatever both matchers can do (whole cores,
+memory chunks, GPUs, virtual vertices) is theirs; the millicore and MiB arithmetic
+is this module's alone. A node's allocatable above its whole cores (``7500m`` = 7
+cores + 500m) is in the pool from the start.
 
-A shared jobspec is the compute jobspec of fractional pods: each slot holds
-``{"type": "millicores", "count": m}`` and, if any, ``{"type": "memory", "count":
-mib, "unit": "MiB"}`` (see :func:`fluence_core.matcher.jobspec.compute_jobspec`). Its
-allocation has job ids of their own (from :data:`SHARED_JOBIDS`) and one
-:class:`NodeShare` per node carrying ``millicores`` and ``memory_mib``, so the
-durable record restores it like any other allocation.
-
-**Job ids.** Three kinds of job share one matcher: jobs the inner matcher numbers
-itself (whole-core compute, virtual vertices, and this module's own core and memory
-*leases*), and shared allocations, numbered by this module from :data:`SHARED_JOBIDS`
-(``1 << 40``, far beyond any id an inner matcher reaches), so those two spaces never
-meet. Leases, though, draw from the inner matcher's counter, which starts again at 1
-in a new process, while a restart brings back recorded inner ids. A shared
-allocation's restore makes leases, so it must come *after* every recorded inner id
-is held again: restoring in :func:`restore_order` (inner ids first) reserves them
-before anything new is allocated, whatever order the records are read in (an inner
-matcher's restore moves its counter past the id it restores). Restoring a shared
-allocation before them let its lease take id 1, and the record holding job 1 then
-failed to restore with "job 1 is already held" (issue 27). A record's id must also be
-in the space of what it holds (:func:`misnumbered`): a virtual vertex or a whole core
-under a shared id would be "restored" into the pool's books while no vertex is held, and
-millicores under an inner id would be held by nobody; such a record is refused, and its
-pods are held from what they request instead.
-
-**Pod limit.** The pool counts the pods on each node that pass through it (shared
-pods, and the inner matcher's allocations it hands out or restores) and places no
-shared pod on a node at its allocatable ``pods``. Before, fractional pods piled up
-on the first nodes past that limit (160 pods of ``100m`` on a 16-core node that
-admits 110); the pod-limit filter vetoed them and most went unplaced.
-
-**Finding a node** costs ``log2(n)`` steps, not a walk of every node
-(:mod:`.pool_index`), unless the jobspec names a few hosts, which are walked.
-
-Known limits: a node where a memory chunk could not be leased comes after every other node
-for a pod smaller than the one refused there, until something on it is given back; a lease
-takes one pod slot in the embedded matcher's count, and the
-embedded matcher does not see the pool's pods in its own count (a whole-core pod
-may go to a node the pool filled; the pod-limit filter vetoes it); shared pods
-take no GPUs (a pod with GPUs is placed on whole cores); pool leases are not in
-:meth:`PooledMatcher.allocations` (they are re-made from the shared allocations on
-restore).
+A shared allocation (the compute jobspec of fractional pods, whose slots hold
+``millicores`` and ``memory`` in MiB) has job ids of its own (:data:`SHARED_JOBIDS`)
+and one :class:`NodeShare` per node, so the durable record restores it like any other
+allocation. How the two id spaces stay apart across a restart: :func:`restore_order`
+and :func:`misnumbered`; the pod limit and the known limits: :class:`PooledMatcher`.
 """
 
 from __future__ import annotations
@@ -116,7 +77,17 @@ def restores_later(allocation: Allocation) -> bool:
 
 def restore_order(allocations: Iterable[Allocation]) -> list[Allocation]:
     """``allocations`` in the order that reserves every recorded inner job id before a lease
-    can take it (see the module's docstring, "Job ids")."""
+    can take it.
+
+    Three kinds of job share one matcher: jobs the inner matcher numbers itself
+    (whole-core compute, virtual vertices, and this module's core and memory leases),
+    and shared allocations, numbered here from :data:`SHARED_JOBIDS` (``1 << 40``, far
+    beyond any id an inner matcher reaches). Leases draw from the inner matcher's
+    counter, which starts again at 1 in a new process, while a restart brings back
+    recorded inner ids; restoring a shared allocation makes leases, so it must come
+    after every recorded inner id is held again, or a lease takes an id a record still
+    needs and that record then fails to restore as "already held". Restoring inner ids
+    first reserves them, whatever order the records are read in."""
     return sorted(allocations, key=restores_later)
 
 
@@ -195,7 +166,24 @@ def _lease_jobspec(node: str, what: str, amount: int) -> dict[str, Any]:
 
 
 class PooledMatcher:
-    """Any matcher, plus the shared pool of every node (see the module's docstring)."""
+    """Any matcher, plus the shared pool of every node (see the module's docstring).
+
+    **Pod limit.** The pool counts the pods on each node that pass through it (shared
+    pods, and the inner matcher's allocations it hands out or restores) and places no
+    shared pod on a node at its allocatable ``pods``, so fractional pods never pile up
+    past the kubelet's limit for the pod-limit filter to veto.
+
+    **Finding a node** costs ``log2(n)`` steps, not a walk of every node
+    (:mod:`.pool_index`), unless the jobspec names a few hosts, which are walked.
+
+    Known limits: a node where a memory chunk could not be leased comes after every
+    other node for a pod smaller than the one refused there, until something on it is
+    given back; a lease takes one pod slot in the embedded matcher's count, and the
+    embedded matcher does not see the pool's pods in its own count (a whole-core pod may
+    go to a node the pool filled; the pod-limit filter vetoes it); shared pods take no
+    GPUs (a pod with GPUs is placed on whole cores); pool leases are not in
+    :meth:`allocations` (they are re-made from the shared allocations on restore).
+    """
 
     def __init__(self, inner: Matcher, graph: ResourceGraph) -> None:
         self.inner = inner

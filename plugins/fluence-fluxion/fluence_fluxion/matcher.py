@@ -1,36 +1,7 @@
 """The Fluxion matcher: jobspecs go to flux-sched's ``reapi_cli``, allocations come back as JGF.
 
-Facts of the library this module is written around:
-
-* it must be initialised with ``load_format: jgf`` (its default is another
-  format) and ``match_format: jgf`` (an unknown format silently becomes
-  ``simple``);
-* a failed match returns only ``errno``: ``EBUSY`` = does not fit now,
-  ``ENODEV`` = can never fit; the text comes from :class:`MatchOutcome`. For a
-  held virtual vertex allocate-with-satisfiability answers ``ENODEV`` although
-  ``match_satisfy`` calls the same jobspec satisfiable, so an ``ENODEV`` is
-  confirmed with ``match_satisfy`` before it is reported;
-* its job-id counter advances even on failure, so Fluence hands out its own ids
-  (``match_with_jobid``) and a restore can re-hold any recorded id;
-* a property value that is not a string aborts the process, so the graph is
-  checked before it is loaded;
-* it interns vertex type names in one process-wide table that every
-  ``reapi_cli_initialize`` closes, so the first graph a process loads fixes the
-  types any later graph or jobspec may name; :func:`fluence_fluxion.types.ensure_types`
-  primes it once with every type Fluence may emit and refuses, by name, a type
-  the process never interned (a restart is needed);
-* every string it returns (R, R_out, error messages, modes) is ``strdup``-ed and
-  freed here;
-* ``update_allocate`` does not refuse an allocation that overlaps a held one,
-  so :meth:`FluxionMatcher.restore` checks overlap itself;
-* it places a slot at the first vertex whose own children hold every type the slot asks
-  for, so under a node with ``numanode`` vertices a slot's cores come from one zone, and
-  a ``numanode`` named inside a slot is held whole: :class:`~fluence_core.api.ZoneLoad`
-  says which nodes get zones, :mod:`fluence_fluxion.numa` how a one-zone pod is asked;
-* it refuses sibling slots of one type in a jobspec, so a group with several
-  pod shapes is several jobspecs; this matcher offers no joint match, and
-  :func:`fluence_core.matcher.group.match_group` sends them most-constrained first and
-  retries other orders (its docstring gives the bound).
+The library's behaviour this matcher is written around is listed on
+:class:`FluxionMatcher`.
 """
 
 from __future__ import annotations
@@ -75,7 +46,40 @@ def check_jgf(jgf: Mapping[str, Any]) -> None:
 
 
 class FluxionMatcher:
-    """A :class:`fluence_core.api.Matcher` backed by one ``reapi_cli`` context."""
+    """A :class:`fluence_core.api.Matcher` backed by one ``reapi_cli`` context.
+
+    Facts of the library this class is written around:
+
+    * it must be initialised with ``load_format: jgf`` (its default is another
+      format) and ``match_format: jgf`` (an unknown format silently becomes
+      ``simple``);
+    * a failed match returns only ``errno``: ``EBUSY`` = does not fit now,
+      ``ENODEV`` = can never fit; the text comes from :class:`MatchOutcome`. For a
+      held virtual vertex allocate-with-satisfiability answers ``ENODEV`` although
+      ``match_satisfy`` calls the same jobspec satisfiable, so an ``ENODEV`` is
+      confirmed with ``match_satisfy`` before it is reported;
+    * its job-id counter advances even on failure, so Fluence hands out its own ids
+      (``match_with_jobid``) and a restore can re-hold any recorded id;
+    * a property value that is not a string aborts the process, so the graph is
+      checked before it is loaded;
+    * it interns vertex type names in one process-wide table that every
+      ``reapi_cli_initialize`` closes, so the first graph a process loads fixes the
+      types any later graph or jobspec may name; :func:`fluence_fluxion.types.ensure_types`
+      primes it once with every type Fluence may emit and refuses, by name, a type
+      the process never interned (a restart is needed);
+    * every string it returns (R, R_out, error messages, modes) is ``strdup``-ed and
+      freed here;
+    * ``update_allocate`` does not refuse an allocation that overlaps a held one,
+      so :meth:`FluxionMatcher.restore` checks overlap itself;
+    * it places a slot at the first vertex whose own children hold every type the slot asks
+      for, so under a node with ``numanode`` vertices a slot's cores come from one zone, and
+      a ``numanode`` named inside a slot is held whole: :class:`~fluence_core.api.ZoneLoad`
+      says which nodes get zones, :mod:`fluence_fluxion.numa` how a one-zone pod is asked;
+    * it refuses sibling slots of one type in a jobspec, so a group with several
+      pod shapes is several jobspecs; this matcher offers no joint match, and
+      :func:`fluence_core.matcher.group.match_group` sends them most-constrained first and
+      retries other orders (its docstring gives the bound).
+    """
 
     name = "fluxion"
 
