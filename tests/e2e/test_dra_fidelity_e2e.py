@@ -18,7 +18,6 @@ import copy
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,9 +31,9 @@ from fluence_core.testing import (
     claim_entries, make_device, make_device_class_dict, make_device_request, make_node_dict,
     make_pod_dict, make_pod_group_dict, make_resource_claim_dict, make_resource_slice_dict,
 )
+from tests.e2e.peer import with_kube_scheduler
 from fluence_core.testing_apiserver import (
-    ApiServer, ensure_namespace, find_assets, find_kube_scheduler, start_apiserver,
-    start_kube_scheduler, wait_for,
+    ApiServer, ensure_namespace, wait_for,
 )
 
 pytestmark = pytest.mark.e2e
@@ -121,16 +120,7 @@ def cases() -> list[Case]:
 
 @pytest.fixture(scope="module")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    assets, reason = find_assets()
-    if assets is None:
-        pytest.skip(reason)
-    binary = find_kube_scheduler(assets)
-    if binary is None:
-        pytest.skip("kube-scheduler not found beside the API server nor in KUBE_SCHEDULER")
-    with start_apiserver(assets, Path(tmp_path_factory.mktemp("dra-fidelity")),
-                         controller_manager=False) as server:
-        start_kube_scheduler(server, binary)
-        yield server
+    yield from with_kube_scheduler(tmp_path_factory, "dra-fidelity")
 
 
 def _node_name(case: int, node: str) -> str:

@@ -24,7 +24,6 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,9 +33,9 @@ from fluence_core.feasibility import PodFacts, Snapshot, feasible
 from fluence_core.kube.client import KubeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
+from tests.e2e.peer import with_kube_scheduler
 from fluence_core.testing_apiserver import (
-    ApiServer, ensure_namespace, find_assets, find_kube_scheduler, start_apiserver,
-    start_kube_scheduler,
+    ApiServer, ensure_namespace,
 )
 from tests.e2e.fidelity_cases import OVERHEAD, OVERHEAD_CLASS, Case, generate, sizing_cases
 
@@ -53,16 +52,7 @@ chooses (a library that fails to load must fail the run, not hand it to the embe
 @pytest.fixture(scope="module")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     """An API server of this module's own (nodes are cluster-wide) with kube-scheduler."""
-    assets, reason = find_assets()
-    if assets is None:
-        pytest.skip(reason)
-    binary = find_kube_scheduler(assets)
-    if binary is None:
-        pytest.skip("kube-scheduler not found beside the API server nor in KUBE_SCHEDULER")
-    with start_apiserver(assets, Path(tmp_path_factory.mktemp("fidelity")),
-                         controller_manager=False) as server:
-        start_kube_scheduler(server, binary)
-        yield server
+    yield from with_kube_scheduler(tmp_path_factory, "fidelity")
 
 
 def _wait_kube(kube: KubeCluster, name: str, timeout: float = 20.0) -> tuple[str | None, str]:

@@ -37,9 +37,9 @@ from fluence_core.testing import (
     claim_entries, make_device_request, make_node_dict, make_pod_dict, make_pod_group_dict,
     make_resource_claim_dict,
 )
+from tests.e2e.peer import with_kube_scheduler
 from fluence_core.testing_apiserver import (
-    ApiServer, ensure_namespace, find_assets, find_kube_scheduler, start_apiserver,
-    start_kube_scheduler, wait_for,
+    ApiServer, ensure_namespace, wait_for,
 )
 from fluence_dra_qpu.driver import QpuDriver
 from fluence_dra_qpu.kubelet import Preparer
@@ -66,16 +66,7 @@ BIG = f'device.attributes["{FILE}"].qubits >= 100'
 
 @pytest.fixture(scope="module")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    assets, reason = find_assets()
-    if assets is None:
-        pytest.skip(reason)
-    binary = find_kube_scheduler(assets)
-    if binary is None:
-        pytest.skip("kube-scheduler not found beside the API server nor in KUBE_SCHEDULER")
-    with start_apiserver(assets, Path(tmp_path_factory.mktemp("qpu-driver")),
-                         controller_manager=False) as server:
-        start_kube_scheduler(server, binary)
-        yield server
+    yield from with_kube_scheduler(tmp_path_factory, "qpu-driver")
 
 
 def _shipped_device_classes() -> list[dict[str, Any]]:
