@@ -54,6 +54,11 @@ DELETE_SITES = (
                "PodGroups",
                "a shared-quantum split pod's Job: the PodGroups that Job controls but Fluence's "
                "own (<group>, <group>-scout), the job controller's gang the split left empty"),
+    DeleteSite("plugins/fluence-dra-qpu/fluence_dra_qpu/publisher.py:SlicePublisher._delete",
+               "ResourceSlices",
+               "the QPU driver's own slices only (its managed-by label and driver name): a "
+               "pool's slices of an older generation once the newer ones are written, and "
+               "the slices of a pool the resources file no longer has"),
     DeleteSite("fluence_core/kube/client.py:KubeCluster.delete", "anything",
                "the Kubernetes wrapper's own DELETE: what its callers (this list) ask"),
     DeleteSite("fluence_core/testing_apiserver.py:webhook_beside",
