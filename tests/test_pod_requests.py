@@ -221,7 +221,7 @@ def test_the_graph_charges_the_pods_total_whole_cores_or_pool_by_that_total(
 READS_CONTAINERS_FOR_OTHER_REASONS = {
     "fluence_core/kube/downward.py": "finds the container an env variable belongs to",
     "fluence_core/kube/fake.py": "drops container images from what the fake stores",
-    "fluence_core/feasibility/objects.py": "reads host ports (NodePorts)",
+    "fluence_core/feasibility/facts.py": "reads host ports (NodePorts)",
     "fluence_core/sim/world.py": "builds the simulator's pods and finds the scout's sidecar",
     "fluence_core/testing.py": "builds test pods",
     "fluence_core/testing_apiserver.py": "builds the pod that probes whether a webhook is called",
@@ -245,7 +245,7 @@ PARSES_QUANTITIES_FOR_OTHER_REASONS = {
     "fluence_core/models.py": "a Node's allocatable",
     "fluence_core/numa.py": "a NodeResourceTopology zone's allocatable CPUs, GPUs, memory",
     "fluence_core/feasibility/resources.py": "a Node's allocatable and volume sizes",
-    "fluence_core/feasibility/objects.py": "a Node's allocatable (NodeFacts)",
+    "fluence_core/feasibility/facts.py": "a Node's allocatable (NodeFacts)",
     "fluence_core/sim/baseline.py": "a Node's allocatable",
     "fluence_core/sim/scenario.py": "validates the scenario's quantities",
     "fluence_core/dra/cel.py": "a CEL selector's quantity() over a device's capacity",

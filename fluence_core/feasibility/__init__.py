@@ -9,7 +9,7 @@ constraint, so nothing is vetoed after a match.
 """
 
 from fluence_core.feasibility.base import FeasibilityFilter, NodeCheck, Refusal
-from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.facts import NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.run import Feasibility, default_filters, feasible, nodes_to_find
 
 __all__ = [

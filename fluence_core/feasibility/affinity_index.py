@@ -29,8 +29,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # objects.py holds the index in its Snapshot
-    from fluence_core.feasibility.objects import AffinityTerm
+if TYPE_CHECKING:  # facts.py holds the index in its Snapshot
+    from fluence_core.feasibility.facts import AffinityTerm
 
 Look = tuple[str, tuple[tuple[str, str], ...]]
 """A placed pod's namespace and labels: what a term reads of it."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from fluence_core import hookimpl
 from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
-from fluence_core.feasibility.objects import AffinityTerm, NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.facts import AffinityTerm, NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.selectors import matches
 from fluence_core.settings import Settings
 

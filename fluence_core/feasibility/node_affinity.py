@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fluence_core import hookimpl
 from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
-from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.facts import NodeFacts, PodFacts, Snapshot
 from fluence_core.settings import Settings
 
 REASON = "node(s) didn't match Pod's node affinity/selector"

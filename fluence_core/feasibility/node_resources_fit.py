@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 from fluence_core import hookimpl, names
 from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
-from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.facts import NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from fluence_core.settings import Settings
 

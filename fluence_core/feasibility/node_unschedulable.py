@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fluence_core import hookimpl, names
 from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
-from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot, Taint
+from fluence_core.feasibility.facts import NodeFacts, PodFacts, Snapshot, Taint
 from fluence_core.feasibility.taints import tolerates
 from fluence_core.settings import Settings
 

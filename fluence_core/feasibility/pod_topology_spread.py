@@ -18,7 +18,7 @@ from collections import Counter
 from fluence_core import hookimpl
 from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck
 from fluence_core.feasibility.node_affinity import required_match
-from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot, SpreadConstraint
+from fluence_core.feasibility.facts import NodeFacts, PodFacts, Snapshot, SpreadConstraint
 from fluence_core.feasibility.taints import first_untolerated
 from fluence_core.settings import Settings
 

@@ -23,7 +23,7 @@ from functools import cached_property
 
 from fluence_core.feasibility.base import FeasibilityFilter, NodeCheck, Refusal
 from fluence_core.feasibility.builtins import BUILTIN_FILTERS, KUBE_ORDER
-from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.facts import NodeFacts, PodFacts, Snapshot
 
 
 MIN_FEASIBLE_NODES_TO_FIND = 100

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fluence_core.feasibility.objects import Taint, Toleration
+from fluence_core.feasibility.facts import Taint, Toleration
 
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from fluence_core import hookimpl, names
 from fluence_core.feasibility.base import FINE, FeasibilityFilter, NodeCheck, Refusal
-from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.facts import NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.resources import amount
 from fluence_core.feasibility.selectors import LabelSelector, NodeSelector, SelectorError
 from fluence_core.kube.api import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES, KubeObject

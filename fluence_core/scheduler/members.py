@@ -22,7 +22,7 @@ from fluence_core.dra.plan import DevicePlan
 from fluence_core.feasibility import PodFacts, feasible
 from fluence_core.feasibility.inter_pod_affinity import term_matches
 from fluence_core.feasibility.node_resources_fit import GRAPH_COUNTED
-from fluence_core.feasibility.objects import AffinityTerm
+from fluence_core.feasibility.facts import AffinityTerm
 from fluence_core.matcher.jobspec import COMPUTE, virtual_jobspecs
 from fluence_core.log import logger
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_preferring

@@ -131,7 +131,7 @@ def test_hostname_spread_is_per_node() -> None:
 
 
 def test_counts_kept_as_pods_come_and_go_answer_as_a_fresh_count_does() -> None:
-    from fluence_core.feasibility.objects import PodFacts
+    from fluence_core.feasibility.facts import PodFacts
 
     kept = snapshot(NODES, [_web("w1", "a1")])
     new = _web("w9", topologySpreadConstraints=[_spread()])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fluence_core.feasibility import default_filters, feasible, nodes_to_find
 from fluence_core.feasibility.node_affinity import NodeAffinity
-from fluence_core.feasibility.objects import NodeFacts
+from fluence_core.feasibility.facts import NodeFacts
 from tests.feasibility.kube_objects import facts, node, pod, snapshot
 
 GPU_TAINT = {"key": "gpu", "value": "true", "effect": "NoSchedule"}

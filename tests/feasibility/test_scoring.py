@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fluence_core.feasibility import PodFacts, Snapshot
-from fluence_core.feasibility.objects import NodeFacts
+from fluence_core.feasibility.facts import NodeFacts
 from fluence_core.feasibility.scoring import default_normalize, preference_tiers, totals
 from fluence_core.feasibility.scoring.inter_pod_affinity import InterPodAffinityScore
 from fluence_core.feasibility.scoring.node_affinity import NodeAffinityScore

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fluence_core.feasibility.node_unschedulable import NodeUnschedulable
-from fluence_core.feasibility.objects import Taint, Toleration
+from fluence_core.feasibility.facts import Taint, Toleration
 from fluence_core.feasibility.taint_toleration import TaintToleration
 from fluence_core.feasibility.taints import first_untolerated, tolerates
 from tests.feasibility.kube_objects import node, pod, refusals, snapshot

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from fluence_core import hookimpl
 from fluence_core.kube.api import PODGROUPS, PODS
 from fluence_core.feasibility.builtins import KUBE_ORDER
-from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.facts import NodeFacts, PodFacts, Snapshot
 from fluence_core.matcher.embedded import EmbeddedMatcher
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.scheduler.core import Scheduler

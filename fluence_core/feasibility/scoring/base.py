@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.facts import NodeFacts, PodFacts, Snapshot
 
 MAX_NODE_SCORE = 100
 """kube-scheduler's ``framework.MaxNodeScore``: every normalised score is within 0-100."""

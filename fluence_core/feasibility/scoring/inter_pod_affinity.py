@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from fluence_core import hookimpl
 from fluence_core.feasibility.inter_pod_affinity import term_matches
-from fluence_core.feasibility.objects import (
+from fluence_core.feasibility.facts import (
     AffinityTerm, NodeFacts, PodFacts, Snapshot, WeightedTerm,
 )
 from fluence_core.feasibility.scoring.base import MAX_NODE_SCORE, NodeScores, ScorePlugin

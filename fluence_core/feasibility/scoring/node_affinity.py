@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fluence_core import hookimpl
-from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.facts import NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.scoring.base import NodeScores, ScorePlugin, default_normalize
 from fluence_core.settings import Settings
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from fluence_core import hookimpl
 from fluence_core import names
-from fluence_core.feasibility.objects import NodeFacts, PodFacts, Snapshot
+from fluence_core.feasibility.facts import NodeFacts, PodFacts, Snapshot
 from fluence_core.feasibility.pod_topology_spread import count_matching, includes
 from fluence_core.feasibility.scoring.base import MAX_NODE_SCORE, NodeScores, ScorePlugin
 from fluence_core.settings import Settings

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fluence_core import hookimpl
-from fluence_core.feasibility.objects import (
+from fluence_core.feasibility.facts import (
     PREFER_NO_SCHEDULE, NodeFacts, PodFacts, Snapshot,
 )
 from fluence_core.feasibility.scoring.base import NodeScores, ScorePlugin, default_normalize

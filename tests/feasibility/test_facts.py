@@ -1,4 +1,4 @@
-"""fluence_core.feasibility.objects: pods and nodes read once, bad input named."""
+"""fluence_core.feasibility.facts: pods and nodes read once, bad input named."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from fluence_core.feasibility import NodeFacts, PodFacts
-from fluence_core.feasibility.objects import HostPort, Toleration
+from fluence_core.feasibility.facts import HostPort, Toleration
 from tests.feasibility.kube_objects import facts, node, pod, snapshot
 
 
