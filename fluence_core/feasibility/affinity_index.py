@@ -7,16 +7,16 @@ for a thousand comparisons (O(placed pods) per pod, the cost that kept Fluence
 below kube-scheduler at 5,000 nodes). kube-scheduler builds per-cycle maps of
 counts per topology pair; this index keeps the same counts up to date as the
 snapshot's pods come and go, so that a pod's question costs O(distinct terms +
-distinct looks), whatever the number of placed pods:
+distinct sets of pods alike), whatever the number of placed pods:
 
 * **existing anti-affinity**: for each distinct required anti-affinity term of the
   placed pods (a term is a value: selector, key, resolved namespaces), how many
   pods carrying it sit in each value of its topology key. Whether a term names
   the pod being placed depends on the term and the pod alone, so it is asked once
   per term, not once per placed pod.
-* **looks**: the placed pods grouped by namespace and labels, which is all a term
-  reads of a pod; for each look and each topology key a term asked about, how many
-  of its pods sit in each value of that key (made when first asked, then kept).
+* **pods alike**: the placed pods grouped by namespace and labels, which is all a
+  term reads of a pod; for each group and each topology key a term asked about, how
+  many of its pods sit in each value of that key (made when first asked, then kept).
 
 Counts that fall to zero are deleted: a domain is in a count exactly when a pod
 is there.
@@ -32,24 +32,24 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # facts.py holds the index in its Snapshot
     from fluence_core.feasibility.facts import AffinityTerm
 
-Look = tuple[str, tuple[tuple[str, str], ...]]
+NamespaceAndLabels = tuple[str, tuple[tuple[str, str], ...]]
 """A placed pod's namespace and labels: what a term reads of it."""
 
 
 @dataclass
-class LookCounts:
-    """The placed pods of one look: where they are, by node and by topology domain."""
+class PodsAlike:
+    """The placed pods of one namespace and one set of labels: where they are, by node and by topology domain."""
 
     namespace: str
     labels: Mapping[str, str]
     nodes: Counter[str] = field(default_factory=Counter)
-    """Pods of this look per node name."""
+    """Pods of this group per node name."""
     domains: dict[str, Counter[str]] = field(default_factory=dict)
-    """Per topology key asked about: pods of this look per value of the key (on nodes that
+    """Per topology key asked about: pods of this group per value of the key (on nodes that
     carry it)."""
 
 
-def look_of(namespace: str, labels: Mapping[str, str]) -> Look:
+def namespace_and_labels(namespace: str, labels: Mapping[str, str]) -> NamespaceAndLabels:
     return namespace, tuple(labels.items())
 
 
@@ -60,7 +60,7 @@ class AffinityIndex:
         self.anti_terms: dict[AffinityTerm, Counter[str]] = {}
         """Each placed pod's required anti-affinity term -> pods carrying it per value of its
         topology key (only nodes carrying the key count)."""
-        self._looks: dict[Look, LookCounts] = {}
+        self._alike: dict[NamespaceAndLabels, PodsAlike] = {}
         self._node_labels: dict[str, Mapping[str, str]] = {}
 
     def add(self, namespace: str, labels: Mapping[str, str],
@@ -75,17 +75,17 @@ class AffinityIndex:
         """Stop counting a pod :meth:`add` counted."""
         self._change(namespace, labels, anti_affinity, node, node_labels, -1)
 
-    def looks(self) -> Iterator[LookCounts]:
-        """The looks of the placed pods (each has at least one pod)."""
-        return iter(self._looks.values())
+    def pods_alike(self) -> Iterator[PodsAlike]:
+        """The placed pods, grouped by namespace and labels (each group has a pod)."""
+        return iter(self._alike.values())
 
-    def domains(self, look: LookCounts, key: str) -> Counter[str]:
-        """Pods of ``look`` per value of ``key``: made from the look's nodes when first
+    def domains(self, alike: PodsAlike, key: str) -> Counter[str]:
+        """Pods of ``alike`` per value of ``key``: made from its nodes when first
         asked, kept up to date after."""
-        counts = look.domains.get(key)
+        counts = alike.domains.get(key)
         if counts is None:
-            counts = look.domains[key] = Counter()
-            for node, count in look.nodes.items():
+            counts = alike.domains[key] = Counter()
+            for node, count in alike.nodes.items():
                 value = self._node_labels[node].get(key)
                 if value is not None:
                     counts[value] += count
@@ -105,15 +105,15 @@ class AffinityIndex:
             _bump(counts, value, delta)
             if not counts:
                 del self.anti_terms[term]
-        key = look_of(namespace, labels)
-        look = self._looks.get(key)
-        if look is None:
-            look = self._looks[key] = LookCounts(namespace, labels)
-        _bump(look.nodes, node, delta)
-        if not look.nodes:
-            del self._looks[key]
+        key = namespace_and_labels(namespace, labels)
+        alike = self._alike.get(key)
+        if alike is None:
+            alike = self._alike[key] = PodsAlike(namespace, labels)
+        _bump(alike.nodes, node, delta)
+        if not alike.nodes:
+            del self._alike[key]
             return
-        for topology_key, counts in look.domains.items():
+        for topology_key, counts in alike.domains.items():
             value = node_labels.get(topology_key)
             if value is not None:
                 _bump(counts, value, delta)

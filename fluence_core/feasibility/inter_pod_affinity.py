@@ -33,7 +33,7 @@ EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rul
 
 
 
-def term_matches(term: AffinityTerm, pod: PodFacts | _Look,
+def term_matches(term: AffinityTerm, pod: PodFacts | _LabelledPod,
                  namespace_labels: Mapping[str, str]) -> bool:
     """Whether ``pod`` (whose namespace carries ``namespace_labels``) is what ``term`` names."""
     in_namespace = pod.namespace in term.namespaces or (
@@ -42,7 +42,7 @@ def term_matches(term: AffinityTerm, pod: PodFacts | _Look,
 
 
 Counts = list[Mapping[str, int]]
-"""Pods per value of one topology key, from each look or term that named the pod."""
+"""Pods per value of one topology key, from each group of pods alike or term that named the pod."""
 
 
 def _taken(counts: Counts) -> Collection[str]:
@@ -60,7 +60,7 @@ class InterPodAffinity:
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | None:
         """Which domains the placed pods close or open to ``pod``, read from the snapshot's
         :class:`~fluence_core.feasibility.affinity_index.AffinityIndex`: each distinct term of
-        the placed pods and each distinct look of them is asked once, never each pod."""
+        the placed pods and each group of them alike (namespace and labels) is asked once, never each pod."""
         index = snapshot.affinity_index
         own_labels = snapshot.namespace_labels(pod.namespace)
         existing: dict[str, Counts] = {}
@@ -70,17 +70,17 @@ class InterPodAffinity:
         affinity: dict[str, Counts] = {}
         anti: dict[str, Counts] = {}
         if pod.affinity or pod.anti_affinity:
-            for look in index.looks():
-                labels = snapshot.namespace_labels(look.namespace)
-                other = _Look(look.namespace, look.labels)
+            for alike in index.pods_alike():
+                labels = snapshot.namespace_labels(alike.namespace)
+                other = _LabelledPod(alike.namespace, alike.labels)
                 if pod.affinity and all(term_matches(t, other, labels) for t in pod.affinity):
                     for term in pod.affinity:
                         affinity.setdefault(term.topology_key, []).append(
-                            index.domains(look, term.topology_key))
+                            index.domains(alike, term.topology_key))
                 for term in pod.anti_affinity:
                     if term_matches(term, other, labels):
                         anti.setdefault(term.topology_key, []).append(
-                            index.domains(look, term.topology_key))
+                            index.domains(alike, term.topology_key))
         if not (pod.affinity or pod.anti_affinity or existing):
             return None
         matched_anywhere = any(found for counts in affinity.values() for found in counts)
@@ -114,8 +114,8 @@ class InterPodAffinity:
 
 
 @dataclass(frozen=True, slots=True)
-class _Look:
-    """What a term reads of a placed pod (the look's namespace and labels)."""
+class _LabelledPod:
+    """What a term reads of a placed pod (its namespace and labels)."""
 
     namespace: str
     labels: Mapping[str, str]

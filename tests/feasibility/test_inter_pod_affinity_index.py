@@ -137,7 +137,7 @@ def test_the_counts_follow_pods_removed_from_the_snapshot(
     nodes, placed, new = cluster
     snap = Snapshot.from_kube(nodes, placed, namespaces=NAMESPACES)
     facts = PodFacts.from_kube(new)
-    verdicts(facts, snap)  # the looks' counts per key are made now, and must follow removals
+    verdicts(facts, snap)  # the counts per key of the pods alike are made now, and must follow removals
     for gone in data.draw(st.lists(st.sampled_from(snap.pods), unique_by=id)) if snap.pods else []:
         snap.remove(gone)
     assert verdicts(facts, snap) == {n.name: reference(facts, snap, n) for n in snap.nodes}
@@ -151,10 +151,10 @@ def test_a_term_whose_last_pod_left_is_no_longer_counted() -> None:
     index.add(guard.namespace, guard.labels, guard.anti_affinity, "n0", node_labels)
     assert [dict(c) for c in index.anti_terms.values()] == [{"a": 1}]
     index.remove(guard.namespace, guard.labels, guard.anti_affinity, "n0", node_labels)
-    assert index.anti_terms == {} and list(index.looks()) == []
+    assert index.anti_terms == {} and list(index.pods_alike()) == []
 
 
-def test_many_matching_looks_are_merged_into_one_lookup_per_key() -> None:
+def test_many_matching_groups_of_pods_alike_are_merged_into_one_lookup_per_key() -> None:
     placed = [pod(f"db{i}", labels={"app": "db", "tier": str(i)}, node_name=f"n{i % 3}")
               for i in range(12)]
     nodes = [node(f"n{i}") for i in range(5)]
