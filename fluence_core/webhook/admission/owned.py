@@ -45,7 +45,7 @@ def scheduler_only(key: str) -> bool:
         names.SCHEDULER_ONLY_PREFIXES)
 
 
-def owned(key: str) -> bool:
+def only_fluence_may_set(key: str) -> bool:
     """Whether annotation ``key`` is one only Fluence may set or change on a stored object."""
     return key in names.OWNED_ANNOTATIONS or key.startswith(names.SCHEDULER_ONLY_PREFIXES)
 
@@ -57,7 +57,7 @@ class Sealer:
     label, a gate or a priority class the split wrote looks the same as one a tenant wrote.
     The seal tells them apart. It is an HMAC, under a key drawn when the webhook starts and
     never shown, of what makes the pod the split's: its namespace, group, role, completion
-    index, controller (uid) and name or generateName. :func:`strip` removes every seal the
+    index, controller (uid) and name or generateName. :func:`removing_scheduler_only` removes every seal the
     webhook cannot recompute, so a seal on a stored Fluence pod is one the split wrote; and
     when the API server calls the webhook again because a later webhook changed the pod,
     the seal from the first call still holds and is kept (a plain marker would be stripped
@@ -97,8 +97,8 @@ def _sealed_fields(pod: Mapping[str, Any], namespace: str) -> bytes:
                          meta.get("generateName")])
 
 
-def strip(pod: Mapping[str, Any], sealer: Sealer | None = None,
-          namespace: str = "") -> JsonPatch:
+def removing_scheduler_only(pod: Mapping[str, Any], sealer: Sealer | None = None,
+                            namespace: str = "") -> JsonPatch:
     """The JSON patch removing every scheduler-only annotation ``pod`` carries, and its
     split seal unless ``sealer`` made it for ``pod`` in ``namespace``."""
     annotations = annotations_of(pod)
@@ -110,7 +110,7 @@ def strip(pod: Mapping[str, Any], sealer: Sealer | None = None,
 
 
 def condition() -> str:
-    """CEL true for every pod :func:`strip` may change: it must reach the webhook."""
+    """CEL true for every pod :func:`removing_scheduler_only` may change: it must reach the webhook."""
     exact = ", ".join(cel.quoted(key) for key in (*names.SCHEDULER_ONLY_ANNOTATIONS,
                                                    names.SPLIT_SEAL_ANNOTATION))
     prefixes = " || ".join(f"k.startsWith({cel.quoted(p)})"

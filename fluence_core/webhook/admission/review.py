@@ -230,7 +230,7 @@ class AdmissionService:
             return deny(uid, f"fluence webhook: {problem}", code=400)
         pod = json_copy(pod)
         # Fluence's records are Fluence's, never a user's; a seal stays only if it is ours
-        stripped = owned.strip(pod, owned.sealer_of(self.state), namespace)
+        stripped = owned.removing_scheduler_only(pod, owned.sealer_of(self.state), namespace)
         apply_patch(pod, json_copy(stripped))
         metadata = writable_metadata(pod)
         metadata["namespace"] = namespace

@@ -45,7 +45,7 @@ def test_a_pod_carrying_a_scheduler_only_key_is_always_sent_to_the_webhook(
         assert matches(conditions, pod("p", annotations={key: "x"})), key
     assert owned.scheduler_only(names.ALLOCATION_ANNOTATION)
     assert not owned.scheduler_only(names.PROTECTED_ANNOTATION)  # set by admission-mark
-    assert owned.owned(names.PROTECTED_ANNOTATION)
+    assert owned.only_fluence_may_set(names.PROTECTED_ANNOTATION)
 
 
 SEAL = names.SPLIT_SEAL_ANNOTATION
