@@ -46,14 +46,14 @@ from fluence_core.scheduler.backoff import Backoff
 from fluence_core.scheduler.binder import Binder, CycleResult, Reporter
 from fluence_core.scheduler.cycle import Cycle
 from fluence_core.scheduler.events import EventRecorder
-from fluence_core.scheduler.fallback import Fallback
+from fluence_core.scheduler.restart.fallback import Fallback
 from fluence_core.scheduler.inbox import Inbox
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.preempt import Preemptor
-from fluence_core.scheduler.promises import PromiseKeeper
+from fluence_core.scheduler.restart.promises import PromiseKeeper
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.reports import ReportWriter
-from fluence_core.scheduler.trust import distrust
+from fluence_core.scheduler.restart.trust import distrust
 from fluence_core.scheduler.view import ClusterView, read_node
 from fluence_core.settings import Settings
 from fluence_core.kube.meta import metadata_of, metadata_or_none
@@ -100,9 +100,9 @@ class Scheduler:
     * :class:`~fluence_core.scheduler.binder.Binder` (``binder.py``): the record,
       the binds and the events of a committed group, or giving it all back;
     * :class:`~fluence_core.scheduler.preempt.Preemptor` (``preempt.py``);
-    * :class:`~fluence_core.scheduler.promises.PromiseKeeper` (``promises.py``): at
+    * :class:`~fluence_core.scheduler.restart.promises.PromiseKeeper` (``restart/``): at
       start, binds the unbound members of restored records where they say;
-    * :class:`~fluence_core.scheduler.fallback.Fallback` (``fallback.py``): a record
+    * :class:`~fluence_core.scheduler.restart.fallback.Fallback` (``restart/``): a record
       that cannot be restored or kept exactly: its bound members are held from what
       they request (never deleted), its unbound members released.
     """

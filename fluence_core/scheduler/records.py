@@ -38,7 +38,7 @@ Alive = Callable[[str, str], bool]
 """``alive(namespace, pod)``: whether the cluster view has that pod, not finished."""
 Vet = Callable[[g.Owner, "HeldPlacement"], "str | None"]
 """``vet(owner, record)``: why the record cannot be trusted, or None
-(:func:`~fluence_core.scheduler.trust.distrust`)."""
+(:func:`~fluence_core.scheduler.restart.trust.distrust`)."""
 
 
 @dataclass
@@ -94,7 +94,7 @@ def outgrown(allocation: Allocation, graph: ResourceGraph) -> str | None:
     """Why ``allocation`` cannot be held where it says because the graph changed under it (a
     node it names is gone or has shrunk below the vertices it names, a virtual vertex is
     gone), or None. Expected when nodes change; what holds its pods then is
-    :mod:`~fluence_core.scheduler.fallback`'s business, not an error."""
+    :mod:`~fluence_core.scheduler.restart.fallback`'s business, not an error."""
     for share in allocation.nodes:
         if not graph.has_node(share.node):
             return f"node {share.node} is gone"
@@ -138,13 +138,13 @@ class RecordBook:
         self.unrestored: list[tuple[g.Owner, HeldPlacement, str]] = []
         """Records :meth:`restore` could not hold again, and why: their bound pods are held
         from what they request, their unbound ones released
-        (:class:`~fluence_core.scheduler.fallback.Fallback`); no pod is deleted."""
+        (:class:`~fluence_core.scheduler.restart.fallback.Fallback`); no pod is deleted."""
         self.untrusted: list[tuple[g.Owner, HeldPlacement, str]] = []
         """Records :meth:`restore` did not hold because their pods do not bear them out, and
-        why (:mod:`~fluence_core.scheduler.trust`): handled as :attr:`unrestored` are."""
+        why (:mod:`~fluence_core.scheduler.restart.trust`): handled as :attr:`unrestored` are."""
         self.unreadable: list[tuple[g.Owner, str]] = []
         """Owners whose record annotation could not be read, and why: their bound pods are
-        held from what they request (:class:`~fluence_core.scheduler.fallback.Fallback`)."""
+        held from what they request (:class:`~fluence_core.scheduler.restart.fallback.Fallback`)."""
         self._written: set[g.Owner] = set()
         """Owners whose object carries a record now (read at start or written since)."""
 
@@ -198,10 +198,10 @@ class RecordBook:
         id a record holds, whatever order the owners come in. A record that still
         cannot be held gives back only the jobs *it* restored (never an id it merely
         names) and goes to :attr:`unrestored`: its pods are then held from what the
-        cluster says (:mod:`~fluence_core.scheduler.fallback`), never deleted.
+        cluster says (:mod:`~fluence_core.scheduler.restart.fallback`), never deleted.
 
         **A record is vetted before it is held** (``vet``: its pods must bear it out, see
-        :mod:`~fluence_core.scheduler.trust`): one that is not trusted is never restored,
+        :mod:`~fluence_core.scheduler.restart.trust`): one that is not trusted is never restored,
         and goes to :attr:`untrusted`, handled the same way.
 
         **A record the cluster outgrew** (``graph`` shows a node it names gone, or shrunk

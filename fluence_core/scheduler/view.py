@@ -30,7 +30,7 @@ from fluence_core.matcher.pooled import restore_order
 from fluence_core.models import NodeInfo
 from fluence_core.numa import NodeNuma, read_nrt
 from fluence_core.scheduler import groups as g
-from fluence_core.scheduler.conservative import hold_running
+from fluence_core.scheduler.restart.conservative import hold_running
 from fluence_core.scheduler.metrics import SchedulerMetrics
 from fluence_core.scheduler.records import HeldPlacement, RecordBook, outgrown
 from fluence_core.topology import domains_of
@@ -115,7 +115,7 @@ class ClusterView:
         node again."""
         self.on_outgrown: Callable[[dict[int, str]], None] | None = None
         """Given the jobs a node change left unheld (jobid -> why), holds their pods from
-        what they request (:meth:`~fluence_core.scheduler.fallback.Fallback.account_outgrown`,
+        what they request (:meth:`~fluence_core.scheduler.restart.fallback.Fallback.account_outgrown`,
         set by the scheduler)."""
 
     # -- graph and matcher --------------------------------------------------------------
@@ -217,7 +217,7 @@ class ClusterView:
 
     def pin(self, key: g.PodKey, pod: KubeObject) -> None:
         """Subtract a running pod we hold no record for from its node, with the virtual
-        resources it requests (:func:`~fluence_core.scheduler.conservative.hold_running`);
+        resources it requests (:func:`~fluence_core.scheduler.restart.conservative.hold_running`);
         a lone pod of ours is held as its own record instead."""
         if key in self.pins or not g.is_bound(pod) or g.is_finished(pod):
             return

@@ -20,7 +20,7 @@ from fluence_core import names
 from fluence_core.kube.api import NODES, PODGROUPS, PODS
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.resource_config import parse_resource_config
-from fluence_core.scheduler.fallback import HELD_FROM_POD, RELEASED
+from fluence_core.scheduler.restart.fallback import HELD_FROM_POD, RELEASED
 from tests.scheduler.conftest import Harness, node, pod, pod_group
 from tests.scheduler.parts import ONE_QPU, TWO_QPUS, WANTS_QPU
 

@@ -15,7 +15,7 @@ from typing import Callable
 import pytest
 
 from fluence_core.kube.api import NODES
-from fluence_core.scheduler.fallback import HELD_FROM_POD
+from fluence_core.scheduler.restart.fallback import HELD_FROM_POD
 from tests.scheduler.conftest import Harness, node, pod, pod_group
 
 pytestmark = pytest.mark.usefixtures("clean_env")

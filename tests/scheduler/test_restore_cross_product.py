@@ -56,7 +56,7 @@ from fluence_core.plugins import FluencePluginManager, get_plugin_manager
 from fluence_core.resource_config import ResourceConfig, parse_resource_config
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.core import Scheduler
-from fluence_core.scheduler.fallback import HELD_FROM_POD
+from fluence_core.scheduler.restart.fallback import HELD_FROM_POD
 from fluence_core.settings import load_settings
 from fluence_core.testing import make_pod_dict
 from tests.scheduler.conftest import node, pod_group

@@ -25,7 +25,7 @@ from fluence_core.matcher.pooled import SHARED_JOBIDS, pooled
 from fluence_core.models import NodeInfo
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.resource_config import parse_resource_config
-from fluence_core.scheduler.fallback import HELD_FROM_POD
+from fluence_core.scheduler.restart.fallback import HELD_FROM_POD
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.settings import load_settings
 from tests.scheduler.conftest import Harness, node, pod, pod_group

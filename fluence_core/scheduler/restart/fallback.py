@@ -4,10 +4,10 @@ kube-scheduler never deletes a pod when it restarts; it rebuilds its cache from
 what is bound. Fluence does at least that. When a durable record cannot be
 restored exactly (its job ids clash, a node it names changed or went, a vertex it
 names is unknown, its annotation cannot be read), or a restored record's promise
-cannot be kept (:mod:`~fluence_core.scheduler.promises`), :class:`Fallback`:
+cannot be kept (:mod:`~fluence_core.scheduler.restart.promises`), :class:`Fallback`:
 
 * holds each **bound** member conservatively
-  (:func:`~fluence_core.scheduler.conservative.hold_running`: what it requests on
+  (:func:`~fluence_core.scheduler.restart.conservative.hold_running`: what it requests on
   its node, plus the virtual resources it requests on the backend its annotation
   names) as a new record of the same owner, written back, so a gang's bound
   members count toward its minCount and the next restart restores them exactly;
@@ -27,7 +27,7 @@ from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation
 from fluence_core.kube.api import KubeObject
 from fluence_core.scheduler import groups as g
-from fluence_core.scheduler.conservative import hold_running
+from fluence_core.scheduler.restart.conservative import hold_running
 from fluence_core.scheduler.events import EventRecorder
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.view import ClusterView

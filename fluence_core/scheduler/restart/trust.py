@@ -11,10 +11,10 @@ that a lone pod's is bound, where its members run or may run, and that it asks n
 than they request.
 
 What fails is not held: its bound pods are held from what they request and its pods not
-yet bound are released (:mod:`~fluence_core.scheduler.fallback`), with a warning and an
+yet bound are released (:mod:`~fluence_core.scheduler.restart.fallback`), with a warning and an
 Event naming what was wrong. A bound pod is never deleted, moved or evicted for it. The
 filters that depend on other pods (inter-pod affinity, spread) are asked when the
-record's unbound members are bound (:mod:`~fluence_core.scheduler.promises`).
+record's unbound members are bound (:mod:`~fluence_core.scheduler.restart.promises`).
 """
 
 from __future__ import annotations

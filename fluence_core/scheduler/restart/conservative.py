@@ -9,7 +9,7 @@ charged) plus every virtual resource it requests, on the backend its
 
 :func:`hold_running` serves pods of other schedulers (a *pin*), Fluence's own lone
 pods (their binding is their record), and the members of a record that cannot be
-restored exactly (:mod:`~fluence_core.scheduler.fallback`).
+restored exactly (:mod:`~fluence_core.scheduler.restart.fallback`).
 """
 
 from __future__ import annotations

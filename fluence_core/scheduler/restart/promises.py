@@ -11,7 +11,7 @@ held again), and then, before anything new is placed, :class:`PromiseKeeper`:
 * or, when that cannot be (a recorded node is gone or cordoned, pods placed
   there meanwhile by someone else take the room, the record does not cover
   the members), gives the record back and hands its members to
-  :class:`~fluence_core.scheduler.fallback.Fallback`: the members already bound
+  :class:`~fluence_core.scheduler.restart.fallback.Fallback`: the members already bound
   keep running and are held from what they request; only the unbound members
   are released, to be placed again. A bound pod is never deleted here.
 """
@@ -32,7 +32,7 @@ from fluence_core.matcher.readback import PodPlacement, assign_pods
 from fluence_core.scheduler import groups as g
 from fluence_core.scheduler.binder import Binder, Commit, CycleResult
 from fluence_core.scheduler.context import SchedulingContext
-from fluence_core.scheduler.fallback import Fallback
+from fluence_core.scheduler.restart.fallback import Fallback
 from fluence_core.scheduler.feasible import FeasibleNodes
 from fluence_core.scheduler.records import HeldPlacement, RecordBook
 from fluence_core.scheduler.view import ClusterView
