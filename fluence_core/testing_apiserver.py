@@ -505,7 +505,8 @@ def wait_in_force(kube: KubeCluster, namespace: str, webhook: str,
     informer, a moment after the write; a pod created before then is admitted without the
     webhook. The probe is a Fluence pod carrying a key only Fluence writes, created on dry
     run (admission in full, nothing stored, no watch event), until the answer shows the
-    webhook was called: the key stripped (``owned.removing_scheduler_only``), or a refusal naming the webhook.
+    webhook was called: the key stripped (``owned.removing_scheduler_only``), or a refusal
+    naming the webhook.
     Any other answer (the key kept, an admission policy refusing it) means not yet.
     """
     key = names.ALLOCATION_ANNOTATION

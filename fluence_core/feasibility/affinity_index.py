@@ -38,7 +38,8 @@ NamespaceAndLabels = tuple[str, tuple[tuple[str, str], ...]]
 
 @dataclass
 class PodsAlike:
-    """The placed pods of one namespace and one set of labels: where they are, by node and by topology domain."""
+    """The placed pods of one namespace and one set of labels: where they are, by node and
+    by topology domain."""
 
     namespace: str
     labels: Mapping[str, str]

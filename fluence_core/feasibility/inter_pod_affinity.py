@@ -60,7 +60,8 @@ class InterPodAffinity:
     def prepare(self, pod: PodFacts, snapshot: Snapshot) -> NodeCheck | None:
         """Which domains the placed pods close or open to ``pod``, read from the snapshot's
         :class:`~fluence_core.feasibility.affinity_index.AffinityIndex`: each distinct term of
-        the placed pods and each group of them alike (namespace and labels) is asked once, never each pod."""
+        the placed pods and each group of them alike (namespace and labels) is asked once,
+        never each pod."""
         index = snapshot.affinity_index
         own_labels = snapshot.namespace_labels(pod.namespace)
         existing: dict[str, Counts] = {}

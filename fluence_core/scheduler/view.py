@@ -115,8 +115,9 @@ class ClusterView:
         node again."""
         self.on_outgrown: Callable[[dict[int, str]], None] | None = None
         """Given the jobs a node change left unheld (jobid -> why), holds their pods from
-        what they request (:meth:`~fluence_core.scheduler.restart.fallback.Fallback.account_outgrown`,
-        set by the scheduler)."""
+        what they request
+        (:meth:`~fluence_core.scheduler.restart.fallback.Fallback.account_outgrown`, set by
+        the scheduler)."""
 
     # -- graph and matcher --------------------------------------------------------------
 

@@ -137,7 +137,7 @@ def test_the_counts_follow_pods_removed_from_the_snapshot(
     nodes, placed, new = cluster
     snap = Snapshot.from_kube(nodes, placed, namespaces=NAMESPACES)
     facts = PodFacts.from_kube(new)
-    verdicts(facts, snap)  # the counts per key of the pods alike are made now, and must follow removals
+    verdicts(facts, snap)  # the counts per key of pods alike are made now: must follow removals
     for gone in data.draw(st.lists(st.sampled_from(snap.pods), unique_by=id)) if snap.pods else []:
         snap.remove(gone)
     assert verdicts(facts, snap) == {n.name: reference(facts, snap, n) for n in snap.nodes}

@@ -57,12 +57,13 @@ class Sealer:
     label, a gate or a priority class the split wrote looks the same as one a tenant wrote.
     The seal tells them apart. It is an HMAC, under a key drawn when the webhook starts and
     never shown, of what makes the pod the split's: its namespace, group, role, completion
-    index, controller (uid) and name or generateName. :func:`removing_scheduler_only` removes every seal the
-    webhook cannot recompute, so a seal on a stored Fluence pod is one the split wrote; and
-    when the API server calls the webhook again because a later webhook changed the pod,
-    the seal from the first call still holds and is kept (a plain marker would be stripped
-    by that second call, and the worker refused). A seal copied onto another pod holds only
-    for one with the same name, index and controller: a copy of the same split pod.
+    index, controller (uid) and name or generateName. :func:`removing_scheduler_only`
+    removes every seal the webhook cannot recompute, so a seal on a stored Fluence pod is
+    one the split wrote; and when the API server calls the webhook again because a later
+    webhook changed the pod, the seal from the first call still holds and is kept (a plain
+    marker would be stripped by that second call, and the worker refused). A seal copied
+    onto another pod holds only for one with the same name, index and controller: a copy
+    of the same split pod.
 
     A new key at each start: a second call that reaches a restarted webhook drops the seal
     and the policy refuses the pod, which its Job then creates again. Replicas would each
@@ -110,7 +111,8 @@ def removing_scheduler_only(pod: Mapping[str, Any], sealer: Sealer | None = None
 
 
 def condition() -> str:
-    """CEL true for every pod :func:`removing_scheduler_only` may change: it must reach the webhook."""
+    """CEL true for every pod :func:`removing_scheduler_only` may change: it must reach the
+    webhook."""
     exact = ", ".join(cel.quoted(key) for key in (*names.SCHEDULER_ONLY_ANNOTATIONS,
                                                    names.SPLIT_SEAL_ANNOTATION))
     prefixes = " || ".join(f"k.startsWith({cel.quoted(p)})"
