@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Any, Final
 
@@ -32,15 +31,16 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def configure(level: str | int | None = None) -> None:
-    """Attach a stderr handler once; the level comes from the argument or the environment
-    (:data:`fluence_core.names.ENV_LOG_LEVEL`)."""
-    chosen = level if level is not None else os.environ.get(names.ENV_LOG_LEVEL, "INFO")
+def configure(level: str | int) -> None:
+    """Attach a stderr handler once and set the level: ``Settings.log_level`` (read from
+    :data:`fluence_core.names.ENV_LOG_LEVEL` with every other setting), or a level a
+    benchmark or test chooses. A name not in :data:`LEVELS` (any case) is refused."""
+    chosen = level
     if isinstance(chosen, str):
         chosen = chosen.strip().upper()
         if chosen not in LEVELS:
-            raise SettingsError(f"{names.ENV_LOG_LEVEL}={chosen[:40]!r}: expected one of"
-                                f" {', '.join(LEVELS)}")
+            raise SettingsError(f"log level {chosen[:40]!r} ({names.ENV_LOG_LEVEL}): expected"
+                                f" one of {', '.join(LEVELS)}")
     logger.setLevel(chosen)
     if not any(getattr(h, "_fluence", False) for h in logger.handlers):
         handler = _StderrHandler()

@@ -10,6 +10,7 @@ import pytest
 
 from fluence_core import names
 from fluence_core.hybrid import boot
+from fluence_core.settings import Settings, env_names
 
 
 def test_scheduler_name_is_fluence() -> None:
@@ -167,3 +168,43 @@ def test_no_environment_name_is_spelled_outside_names_and_settings() -> None:
 def test_the_staged_boot_spells_the_environment_as_names_does() -> None:
     assert (boot._POD_UID_ENV, boot._LOG_LEVEL_ENV, boot._ATTR_PREFIX) == (
         names.ENV_POD_UID, names.ENV_LOG_LEVEL, names.ENV_ATTR_PREFIX)
+
+
+SETTING_VARIABLES = frozenset(variable for field in Settings.model_fields
+                              for variable in env_names(Settings, field))
+"""Every variable ``Settings`` reads (a pod's role or group, written by the webhook, is not
+one: the runtime reads those from the pod's environment itself)."""
+
+
+def settings_read_from_environ(source: str) -> list[tuple[int, str]]:
+    """Every ``os.environ[names.X]``, ``os.environ.get(names.X, ...)`` or ``os.getenv(names.X)``
+    of ``source`` whose ``X`` is the variable of a ``Settings`` field: read past ``Settings``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("environ"):
+            key = node.slice
+        elif isinstance(node, ast.Call) and node.args and ast.unparse(node.func).endswith(
+                ("environ.get", "getenv")):
+            key = node.args[0]
+        else:
+            continue
+        if isinstance(key, ast.Attribute) and ast.unparse(key.value) == "names":
+            if getattr(names, key.attr, None) in SETTING_VARIABLES:
+                found.append((node.lineno, key.attr))
+    return found
+
+
+def test_settings_read_from_environ_finds_reads_of_a_setting_but_not_of_other_names() -> None:
+    source = ("a = os.environ.get(names.ENV_LOG_LEVEL, 'INFO')\nb = environ[names.ENV_LOG_LEVEL]\n"
+              "c = os.getenv(names.ENV_LOG_LEVEL)\nd = environ.get(names.ENV_ROLE)\n"
+              "e = os.environ.get('HOME')\n")
+    assert settings_read_from_environ(source) == [
+        (1, "ENV_LOG_LEVEL"), (2, "ENV_LOG_LEVEL"), (3, "ENV_LOG_LEVEL")]
+
+
+def test_no_setting_is_read_from_the_environment_past_settings() -> None:
+    stray = [f"{path.relative_to(CORE.parent)}:{line} names.{name}"
+             for path in sorted(CORE.rglob("*.py"))
+             if path not in (CORE / "settings.py", *STANDALONE)
+             for line, name in settings_read_from_environ(path.read_text())]
+    assert not stray, f"read these through fluence_core.settings.Settings: {stray}"
