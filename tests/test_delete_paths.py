@@ -41,10 +41,10 @@ DELETE_SITES = (
                "out; each victim's placement or gang has a lower priority and no pod of "
                "it is protected; the pods are deleted only after the group's match "
                "succeeded"),
-    DeleteSite("fluence_core/sim/world.py:Run._peer_timeout", "pods (simulated)",
+    DeleteSite("fluence_core/sim/jobs.py:JobController.retry", "pods (simulated)",
                "fluence sim only: the simulated Job controller retries an attempt whose "
                "launcher gave up waiting for its peers"),
-    DeleteSite("fluence_core/sim/world.py:Run._finish", "pods (simulated)",
+    DeleteSite("fluence_core/sim/kubelet.py:Kubelet._finish", "pods (simulated)",
                "fluence sim only: a finished pod, when the scenario sets "
                "lifecycle.delete_finished"),
     DeleteSite("fluence_core/webhook/controller/cleanup.py:PodGroupCleanup.sweep", "PodGroups",

@@ -3,7 +3,9 @@
 Public surface: :func:`load_scenario` / :func:`parse_scenario`, :func:`run_scenario`,
 :data:`DEFAULT_SCENARIO` and :func:`available_scenarios`. The pieces:
 :mod:`~fluence_core.sim.engine` (event queue, processes), :mod:`~fluence_core.sim.world`
-(one run), :mod:`~fluence_core.sim.baseline` (a kube-scheduler-like first-fit),
+(one run, made of :mod:`~fluence_core.sim.jobs`, :mod:`~fluence_core.sim.kubelet` and
+:mod:`~fluence_core.sim.metrics`), :mod:`~fluence_core.sim.baseline` (a kube-scheduler-like
+first-fit),
 :mod:`~fluence_core.sim.vendor` (vendor queues behind the Provider interface),
 :mod:`~fluence_core.sim.experiments` and :mod:`~fluence_core.sim.report`.
 """
