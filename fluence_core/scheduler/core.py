@@ -27,6 +27,7 @@ from fluence_core.kube.api import (
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     WORKLOADS,
+    Cancellation,
     ClusterAPI,
     KubeObject,
     Resource,
@@ -66,6 +67,10 @@ WATCHED = (NODES, PODS, PODGROUPS, WORKLOADS, NODE_RESOURCE_TOPOLOGIES, RESOURCE
 NodeResourceTopologies: the nodes' NUMA zones (:mod:`fluence_core.numa`). ResourceSlices,
 DeviceClasses and ResourceClaims: devices and the claims on them (:mod:`fluence_core.dra`).
 """
+WATCH_JOIN_SECONDS = 5.0
+"""How long :meth:`Scheduler.run` waits for each cancelled watch thread to end: a cancelled
+watch ends at once on both clients, so only a thread stuck elsewhere is given up on."""
+
 OPTIONAL = frozenset({NODE_RESOURCE_TOPOLOGIES.plural, RESOURCE_SLICES.plural,
                       DEVICE_CLASSES.plural, RESOURCE_CLAIMS.plural})
 """Kinds a cluster may not serve (a CRD not installed): not watched there, nothing lost."""
@@ -265,23 +270,37 @@ class Scheduler:
 
         The threads put what they see in the :class:`Inbox` (the newest state of each
         object, at most one listing per kind), so a long cycle over a backlog costs no
-        memory per event; the loop applies all of it before each cycle.
+        memory per event; the loop applies all of it before each cycle. Setting ``stop``
+        cancels the watches in flight and wakes the loop, so the loop and its watch threads
+        end at once rather than when the current watch request or idle wait runs out; no
+        cycle starts after ``stop``.
         """
         if not self.started:
             self.start()
         inbox = self.inbox
         self.binder.wake = inbox.settle
         self.cycle.arrived = inbox.arrivals
-        for resource in self._watched():
-            threading.Thread(
-                target=self._watch_forever, args=(resource, inbox, stop), daemon=True,
-                name=f"watch-{resource.plural}",
-            ).start()
-        self.schedule_once()
-        while not stop.is_set():
-            for change in inbox.take(timeout=self._wait(idle)) or ():
-                self._advance(*change)
+        cancel = Cancellation()
+        watchers = [threading.Thread(target=self._watch_forever,
+                                     args=(resource, inbox, stop, cancel), daemon=True,
+                                     name=f"watch-{resource.plural}")
+                    for resource in self._watched()]
+        for watcher in watchers:
+            watcher.start()
+        threading.Thread(target=_cancel_on_stop, args=(stop, cancel, inbox), daemon=True,
+                         name="watch-stop").start()
+        try:
             self.schedule_once()
+            while not stop.is_set():
+                for change in inbox.take(timeout=self._wait(idle)) or ():
+                    self._advance(*change)
+                if stop.is_set():
+                    break
+                self.schedule_once()
+        finally:
+            cancel.cancel()
+            for watcher in watchers:
+                watcher.join(WATCH_JOIN_SECONDS)
         self.drain(timeout=30)
 
     def next_wakeup(self) -> float | None:
@@ -299,8 +318,10 @@ class Scheduler:
         wake = self.next_wakeup()
         return idle if wake is None else max(0.0, min(idle, wake - self.clock()))
 
-    def _watch_forever(self, resource: Resource, inbox: Inbox, stop: threading.Event) -> None:
-        """Watch one kind until ``stop``, each call resuming at the version this thread last
+    def _watch_forever(self, resource: Resource, inbox: Inbox, stop: threading.Event,
+                       cancel: Cancellation) -> None:
+        """Watch one kind until ``stop`` (or ``cancel``, which also ends a watch waiting for
+        its next event), each call resuming at the version this thread last
         received (an event's, or a re-list's after a 410).
 
         Never at the version the loop last applied: that one stands still while a cycle
@@ -309,10 +330,10 @@ class Scheduler:
         """
         plural = resource.plural
         version = self._versions.get(plural)
-        while not stop.is_set():
+        while not (stop.is_set() or cancel.cancelled):
             try:
                 for event, obj in self.cluster.watch(
-                    resource, resource_version=version, timeout=self.watch_chunk
+                    resource, resource_version=version, timeout=self.watch_chunk, cancel=cancel
                 ):
                     metadata = metadata_or_none(obj)
                     if metadata is not None and metadata.get("resourceVersion"):
@@ -321,12 +342,22 @@ class Scheduler:
                     if stop.is_set():
                         return
             except ApiError as error:
-                if stop.is_set():
+                if stop.is_set() or cancel.cancelled:
                     return
                 logger.warning("watch of %s failed (%s); retrying", plural, error)
                 stop.wait(1.0)
             except Exception:  # a watch thread never dies: a dead one would freeze the view
-                if stop.is_set():
+                if stop.is_set() or cancel.cancelled:
                     return
                 logger.exception("watch of %s broke; retrying", plural)
                 stop.wait(1.0)
+
+
+def _cancel_on_stop(stop: threading.Event, cancel: Cancellation, inbox: Inbox) -> None:
+    """Cancel the watches and wake the loop as soon as ``stop`` is set; give up once the loop
+    has cancelled them itself (it ended another way), so this thread never outlives it."""
+    while not cancel.cancelled:
+        if stop.wait(0.5):
+            cancel.cancel()
+            inbox.wake()
+            return

@@ -73,6 +73,12 @@ class Inbox:
             self._settle = True
             self._lock.notify()
 
+    def wake(self) -> None:
+        """Wake a :meth:`take` waiting for something, with nothing to take (the loop is told
+        to stop)."""
+        with self._lock:
+            self._lock.notify()
+
     def take(self, timeout: float | None) -> list[Change] | None:
         """Everything waiting (each kind's RESYNC first), after waiting up to ``timeout``
         seconds for something; None when nothing came (not even a settled binding)."""
