@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fluence_core.kube.api import PODS, RESYNC, ObjectList, ResourceRef, WatchEvent
+from fluence_core.kube.api import (
+    PODS, RESYNC, Cancellation, ObjectList, ResourceRef, WatchEvent,
+)
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.scheduler.inbox import Inbox
@@ -43,10 +45,11 @@ class CountingCluster(FakeCluster):
     def watch(self, resource: ResourceRef, namespace: str | None = None, *,
               resource_version: str | None = None, label_selector: str | None = None,
               field_selector: str | None = None,
-              timeout: float | None = None) -> Iterator[WatchEvent]:
+              timeout: float | None = None,
+              cancel: Cancellation | None = None) -> Iterator[WatchEvent]:
         events = super().watch(resource, namespace, resource_version=resource_version,
                                label_selector=label_selector, field_selector=field_selector,
-                               timeout=timeout)
+                               timeout=timeout, cancel=cancel)
         if resource not in ("pods", PODS):
             return events
         self.pod_watches += 1
