@@ -93,14 +93,7 @@ from fluence_core.webhook.cel import judges
 from fluence_core.webhook.admission.env import add_all_to_list
 from fluence_core.webhook.controller.pod_groups import positive_int_annotation
 from fluence_core.webhook.admission.gangs import group_size
-from fluence_core.webhook.pod_fields import group_of, is_fluence_pod, is_quantum, spec
-
-KubeDict = KubeObject
-""":data:`KubeObject` under the name this API gave it first, kept for plugins that use it."""
-metadata = metadata_of
-""":func:`metadata_of` under the name this API gave it first, kept for plugins that use it."""
-labels = labels_of
-""":func:`labels_of` under the name this API gave it first, kept for plugins that use it."""
+from fluence_core.webhook.pod_fields import group_of, is_fluence_pod, is_quantum_pod, pod_spec
 
 __all__ = [
     "BEYOND_REPORTED",
@@ -135,7 +128,6 @@ __all__ = [
     "GroupRefusal",
     "Handler",
     "JsonPatch",
-    "KubeDict",
     "KubeObject",
     "Level",
     "MatchOutcome",
@@ -180,23 +172,21 @@ __all__ = [
     "group_size",
     "hookimpl",
     "is_fluence_pod",
-    "is_quantum",
+    "is_quantum_pod",
     "job_records",
     "judges",
-    "labels",
     "labels_of",
     "load_resource_config",
     "load_settings",
     "logger",
-    "metadata",
     "metadata_of",
     "names",
     "owner_references_of",
     "parse_queue_position",
     "pod_requests",
+    "pod_spec",
     "pointer",
     "positive_int_annotation",
-    "spec",
 ]
 
 

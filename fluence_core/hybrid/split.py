@@ -175,7 +175,7 @@ class QuantumSplitHandler(Handler):
         self, pod: Mapping[str, Any], group: str, size: int, ctx: AdmissionContext,
         attribute_keys: tuple[str, ...] = (),
     ) -> JsonPatch:
-        spec = pod_fields.spec(pod)
+        spec = pod_fields.pod_spec(pod)
         ops: JsonPatch = []
         gates = spec.get("schedulingGates") or []
         for index in reversed(range(len(gates))):
@@ -274,7 +274,7 @@ class QuantumSplitHandler(Handler):
         return []  # absent: added with the other variables
 
     def _worker(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
-        spec = pod_fields.spec(pod)
+        spec = pod_fields.pod_spec(pod)
         ops: JsonPatch = []
         ops += add_to_list(spec, "/spec", "schedulingGates", {"name": self.gate})
         if not spec.get("priorityClassName"):

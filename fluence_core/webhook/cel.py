@@ -93,7 +93,7 @@ def asks_for_virtual() -> str:
 
 
 def is_quantum() -> str:
-    """CEL for :func:`~fluence_core.webhook.pod_fields.is_quantum`: asks for a virtual
+    """CEL for :func:`~fluence_core.webhook.pod_fields.is_quantum_pod`: asks for a virtual
     resource, or is a split's scout or worker by its role label."""
     role = label(names.ROLE_LABEL)
     return any_of(asks_for_virtual(), f"{role} == {quoted(names.ROLE_SCOUT)}",

@@ -15,7 +15,8 @@ from fluence_core.errors import AdmissionDenied
 from fluence_core.kube.meta import annotations_of, controller_reference, labels_of, metadata_of
 
 
-def spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+def pod_spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod's ``spec``, empty when absent."""
     return pod.get("spec") or {}
 
 
@@ -39,7 +40,7 @@ def controller_of(obj: Mapping[str, Any], kind: str) -> tuple[str, str] | None:
 
 
 def is_fluence_pod(pod: Mapping[str, Any]) -> bool:
-    return spec(pod).get("schedulerName") == names.SCHEDULER_NAME
+    return pod_spec(pod).get("schedulerName") == names.SCHEDULER_NAME
 
 
 def group_of(pod: Mapping[str, Any]) -> str | None:
@@ -48,7 +49,7 @@ def group_of(pod: Mapping[str, Any]) -> str | None:
 
 
 def containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list(spec(pod).get("containers") or [])
+    return list(pod_spec(pod).get("containers") or [])
 
 
 def virtual_requests(container: Mapping[str, Any]) -> dict[str, str]:
@@ -63,7 +64,7 @@ def virtual_requests(container: Mapping[str, Any]) -> dict[str, str]:
 
 
 def asks_for_virtual(pod: Mapping[str, Any]) -> bool:
-    every = containers(pod) + list(spec(pod).get("initContainers") or [])
+    every = containers(pod) + list(pod_spec(pod).get("initContainers") or [])
     return any(virtual_requests(c) for c in every)
 
 
@@ -78,7 +79,7 @@ def role(pod: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
-def is_quantum(pod: Mapping[str, Any]) -> bool:
+def is_quantum_pod(pod: Mapping[str, Any]) -> bool:
     """A pod holding (or, as a split worker, having held) a virtual request."""
     return asks_for_virtual(pod) or role(pod) in (names.ROLE_SCOUT, names.ROLE_WORKER)
 
@@ -89,7 +90,7 @@ def is_shared_quantum(pod: Mapping[str, Any]) -> bool:
     return (
         group_of(pod) is not None
         and coordination(pod) == names.COORDINATION_SHARED
-        and is_quantum(pod)
+        and is_quantum_pod(pod)
     )
 
 
@@ -106,6 +107,6 @@ def completion_index(pod: Mapping[str, Any]) -> int | None:
 
 
 def scheduling_group(pod: Mapping[str, Any]) -> str | None:
-    group = spec(pod).get("schedulingGroup") or {}
+    group = pod_spec(pod).get("schedulingGroup") or {}
     name = group.get("podGroupName") if isinstance(group, Mapping) else None
     return str(name) if name else None

@@ -28,13 +28,13 @@ from fluence_core.api import (
     group_of,
     group_size,
     is_fluence_pod,
-    is_quantum,
+    is_quantum_pod,
     logger,
     metadata_of,
     names,
     pod_requests,
+    pod_spec,
     pointer,
-    spec,
 )
 
 PENDING_GRACE = 15.0
@@ -75,7 +75,7 @@ def pod_cores(pod: Mapping[str, Any]) -> int:
     """The cores the pod's CPU covers, rounded up (a 500m pod takes CPU too), without the
     containers Fluence adds (stable on re-invocation); sized by the one rule,
     :func:`~fluence_core.api.pod_requests`."""
-    own = dict(spec(pod))
+    own = dict(pod_spec(pod))
     own["containers"] = [c for c in own.get("containers") or []
                          if c.get("name") not in _FLUENCE_CONTAINERS]
     own["initContainers"] = [c for c in own.get("initContainers") or []
@@ -132,7 +132,7 @@ class AdmissionControl:
 
     def admit(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> str | None:
         """The refusal message for ``pod``, or None to admit it."""
-        if not self.enabled or not is_quantum(pod):
+        if not self.enabled or not is_quantum_pod(pod):
             return None
         namespace = str(ctx.namespace or metadata_of(pod).get("namespace") or "default")
         key = group_key(pod, namespace)
@@ -178,14 +178,14 @@ class AdmissionControl:
         for pod in cluster.list(PODS).items:
             if (pod.get("status") or {}).get("phase") in _TERMINAL:
                 continue
-            node = spec(pod).get("nodeName")
+            node = pod_spec(pod).get("nodeName")
             millicores = _request_millicores(pod)
             protected = is_protected(pod)
             namespace = str(metadata_of(pod).get("namespace") or "default")
             if node:
                 if node in schedulable:
                     used += millicores
-                    if not protected and int(spec(pod).get("priority") or 0) < priority:
+                    if not protected and int(pod_spec(pod).get("priority") or 0) < priority:
                         preemptible += millicores
             if protected:
                 key = group_key(pod, namespace)
@@ -226,7 +226,7 @@ class AdmissionControl:
         found = self.cluster.get(PRIORITY_CLASSES, names.QUANTUM_PRIORITY_CLASS)
         if found is not None:
             return int(found.get("value") or 0)
-        return int(spec(pod).get("priority") or 0)
+        return int(pod_spec(pod).get("priority") or 0)
 
 
 def promised_cores(pod: Mapping[str, Any], ctx: AdmissionContext) -> int:
@@ -262,7 +262,7 @@ class MarkHandler(Handler):
     with one never skips the webhook."""
 
     def applies(self, pod: Mapping[str, Any]) -> bool:
-        return is_quantum(pod) or any(
+        return is_quantum_pod(pod) or any(
             key in annotations_of(pod) for key in (names.PROTECTED_ANNOTATION,
                                                         names.PROMISED_CORES_ANNOTATION))
 

@@ -50,7 +50,7 @@ class FluxionEnvHandler(Handler):
 
     def mutate(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
         ops: JsonPatch = []
-        spec = pod_fields.spec(pod)
+        spec = pod_fields.pod_spec(pod)
         for section in ("initContainers", "containers"):
             for index, container in enumerate(spec.get(section) or []):
                 if pod_fields.virtual_requests(container):
