@@ -130,8 +130,8 @@ def child(args: argparse.Namespace) -> None:
             continue
         settings = load_settings(webhook_config=f"bench-{namespace}")
         webhook_api = Counting(KubeCluster.from_token(
-            args.url, args.token, ca_file=args.ca, qps=settings.kube_qps,
-            burst=settings.kube_burst))
+            args.url, args.token, ca_file=args.ca, qps=settings.kube.qps,
+            burst=settings.kube.burst))
         results.append(through_webhook(args, admin, webhook_api, settings, namespace, clients))
     print(json.dumps(results))
 

@@ -154,7 +154,8 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=1.0)
     parser.add_argument("--run", type=float, nargs=2, default=(20.0, 60.0),
                         metavar=("MIN", "MAX"))
-    parser.add_argument("--wait", type=float, default=load_settings().reserve_after_seconds,
+    parser.add_argument("--wait", type=float,
+                        default=load_settings().scheduling.reserve_after_seconds,
                         help="reserve_after_seconds (the setting's value by default)")
     parser.add_argument("--horizon", type=int, default=600)
     parser.add_argument("--seed", type=int, default=1)

@@ -341,8 +341,8 @@ def serve_webhook(url: str, token: str, ca_file: str, workdir: str, reply: Conne
 
     configure("WARNING")  # an INFO line per PodGroup is not what is measured
     settings = load_settings()
-    cluster = KubeCluster.from_token(url, token, ca_file=ca_file, qps=settings.kube_qps,
-                                     burst=settings.kube_burst)
+    cluster = KubeCluster.from_token(url, token, ca_file=ca_file, qps=settings.kube.qps,
+                                     burst=settings.kube.burst)
     namespace, publish = path, path == SKIPPING
     path = HOOKED if publish else path
     writer = None if path == INLINE else BackgroundWriter()

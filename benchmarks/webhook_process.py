@@ -144,8 +144,8 @@ def main() -> None:
     cert = tls.generate(["localhost"], Path(workdir) / "tls", ip_addresses=["127.0.0.1"])
     settings = load_settings(webhook_cert_dir=Path(workdir) / "tls",
                              webhook_config="bench-not-published")
-    cluster = OneNamespace(cluster_client(url, token, ca_file, settings.kube_qps,
-                                          settings.kube_burst), namespace)
+    cluster = OneNamespace(cluster_client(url, token, ca_file, settings.kube.qps,
+                                          settings.kube.burst), namespace)
     ports: dict[str, Any] = {"port": 0}
     if "report_port" in inspect.signature(make_server).parameters:
         ports["report_port"] = 0

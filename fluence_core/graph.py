@@ -47,7 +47,7 @@ Domain = tuple[str, ...]
 def levels_for(config: ResourceConfig, settings: Settings) -> tuple[Level, ...]:
     """The topology levels a graph gets: the resources file's or ``FLUENCE_TOPOLOGY_LEVELS``
     (both set and different: :class:`~fluence_core.errors.TopologyError`, at start)."""
-    return choose_levels(config.levels, settings.levels, config.source,
+    return choose_levels(config.levels, settings.graph.levels, config.source,
                          f"{names.SETTINGS_ENV_PREFIX}TOPOLOGY_LEVELS")
 
 

@@ -1,11 +1,15 @@
-"""Fluence's own ``FLUENCE_*`` settings in one pydantic-settings class, and the base
-class every plugin's settings derive from.
+"""Fluence's own ``FLUENCE_*`` settings, grouped by the feature that reads them, and the
+base class every plugin's settings derive from.
 
-A bad value fails with a message naming the variable, so an operator knows which
-line of a Deployment to fix. A plugin's settings live in its own class under a
-prefix of its own (``FLUENCE_ADMISSION_*``, ``FLUENCE_FLUX_*``...), contributed
-through the ``fluence_settings`` hook so ``fluence settings`` lists them beside
-the core's.
+:class:`SettingsVariables` declares and checks each variable (one pydantic field each,
+flat, since the variables' names are the user's API); :class:`Settings` is what code
+reads: frozen groups such as ``settings.webhook`` or ``settings.scheduling``, in the
+way kopf groups its settings, so a setting's home says which feature uses it
+(:data:`PLACES` maps each variable to its group). A bad value fails with a message
+naming the variable, so an operator knows which line of a Deployment to fix. A
+plugin's settings live in its own class under a prefix of its own
+(``FLUENCE_ADMISSION_*``, ``FLUENCE_FLUX_*``...), contributed through the
+``fluence_settings`` hook so ``fluence settings`` lists them beside the core's.
 """
 
 from __future__ import annotations
@@ -82,8 +86,13 @@ def _split_csv(value: object) -> object:
     return value
 
 
-class Settings(BaseSettings):
-    """Fluence's configuration, read from ``FLUENCE_*`` environment variables."""
+class SettingsVariables(BaseSettings):
+    """Fluence's ``FLUENCE_*`` variables as the environment holds them, one field each.
+
+    This is where a variable is declared, read and checked (and what ``fluence
+    settings`` lists); code reads it through :class:`Settings`, grouped by the feature
+    that uses it.
+    """
 
     model_config = SettingsConfigDict(
         env_prefix=names.SETTINGS_ENV_PREFIX,
@@ -408,20 +417,6 @@ class Settings(BaseSettings):
             raise ValueError(str(error)) from None
         return value
 
-    @property
-    def levels(self) -> tuple[Level, ...]:
-        """:attr:`topology_levels` as :class:`~fluence_core.topology.Level` values."""
-        return parse_levels(self.topology_levels, names.SETTINGS_ENV_PREFIX + "TOPOLOGY_LEVELS")
-
-    @property
-    def bind_pool(self) -> int:
-        """``bind_workers``, or enough binds in flight to spend ``kube_qps`` when a bind takes
-        200 ms on a busy API server (at least 8, at most 32: measured on one, 32 workers bound
-        singles faster than 8 at 5,000 QPS)."""
-        if self.bind_workers is not None:
-            return self.bind_workers
-        return min(32, max(8, math.ceil(self.kube_qps * 0.2)))
-
     @field_validator("match_policy", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
@@ -532,16 +527,15 @@ def _describe(error: ValidationError, cls: type[BaseSettings]) -> str:
     for problem in error.errors():
         variable = _variable_of(cls, str(problem["loc"][0])) if problem["loc"] else "?"
         lines.append(f"{variable}={problem.get('input')!r}: {problem['msg']}")
-    owner = "Fluence settings" if cls is Settings else f"settings ({cls.__name__})"
+    owner = "Fluence settings" if cls is SettingsVariables else f"settings ({cls.__name__})"
     return f"invalid {owner}: " + "; ".join(lines)
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Read the settings, turning validation failures into a :class:`SettingsError`."""
-    try:
-        return Settings(**overrides)  # type: ignore[arg-type]
-    except ValidationError as error:
-        raise SettingsError(_describe(error, Settings)) from None
+    """Read the settings; a keyword overrides the variable it names in lower case, without
+    the prefix (``watch_chunk=5`` for ``FLUENCE_WATCH_CHUNK=5``). A bad value raises a
+    :class:`SettingsError` naming the variable."""
+    return Settings(**overrides)
 
 
 @dataclass(frozen=True)
@@ -556,9 +550,11 @@ class SettingRow:
     """The components that read it (empty: not said; a plugin's own are its plugin's)."""
 
 
-def setting_rows(settings: BaseSettings) -> list[SettingRow]:
+def setting_rows(settings: BaseSettings | Settings) -> list[SettingRow]:
     """Every variable of ``settings``' class with its current value, default and meaning
     (old names a variable is still read from are named in the meaning)."""
+    if isinstance(settings, Settings):
+        settings = settings.variables
     cls = type(settings)
     rows = []
     for field, info in cls.model_fields.items():
@@ -594,19 +590,297 @@ def env_value(value: object) -> str:
     return str(value)
 
 
-def pod_env(settings: Settings, component: str) -> list[dict[str, str]]:
+def _pod_env(variables: SettingsVariables, component: str) -> tuple[dict[str, str], ...]:
     """The env entries the webhook writes into the scout's ``component`` (``sidecar`` or
     ``scout``): every setting that component reads, at this process's value, except the
     per-pod ones (downward API, or fixed by the webhook) and unset ones."""
-    if component not in POD_COMPONENTS:
-        raise ValueError(f"{component!r} does not run in the scout's pod ({POD_COMPONENTS})")
-    cls = type(settings)
+    cls = type(variables)
     entries = []
     for field in cls.model_fields:
         extra = _extra(cls, field)
-        value = getattr(settings, field)
+        value = getattr(variables, field)
         if component not in readers_of(cls, field) or extra.get("per_pod") or value is None:
             continue
         if text := env_value(value):  # "" would read as unset anyway
             entries.append({"name": env_names(cls, field)[0], "value": text})
-    return entries
+    return tuple(entries)
+
+
+# -- the settings, grouped by the feature that reads them ------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSettings:
+    """The resource graph and its matcher (scheduler, webhook, ``fluence graph``)."""
+
+    resources: Path | None
+    match_policy: MatchPolicy
+    topology_levels: tuple[str, ...]
+    memory_chunks_per_core: int
+
+    @property
+    def levels(self) -> tuple[Level, ...]:
+        """:attr:`topology_levels` as :class:`~fluence_core.topology.Level` values."""
+        return parse_levels(list(self.topology_levels),
+                            names.SETTINGS_ENV_PREFIX + "TOPOLOGY_LEVELS")
+
+
+@dataclass(frozen=True, slots=True)
+class KubeSettings:
+    """The client's own limits on the API server (token bucket)."""
+
+    qps: float
+    burst: int
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingSettings:
+    """The scheduling loop: preferences, backoff, reservations, cycles, binding, watches."""
+
+    preference_tiers: int
+    pod_initial_backoff_seconds: float
+    pod_max_backoff_seconds: float
+    reserve_after_seconds: float
+    reserve_depth: int
+    arrival_report_seconds: float
+    cycle_budget_seconds: float
+    percentage_of_nodes_to_score: int
+    bind_workers: int | None
+    watch_chunk: float
+    backend_refresh: float
+    bind_pool: int
+    """``bind_workers``, or enough binds in flight to spend the client's QPS when a bind
+    takes 200 ms on a busy API server (at least 8, at most 32: measured on one, 32 workers
+    bound singles faster than 8 at 5,000 QPS). Derived, not a variable."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSettings:
+    """The Prometheus port of ``fluence up``."""
+
+    port: int
+    bind_address: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderSettings:
+    """Leader election of ``fluence up``'s replicas, through a Lease."""
+
+    elect: bool
+    lease_name: str
+    lease_namespace: str | None
+    lease_duration: float
+    lease_renew: float
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookSettings:
+    """``fluence webhook``: its handlers, its two HTTPS ports, its identity and its loops."""
+
+    handlers: tuple[str, ...]
+    port: int
+    report_port: int
+    bind_address: str
+    cert_dir: Path | None
+    client_ca: Path | None
+    service: str
+    namespace: str
+    config: str
+    repair_interval: float
+    podgroup_cleanup: float
+    podgroup_grace: float
+
+
+@dataclass(frozen=True, slots=True)
+class HybridSettings:
+    """The two-queue feature: the split's gate and image, the scouts' reports, the sweep.
+
+    :meth:`pod_env` is what the webhook writes into a scout's containers: the settings
+    they read, at this process's values.
+    """
+
+    runtime_image: str
+    quantum_gate: str
+    orphan_sweep: float
+    report_url: str
+    report_audience: str
+    report_ca: str | None
+    runtime_dir: Path
+    session_hold_timeout: float
+    sidecar_env: tuple[dict[str, str], ...]
+    """:meth:`pod_env` of the sidecar, made once (derived, not a variable)."""
+    scout_env: tuple[dict[str, str], ...]
+    """:meth:`pod_env` of the scout's app containers (derived, not a variable)."""
+
+    def pod_env(self, component: str) -> list[dict[str, str]]:
+        """The env entries of the scout's ``component`` (``sidecar`` or ``scout``): every
+        setting it reads at this process's value, but the per-pod and unset ones."""
+        if component == SIDECAR:
+            return [dict(entry) for entry in self.sidecar_env]
+        if component == SCOUT:
+            return [dict(entry) for entry in self.scout_env]
+        raise ValueError(f"{component!r} does not run in the scout's pod ({POD_COMPONENTS})")
+
+
+@dataclass(frozen=True, slots=True)
+class SidecarSettings:
+    """The scout's sidecar: how it polls the vendor, when it releases the workers."""
+
+    poll_interval: float
+    ungate_position: int
+    find_task_timeout: float
+    observe_only: bool
+    worker_timeout: float
+    report_token_file: Path
+
+
+@dataclass(frozen=True, slots=True)
+class PodSettings:
+    """The pod this process runs in, from the downward API (the sidecar's)."""
+
+    uid: str | None
+    name: str | None
+    namespace: str | None
+
+
+PLACES: Final[dict[str, tuple[str, str]]] = {
+    "resources": ("graph", "resources"),
+    "match_policy": ("graph", "match_policy"),
+    "topology_levels": ("graph", "topology_levels"),
+    "memory_chunks_per_core": ("graph", "memory_chunks_per_core"),
+    "kube_qps": ("kube", "qps"),
+    "kube_burst": ("kube", "burst"),
+    "preference_tiers": ("scheduling", "preference_tiers"),
+    "pod_initial_backoff_seconds": ("scheduling", "pod_initial_backoff_seconds"),
+    "pod_max_backoff_seconds": ("scheduling", "pod_max_backoff_seconds"),
+    "reserve_after_seconds": ("scheduling", "reserve_after_seconds"),
+    "reserve_depth": ("scheduling", "reserve_depth"),
+    "arrival_report_seconds": ("scheduling", "arrival_report_seconds"),
+    "cycle_budget_seconds": ("scheduling", "cycle_budget_seconds"),
+    "percentage_of_nodes_to_score": ("scheduling", "percentage_of_nodes_to_score"),
+    "bind_workers": ("scheduling", "bind_workers"),
+    "watch_chunk": ("scheduling", "watch_chunk"),
+    "backend_refresh": ("scheduling", "backend_refresh"),
+    "metrics_port": ("metrics", "port"),
+    "metrics_bind_address": ("metrics", "bind_address"),
+    "leader_elect": ("leader", "elect"),
+    "lease_name": ("leader", "lease_name"),
+    "lease_namespace": ("leader", "lease_namespace"),
+    "lease_duration": ("leader", "lease_duration"),
+    "lease_renew": ("leader", "lease_renew"),
+    "webhook_handlers": ("webhook", "handlers"),
+    "webhook_port": ("webhook", "port"),
+    "report_port": ("webhook", "report_port"),
+    "webhook_bind_address": ("webhook", "bind_address"),
+    "webhook_cert_dir": ("webhook", "cert_dir"),
+    "webhook_client_ca": ("webhook", "client_ca"),
+    "webhook_service": ("webhook", "service"),
+    "webhook_namespace": ("webhook", "namespace"),
+    "webhook_config": ("webhook", "config"),
+    "webhook_repair_interval": ("webhook", "repair_interval"),
+    "webhook_podgroup_cleanup": ("webhook", "podgroup_cleanup"),
+    "webhook_podgroup_grace": ("webhook", "podgroup_grace"),
+    "runtime_image": ("hybrid", "runtime_image"),
+    "quantum_gate": ("hybrid", "quantum_gate"),
+    "orphan_sweep": ("hybrid", "orphan_sweep"),
+    "report_url": ("hybrid", "report_url"),
+    "report_audience": ("hybrid", "report_audience"),
+    "report_ca": ("hybrid", "report_ca"),
+    "runtime_dir": ("hybrid", "runtime_dir"),
+    "session_hold_timeout": ("hybrid", "session_hold_timeout"),
+    "sidecar_poll_interval": ("sidecar", "poll_interval"),
+    "ungate_position": ("sidecar", "ungate_position"),
+    "find_task_timeout": ("sidecar", "find_task_timeout"),
+    "observe_only": ("sidecar", "observe_only"),
+    "worker_timeout": ("sidecar", "worker_timeout"),
+    "report_token_file": ("sidecar", "report_token_file"),
+    "pod_uid": ("pod", "uid"),
+    "pod_name": ("pod", "name"),
+    "pod_namespace": ("pod", "namespace"),
+    "log_level": ("", "log_level"),
+    "disable_plugins": ("", "disable_plugins"),
+}
+"""Variable (a :class:`SettingsVariables` field) -> (group, name) in :class:`Settings`; an
+empty group is a top-level field. ``tests/test_settings.py`` holds every variable to one
+place."""
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Settings:
+    """Fluence's configuration, grouped by the feature that reads it.
+
+    ``settings.webhook.port``, ``settings.scheduling.watch_chunk``,
+    ``settings.hybrid.pod_env("sidecar")``: a reader names the feature first, so a
+    setting's home says who uses it. The values come from :class:`SettingsVariables`
+    (``FLUENCE_*`` variables; their names are the user's API and do not follow the
+    groups). ``Settings(**variables)`` reads the environment with those overrides, named
+    as :func:`load_settings` names them, and :meth:`replaced` copies with some changed.
+    """
+
+    variables: SettingsVariables
+    """The variables as read: what ``fluence settings`` lists and :meth:`replaced` edits."""
+    log_level: str
+    disable_plugins: tuple[str, ...]
+    graph: GraphSettings
+    kube: KubeSettings
+    scheduling: SchedulingSettings
+    metrics: MetricsSettings
+    leader: LeaderSettings
+    webhook: WebhookSettings
+    hybrid: HybridSettings
+    sidecar: SidecarSettings
+    pod: PodSettings
+
+    def __init__(self, **variables: object) -> None:
+        try:
+            read = SettingsVariables(**variables)  # type: ignore[arg-type]
+        except ValidationError as error:
+            raise SettingsError(_describe(error, SettingsVariables)) from None
+        self._fill(read)
+
+    @classmethod
+    def of(cls, variables: SettingsVariables) -> Settings:
+        """The settings of variables already read and checked."""
+        settings = object.__new__(cls)
+        settings._fill(variables)
+        return settings
+
+    def replaced(self, **variables: object) -> Settings:
+        """A copy with some variables changed (keywords as for :func:`load_settings`),
+        checked again."""
+        unknown = sorted(set(variables) - set(PLACES))
+        if unknown:
+            raise SettingsError(f"no such Fluence setting: {', '.join(unknown)}")
+        values = {**self.variables.model_dump(), **variables}
+        try:
+            return Settings.of(SettingsVariables.model_validate(values))
+        except ValidationError as error:
+            raise SettingsError(_describe(error, SettingsVariables)) from None
+
+    def _fill(self, variables: SettingsVariables) -> None:
+        grouped: dict[str, dict[str, object]] = {group: {} for group, _ in PLACES.values()}
+        for field, (group, name) in PLACES.items():
+            grouped[group][name] = _frozen(getattr(variables, field))
+        grouped["scheduling"]["bind_pool"] = (
+            variables.bind_workers if variables.bind_workers is not None
+            else min(32, max(8, math.ceil(variables.kube_qps * 0.2))))
+        grouped["hybrid"]["sidecar_env"] = _pod_env(variables, SIDECAR)
+        grouped["hybrid"]["scout_env"] = _pod_env(variables, SCOUT)
+        top = grouped.pop("")
+        values: dict[str, object] = {"variables": variables, **top}
+        for group, kind in _GROUPS.items():
+            values[group] = kind(**grouped[group])
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+
+_GROUPS: Final[dict[str, type[Any]]] = {
+    "graph": GraphSettings, "kube": KubeSettings, "scheduling": SchedulingSettings,
+    "metrics": MetricsSettings, "leader": LeaderSettings, "webhook": WebhookSettings,
+    "hybrid": HybridSettings, "sidecar": SidecarSettings, "pod": PodSettings,
+}
+
+
+def _frozen(value: object) -> object:
+    """A list value as a tuple, so a group's fields cannot be changed in place."""
+    return tuple(value) if isinstance(value, list) else value

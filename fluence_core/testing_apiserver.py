@@ -541,7 +541,7 @@ def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, name
 
     The four steps every webhook e2e test needs: a serving certificate from a
     fresh CA (in ``workdir``), the HTTPS server in a thread, a
-    MutatingWebhookConfiguration named ``settings.webhook_config`` with one
+    MutatingWebhookConfiguration named ``settings.webhook.config`` with one
     webhook per entry of ``resources`` (``pods``, ``jobs``) for CREATE in
     ``namespace``, created with the CA already in it (created without, a create
     racing the CA patch fails "x509: certificate signed by unknown authority")
@@ -564,8 +564,8 @@ def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, name
     it (:func:`wait_in_force`): a test's first pod is never admitted without it.
     """
     cert = tls.generate(["localhost"], workdir, ip_addresses=["127.0.0.1"])
-    if settings.report_ca is None:  # as fluence webhook does: scouts trust its serving CA
-        settings = settings.model_copy(update={"report_ca": cert.ca_pem.decode()})
+    if settings.hybrid.report_ca is None:  # as fluence webhook does: scouts trust its serving CA
+        settings = settings.replaced(report_ca=cert.ca_pem.decode())
     if service is None:
         watched = watched_for(kube, namespace)  # this webhook's namespace: tests share a server
         service = build_service(settings, get_plugin_manager(settings), kube,
@@ -580,7 +580,7 @@ def webhook_beside(kube: KubeCluster, settings: Settings, workdir: Path, *, name
     for each in informers:  # as fluence webhook soon after its start: lookups, not reads
         if served(kube, each.resource, namespace) and not each.wait_synced(30):
             raise HarnessError(f"the webhook's {each.resource.plural} informer never synced")
-    name = settings.webhook_config
+    name = settings.webhook.config
     try:
         url = f"https://127.0.0.1:{server.port}/mutate"
         kube.create(MUTATING_WEBHOOKS, {

@@ -285,12 +285,12 @@ def test_graph_with_a_bad_setting_exits_2() -> None:
 
 
 def test_settings_lists_every_variable_with_its_current_value(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from fluence_core.settings import Settings
+    from fluence_core.settings import SettingsVariables
 
     monkeypatch.setenv("FLUENCE_MATCH_POLICY", "hinode")
     result = fluence("settings")
     assert result.exit_code == 0, result.output
-    for name in Settings.model_fields:
+    for name in SettingsVariables.model_fields:
         assert f"FLUENCE_{name.upper()}" in result.output
     assert "hinode" in result.output
 
@@ -327,14 +327,14 @@ def test_plugins_check_passes_when_every_plugin_works() -> None:
 
 
 def test_settings_off_a_terminal_prints_every_name_whole_however_narrow() -> None:
-    from fluence_core.settings import Settings
+    from fluence_core.settings import SettingsVariables
 
     result = fluence("settings", COLUMNS="40")  # CliRunner's output is no terminal
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].split("\t") == ["variable", "value", "default", "read by", "meaning"]
     variables = {line.split("\t")[0] for line in lines[1:]}
-    for name in Settings.model_fields:
+    for name in SettingsVariables.model_fields:
         assert f"FLUENCE_{name.upper()}" in variables
     assert all(len(line.split("\t")) == 5 for line in lines)
 

@@ -63,7 +63,7 @@ def test_absolute_reads_relative_references_from_the_writers_package() -> None:
 
 def test_resolves_knows_modules_names_and_fields_but_not_what_moved() -> None:
     assert resolves("fluence_core.kube.meta.metadata_of")
-    assert resolves("fluence_core.settings.Settings.report_port")  # a pydantic field
+    assert resolves("fluence_core.settings.SettingsVariables.report_port")  # a pydantic field
     assert not resolves("fluence_core.hybrid.controller")
     assert not resolves("fluence_core.kube.meta.no_such_reader")
 

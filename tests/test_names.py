@@ -10,7 +10,7 @@ import pytest
 
 from fluence_core import names
 from fluence_core.hybrid import boot
-from fluence_core.settings import Settings, env_names
+from fluence_core.settings import SettingsVariables, env_names
 
 
 def test_scheduler_name_is_fluence() -> None:
@@ -170,8 +170,8 @@ def test_the_staged_boot_spells_the_environment_as_names_does() -> None:
         names.ENV_POD_UID, names.ENV_LOG_LEVEL, names.ENV_ATTR_PREFIX)
 
 
-SETTING_VARIABLES = frozenset(variable for field in Settings.model_fields
-                              for variable in env_names(Settings, field))
+SETTING_VARIABLES = frozenset(variable for field in SettingsVariables.model_fields
+                              for variable in env_names(SettingsVariables, field))
 """Every variable ``Settings`` reads (a pod's role or group, written by the webhook, is not
 one: the runtime reads those from the pod's environment itself)."""
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from fluence_core import __version__, names
-from fluence_core.settings import Settings
+from fluence_core.settings import SettingsVariables
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
@@ -35,7 +35,7 @@ def test_the_image_tag_is_the_core_version() -> None:
 
 
 def test_manifests_settings_and_containerfile_name_the_same_image() -> None:
-    assert Settings.model_fields["runtime_image"].default == names.IMAGE
+    assert SettingsVariables.model_fields["runtime_image"].default == names.IMAGE
     assert f"-t {names.IMAGE} " in (REPO / "Containerfile").read_text()
     seen = []
     for manifest in sorted(DEPLOY.glob("*.yaml")):

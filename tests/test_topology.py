@@ -72,7 +72,7 @@ def test_the_setting_holds_the_levels_and_a_bad_one_stops_the_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("FLUENCE_TOPOLOGY_LEVELS", f"{names.ZONE_LABEL}, {names.RACK_LABEL}")
-    assert load_settings().levels == (ZONE, RACK)
+    assert load_settings().graph.levels == (ZONE, RACK)
     monkeypatch.setenv("FLUENCE_TOPOLOGY_LEVELS", f"{names.RACK_LABEL},x.io/rack")
     with pytest.raises(SettingsError, match="FLUENCE_TOPOLOGY_LEVELS"):
         load_settings()

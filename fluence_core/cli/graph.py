@@ -39,14 +39,15 @@ def build_graph(nodes_file: Path, resources: Path | None) -> ResourceGraph:
     FluenceError."""
     current = settings()
     try:
-        config = load_resource_config(resources or current.resources)
+        config = load_resource_config(resources or current.graph.resources)
         objects = read_objects(nodes_file)
         numa = {_name_of(o): read_nrt(o)
                 for o in objects if o.get("kind") == NODE_RESOURCE_TOPOLOGIES.kind}
         nodes = [replace(info, numa=numa.get(info.name, info.numa))
                  for info in (NodeInfo.from_kube(obj) for obj in objects
                               if obj.get("kind", "Node") == "Node")]
-        built = ResourceGraph(nodes, config, memory_chunks_per_core=current.memory_chunks_per_core,
+        built = ResourceGraph(nodes, config,
+                              memory_chunks_per_core=current.graph.memory_chunks_per_core,
                               levels=levels_for(config, current))
     except ValueError as failure:
         raise FluenceError(f"{nodes_file}: {failure}") from None

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from fluence_core.cli.base import warn
 from fluence_core.plugins import FluencePluginManager, get_plugin_manager
-from fluence_core.settings import Settings
+from fluence_core.settings import Settings, SettingsVariables
 
 _LOADED = "_fluence_commands_loaded"
 
@@ -25,12 +25,13 @@ _LOADED = "_fluence_commands_loaded"
 def selection_settings() -> Settings:
     """The settings that choose plugins, with any invalid variable left at its default."""
     try:
-        return Settings()
+        return Settings.of(SettingsVariables())
     except ValidationError as error:
         bad = {str(problem["loc"][0]) for problem in error.errors() if problem["loc"]}
+        fields = SettingsVariables.model_fields
         defaults: dict[str, Any] = {
-            name: Settings.model_fields[name].get_default(call_default_factory=True)
-            for name in bad if name in Settings.model_fields
+            name: fields[name].get_default(call_default_factory=True)
+            for name in bad if name in fields
         }
         return Settings(**defaults)
 

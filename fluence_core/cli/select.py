@@ -78,7 +78,7 @@ def run_select(manifest: Path | None, resource_type: str, policy: str, resources
     chosen_policy = select.Policy.parse(policy)
     extra = select.parse_pins(requires)
     ref = figures.ConfigMapRef.parse(configmap) if configmap is not None else None
-    resources = resources or settings.resources
+    resources = resources or settings.graph.resources
     figures_from_cluster = prices is None and not ask_providers and ref is not None
     cluster = None
     if ref is not None and (figures_from_cluster or resources is None):

@@ -25,7 +25,7 @@ def sidecar_command(
 
     settings = current_settings()
     if observe_only is not None:
-        settings = settings.model_copy(update={"observe_only": observe_only})
+        settings = settings.replaced(observe_only=observe_only)
     providers = collect_providers(get_plugin_manager(settings))
 
     def reporter() -> HttpsReporter:

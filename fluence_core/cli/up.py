@@ -34,9 +34,9 @@ def connect(settings: Settings) -> Any:
 
     # every binding thread, every watch, and the rest (events, the Lease, the loop's own
     # writes, the figures' refresh) may each have a request in flight
-    connections = settings.bind_pool + len(WATCHED) + CONNECTIONS_BESIDE
+    connections = settings.scheduling.bind_pool + len(WATCHED) + CONNECTIONS_BESIDE
     try:
-        return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst,
+        return KubeCluster.connect(qps=settings.kube.qps, burst=settings.kube.burst,
                                    connections=connections)
     except FluenceError:
         raise  # already says what is missing
@@ -48,10 +48,10 @@ def lease_namespace(settings: Settings, in_cluster_namespace: Path = SERVICE_ACC
                     ) -> str:
     """Where the Lease lives: FLUENCE_LEASE_NAMESPACE, else the pod's own namespace in
     cluster, else ``kube-system``, where kube-scheduler keeps its own Lease."""
-    if settings.lease_namespace:
-        return settings.lease_namespace
-    if settings.pod_namespace:
-        return settings.pod_namespace
+    if settings.leader.lease_namespace:
+        return settings.leader.lease_namespace
+    if settings.pod.namespace:
+        return settings.pod.namespace
     if in_cluster_namespace.is_file():
         return in_cluster_namespace.read_text().strip() or names.KUBE_SYSTEM
     return names.KUBE_SYSTEM
@@ -113,7 +113,8 @@ def start_refresh(cluster: Any, scheduler: Any, settings: Settings) -> FiguresRe
 
     ref = ConfigMapRef(lease_namespace(settings), names.BACKENDS_CONFIGMAP)
     refresh = FiguresRefresh(cluster, lambda: scheduler.config,
-                             collect_providers(scheduler.manager), ref, settings.backend_refresh)
+                             collect_providers(scheduler.manager), ref,
+                             settings.scheduling.backend_refresh)
     refresh.start()
     return refresh
 
@@ -127,23 +128,23 @@ def up() -> None:
 
     settings = current_settings()
     cluster = connect(settings)
-    scheduler = Scheduler(cluster, settings, bind_workers=settings.bind_pool)
+    scheduler = Scheduler(cluster, settings, bind_workers=settings.scheduling.bind_pool)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    if settings.metrics_port:
-        start_http_server(settings.metrics_port, addr=settings.metrics_bind_address,
+    if settings.metrics.port:
+        start_http_server(settings.metrics.port, addr=settings.metrics.bind_address,
                           registry=scheduler.metrics.registry)
-        log.logger.info("metrics on %s:%d/metrics", settings.metrics_bind_address,
-                        settings.metrics_port)
+        log.logger.info("metrics on %s:%d/metrics", settings.metrics.bind_address,
+                        settings.metrics.port)
 
     def lead(stop_leading: threading.Event) -> None:
         scheduler.start()
         refresh = (start_refresh(cluster, scheduler, settings)
-                   if settings.backend_refresh > 0 else None)
-        if settings.resources is not None:
+                   if settings.scheduling.backend_refresh > 0 else None)
+        if settings.graph.resources is not None:
             threading.Thread(target=watch_resources,
-                             args=(settings.resources, scheduler, stop_leading),
+                             args=(settings.graph.resources, scheduler, stop_leading),
                              daemon=True, name="resources-watch").start()
         try:
             scheduler.run(stop_leading)
@@ -151,14 +152,15 @@ def up() -> None:
             if refresh is not None:
                 refresh.stop()
 
-    if not settings.leader_elect:
+    if not settings.leader.elect:
         lead(stop)
         return
     identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
     namespace = lease_namespace(settings)
-    elector = LeaderElector(cluster, settings.lease_name, namespace, identity,
-                            duration=settings.lease_duration, renew=settings.lease_renew)
-    log.logger.info("waiting for lease %s/%s as %s", namespace, settings.lease_name, identity)
+    leader = settings.leader
+    elector = LeaderElector(cluster, leader.lease_name, namespace, identity,
+                            duration=leader.lease_duration, renew=leader.lease_renew)
+    log.logger.info("waiting for lease %s/%s as %s", namespace, leader.lease_name, identity)
 
     def lead_until_stopped(stop_leading: threading.Event) -> None:
         def relay() -> None:

@@ -145,7 +145,7 @@ class ReportEndpoint:
 
     1. a bearer token (401 without one);
     2. a TokenReview (through the cluster wrapper) says it is valid for Fluence's
-       audience (:attr:`~fluence_core.settings.Settings.report_audience`): a token for
+       audience (:attr:`~fluence_core.settings.HybridSettings.report_audience`): a token for
        another audience, expired, or made up is 401;
     3. the token is a ServiceAccount token bound to a pod (the kubelet's projected
        token carries ``authentication.kubernetes.io/pod-name`` and ``pod-uid``): 403
@@ -160,8 +160,8 @@ class ReportEndpoint:
 
     def __init__(self, cluster: ClusterAPI, settings: Settings) -> None:
         self.cluster = cluster
-        self.audience = settings.report_audience
-        self.gate = settings.quantum_gate
+        self.audience = settings.hybrid.report_audience
+        self.gate = settings.hybrid.quantum_gate
         self.tokens = TokenReviews(self.authenticate)
 
     path = names.REPORT_PATH

@@ -120,9 +120,9 @@ class OrphanSweep(Periodic):
     failure = "orphan sweep failed"
 
     def __init__(self, cluster: ClusterAPI, settings: Settings) -> None:
-        super().__init__(settings.orphan_sweep)
+        super().__init__(settings.hybrid.orphan_sweep)
         self.cluster = cluster
-        self.gate = settings.quantum_gate
+        self.gate = settings.hybrid.quantum_gate
         self._suspects: set[GroupKey] = set()
 
     def sweep(self) -> list[str]:

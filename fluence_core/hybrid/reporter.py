@@ -56,7 +56,8 @@ class HttpsReporter:
 
     @classmethod
     def from_settings(cls, settings: Any) -> "HttpsReporter":
-        return cls(settings.report_url, settings.report_token_file, settings.report_ca)
+        return cls(settings.hybrid.report_url, settings.sidecar.report_token_file,
+                   settings.hybrid.report_ca)
 
     def report(self, event: str, payload: Mapping[str, Any]) -> dict[str, Any]:
         try:

@@ -98,7 +98,8 @@ class SidecarConfig:
 
     @classmethod
     def from_settings(cls, settings: Any, backend: Backend) -> "SidecarConfig":
-        missing = [n for n in ("pod_name", "pod_namespace", "pod_uid") if not getattr(settings, n)]
+        missing = [f"pod_{n}" for n in ("name", "namespace", "uid")
+                   if not getattr(settings.pod, n)]
         if missing:
             from fluence_core.errors import SettingsError
 
@@ -107,12 +108,13 @@ class SidecarConfig:
                 + ", ".join(names.SETTINGS_ENV_PREFIX + m.upper() for m in missing)
                 + " (downward API)"
             )
+        pod, sidecar = settings.pod, settings.sidecar
         return cls(
-            pod_name=settings.pod_name, namespace=settings.pod_namespace, pod_uid=settings.pod_uid,
-            backend=backend, poll_interval=settings.sidecar_poll_interval,
-            ungate_position=settings.ungate_position, find_timeout=settings.find_task_timeout,
-            worker_timeout=settings.worker_timeout, observe_only=settings.observe_only,
-            gate=settings.quantum_gate, runtime_dir=settings.runtime_dir,
+            pod_name=pod.name, namespace=pod.namespace, pod_uid=pod.uid,
+            backend=backend, poll_interval=sidecar.poll_interval,
+            ungate_position=sidecar.ungate_position, find_timeout=sidecar.find_task_timeout,
+            worker_timeout=sidecar.worker_timeout, observe_only=sidecar.observe_only,
+            gate=settings.hybrid.quantum_gate, runtime_dir=settings.hybrid.runtime_dir,
         )
 
 

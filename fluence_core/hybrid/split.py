@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from fluence_core import hookimpl, names
 from fluence_core.kube.api import PRIORITY_CLASSES, ClusterAPI
-from fluence_core.settings import SCOUT, SIDECAR, Settings, pod_env
+from fluence_core.settings import SCOUT, SIDECAR, Settings
 from fluence_core.webhook import cel
 from fluence_core.webhook.admission import gangs
 from fluence_core.webhook import pod_fields
@@ -66,8 +66,9 @@ class QuantumSplitHandler(Handler):
       container (``fluence sidecar``) watches the vendor's queue and ungates the workers.
       The sidecar gets the app's ``env`` and ``envFrom`` references
       (:mod:`~fluence_core.hybrid.credentials`: the vendor credentials) and every setting it
-      reads, at the webhook's values (:func:`~fluence_core.settings.pod_env`: among them
-      where to report and the CA to trust); the app containers get the scout's. The pod
+      reads, at the webhook's values
+      (:meth:`~fluence_core.settings.HybridSettings.pod_env`: among them where to report
+      and the CA to trust); the app containers get the scout's. The pod
       keeps its own ServiceAccount, and nobody is granted anything: the sidecar holds no
       Kubernetes rights. It reports to Fluence with a projected ServiceAccount token of
       Fluence's audience, mounted here, and Fluence ungates the workers
@@ -95,11 +96,11 @@ class QuantumSplitHandler(Handler):
     a split worker no longer asks, and a pod with a role gets nothing here)."""
 
     def __init__(self, settings: Settings) -> None:
-        self.image = settings.runtime_image
-        self.gate = settings.quantum_gate
-        self.audience = settings.report_audience
-        self.sidecar_settings = pod_env(settings, SIDECAR)
-        self.scout_settings = pod_env(settings, SCOUT)
+        self.image = settings.hybrid.runtime_image
+        self.gate = settings.hybrid.quantum_gate
+        self.audience = settings.hybrid.report_audience
+        self.sidecar_settings = settings.hybrid.pod_env(SIDECAR)
+        self.scout_settings = settings.hybrid.pod_env(SCOUT)
 
     def env_contract(self) -> list[tuple[str, str]]:
         return [

@@ -11,4 +11,4 @@ from fluence_core.settings import Settings
 
 @hookimpl(trylast=True)
 def fluence_matcher(settings: Settings, graph: ResourceGraph) -> Matcher:
-    return EmbeddedMatcher(graph, settings.match_policy)
+    return EmbeddedMatcher(graph, settings.graph.match_policy)

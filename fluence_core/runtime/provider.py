@@ -168,7 +168,7 @@ def job_records(pod_uid: str, runtime_dir: Path | None = None) -> list[dict[str,
     whole is skipped (it is read whole at the next poll); no file yet means no job yet.
     """
     if runtime_dir is None:
-        runtime_dir = load_settings().runtime_dir
+        runtime_dir = load_settings().hybrid.runtime_dir
     try:
         lines = (runtime_dir / names.JOB_RECORD_FILE).read_text().splitlines()
     except FileNotFoundError:

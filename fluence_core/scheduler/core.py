@@ -85,7 +85,8 @@ def build_graph(nodes: Iterable[KubeObject], config: ResourceConfig, settings: S
     FluenceError when no plugin returns a matcher.
     """
     infos = [info for info in (read_node(n, numa=numa) for n in nodes) if info is not None]
-    graph = ResourceGraph(infos, config, memory_chunks_per_core=settings.memory_chunks_per_core,
+    graph = ResourceGraph(infos, config,
+                          memory_chunks_per_core=settings.graph.memory_chunks_per_core,
                           levels=levels_for(config, settings))
     matcher = manager.hook.fluence_matcher(settings=settings, graph=graph)
     if matcher is None:
@@ -128,7 +129,8 @@ class Scheduler:
         """``fluence status`` rebuilds the scheduler's view without writing anything."""
         self.settings = settings
         self.manager = manager or get_plugin_manager(settings)
-        self.config = config if config is not None else load_resource_config(settings.resources)
+        self.config = (config if config is not None
+                       else load_resource_config(settings.graph.resources))
         self.clock = clock
         self.metrics = SchedulerMetrics()
         self.records = RecordBook(cluster, read_only=read_only)
@@ -137,9 +139,10 @@ class Scheduler:
         """Posted from a thread of their own when binding is asynchronous (``fluence up``)."""
         reports = ReportWriter(cluster, background=bind_workers > 0)
         """Why groups wait, written behind the bindings when binding is asynchronous."""
+        scheduling = settings.scheduling
         self.reporter = Reporter(cluster, self.metrics, clock, self.events, Backoff(
-            clock, settings.pod_initial_backoff_seconds, settings.pod_max_backoff_seconds),
-            ArrivalReports(clock, settings.arrival_report_seconds), reports)
+            clock, scheduling.pod_initial_backoff_seconds, scheduling.pod_max_backoff_seconds),
+            ArrivalReports(clock, scheduling.arrival_report_seconds), reports)
         self.binder = Binder(cluster, self.view, self.records, self.manager, self.reporter,
                              bind_workers)
         reports.busy = lambda: bool(self.binder.in_flight)
@@ -152,7 +155,7 @@ class Scheduler:
                                       self.cycle.feasible)
         self._versions: dict[str, str] = {}
         """The resourceVersion each kind was listed or last applied at (start, :meth:`pump`)."""
-        self.watch_chunk = settings.watch_chunk
+        self.watch_chunk = settings.scheduling.watch_chunk
         """Seconds of one watch call in :meth:`run`'s threads: how soon a thread sees that it
         must stop. The next call resumes where the thread's last one ended."""
         self._absent: set[str] = set()
@@ -196,7 +199,7 @@ class Scheduler:
             summary = self.graph.summary()
             logger.info("graph: %s", ", ".join(f"{k}={v}" for k, v in summary.items()))
             logger.info("matcher: %s (policy %s)", self.matcher.name,
-                        self.settings.match_policy.value)
+                        self.settings.graph.match_policy.value)
             if not self.read_only:
                 self.promises.keep(self.cycle.context())
 

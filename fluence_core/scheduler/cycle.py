@@ -68,16 +68,16 @@ class Cycle:
         self.preemptor = preemptor
         self.metrics = metrics
         self.reservations = reservations or Reservations(
-            view, records, binder.cluster, reporter.clock, settings.reserve_after_seconds,
-            settings.reserve_depth)
+            view, records, binder.cluster, reporter.clock,
+            settings.scheduling.reserve_after_seconds, settings.scheduling.reserve_depth)
         """Room held for groups that waited too long, and who may backfill into it."""
         contributed = manager.hook.fluence_feasibility_filters(settings=settings)
         scores = [s for found in manager.hook.fluence_score_plugins(settings=settings)
                   for s in found or ()]
         self.feasible = FeasibleNodes(view, filters_of(contributed), lambda: binder.in_flight,
                                       lambda: _storage(binder.cluster), scores,
-                                      settings.preference_tiers,
-                                      settings.percentage_of_nodes_to_score)
+                                      settings.scheduling.preference_tiers,
+                                      settings.scheduling.percentage_of_nodes_to_score)
         """Kubernetes' filters: the nodes each pod may use, handed to the matcher."""
         self.members = MemberPlacer(self.feasible)
         """Places a gang whose members constrain each other one member after another."""
@@ -146,7 +146,7 @@ class Cycle:
 
     def _over_budget(self, started: float) -> bool:
         """Whether the cycle begun at ``started`` has run its budget and new pods wait."""
-        budget = self.settings.cycle_budget_seconds
+        budget = self.settings.scheduling.cycle_budget_seconds
         return budget > 0 and self.reporter.clock() - started >= budget and self.arrived()
 
     def context(self) -> SchedulingContext:
@@ -268,7 +268,7 @@ class Cycle:
         pod = group.pods[0]
         allowed = [node.name for node in self.view.graph.nodes
                    if pod.allowed is None or node.name in pod.allowed]
-        enough = nodes_to_find(len(allowed), self.settings.percentage_of_nodes_to_score)
+        enough = nodes_to_find(len(allowed), self.settings.scheduling.percentage_of_nodes_to_score)
         outcome: GroupMatch | GroupMiss | None = None
         for every in (False, True):
             fit = self._fitting(devices, allowed, None if every else enough)

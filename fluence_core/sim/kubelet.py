@@ -26,7 +26,7 @@ from fluence_core.kube.fake import FakeCluster
 from fluence_core.kube.meta import annotations_of
 from fluence_core.log import logger
 from fluence_core.runtime.provider import Backend, attributes_from_env, resolve_provider
-from fluence_core.settings import Settings, load_settings
+from fluence_core.settings import Settings, SettingsVariables, load_settings
 from fluence_core.sim.engine import Engine, Process, ProcessClock
 from fluence_core.sim.jobs import NAMESPACE, JobController, JobState, PodRecord
 from fluence_core.sim.scenario import Scenario
@@ -38,7 +38,7 @@ def settings_from_env(env: dict[str, str], **overrides: Any) -> Settings:
     values = {k[len(names.SETTINGS_ENV_PREFIX):].lower(): v for k, v in env.items()
               if k.startswith(names.SETTINGS_ENV_PREFIX)}
     values.update(overrides)
-    known = set(Settings.model_fields)
+    known = set(SettingsVariables.model_fields)
     return load_settings(**{k: v for k, v in values.items() if k in known})
 
 
@@ -174,9 +174,9 @@ class Kubelet:
     def _sidecar(self, pod: KubeObject, clock: ProcessClock) -> SidecarResult:
         """``fluence sidecar`` as its container runs it, with the env the webhook wrote."""
         env = container_env(pod, names.SIDECAR_CONTAINER)
-        settings = settings_from_env(env, sidecar_poll_interval=self.settings.sidecar_poll_interval,
-                                     ungate_position=self.settings.ungate_position,
-                                     find_task_timeout=self.settings.find_task_timeout)
+        settings = settings_from_env(env, sidecar_poll_interval=self.settings.sidecar.poll_interval,
+                                     ungate_position=self.settings.sidecar.ungate_position,
+                                     find_task_timeout=self.settings.sidecar.find_task_timeout)
         attributes = attributes_from_env(env)
         provider = resolve_provider(attributes, [self.provider])
         config = dataclasses.replace(
@@ -185,7 +185,7 @@ class Kubelet:
         )
         # Its reports are applied in process, with Fluence's own settings (the gate).
         fluence = LocalReporter(self.cluster, config.namespace, config.pod_name,
-                                self.settings.quantum_gate)
+                                self.settings.hybrid.quantum_gate)
         return Sidecar(fluence, provider, config, clock).run()
 
     def _sidecar_exited(self, job: JobState, process: Process) -> None:

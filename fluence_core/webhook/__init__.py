@@ -69,9 +69,9 @@ def build_service(settings: Settings, manager: Any, cluster: ClusterAPI | None, 
     informers its handlers look objects up in)."""
     by_plugin = handlers_by_plugin(manager, settings)
     handlers = select_handlers([h for _, batch in by_plugin for h in batch],
-                               settings.webhook_handlers)
+                               settings.webhook.handlers)
     try:
-        config = load_resource_config(settings.resources)
+        config = load_resource_config(settings.graph.resources)
     except FluenceError as error:
         logger.error("webhook: %s", error)
         config = ResourceConfig()

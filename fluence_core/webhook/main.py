@@ -25,13 +25,13 @@ from fluence_core.webhook.transport.server import Loop, WebhookServer, server_co
 def connect(settings: Settings) -> ClusterAPI:
     from fluence_core.kube.client import KubeCluster
 
-    return KubeCluster.connect(qps=settings.kube_qps, burst=settings.kube_burst)
+    return KubeCluster.connect(qps=settings.kube.qps, burst=settings.kube.burst)
 
 
 class Webhook:
-    """The webhook process's two HTTPS servers: admission on ``settings.webhook_port``,
+    """The webhook process's two HTTPS servers: admission on ``settings.webhook.port``,
     for the API server alone, and the plugins' routes (the scouts' reports) and health
-    probes on ``settings.report_port``, for pods. The process's loops (informers, repair,
+    probes on ``settings.webhook.report_port``, for pods. The process's loops (informers, repair,
     cleanup, the plugins' loops such as the orphan sweep) run with the admission server."""
 
     def __init__(self, service: AdmissionService, admission: WebhookServer,
@@ -88,15 +88,15 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
     names another: the certificate comes first, so the handlers inject it.
     """
     cert = tls.bootstrap(settings, cluster)
-    if settings.report_ca is None:
-        settings = settings.model_copy(update={"report_ca": cert.ca_pem.decode()})
+    if settings.hybrid.report_ca is None:
+        settings = settings.replaced(report_ca=cert.ca_pem.decode())
     manager = manager or get_plugin_manager(settings)
     watched = Watched() if cluster is None else watched_for(cluster)  # no reads per request
     service = build_service(settings, manager, cluster, writer=BackgroundWriter(),
                             watched=watched)
     log_contract(service)
     if cluster is not None:  # only the pods the handlers need are sent from now on
-        publish_match_conditions(cluster, settings.webhook_config, service.match_conditions)
+        publish_match_conditions(cluster, settings.webhook.config, service.match_conditions)
     loops: list[Loop] = [*service.controller.informers()]  # lookups, and what is stored
     routes = Routes()
     if cluster is not None:  # the plugins' (the quantum plugin's report route and sweep),
@@ -114,14 +114,14 @@ def make_server(settings: Settings, cluster: ClusterAPI | None, *, host: str = "
     cleanup = cleanup_for(service)  # PodGroups of bare gangs that ended
     if cleanup is not None:
         loops.append(cleanup)
-    client_ca = None if settings.webhook_client_ca is None else str(settings.webhook_client_ca)
+    client_ca = None if settings.webhook.client_ca is None else str(settings.webhook.client_ca)
     admission = WebhookServer(
-        (host, settings.webhook_port if port is None else port), AdmissionEndpoint(service),
+        (host, settings.webhook.port if port is None else port), AdmissionEndpoint(service),
         ssl_context=server_context(str(cert.cert_file), str(cert.key_file),
                                    client_ca=client_ca),
         loops=loops)
     try:  # pods present no client certificate: never asked for one here
-        reports = WebhookServer((host, settings.report_port if report_port is None
+        reports = WebhookServer((host, settings.webhook.report_port if report_port is None
                                  else report_port), routes,
                                 ssl_context=server_context(str(cert.cert_file),
                                                            str(cert.key_file)))
@@ -136,13 +136,13 @@ def run(settings: Settings, cluster: ClusterAPI | None = None) -> None:
     cancels its watch in flight), the writer's queue; and leave the interpreter's exit
     nothing to collect."""
     cluster = cluster or connect(settings)
-    webhook = make_server(settings, cluster, host=settings.webhook_bind_address)
+    webhook = make_server(settings, cluster, host=settings.webhook.bind_address)
     logger.info("webhook: serving AdmissionReview on https://%s:%d; routes for pods (%s) and "
-                "health on port %d", settings.webhook_bind_address, webhook.port,
+                "health on port %d", settings.webhook.bind_address, webhook.port,
                 ", ".join(webhook.routes.by_path) or "none", webhook.report_port)
-    if settings.webhook_client_ca is not None:
+    if settings.webhook.client_ca is not None:
         logger.info("webhook: admission serves only clients with a certificate signed by a CA "
-                    "of %s", settings.webhook_client_ca)
+                    "of %s", settings.webhook.client_ca)
 
     def stop(signum: int, frame: Any) -> None:
         logger.info("webhook: signal %d, shutting down", signum)

@@ -16,7 +16,7 @@ from fluence_core.cli.base import FluenceTyper
 from fluence_core.cli.loading import add_commands, selection_settings
 from fluence_core.errors import FluenceError
 from fluence_core.plugins import PluginInfo, get_plugin_manager
-from fluence_core.settings import Settings
+from fluence_core.settings import Settings, SettingsVariables
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -65,8 +65,8 @@ def test_a_bad_setting_leaves_the_block_list_in_force(monkeypatch: pytest.Monkey
     monkeypatch.setenv("FLUENCE_MATCH_POLICY", "bogus")
     monkeypatch.setenv("FLUENCE_DISABLE_PLUGINS", "command-sim")
     settings = selection_settings()
-    assert settings.disable_plugins == ["command-sim"]
-    assert settings.match_policy == Settings.model_fields["match_policy"].default
+    assert settings.disable_plugins == ("command-sim",)
+    assert settings.graph.match_policy == SettingsVariables.model_fields["match_policy"].default
 
 
 def test_disabling_the_up_command_keeps_the_scheduling_built_ins() -> None:

@@ -89,7 +89,7 @@ def tenants(kube: KubeCluster, kube_namespace: str) -> Iterator[Tenants]:
 def scheduler_client(apiserver: ApiServer) -> Iterator[KubeCluster]:
     """The scheduler's own client, at ``fluence up``'s default limits."""
     settings = load_settings()
-    client = apiserver.cluster(qps=settings.kube_qps, burst=settings.kube_burst)
+    client = apiserver.cluster(qps=settings.kube.qps, burst=settings.kube.burst)
     yield client
     client.close()
 
@@ -98,7 +98,7 @@ def test_another_tenants_pod_is_bound_promptly_behind_a_burst_that_cannot_fit(
         tenants: Tenants, scheduler_client: KubeCluster) -> None:
     tenants.burst(BURST)
     settings = load_settings()
-    with scheduler_beside(scheduler_client, settings, bind_workers=settings.bind_pool):
+    with scheduler_beside(scheduler_client, settings, bind_workers=settings.scheduling.bind_pool):
         tenants.kube.create("pods", tenants.pod("small", "1", tenants.b), tenants.b)
         wait_for(lambda: tenants.bound("small", tenants.b),
                  f"tenant B's pod bound behind {BURST} pods that cannot fit", timeout=PROMPTLY,
@@ -109,7 +109,7 @@ def test_every_pod_of_the_burst_is_still_told_why_it_waits(
         tenants: Tenants, scheduler_client: KubeCluster) -> None:
     tenants.burst(200)
     settings = load_settings()
-    with scheduler_beside(scheduler_client, settings, bind_workers=settings.bind_pool):
+    with scheduler_beside(scheduler_client, settings, bind_workers=settings.scheduling.bind_pool):
         tenants.kube.create("pods", tenants.pod("small", "1", tenants.b), tenants.b)
         wait_for(lambda: tenants.bound("small", tenants.b), "tenant B's pod bound")
         wait_for(lambda: all(_unschedulable(p)

@@ -103,7 +103,7 @@ def unbound_token(kube: KubeCluster, namespace: str, apiserver: ApiServer) -> st
         return None
     done = subprocess.run([str(kubectl), f"--kubeconfig={apiserver.kubeconfig()}", "-n",
                            namespace, "create", "token", "default",
-                           f"--audience={Settings().report_audience}"],
+                           f"--audience={Settings().hybrid.report_audience}"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
@@ -322,7 +322,7 @@ def test_the_loops_log_a_forbidden_api_and_recover_when_rights_return(
     settings = load_settings(orphan_sweep=0.2, webhook_repair_interval=0.2)
     writer = BackgroundWriter()
     service = build_service(settings, get_plugin_manager(settings), powerless, writer=writer)
-    repair = PodGroupRepair(service, writer, powerless, settings.webhook_repair_interval)
+    repair = PodGroupRepair(service, writer, powerless, settings.webhook.repair_interval)
     sweep = OrphanSweep(powerless, settings)
     for name, size in (("bad-size-0", "many"), ("lost-0", "2"), ("lost-1", "2")):
         group = name.rsplit("-", 1)[0]

@@ -220,7 +220,7 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     token_volume = next(v for v in scout["spec"]["volumes"]
                         if v["name"] == names.REPORT_TOKEN_VOLUME)
     projected = token_volume["projected"]["sources"][0]["serviceAccountToken"]
-    assert projected["audience"] == flow.settings.report_audience
+    assert projected["audience"] == flow.settings.hybrid.report_audience
     flow.note(f"scout keeps ServiceAccount {ACCOUNT}; app envFrom {app['envFrom']}, "
               f"sidecar envFrom {sidecar['envFrom']}; Roles/RoleBindings in {ns}: none; "
               f"ServiceAccounts: {', '.join(accounts)}; projected token audience "
@@ -280,14 +280,14 @@ def test_the_hybrid_flow_end_to_end(flow: Flow, monkeypatch: pytest.MonkeyPatch,
     env = container_env(scout, names.SIDECAR_CONTAINER)
     assert env["FLUENCE_REPORT_CA"].startswith("-----BEGIN CERTIFICATE-----")
     assert env["FLUENCE_REPORT_URL"] == (
-        f"https://{flow.settings.webhook_service}.{flow.settings.webhook_namespace}.svc"
-        f":{flow.settings.report_port}{names.REPORT_PATH}")
+        f"https://{flow.settings.webhook.service}.{flow.settings.webhook.namespace}.svc"
+        f":{flow.settings.webhook.report_port}{names.REPORT_PATH}")
     assert env[names.ENV_REPORT_TOKEN_FILE] == (
         f"{names.REPORT_TOKEN_MOUNT}/{names.REPORT_TOKEN_FILE}")
     assert not {"KUBERNETES_SERVICE_HOST", "FLUENCE_KUBE_QPS"} & set(env)
     # What only a kubelet and cluster DNS provide: the projected token, the Service's address.
     token_file = flow.work / "projected-token"
-    token_file.write_text(issue_token(flow, scout, flow.settings.report_audience))
+    token_file.write_text(issue_token(flow, scout, flow.settings.hybrid.report_audience))
     env[names.ENV_REPORT_TOKEN_FILE] = str(token_file)
     env["FLUENCE_REPORT_URL"] = flow.report_url()
     assert env[names.ENV_POD_UID] == scout["metadata"]["uid"]
@@ -399,7 +399,7 @@ def test_reports_with_another_pods_token_or_another_audience_are_refused(
     pods = by_index(flow)
     scout, worker = flow.pod(pods[0]), flow.pod(pods[1])
     ca = container_env(scout, names.SIDECAR_CONTAINER)["FLUENCE_REPORT_CA"]
-    audience = flow.settings.report_audience
+    audience = flow.settings.hybrid.report_audience
     release = {"status": "ready", "jobId": "forged-task"}
     caplog.set_level(logging.WARNING, logger=names.LOGGER_NAME)
     cases = [

@@ -94,7 +94,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             kube.create(MUTATING_WEBHOOKS, {
                 "apiVersion": "admissionregistration.k8s.io/v1",
                 "kind": "MutatingWebhookConfiguration",
-                "metadata": {"name": settings.webhook_config},
+                "metadata": {"name": settings.webhook.config},
                 "webhooks": [webhook_entry("pods", f"https://127.0.0.1:{webhook.port}/mutate",
                                            NAMESPACE, ca_pem=serving.ca_pem)]})
             wait_in_force(kube, NAMESPACE, webhook_name("pods"))  # the API server calls it

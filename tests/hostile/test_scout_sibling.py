@@ -56,7 +56,7 @@ def test_a_bare_pod_dressed_as_the_scout_releases_no_worker(cluster: FakeCluster
     fake = cluster.create("pods", _pod("evil", names.ROLE_SCOUT, owner=None, sidecar=True,
                                        backend="evil_backend"))
     settings = Settings()
-    token = cluster.issue_token(fake, settings.report_audience)
+    token = cluster.issue_token(fake, settings.hybrid.report_audience)
     body = json.dumps({"event": names.REPORT_RELEASE, "status": names.SCOUT_STATUS_READY,
                        "jobId": "evil"}).encode()
     reply = ReportEndpoint(cluster, settings).handle(f"Bearer {token}", body)
@@ -71,7 +71,7 @@ def test_a_scout_of_another_job_releases_only_its_own_jobs_workers(cluster: Fake
     other = {**VQE, "name": "vqe-b", "uid": "other-uid"}
     scout = cluster.create("pods", _pod("b-0", names.ROLE_SCOUT, owner=other, sidecar=True))
     settings = Settings()
-    token = cluster.issue_token(scout, settings.report_audience)
+    token = cluster.issue_token(scout, settings.hybrid.report_audience)
     body = json.dumps({"event": names.REPORT_RELEASE,
                        "status": names.SCOUT_STATUS_READY}).encode()
     reply = ReportEndpoint(cluster, settings).handle(f"Bearer {token}", body)

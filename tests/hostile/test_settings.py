@@ -11,7 +11,7 @@ import pytest
 from fluence_core import log
 from fluence_core.errors import SettingsError
 from fluence_core.plugins import get_plugin_manager
-from fluence_core.settings import Settings, load_settings
+from fluence_core.settings import SettingsVariables, load_settings
 from tests.hostile.cases import Case, cases, run_fluence
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -135,7 +135,7 @@ def load_every_settings_class() -> None:
             cls.load()
 
 
-_CORE_VARIABLES = {f"FLUENCE_{field.upper()}" for field in Settings.model_fields}
+_CORE_VARIABLES = {f"FLUENCE_{field.upper()}" for field in SettingsVariables.model_fields}
 CORE = [c for c in CASES if next(iter(c.input)) in _CORE_VARIABLES]
 
 

@@ -132,7 +132,7 @@ def test_webhook_scheduler_and_sidecar_release_the_workers_together(
         f"{names.REPORT_TOKEN_MOUNT}/{names.REPORT_TOKEN_FILE}")
     token = next(v for v in scout["spec"]["volumes"] if v["name"] == names.REPORT_TOKEN_VOLUME)
     assert token["projected"]["sources"][0]["serviceAccountToken"]["audience"] == (
-        settings.report_audience)
+        settings.hybrid.report_audience)
     assert wiring[names.ENV_BACKEND] == f"metadata.annotations['{names.BACKEND_ANNOTATION}']"
     assert env_sources(app)[names.ENV_POD_UID] == "metadata.uid"
     assert env_sources(app)[names.ENV_RUNTIME_DIR] == names.RUNTIME_MOUNT
@@ -181,14 +181,14 @@ def test_webhook_scheduler_and_sidecar_release_the_workers_together(
     world["runtime"].mkdir()
     env[names.ENV_RUNTIME_DIR] = str(world["runtime"])  # the emptyDir behind names.RUNTIME_MOUNT
     sidecar_settings = sidecar_settings_from(monkeypatch, env)
-    assert (sidecar_settings.pod_name, sidecar_settings.pod_namespace) == ("vqe-0", NAMESPACE)
+    assert (sidecar_settings.pod.name, sidecar_settings.pod.namespace) == ("vqe-0", NAMESPACE)
 
     clock = VirtualClock()
     fake = FakeQueueProvider(clock, {scout["metadata"]["uid"]: FakeTask(
         "fake-task/0001", SCRIPT, session="session-42")})
     real = collect_providers(get_plugin_manager(sidecar_settings))
     # The reports applied in process, as Fluence (the webhook's settings) applies them.
-    fluence = LocalReporter(cluster, NAMESPACE, "vqe-0", settings.quantum_gate)
+    fluence = LocalReporter(cluster, NAMESPACE, "vqe-0", settings.hybrid.quantum_gate)
     sidecar = sidecar_from_env(sidecar_settings, fluence, [*real, fake], clock=clock)
     assert sidecar.provider is fake and sidecar.config.backend.name == "sim_qpu"
 

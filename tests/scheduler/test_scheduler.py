@@ -391,7 +391,7 @@ def test_a_node_at_its_pod_limit_takes_no_more_pods(harness_factory: Factory) ->
     theirs = pod("theirs", "1", scheduler="default-scheduler", node_name="n0")
     h = harness_factory(node("n0", cpu=8, pods="2"), node("n1", cpu=8), theirs,
                         pod("a", "1"), pod("b", "1"))
-    settings_first = h.scheduler.settings.match_policy.value
+    settings_first = h.scheduler.settings.graph.match_policy.value
     assert settings_first == "first"
     h.cycle()
     on_n0 = [p for p in ("a", "b") if h.node_of(p) == "n0"]

@@ -99,7 +99,7 @@ def test_at_start_the_pod_webhook_gets_the_conditions_its_handlers_declare(
     cluster.create(MUTATING_WEBHOOKS, deployed)
     server = make_server(settings, cluster, host="127.0.0.1", port=0, report_port=0)
     try:
-        stored = cluster.get(MUTATING_WEBHOOKS, settings.webhook_config)
+        stored = cluster.get(MUTATING_WEBHOOKS, settings.webhook.config)
         by_name = {w["name"]: w for w in stored["webhooks"]}
         pods_webhook = by_name[f"pods.{names.DOMAIN}"]
         assert pods_webhook["matchConditions"] == server.service.match_conditions
@@ -107,7 +107,7 @@ def test_at_start_the_pod_webhook_gets_the_conditions_its_handlers_declare(
         for other in deployed["webhooks"][1:]:  # the Job and workload webhooks keep theirs
             assert by_name[other["name"]]["matchConditions"] == other["matchConditions"]
         # published already: a second start changes nothing
-        assert publish_match_conditions(cluster, settings.webhook_config,
+        assert publish_match_conditions(cluster, settings.webhook.config,
                                         server.service.match_conditions) == 0
     finally:
         server.server_close()

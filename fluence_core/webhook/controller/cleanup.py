@@ -133,7 +133,7 @@ def cleanup_for(service: AdmissionService) -> PodGroupCleanup | None:
     """The cleanup ``fluence webhook`` runs beside its server (one of its loops); None when the
     service has no cluster or ``webhook_podgroup_cleanup`` is 0."""
     settings = service.settings
-    if service.cluster is None or settings.webhook_podgroup_cleanup <= 0:
+    if service.cluster is None or settings.webhook.podgroup_cleanup <= 0:
         return None
     writer = service.writer
     recent = service.controller.recent
@@ -141,5 +141,5 @@ def cleanup_for(service: AdmissionService) -> PodGroupCleanup | None:
     def busy(key: Hashable) -> bool:
         return (writer is not None and writer.holds(key)) or bool(recent.lookup(key)[0])
 
-    return PodGroupCleanup(service.cluster, settings.webhook_podgroup_cleanup,
-                           settings.webhook_podgroup_grace, busy=busy)
+    return PodGroupCleanup(service.cluster, settings.webhook.podgroup_cleanup,
+                           settings.webhook.podgroup_grace, busy=busy)

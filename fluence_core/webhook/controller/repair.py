@@ -117,7 +117,7 @@ class PodGroupRepair(Periodic):
 def repair_for(service: AdmissionService) -> PodGroupRepair | None:
     """The repair ``fluence webhook`` runs beside its server (one of its loops, started with
     it); None when the service has no cluster or writer, or ``webhook_repair_interval`` is 0."""
-    interval = service.settings.webhook_repair_interval
+    interval = service.settings.webhook.repair_interval
     if service.cluster is None or service.writer is None or interval <= 0:
         return None
     return PodGroupRepair(service, service.writer, service.cluster, interval)

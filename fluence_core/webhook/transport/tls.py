@@ -210,16 +210,16 @@ def patch_ca_bundle(cluster: ClusterAPI, config_name: str, ca_pem: bytes, *,
 
 def bootstrap(settings: Settings, cluster: ClusterAPI | None) -> ServingCert:
     """The certificate to serve with: mounted if configured, else generated and published."""
-    if settings.webhook_cert_dir is not None:
-        logger.info("webhook: serving the mounted certificate in %s", settings.webhook_cert_dir)
-        return mounted(settings.webhook_cert_dir)
+    if settings.webhook.cert_dir is not None:
+        logger.info("webhook: serving the mounted certificate in %s", settings.webhook.cert_dir)
+        return mounted(settings.webhook.cert_dir)
     directory = Path(tempfile.mkdtemp(prefix="fluence-webhook-tls-"))
     os.chmod(directory, 0o700)
-    names = service_dns_names(settings.webhook_service, settings.webhook_namespace)
+    names = service_dns_names(settings.webhook.service, settings.webhook.namespace)
     serving = generate(names, directory)
     logger.info("webhook: generated a CA and a serving certificate for %s", ", ".join(names))
     if cluster is None:
         logger.warning("webhook: no cluster connection; caBundle not patched (CA in %s)", directory)
     else:
-        patch_ca_bundle(cluster, settings.webhook_config, serving.ca_pem)
+        patch_ca_bundle(cluster, settings.webhook.config, serving.ca_pem)
     return serving

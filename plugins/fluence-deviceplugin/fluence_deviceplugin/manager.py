@@ -123,7 +123,7 @@ class DevicePluginManager:
         """Build from the core's and the plugin's settings, with command-line overrides."""
         return cls(
             plugin_dir or own.dir,
-            resources or settings.resources,
+            resources or settings.graph.resources,
             capacity or own.capacity,
         )
 

@@ -33,7 +33,7 @@ def qpu_driver(
 
     settings = load_settings()
     own = QpuDriverSettings.load()
-    path = resources if resources is not None else settings.resources
+    path = resources if resources is not None else settings.graph.resources
     if path is None:
         raise FluenceError("qpu driver: no resources file (--resources or FLUENCE_RESOURCES)")
     driver = QpuDriver(SlicePublisher(connect_cluster()), path, own.interval)
@@ -64,7 +64,7 @@ def qpu_kubelet_plugin(
 
     settings = load_settings()
     own = QpuDriverSettings.load()
-    path = resources if resources is not None else settings.resources
+    path = resources if resources is not None else settings.graph.resources
     if path is None:
         raise FluenceError("qpu kubelet plugin: no resources file (--resources or "
                            "FLUENCE_RESOURCES)")

@@ -47,4 +47,4 @@ def fluence_matcher(settings: Settings, graph: ResourceGraph) -> Matcher | None:
     from fluence_fluxion.matcher import FluxionMatcher
 
     logger.info("fluxion plugin %s", status)
-    return FluxionMatcher(graph, settings.match_policy, library, numa=own.numa)
+    return FluxionMatcher(graph, settings.graph.match_policy, library, numa=own.numa)

@@ -119,7 +119,7 @@ def test_a_podgroup_this_webhook_is_making_is_kept(fake, now):
 
 
 def test_the_webhooks_cleanup_skips_what_its_requests_made_seconds_ago(settings, fake, now):
-    settings = settings.model_copy(update={"webhook_podgroup_grace": 0.0})
+    settings = settings.replaced(webhook_podgroup_grace=0.0)
     writer = BackgroundWriter()
     service = AdmissionService(settings, [GangHandler()], cluster=fake, writer=writer)
     admit(service, pod("g-0", group="g", annotations={names.GROUP_SIZE_ANNOTATION: "1"}))
@@ -132,7 +132,7 @@ def test_the_webhooks_cleanup_skips_what_its_requests_made_seconds_ago(settings,
 
 
 def test_no_cleanup_without_a_cluster_or_with_interval_zero(settings, fake):
-    off = settings.model_copy(update={"webhook_podgroup_cleanup": 0.0})
+    off = settings.replaced(webhook_podgroup_cleanup=0.0)
     assert cleanup_for(AdmissionService(off, [], cluster=fake)) is None
     assert cleanup_for(AdmissionService(settings, [])) is None
 

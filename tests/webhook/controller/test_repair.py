@@ -194,7 +194,7 @@ def test_the_repair_runs_at_start_then_stops(settings, cluster, writer):
     stamped(settings, cluster, pod("g-0", group="g"))
     service = AdmissionService(settings, handlers(settings), cluster=cluster, writer=writer)
     repair = repair_for(service)
-    assert repair is not None and repair.interval == settings.webhook_repair_interval == 60
+    assert repair is not None and repair.interval == settings.webhook.repair_interval == 60
     repair.start()
     try:
         assert wait_for(lambda: cluster.get("podgroups", "g", "default") is not None)
@@ -204,7 +204,7 @@ def test_the_repair_runs_at_start_then_stops(settings, cluster, writer):
 
 
 def test_no_repair_without_a_writer_or_with_interval_zero(settings, cluster, writer):
-    off = settings.model_copy(update={"webhook_repair_interval": 0})
+    off = settings.replaced(webhook_repair_interval=0)
     assert repair_for(AdmissionService(off, [], cluster=cluster, writer=writer)) is None
     assert repair_for(AdmissionService(settings, [], cluster=cluster)) is None
 

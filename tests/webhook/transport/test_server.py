@@ -80,7 +80,7 @@ def test_bootstrap_patches_the_ca_bundle_of_every_webhook(settings, cluster):
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": settings.webhook_config},
+            "metadata": {"name": settings.webhook.config},
             "webhooks": [
                 {
                     "name": f"w{i}.fluence.flux-framework.org",
@@ -95,7 +95,7 @@ def test_bootstrap_patches_the_ca_bundle_of_every_webhook(settings, cluster):
         },
     )
     cert = tls.bootstrap(settings, cluster)
-    config = cluster.get("mutatingwebhookconfigurations", settings.webhook_config)
+    config = cluster.get("mutatingwebhookconfigurations", settings.webhook.config)
     import base64
 
     assert [base64.b64decode(w["clientConfig"]["caBundle"]) for w in config["webhooks"]] == [
@@ -105,7 +105,7 @@ def test_bootstrap_patches_the_ca_bundle_of_every_webhook(settings, cluster):
 
 def test_a_mounted_certificate_is_used_as_is(settings, tmp_path):
     made = tls.generate(["x"], tmp_path)
-    cert = tls.bootstrap(settings.model_copy(update={"webhook_cert_dir": tmp_path}), None)
+    cert = tls.bootstrap(settings.replaced(webhook_cert_dir=tmp_path), None)
     assert cert.cert_file == made.cert_file and cert.ca_pem == made.ca_pem
 
 

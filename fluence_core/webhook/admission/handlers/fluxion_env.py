@@ -62,7 +62,7 @@ class FluxionEnvHandler(Handler):
 def fluence_webhook_handlers(settings: Settings) -> list[Any]:
     keys: Sequence[str] = ()
     try:
-        keys = load_resource_config(settings.resources).attribute_keys
+        keys = load_resource_config(settings.graph.resources).attribute_keys
     except (
         FluenceError
     ) as error:  # the scheduler refuses to start on this; the env handler degrades

@@ -30,7 +30,7 @@ def test_the_scout_gets_its_own_group_the_staged_interceptor_and_the_sidecar(
     assert out["metadata"]["labels"][names.ROLE_LABEL] == names.ROLE_SCOUT
     stage = container(out, names.STAGE_CONTAINER, "initContainers")
     assert stage["command"] == ["fluence", "stage", names.RUNTIME_MOUNT]
-    assert stage["image"] == settings.runtime_image
+    assert stage["image"] == settings.hybrid.runtime_image
     assert {"name": names.RUNTIME_VOLUME, "emptyDir": {}} in spec["volumes"]
     app = container(out, "app")
     assert env_of(app)["PYTHONPATH"] == names.RUNTIME_MOUNT
@@ -101,7 +101,7 @@ def test_the_gate_name_is_a_setting(settings, cluster, config):
     from fluence_core.hybrid.split import QuantumSplitHandler
     from fluence_core.webhook.admission.review import AdmissionService
 
-    settings = settings.model_copy(update={"quantum_gate": "example.org/wait"})
+    settings = settings.replaced(quantum_gate="example.org/wait")
     service = AdmissionService(settings, [QuantumSplitHandler(settings)], cluster=cluster)
     _, out = admit(service, shared("qj-1", 1))
     assert out["spec"]["schedulingGates"] == [{"name": "example.org/wait"}]

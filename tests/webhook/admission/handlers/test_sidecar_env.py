@@ -10,7 +10,7 @@ from webhook_helpers import admit, container, shared
 
 from fluence_core import names
 from fluence_core.kube.fake import FakeCluster
-from fluence_core.settings import SCOUT, SIDECAR, Settings, env_names, readers_of
+from fluence_core.settings import SCOUT, SIDECAR, Settings, SettingsVariables, env_names, readers_of
 from fluence_core.hybrid.split import QuantumSplitHandler
 from fluence_core.webhook.admission.review import AdmissionService
 
@@ -160,13 +160,13 @@ def test_every_setting_the_sidecar_and_scout_read_reaches_the_pod(config):
         f"https://fluence-webhook.fluence-system.svc:8444{names.REPORT_PATH}")
     assert sidecar["FLUENCE_REPORT_TOKEN_FILE"]["value"] == (
         f"{names.REPORT_TOKEN_MOUNT}/{names.REPORT_TOKEN_FILE}")
-    for field, info in Settings.model_fields.items():
-        variable = env_names(Settings, field)[0]
+    for field, info in SettingsVariables.model_fields.items():
+        variable = env_names(SettingsVariables, field)[0]
         per_pod = (info.json_schema_extra or {}).get("per_pod")  # type: ignore[union-attr]
         for component, env in ((SIDECAR, sidecar), (SCOUT, app)):
-            if component in readers_of(Settings, field):
+            if component in readers_of(SettingsVariables, field):
                 assert variable in env, f"{variable} (read by the {component}) is not in its env"
-                if not per_pod and getattr(settings, field) not in (None, []):
+                if not per_pod and getattr(settings.variables, field) not in (None, []):
                     assert env[variable]["value"]  # the webhook's own value
 
 
@@ -179,8 +179,9 @@ def test_settings_written_into_the_pod_read_back_to_the_webhooks_values(config):
     _, out = admit(service, shared("qj-0", 0))
     values = {e["name"]: e["value"] for e in container(out, names.SIDECAR_CONTAINER)["env"]
               if "value" in e and e["name"].startswith(names.SETTINGS_ENV_PREFIX)}
+    known = SettingsVariables.model_fields
     read = Settings(**{k[len(names.SETTINGS_ENV_PREFIX):].lower(): v for k, v in values.items()
-                       if k[len(names.SETTINGS_ENV_PREFIX):].lower() in Settings.model_fields})
+                       if k[len(names.SETTINGS_ENV_PREFIX):].lower() in known})
     for field in ("worker_timeout", "ungate_position", "observe_only", "disable_plugins",
                   "sidecar_poll_interval", "find_task_timeout", "quantum_gate"):
-        assert getattr(read, field) == getattr(settings, field), field
+        assert getattr(read.variables, field) == getattr(settings.variables, field), field
