@@ -91,3 +91,25 @@ def test_add_all_to_list_adds_only_the_missing_items_and_creates_an_absent_list_
     assert api.add_all_to_list({"volumes": [{"name": "a"}]}, "/spec", "volumes", items) == [
         {"op": "add", "path": "/spec/volumes/-", "value": {"name": "b"}}]
     assert api.add_all_to_list({"volumes": items}, "/spec", "volumes", items) == []
+
+
+def test_no_object_is_exported_under_two_names() -> None:
+    """One name per thing: an old name kept beside a new one (an alias) is two ways to
+    spell the same import, and a plugin author cannot tell which is meant."""
+    by_object: dict[int, list[str]] = {}
+    for name in api.__all__:
+        exported = getattr(api, name)
+        if isinstance(exported, (str, int, float)):  # equal constants are not aliases
+            continue
+        by_object.setdefault(id(exported), []).append(name)
+    assert [names for names in by_object.values() if len(names) > 1] == []
+
+
+def test_the_pod_accessors_say_what_they_read() -> None:
+    qpu = api.names.extended_resource("qpu")
+    pod = {"spec": {"schedulerName": "fluence", "containers": [
+        {"name": "app", "resources": {"limits": {qpu: "1"}}}]}}
+    assert api.pod_spec(pod)["schedulerName"] == "fluence"
+    assert api.pod_spec({}) == {}
+    assert api.is_quantum_pod(pod) is True
+    assert api.is_quantum_pod({"spec": {"containers": [{"name": "app"}]}}) is False
