@@ -10,7 +10,7 @@ level, a ``node``-typed vertex
 attributes as key-only properties.
 
 DRA devices are vertices too (:class:`DeviceVertex`, type ``device``), read from the
-devices the scheduler watches (:attr:`ResourceGraph.devices`, the one table of them): a
+devices the scheduler watches (its ``devices`` source, the one table of them): a
 node-local device under its node, a network-attached one above the nodes it serves,
 under the narrowest domain holding them all (the cluster when it serves every node).
 

@@ -78,7 +78,7 @@ class _SlotRequest:
     (:data:`~fluence_core.matcher.jobspec.NUMA_ALIGNED`)."""
     demand: str | None = None
     """The device demand each slot takes on its node, from the graph's
-    :attr:`~fluence_core.graph.ResourceGraph.device_demands` (None: no devices)."""
+    :class:`~fluence_core.graph.DeviceDemands` registered on it (None: no devices)."""
 
     def one_zone(self, vertex: NodeVertex) -> bool:
         """Whether on ``vertex`` each slot must come from one NUMA zone."""
