@@ -117,3 +117,28 @@ def test_shared_cpu_members_are_still_placed_member_by_member(
     h.cycle()
     assert sorted([h.node_of("m0") or "", h.node_of("m1") or ""]) == ["a", "b"]
     assert sorted(_devices_of(h, "c0") + _devices_of(h, "c1")) == ["a/gpu0", "b/gpu0"]
+
+
+def test_a_claim_allocated_before_pins_its_member_inside_the_joint_match(
+        harness_factory: Factory) -> None:
+    """m0's claim was allocated on b before (by another scheduler): the match puts m0 on b,
+    only reserves that claim for it, and gives m1 a device of its own."""
+    h = harness_factory(node("a", 4), node("b", 4))
+    _class(h)
+    _gpus(h, "a", "t4")
+    _gpus(h, "b", "t4", "t4")
+    _claim(h, "pre")
+    on_b = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}
+    h.cluster.patch_status(RESOURCE_CLAIMS, "pre", {"status": {"allocation": {
+        "devices": {"results": [{"request": "r", "driver": DRIVER, "pool": "b",
+                                 "device": "gpu1"}]}, "nodeSelector": on_b}}}, "default")
+    _claim(h, "new")
+    h.add(pod_group("g", 2))
+    h.add(_member("m0", "pre"))
+    h.add(_member("m1", "new", cpu="2"))
+    h.cycle()
+    assert h.node_of("m0") == "b"
+    assert _devices_of(h, "pre") == ["b/gpu1"]
+    assert _devices_of(h, "new") in (["a/gpu0"], ["b/gpu0"])
+    assert _devices_of(h, "new") == [f"{h.node_of('m1')}/gpu0"]
