@@ -23,11 +23,11 @@ import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Hashable
 
 from fluence_core.dra.allocator import Picked, allocate
 from fluence_core.dra.claims import Claim
-from fluence_core.dra.devices import DeviceId
+from fluence_core.dra.devices import Device, DeviceId
 from fluence_core.dra.state import DraState
 from fluence_core.feasibility.selectors import NodeSelector, SelectorError
 from fluence_core.kube.api import KubeObject
@@ -94,6 +94,7 @@ class DemandLedger:
     held: dict[int, _Taken] = field(default_factory=dict)
     _tried: dict[tuple[str, str], list[Picked] | str] = field(default_factory=dict)
     """What :meth:`_find` answered since ``used`` last changed."""
+    _seen: dict[DeviceId, str] = field(default_factory=dict)
 
     def _find(self, demand: str, node: str) -> list[Picked] | str:
         key = (demand, node)
@@ -143,10 +144,37 @@ class DemandLedger:
             self.used.difference_update(p.device.id for p in taken.picked)
             self._tried = {}
 
-    def signature(self, node: str) -> str:
-        """The node itself: which devices a node reaches is not summarised yet, so no two
-        nodes are taken as alike."""
-        return node
+    def signature(self, node: str) -> Hashable:
+        """What the demands can tell of ``node``: its own devices as selectors see them
+        (driver, attributes, capacity; not their names), each free or not; which
+        network-attached devices it reaches, each free or not; and whether each demand's
+        claims already allocated may be used from it. Two nodes alike in all that lead
+        the matcher's search to the same places, so it tries only one of them."""
+        labels = labels_of(self.nodes.get(node) or {})
+        taken, used = self.state.taken(), self.used
+        local: list[tuple[str, bool]] = []
+        network: list[tuple[DeviceId, bool]] = []
+        for device in self.state.near(node, labels):
+            free = device.id not in taken and device.id not in used
+            if device.node is None:
+                network.append((device.id, free))
+            else:
+                local.append((self._seen_as(device), free))
+        pinned = tuple(all(selects((self.state.allocation_of(c) or {}).get("nodeSelector"),
+                                   node, labels) for c in d.pinned)
+                       for _, d in sorted(self.demands.items()))
+        return tuple(sorted(local)), tuple(network), pinned
+
+    def _seen_as(self, device: Device) -> str:
+        """A device as a selector sees it (not its name), as text."""
+        found = self._seen.get(device.id)
+        if found is None:
+            found = self._seen[device.id] = repr((
+                device.id.driver, device.unsupported,
+                sorted((d, sorted((k, repr(v)) for k, v in a.items()))
+                       for d, a in device.attributes.items()),
+                sorted((d, sorted(c.items())) for d, c in device.capacity.items())))
+        return found
 
     def picks(self) -> dict[tuple[str, str], list[list[Picked]]]:
         """What the match holds, by (demand, node): one pick per slot taken there."""

@@ -6,6 +6,7 @@ import pytest
 
 from fluence_core.dra.claims import Claim
 from fluence_core.dra.demands import DemandLedger, demands_of
+from fluence_core.dra.devices import DeviceId
 from fluence_core.dra.state import DraState
 from fluence_core.errors import MatcherError
 from fluence_core.graph import ResourceGraph
@@ -70,3 +71,16 @@ def test_a_group_whose_devices_do_not_all_fit_takes_none() -> None:
 def test_a_demand_with_no_ledger_registered_is_an_error_naming_it() -> None:
     with pytest.raises(MatcherError, match="no device demands are registered"):
         EmbeddedMatcher(_graph()).match_allocate(_jobspec(1))
+
+
+def test_nodes_whose_devices_look_alike_share_a_signature_until_one_is_taken() -> None:
+    state = DraState()
+    state.replace("resourceslices", [make_resource_slice_dict(
+        f"{n}-gpus", DRIVER, [make_device("gpu0", {"model": "t4"})], node=n) for n in "abc"]
+        + [make_resource_slice_dict("c-more", DRIVER, [make_device("gpu1", {"model": "a100"})],
+                                    node="c", pool="c-more")])
+    state.replace("deviceclasses", [make_device_class_dict("gpu", f'device.driver == "{DRIVER}"')])
+    ledger = DemandLedger(state, {}, {})
+    assert ledger.signature("a") == ledger.signature("b") != ledger.signature("c")
+    ledger.used.add(DeviceId(DRIVER, "a", "gpu0"))
+    assert ledger.signature("a") != ledger.signature("b")
