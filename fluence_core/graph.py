@@ -9,6 +9,11 @@ level, a ``node``-typed vertex
 ``virtual=true``, ``class=<t>`` for its own and every descendant type, and its
 attributes as key-only properties.
 
+DRA devices are vertices too (:class:`DeviceVertex`, type ``device``), read from the
+devices the scheduler watches (its ``devices`` source, the one table of them): a
+node-local device under its node, a network-attached one above the nodes it serves,
+under the narrowest domain holding them all (the cluster when it serves every node).
+
 Paths have no fixed depth: :meth:`ResourceGraph.node_path` is the one place a node's
 path is made, and nothing else may assume where a node sits.
 
@@ -23,7 +28,7 @@ from __future__ import annotations
 import json
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, KeysView
+from typing import Any, Hashable, Iterable, Iterator, KeysView, Protocol, Sequence
 
 from fluence_core import names
 from fluence_core.log import logger
@@ -40,6 +45,8 @@ ROOT = "cluster0"
 NUMA_TYPE = "numanode"
 """The vertex type of a NUMA zone (Fluxion's own name for it)."""
 ROOT_PATH = f"/{ROOT}"
+DEVICE_TYPE = "device"
+"""The vertex type of a DRA device."""
 Domain = tuple[str, ...]
 """A topology domain: its name at each level from the widest down to its own."""
 
@@ -133,6 +140,64 @@ class VirtualVertex:
         return f"{self.basename}{self.instance}"
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceVertex:
+    """One DRA device as a vertex: its driver, pool and name, its attributes, where it
+    hangs, and the claim holding it (None: free)."""
+
+    driver: str
+    pool: str
+    device: str
+    node: str | None
+    """Its node, for a node-local device (the vertex hangs under it)."""
+    reaches: tuple[str, ...]
+    """The graph's nodes a network-attached device serves (empty for a node-local one)."""
+    attributes: tuple[tuple[str, str], ...]
+    """``(domain/name, value)`` pairs, as text."""
+    held_by: str | None = None
+    """``namespace/name`` of the claim holding it, or None when it is free."""
+    offered: bool = True
+    """False for a device Fluence does not allocate (a feature it does not model)."""
+
+    @property
+    def name(self) -> str:
+        """``driver/pool/device``, as an allocation result names it."""
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+    @property
+    def vertex_name(self) -> str:
+        """Its vertex's name, one path component (``driver:pool:device``)."""
+        return f"{self.driver}:{self.pool}:{self.device}"
+
+
+class DeviceSource(Protocol):
+    """Where the graph reads its device vertices from (the scheduler's DRA state)."""
+
+    def device_vertices(self, graph: ResourceGraph) -> Sequence[DeviceVertex]:
+        """Every device of a complete pool, as a vertex of ``graph``."""
+        ...
+
+
+class DeviceDemands(Protocol):
+    """The devices a match may take for the slots that ask for them, during one match.
+
+    A slot's jobspec names a *demand* (the claims of one pod, by their specification);
+    the matcher asks whether it fits on a node beside what the match holds so far, takes
+    it (a token names what was taken) and gives it back when it backtracks."""
+
+    def fits(self, demand: str, node: str) -> bool: ...
+
+    def take(self, demand: str, node: str) -> int | None:
+        """Take the demand's devices on ``node``; a token, or None when they do not fit."""
+        ...
+
+    def give_back(self, token: int) -> None: ...
+
+    def signature(self, node: str) -> Hashable:
+        """Equal for two nodes only when no demand can tell them apart."""
+        ...
+
+
 class ResourceGraph:
     """Nodes and virtual resources, changeable node by node without a rebuild."""
 
@@ -157,6 +222,10 @@ class ResourceGraph:
         (it moves whenever a node comes; a node that goes only makes the answer truer)."""
         self.virtual: list[VirtualVertex] = []
         self.virtual_roots: list[int] = []
+        self.devices: DeviceSource | None = None
+        """The DRA devices, read as vertices when asked (:meth:`device_vertices`)."""
+        self.device_demands: DeviceDemands | None = None
+        """During a match whose slots ask for devices: what they may take."""
         known: set[str] = set()
         for node in nodes:
             known.add(node.name)
@@ -366,6 +435,24 @@ class ResourceGraph:
     def virtual_types(self) -> set[str]:
         return {v.type for v in self.virtual}
 
+    # -- DRA devices -------------------------------------------------------------
+
+    def device_vertices(self) -> Sequence[DeviceVertex]:
+        """The DRA devices as vertices (none without a source)."""
+        return self.devices.device_vertices(self) if self.devices is not None else ()
+
+    def device_parent(self, device: DeviceVertex) -> str:
+        """The path a device vertex hangs under: its node's, or the narrowest domain's
+        holding every node it serves (the cluster's when none is in the graph)."""
+        if device.node is not None:
+            return self.node_path(device.node) if device.node in self._nodes else ROOT_PATH
+        reached = [name for name in device.reaches if name in self._nodes]
+        return self.domain_path(self.common_domain(reached)) if reached else ROOT_PATH
+
+    def device_path(self, device: DeviceVertex) -> str:
+        """The containment path of a device vertex."""
+        return f"{self.device_parent(device)}/{device.vertex_name}"
+
     # -- summaries -------------------------------------------------------------
 
     def vertex_count(self) -> int:
@@ -373,33 +460,39 @@ class ResourceGraph:
         memory, virtual)."""
         per_node = sum(1 + len(n.zones) + n.cores + n.gpus + n.memory_chunks
                        for n in self._nodes.values())
-        return 1 + len(self.all_domains()) + per_node + len(self.virtual)
+        return (1 + len(self.all_domains()) + per_node + len(self.virtual)
+                + len(self.device_vertices()))
 
     def summary(self) -> dict[str, int]:
         nodes = self._nodes.values()
-        return {
+        found = {
             "nodes": len(self._nodes),
             "cores": sum(n.cores for n in nodes),
             "gpus": sum(n.gpus for n in nodes),
             "memory_mib": sum(n.memory_chunks * n.chunk_mib for n in nodes),
             "virtual": len(self.virtual),
-            "vertices": self.vertex_count(),
         }
+        devices = len(self.device_vertices())
+        if devices:  # DRA devices, counted only where there are some
+            found["devices"] = devices
+        found["vertices"] = self.vertex_count()
+        return found
 
     # -- JGF -------------------------------------------------------------------
 
-    def to_jgf(self, *, numa: ZoneLoad = ZoneLoad.ALL) -> dict[str, Any]:
+    def to_jgf(self, *, numa: ZoneLoad = ZoneLoad.ALL, devices: bool = True) -> dict[str, Any]:
         """The graph as JSON Graph Format that Fluxion's ``reapi_cli`` loads (see
         :meth:`jgf_text`, its one serialisation)."""
-        parsed: dict[str, Any] = json.loads(self.jgf_text(numa=numa))
+        parsed: dict[str, Any] = json.loads(self.jgf_text(numa=numa, devices=devices))
         return parsed
 
-    def jgf_text(self, *, numa: ZoneLoad = ZoneLoad.ALL) -> str:
+    def jgf_text(self, *, numa: ZoneLoad = ZoneLoad.ALL, devices: bool = True) -> str:
         """The JGF as compact JSON text, written directly (a 1000 x 64-core graph has 129,000
         vertices; building dicts and encoding them took seconds). On a node whose zones
         ``numa`` loads (:meth:`NodeVertex.zones_loaded`) its cores, GPUs and memory hang
         under one ``numanode`` vertex per NUMA zone; elsewhere, under the node itself.
 
+        With ``devices``, the DRA devices are ``device`` vertices (:meth:`_write_devices`).
         Ids are strings, every property value is a string, and each vertex
         carries ``type/basename/name/id/uniq_id/rank/exclusive/unit/size/paths``.
         """
@@ -448,7 +541,35 @@ class ResourceGraph:
             )
             writer.edge(parent_uid, uid)
             virtual_uid[vertex.index] = uid
+        if devices:
+            self._write_devices(writer, domain_uid, node_uid)
         return writer.text()
+
+    def _write_devices(self, writer: _JgfWriter, domain_uid: dict[Domain, int],
+                       node_uid: dict[str, int]) -> None:
+        """One ``device`` vertex per offered DRA device, under its node or above the nodes
+        it serves; its driver, pool and attributes are key-only properties."""
+        per_parent: dict[str, int] = {}
+        for device in self.device_vertices():
+            if not device.offered:
+                continue
+            if device.node is not None and device.node in node_uid:
+                parent, rank = node_uid[device.node], self._nodes[device.node].rank
+            elif device.node is not None:
+                continue  # its node is not in the graph (cordoned away, or gone)
+            else:
+                reached = [n for n in device.reaches if n in self._nodes]
+                domain = self.common_domain(reached) if reached else ()
+                parent, rank = domain_uid.get(domain, 0), -1
+            under = self.device_parent(device)
+            ordinal = per_parent[under] = per_parent.get(under, -1) + 1
+            properties = {names.device_property("driver", device.driver),
+                          names.device_property("pool", device.pool)}
+            properties.update(names.device_property(k, v) for k, v in device.attributes)
+            uid = writer.vertex(DEVICE_TYPE, DEVICE_TYPE, ordinal, rank,
+                                f"{under}/{device.vertex_name}", name=device.vertex_name,
+                                properties=properties)
+            writer.edge(parent, uid)
 
 
 def _zones(info: NodeInfo, memory_chunks: int, chunks_per_core: int) -> tuple[ZoneSpan, ...]:

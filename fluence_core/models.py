@@ -160,6 +160,9 @@ class PodRequest:
     numa_aligned: bool = False
     """Guaranteed with whole CPUs: a kubelet under the ``single-numa-node`` policy admits it
     only inside one NUMA zone, so on such a node it is placed in one."""
+    devices: tuple[str, int] | None = None
+    """Its DRA claims as a device demand matched with its cores: (the demand's key, the
+    devices it counts), set for one match (:mod:`fluence_core.dra.demands`)."""
 
     @property
     def key(self) -> str:

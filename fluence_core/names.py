@@ -179,6 +179,8 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 # Graph vocabulary: the vertex types and property keys Fluxion sees.
 VIRTUAL_TRUE: Final = "virtual=true"
 VIRTUAL_FALSE: Final = "virtual=false"
+DEVICE_PROPERTY_PREFIX: Final = "dra."
+"""Prefix of a DRA device vertex's key-only properties (:func:`device_property`)."""
 CLASS_PROPERTY_PREFIX: Final = "class="
 ZONE_LABEL: Final = "topology.kubernetes.io/zone"
 RACK_LABEL: Final = "topology.kubernetes.io/rack"
@@ -299,6 +301,12 @@ def class_property(resource_type: str) -> str:
 def attribute_property(key: str, value: str) -> str:
     """The key-only property a virtual vertex carries for one of its attributes."""
     return f"{RESOURCE_DOMAIN}/{key}={value}"
+
+
+def device_property(key: str, value: str) -> str:
+    """The key-only property a DRA device vertex carries for its driver, its pool and each
+    of its attributes (``key`` qualified by its domain)."""
+    return f"{DEVICE_PROPERTY_PREFIX}{key}={value}"
 
 
 def attr_annotation(key: str) -> str:

@@ -16,7 +16,7 @@ from fluence_core.cli.base import console, settings
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph, levels_for
 from fluence_core.dra.devices import Inventory
-from fluence_core.dra.state import DeviceRow, device_rows
+from fluence_core.dra.vertices import DeviceRow, DeviceVertices, device_rows
 from fluence_core.kube.api import NODE_RESOURCE_TOPOLOGIES, RESOURCE_SLICES
 from fluence_core.kube.manifests import read_objects
 from fluence_core.kube.meta import metadata_or_none
@@ -51,20 +51,21 @@ def build_graph(nodes_file: Path, resources: Path | None) -> ResourceGraph:
                               levels=levels_for(config, current))
     except ValueError as failure:
         raise FluenceError(f"{nodes_file}: {failure}") from None
+    built.devices = DeviceVertices(_inventory(nodes_file))
     log.logger.info("graph: %s", ", ".join(f"{k}={v}" for k, v in built.summary().items()))
     return built
 
 
-def _devices(nodes_file: Path) -> list[DeviceRow]:
-    """The devices of the ResourceSlices in the same file, all free (a file holds no
-    claims' state)."""
+def _inventory(nodes_file: Path) -> Inventory:
+    """The devices of the ResourceSlices in the nodes file (a file holds no claims: all
+    are free)."""
     inventory = Inventory()
     try:
         inventory.replace(o for o in read_objects(nodes_file)
                           if o.get("kind") == RESOURCE_SLICES.kind)
     except ValueError as failure:
         raise FluenceError(f"{nodes_file}: {failure}") from None
-    return device_rows(inventory, {})
+    return inventory
 
 
 def _name_of(nrt: dict[str, Any]) -> str:
@@ -105,9 +106,9 @@ def graph(
         print_zones(zones, "NUMA zones (capacity per zone)", free=False)
     if built.virtual:
         _print_virtual(built)
-    devices = _devices(nodes)
+    devices = device_rows(built, _inventory(nodes))
     if devices:
-        print_devices(devices, "Devices (DRA ResourceSlices)")
+        print_devices(devices, "Device vertices (DRA ResourceSlices)")
     summary = built.summary()
     console.print(" ".join(f"{k}=[bold]{v}[/]" for k, v in summary.items()))
 
@@ -151,7 +152,7 @@ def _cell(total: int, left: int, free: bool) -> str:
 def print_devices(rows: list[DeviceRow], title: str) -> None:
     """DRA devices: where they are reachable from, their attributes, free or held."""
     table = Table(title=title)
-    for column in ("where", "device", "attributes", "state"):
+    for column in ("under", "device", "attributes", "state"):
         table.add_column(column)
     for row in rows:
         table.add_row(row.where, row.device, row.attributes, row.state)

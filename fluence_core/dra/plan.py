@@ -8,7 +8,9 @@ cluster holds and what the members placed before it took (:meth:`fits`), and
 records the devices when the member is placed (:meth:`take`). Nothing is
 written until the group is committed: :meth:`writes` then gives one
 :class:`ClaimWrite` per claim, and a miss simply drops the plan
-(:meth:`reset`).
+(:meth:`reset`). A group may instead have its devices found in the match itself
+(:meth:`ledger`, :mod:`fluence_core.dra.demands`): the plan then adopts exactly what
+the match took (:meth:`adopt`).
 
 A claim already allocated (shared by several pods, allocated by another
 scheduler, or by Fluence before a restart) pins its pods to the nodes its
@@ -27,9 +29,9 @@ from fluence_core.dra.allocator import Picked, allocate
 from fluence_core.dra.claims import (
     MAX_RESERVATIONS, Claim, DeviceClass, OutOfScope, owned_by, pod_claims,
 )
+from fluence_core.dra.demands import Demand, DemandLedger, demands_of, selects
 from fluence_core.dra.devices import DeviceId
 from fluence_core.dra.state import ClaimKey, DraState
-from fluence_core.feasibility.selectors import NodeSelector, SelectorError
 from fluence_core.kube.api import KubeObject
 from fluence_core.kube.meta import labels_of, metadata_of
 
@@ -102,6 +104,8 @@ class DevicePlan:
     used: set[DeviceId] = field(default_factory=set)
     placed: dict[int, str] = field(default_factory=dict)
     _why: dict[int, Counter[str]] = field(default_factory=dict)
+    demands: list[Demand | None] = field(default_factory=list)
+    """Each member's demand, once :meth:`ledger` made them."""
 
     def reset(self) -> None:
         """Forget every member's devices (the group missed, or is tried again)."""
@@ -136,6 +140,41 @@ class DevicePlan:
             self.used.update(p.device.id for p in mine)
         self.placed[index] = node
 
+    def ledger(self) -> DemandLedger | None:
+        """A ledger for matching every member's devices with the group (and
+        :attr:`demands`, each member's), or None when members share a claim not allocated
+        yet: then they are placed member by member."""
+        self.reset()
+        demands = demands_of(self.state, self.members, self.tentative)
+        if demands is None:
+            return None
+        self.demands = demands
+        by_key: dict[str, Demand] = {}
+        for demand in demands:
+            if demand is not None:
+                by_key.setdefault(demand.key, demand)
+        return DemandLedger(self.state, self.nodes, by_key)
+
+    def adopt(self, ledger: DemandLedger, nodes: Mapping[int, str]) -> None:
+        """The match put member ``index`` on ``nodes[index]``: its claims get exactly the
+        devices ``ledger`` holds for its demand there (one slot's pick per member)."""
+        self.reset()
+        picks = ledger.picks()
+        for index, node in sorted(nodes.items()):
+            demand = self.demands[index] if index < len(self.demands) else None
+            self.placed[index] = node
+            if demand is None:
+                continue
+            pile = picks.get((demand.key, node))
+            if not pile:
+                raise ValueError(f"member {index}: the match holds no devices for it on {node}")
+            picked = pile.pop(0)
+            for number, claim in enumerate(demand.todo):
+                mine = [p for p in picked if p.claim == number]
+                self.tentative[claim.key] = allocation_body(claim, mine, node,
+                                                            self.state.classes)
+                self.used.update(p.device.id for p in mine)
+
     def writes(self) -> list[ClaimWrite]:
         """One write per claim of the placed members (new allocations first)."""
         consumers: dict[ClaimKey, list[Mapping[str, str]]] = {}
@@ -157,7 +196,7 @@ class DevicePlan:
             allocation = self.tentative.get(claim.key) or self.state.allocation_of(claim)
             if allocation is None:
                 todo.append(claim)
-            elif not _selects(allocation.get("nodeSelector"), node, labels):
+            elif not selects(allocation.get("nodeSelector"), node, labels):
                 return f"ResourceClaim {claim.name} is allocated to devices out of reach"
         if not todo:
             return [], []
@@ -169,15 +208,6 @@ class DevicePlan:
         if isinstance(found, str):
             return found
         return found, todo
-
-
-def _selects(raw: Any, node: str, labels: Mapping[str, str]) -> bool:
-    if raw is None:
-        return True
-    try:
-        return NodeSelector.parse(raw, "allocation.nodeSelector").matches(node, labels)
-    except SelectorError:
-        return False
 
 
 def allocation_body(claim: Claim, picked: Sequence[Picked], node: str,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from fluence_core.dra.allocator import Memo
 from fluence_core.dra.claims import Claim, DeviceClass, read_claim, read_class
-from fluence_core.dra.devices import Device, DeviceId, Inventory, Version
+from fluence_core.dra.devices import Device, DeviceId, Inventory
 from fluence_core.kube.api import DELETED, KubeObject
 from fluence_core.kube.meta import metadata_of
 from fluence_core.log import logger
@@ -188,41 +188,6 @@ class DraState:
     def forget(self, key: ClaimKey) -> None:
         if self.assumed.pop(key, None) is not None:
             self._retake(key)
-
-
-@dataclass(frozen=True)
-class DeviceRow:
-    """One device for people (``fluence status``, ``fluence graph``)."""
-
-    where: str
-    """Its node, or where a network-attached one is reachable from."""
-    device: str
-    """driver/pool/device."""
-    attributes: str
-    state: str
-    """``free``, ``claim <namespace>/<name>``, or why it is not offered."""
-
-
-def device_rows(inventory: Inventory, taken: Mapping[DeviceId, ClaimKey]) -> list[DeviceRow]:
-    """Every device of every pool, free or held, and the pools not offered and why."""
-    rows = []
-    for device in inventory.devices():
-        holder = taken.get(device.id)
-        state = (f"claim {holder[0]}/{holder[1]}" if holder is not None
-                 else f"not offered: {device.unsupported}" if device.unsupported else "free")
-        attributes = ", ".join(f"{name}={_shown(value)}" for values in device.attributes.values()
-                               for name, value in sorted(values.items()))
-        rows.append(DeviceRow(device.where(), str(device.id), attributes, state))
-    for pool in inventory.pools.values():
-        if not pool.complete:
-            rows.append(DeviceRow("", f"{pool.driver}/{pool.name}/*", "",
-                                  f"not offered: pool generation {pool.generation} has "
-                                  f"{pool.seen} of {pool.expected} slices"))
-    return rows
-
-
-def _shown(value: object) -> str:
-    return value.text if isinstance(value, Version) else str(value)
 
 
 def _key(obj: KubeObject) -> ClaimKey:

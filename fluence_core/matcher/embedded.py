@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from typing import Any, Hashable, Iterator, Mapping, Sequence
 
 from fluence_core.errors import MatcherError
-from fluence_core.graph import NUMA_TYPE, NodeVertex, ResourceGraph, VirtualVertex
+from fluence_core.graph import (
+    DEVICE_TYPE, NUMA_TYPE, DeviceDemands, NodeVertex, ResourceGraph, VirtualVertex,
+)
 from fluence_core.log import logger
 from fluence_core.matcher.base import (
     Allocation,
@@ -45,7 +47,7 @@ from fluence_core.matcher.constraints import (
 )
 from fluence_core.matcher.domains import fewest_holding
 from fluence_core.matcher.node_order import IdOrder, NodeOrder, RankOrder
-from fluence_core.matcher.jobspec import NUMA_ALIGNED
+from fluence_core.matcher.jobspec import DEVICE_DEMAND, NUMA_ALIGNED
 from fluence_core.matcher.search import DEFAULT_BUDGET, search
 from fluence_core.models import NodeInfo
 from fluence_core.resource_config import CLUSTER
@@ -74,6 +76,9 @@ class _SlotRequest:
     aligned: bool = False
     """One NUMA zone on a node whose kubelet enforces ``single-numa-node``
     (:data:`~fluence_core.matcher.jobspec.NUMA_ALIGNED`)."""
+    demand: str | None = None
+    """The device demand each slot takes on its node, from the graph's
+    :class:`~fluence_core.graph.DeviceDemands` registered on it (None: no devices)."""
 
     def one_zone(self, vertex: NodeVertex) -> bool:
         """Whether on ``vertex`` each slot must come from one NUMA zone."""
@@ -136,8 +141,9 @@ class _NodeState:
         self.usable = not vertex.down
 
 
-_Mask = tuple[int, int, int, int, int]
-"""(node position, cores, GPUs, memory chunks as bitmasks, pods)"""
+_Mask = tuple[int, int, int, int, int, int]
+"""(node position, cores, GPUs, memory chunks as bitmasks, pods, the token of the devices
+taken with them or 0)"""
 
 
 @dataclass(slots=True)
@@ -229,6 +235,9 @@ class EmbeddedMatcher:
     """
 
     name = "embedded"
+    matches_devices = True
+    """A slot may name a device demand (:data:`~fluence_core.matcher.jobspec.DEVICE_DEMAND`):
+    it fits a node only where the demand's devices do, taken in the same search."""
 
     def __init__(
         self,
@@ -258,6 +267,8 @@ class EmbeddedMatcher:
         self._jobs: dict[int, _Held] = {}
         self._next_jobid = 1
         self._pristine: EmbeddedMatcher | None = None
+        self._count_devices = True
+        """Whether slots naming a device demand take it (not on the pristine copy)."""
         self.last_outcome: MatchOutcome | None = None
 
     # -- the Matcher protocol ------------------------------------------------
@@ -321,7 +332,7 @@ class EmbeddedMatcher:
                     f"cannot restore job {allocation.jobid}: "
                     f"resources on {share.node} are already held"
                 )
-            masks.append((position, cores, gpus, memory, share.pods or 1))
+            masks.append((position, cores, gpus, memory, share.pods or 1, 0))
         by_path = {v.path: v.index for v in self.graph.virtual}
         virtual = []
         for held_vertex in allocation.virtual:
@@ -409,6 +420,12 @@ class EmbeddedMatcher:
                 node_count = int(inner["node"].get("count", 1))
                 virtual = _VirtualRequest(count * node_count)
                 continue
+            demand: str | None = None
+            if DEVICE_TYPE in inner:
+                demand = inner.pop(DEVICE_TYPE).get(DEVICE_DEMAND)
+                if not isinstance(demand, str) or not demand:
+                    raise MatcherError(f"a slot's {DEVICE_TYPE} entry names no "
+                                       f"{DEVICE_DEMAND}")
             single_numa = NUMA_TYPE in inner
             if single_numa:
                 if len(inner) != 1 or int(inner[NUMA_TYPE].get("count", 1)) != 1:
@@ -425,6 +442,7 @@ class EmbeddedMatcher:
                     memory_mib=int(inner.get("memory", {}).get("count", 0)),
                     single_numa=single_numa,
                     aligned=bool(system.get(NUMA_ALIGNED)),
+                    demand=demand,
                 )
             )
         return _Request(tuple(slots), virtual, predicate, level,
@@ -652,7 +670,17 @@ class EmbeddedMatcher:
             and state.free_memory.bit_count() >= _chunks(slot, vertex)
             and (not slot.one_zone(vertex) or _zone_for(state, slot) is not None)
             and shape.predicate(vertex.name, vertex.properties, vertex.rank)
+            and (slot.demand is None or not self._count_devices
+                 or self._demands().fits(slot.demand, vertex.name))
         )
+
+    def _demands(self) -> DeviceDemands:
+        """The device demands of the match under way (a slot naming one needs them)."""
+        demands = self.graph.device_demands
+        if demands is None:
+            raise MatcherError("a jobspec asks for devices, but no device demands are "
+                               "registered on the graph for this match")
+        return demands
 
     def _take(self, position: int, slot: _SlotRequest) -> _Mask:
         state = self._states[position]
@@ -663,6 +691,12 @@ class EmbeddedMatcher:
             if zone is None:
                 raise MatcherError(f"node {state.vertex.name}: no NUMA zone fits the slot")
             within = state.zones[zone]
+        token = 0
+        if slot.demand is not None and self._count_devices:
+            taken = self._demands().take(slot.demand, state.vertex.name)
+            if taken is None:
+                raise MatcherError(f"node {state.vertex.name}: the slot's devices do not fit")
+            token = taken
         cores = _take_bits(state.free_cores & within[0], slot.cores, high)
         gpus = _take_bits(state.free_gpus & within[1], slot.gpus, high)
         memory = _take_bits(state.free_memory & within[2], _chunks(slot, state.vertex), high)
@@ -673,7 +707,7 @@ class EmbeddedMatcher:
         self._order.update(position, state.free_cores, state.usable)
         if self._domains.levels and state.usable:
             self._domains.shift(position, -cores.bit_count(), -gpus.bit_count())
-        return position, cores, gpus, memory, 1
+        return position, cores, gpus, memory, 1, token
 
     def _free_signature(self, position: int) -> tuple[int, ...]:
         """What :meth:`_fits` reads of a node's free capacity, as counts."""
@@ -731,6 +765,7 @@ class EmbeddedMatcher:
             self._pristine = EmbeddedMatcher(
                 self.graph, self.policy, search_budget=self.search_budget
             )
+            self._pristine._count_devices = False  # devices taken now are busy, not absent
         pristine = self._pristine
         placed = pristine._place_all(requests, [0] * len(requests))
         if placed.held is None:
@@ -741,7 +776,10 @@ class EmbeddedMatcher:
 
     # -- bookkeeping -------------------------------------------------------------
 
-    def _give_back(self, position: int, cores: int, gpus: int, memory: int, pods: int) -> None:
+    def _give_back(self, position: int, cores: int, gpus: int, memory: int, pods: int,
+                   token: int = 0) -> None:
+        if token and self._count_devices and self.graph.device_demands is not None:
+            self.graph.device_demands.give_back(token)
         state = self._states[position]
         if self._domains.levels and state.usable:
             self._domains.shift(position, (cores & ~state.free_cores).bit_count(),
@@ -753,7 +791,7 @@ class EmbeddedMatcher:
         self._order.update(position, state.free_cores, state.usable)
 
     def _hold(self, held: _Held) -> None:
-        for position, cores, gpus, memory, pods in held.masks:
+        for position, cores, gpus, memory, pods, _ in held.masks:
             state = self._states[position]
             if self._domains.levels and state.usable:
                 self._domains.shift(position, -(cores & state.free_cores).bit_count(),
@@ -805,7 +843,7 @@ class EmbeddedMatcher:
 
     def _allocation(self, jobid: int, masks: list[_Mask], virtual: list[int]) -> Allocation:
         merged: dict[int, list[int]] = {}
-        for position, cores, gpus, memory, pods in masks:
+        for position, cores, gpus, memory, pods, _ in masks:
             entry = merged.setdefault(position, [0, 0, 0, 0])
             entry[0] |= cores
             entry[1] |= gpus
@@ -870,7 +908,11 @@ class _Placer:
                 s.predicate(vertex.name, vertex.properties, vertex.rank) for s in self._shapes
             )
             self._eligible[position] = eligible
-        return self._matcher._free_signature(position), eligible
+        signature = self._matcher._free_signature(position), eligible
+        demands = self._matcher.graph.device_demands
+        if demands is not None and any(s.slot.demand is not None for s in self._shapes):
+            return signature, demands.signature(self._matcher._states[position].vertex.name)
+        return signature
 
 
 class _Domains:

@@ -2,7 +2,8 @@
 
 Each distinct pod shape of a group gets a compute jobspec holding a slot per pod
 (Fluxion allows no sibling slots, so one jobspec per shape), each slot holding
-that pod's cores, GPUs and memory, constrained to ``virtual=false``. Each virtual type asked for
+that pod's cores, GPUs and memory (and, for a pod whose DRA claims are matched with it,
+a ``device`` entry naming its demand), constrained to ``virtual=false``. Each virtual type asked for
 gets its own jobspec constrained to ``virtual=true``, ``class=<type>`` and the
 pods' ``require-*`` pins. Duration 0: held until cancelled. Memory is in MiB
 in both the graph and the jobspec.
@@ -22,7 +23,7 @@ from typing import Any
 
 from fluence_core import names
 from fluence_core.errors import UnknownResourceTypeError
-from fluence_core.graph import NUMA_TYPE, ResourceGraph
+from fluence_core.graph import DEVICE_TYPE, NUMA_TYPE, ResourceGraph
 from fluence_core.models import Group, PodRequest
 
 COMPUTE = "compute"
@@ -41,6 +42,12 @@ class GroupJobspec:
     def to_json(self) -> str:
         return json.dumps(self.jobspec, separators=(",", ":"))
 
+
+DEVICE_DEMAND = "fluence-device-demand"
+"""Key of a slot's ``device`` entry naming the member's device demand: what the devices
+must satisfy is the demand's (:class:`~fluence_core.graph.DeviceDemands`, registered on
+the graph for the match); ``count`` says how many devices it asks for by count. Only the
+embedded matcher reads it."""
 
 NUMA_ALIGNED = "fluence-numa-aligned"
 """A compute jobspec attribute (``attributes.system``): its pods are Guaranteed with whole
@@ -61,7 +68,7 @@ def compute_parts(pods: list[PodRequest]) -> list[tuple[str, list[PodRequest]]]:
     for pod in pods:
         shape = (pod.cores, pod.memory_mib, pod.gpus, pod.millicores if pod.shared else None,
                  pod.node_selector, pod.allowed, pod.single_numa and not pod.shared,
-                 pod.numa_aligned and not pod.shared)
+                 pod.numa_aligned and not pod.shared, pod.devices)
         parts.setdefault(shape, []).append(pod)
     return [
         (COMPUTE if i == 0 else f"{COMPUTE}-{i}", members)
@@ -100,12 +107,13 @@ def compute_jobspec(
     instead of cores (:mod:`fluence_core.matcher.pooled` serves those).
     """
     shapes = {(p.cores, p.memory_mib, p.gpus, p.millicores if p.shared else None,
-               p.single_numa and not p.shared, p.numa_aligned and not p.shared) for p in pods}
+               p.single_numa and not p.shared, p.numa_aligned and not p.shared, p.devices)
+              for p in pods}
     if len(shapes) != 1:
         raise ValueError(
             f"a compute jobspec holds pods of one shape, got {sorted(shapes, key=str)}"
         )
-    cores, memory, gpus, shared, single_numa, aligned = shapes.pop()
+    cores, memory, gpus, shared, single_numa, aligned, devices = shapes.pop()
     inner: list[dict[str, Any]] = [{"type": "core", "count": cores}]
     if shared is not None:
         inner = [{"type": MILLICORES, "count": shared}]
@@ -115,6 +123,10 @@ def compute_jobspec(
         inner.append({"type": "memory", "count": memory, "unit": "MiB"})
     if single_numa:  # all of it inside one NUMA zone of the node
         inner = [{"type": NUMA_TYPE, "count": 1, "with": inner}]
+    if devices is not None:
+        if shared is not None:
+            raise ValueError("a shared (millicore) jobspec cannot ask for devices")
+        inner.append({"type": DEVICE_TYPE, "count": devices[1], DEVICE_DEMAND: devices[0]})
     resources = [{"type": "slot", "count": len(pods), "label": "task", "with": inner}]
     if level_type is not None:
         if shared is not None:

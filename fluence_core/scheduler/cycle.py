@@ -29,6 +29,7 @@ from fluence_core.kube.api import (
     PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, ClusterAPI,
 )
 from fluence_core.dra.plan import DevicePlan, plan_group
+from fluence_core.scheduler.joint import joint_match
 from fluence_core.errors import FluenceError
 from fluence_core.feasibility import nodes_to_find
 from fluence_core.log import logger
@@ -240,13 +241,20 @@ class Cycle:
     def match(self, group: Group, exclude: list[str] | None = None) -> GroupMatch | GroupMiss:
         """Match ``group`` on the graph, all-or-nothing, never on the ``exclude`` nodes: its
         best preference tier first, or member by member when its members constrain each
-        other (:mod:`fluence_core.scheduler.members`), or when they use claims: each
-        member's devices are allocated where it goes, beside its fellow members'."""
+        other (:mod:`fluence_core.scheduler.members`). A gang using claims has its devices
+        matched with its cores (:mod:`fluence_core.scheduler.joint`), or, where that
+        cannot be, is placed member by member, each member's devices allocated where it
+        goes beside its fellow members'."""
         if self.devices is not None and len(group.pods) == 1:
             return self._match_alone(group, self.devices, exclude)
         if self.devices is not None:
             facts = self.feasible.facts_of(group)
             if facts is not None:
+                if entangled(facts, self.feasible.snapshot().namespace_labels) is None:
+                    joint = joint_match(group, self.devices, self.view.graph,
+                                        self.view.matcher, exclude)
+                    if joint is not None:
+                        return joint
                 return self.members.place(group, facts, exclude, devices=self.devices)
         facts = self.feasible.facts_of(group) if len(group.pods) > 1 else None
         if facts is not None:

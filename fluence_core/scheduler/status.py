@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping
 
 from fluence_core import names
-from fluence_core.dra.state import DeviceRow, device_rows
+from fluence_core.dra.vertices import DeviceRow, device_rows
 from fluence_core.kube.meta import annotations_of
 from fluence_core.errors import TopologyError
 from fluence_core.log import logger
@@ -136,7 +136,7 @@ def collect_status(scheduler: Scheduler) -> Status:
     dra = scheduler.view.dra
     status = Status(domains=hierarchy(scheduler.graph, scheduler.view.matcher),
                     zones=zone_rows(scheduler.graph, scheduler.view.matcher),
-                    devices=device_rows(dra.inventory, dra.taken()))
+                    devices=device_rows(scheduler.graph, dra.inventory))
     held = _held_by_node(scheduler)
     for node in scheduler.graph.nodes:
         ours, theirs, memory, gpus = held.get(node.name, (0, 0, 0, 0))

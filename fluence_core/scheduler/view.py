@@ -19,6 +19,7 @@ from typing import Any
 
 from fluence_core.dra.state import PLURALS as DRA_PLURALS
 from fluence_core.dra.state import DraState
+from fluence_core.dra.vertices import DeviceVertices
 from fluence_core.kube.api import DELETED, NODE_RESOURCE_TOPOLOGIES, RESYNC, KubeObject
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph
@@ -125,6 +126,7 @@ class ClusterView:
         """Use a fresh graph and matcher (at start, before records are restored)."""
         self.graph = graph
         self.matcher = matcher
+        graph.devices = DeviceVertices(self.dra)
 
     def swap(self, graph: ResourceGraph, matcher: Matcher) -> None:
         """Move to a rebuilt graph and matcher holding every allocation held now.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
@@ -32,8 +33,21 @@ def test_graph_lists_the_devices_of_the_slices_beside_the_nodes(
         write_yaml: Callable[..., Path]) -> None:
     nodes = write_yaml("nodes.yaml", make_node_dict("n0", 4, "16Gi"), _slice())
     output = ok(fluence("graph", "--nodes", nodes))
-    assert "Devices (DRA ResourceSlices)" in output
+    assert "Device vertices (DRA ResourceSlices)" in output
     assert "gpu.example.com/n0/gpu1" in output and "model=a100" in output
+    assert "/cluster0/n0" in output  # the vertex hangs under its node
+    assert "devices=2" in output
+
+
+def test_graph_jgf_holds_a_device_vertex_under_its_node(
+        write_yaml: Callable[..., Path]) -> None:
+    nodes = write_yaml("nodes.yaml", make_node_dict("n0", 4, "16Gi"), _slice())
+    jgf = json.loads(ok(fluence("graph", "--nodes", nodes, "--jgf")))
+    devices = [v["metadata"] for v in jgf["graph"]["nodes"]
+               if v["metadata"]["type"] == "device"]
+    assert [d["paths"]["containment"] for d in devices] == [
+        "/cluster0/n0/gpu.example.com:n0:gpu0", "/cluster0/n0/gpu.example.com:n0:gpu1"]
+    assert "dra.gpu.example.com/model=a100" in devices[0]["properties"]
 
 
 def test_status_shows_which_claim_holds_a_device(monkeypatch: pytest.MonkeyPatch) -> None:

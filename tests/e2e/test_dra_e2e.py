@@ -69,7 +69,7 @@ class Dra:
         return name
 
     def pod(self, name: str, count: int = 1, *selectors: str, group: str | None = None,
-            **exactly: Any) -> str:
+            cpu: str = "1", **exactly: Any) -> str:
         """A pod with one claim of ``count`` devices; returns the claim's name (known at
         once for a named claim, once the controller made it for a template's)."""
         request = make_device_request("gpu", self.device_class, count, *selectors, **exactly)
@@ -83,7 +83,7 @@ class Dra:
                 name, [request], namespace=None), self.ns)
             entries = claim_entries(gpu=name)
         self.kube.create("pods", make_pod_dict(
-            name, "1", namespace=None, group=group, nodeSelector={"e2e-ns": self.ns},
+            name, cpu, namespace=None, group=group, nodeSelector={"e2e-ns": self.ns},
             resourceClaims=entries), self.ns)
         return name
 
@@ -149,6 +149,23 @@ def test_a_gang_of_three_needing_two_devices_each_spreads_one_per_node(dra: Dra)
     assert sorted(dra.node_of(f"g-{i}") or "" for i in range(3)) == sorted(nodes)
     taken = [d for i in range(3) for d in dra.devices_of(f"g-{i}")]
     assert len(taken) == 6 == len(set(taken))
+
+
+def test_a_gang_of_two_shapes_gets_the_fit_a_member_by_member_placement_misses(
+        dra: Dra) -> None:
+    """g-0 asks for any GPU, g-1 for the a100 and two cores. Placed one at a time, g-0
+    would take node a and its a100 first and g-1 fit nowhere; matched jointly, each
+    claim is allocated on its member's node, in the match that places the gang."""
+    a = dra.node("a", 1, model="a100")
+    b = dra.node("b", 1, model="t4")
+    dra.start()
+    dra.kube.create("podgroups", make_pod_group_dict("g", 2, dra.ns), dra.ns)
+    dra.pod("g-0", 1, group="g")
+    dra.pod("g-1", 1, f'device.attributes["{dra.driver}"].model == "a100"', group="g",
+            cpu="2")
+    wait_for(lambda: dra.node_of("g-0") and dra.node_of("g-1"), "the gang bound", 30)
+    assert (dra.node_of("g-0"), dra.node_of("g-1")) == (b, a)
+    assert (dra.devices_of("g-0"), dra.devices_of("g-1")) == ([f"{b}/gpu0"], [f"{a}/gpu0"])
 
 
 def test_a_restarted_scheduler_keeps_the_allocations_it_made(dra: Dra) -> None:

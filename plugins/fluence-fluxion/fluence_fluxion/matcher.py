@@ -115,7 +115,7 @@ class FluxionMatcher:
         """(Re)create the context from the graph and re-hold every known allocation."""
         if self._ctx != ffi.NULL:
             self.lib.api.reapi_cli_destroy(self._ctx)
-        jgf = self.graph.to_jgf(numa=self.numa)
+        jgf = self.graph.to_jgf(numa=self.numa, devices=False)
         check_jgf(jgf)
         ensure_types(
             self.lib,
