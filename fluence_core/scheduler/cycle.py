@@ -175,6 +175,7 @@ class Cycle:
         veto = hook.fluence_prefilter(group=group, ctx=ctx)
         if veto:
             return self._fail(pending, f"prefilter: {veto}", "vetoed")
+        self.view.backends.sync(self.view.graph, self.view.matcher)
         devices = plan_group(self.view.dra, pending.pods, self.view.nodes)
         if isinstance(devices, str):
             return self._fail(pending, devices, "unschedulable")
