@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from fluence_core import names
-from fluence_core.kube.api import DELETED, NODES, PODS, PRIORITY_CLASSES, KubeObject
+from fluence_core.kube.api import (
+    DELETED, NODES, PODS, PRIORITY_CLASSES, RESOURCE_CLAIMS, KubeObject,
+)
 from fluence_core.kube.downward import container_env
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.kube.errors import ApiError
@@ -51,6 +53,7 @@ from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import Settings, load_settings
 from fluence_core.sim.baseline import DEFAULT_SCHEDULER, FirstFitScheduler
 from fluence_core.sim.engine import Engine, Process, ProcessClock
+from fluence_core.sim.qpu_claims import claim_env, job_claim, qpu_objects
 from fluence_core.sim.scenario import RANDOM_POLICY, QuantumSpec, Scenario
 from fluence_core.sim.vendor import BackendQueue, SimQueueProvider, SimTask, stable_rng
 from fluence_core.webhook import build_service
@@ -199,6 +202,8 @@ class Run:
                         "status": {"capacity": allocatable, "allocatable": allocatable},
                     },
                 )
+        if any(p.quantum is not None and p.quantum.claim for p in self.plans):
+            qpu_objects(self.cluster, self.config)
         self.scheduler: Scheduler | FirstFitScheduler
         if self.arm == "first-fit":
             self.scheduler = FirstFitScheduler(self.cluster, clock=lambda: self.engine.now)
@@ -287,7 +292,16 @@ class Run:
         job = self.jobs[plan.id]
         if plan.quantum is not None and plan.policy is not None:
             job.selection = self._select(plan)
+        if plan.quantum is not None and plan.quantum.claim:
+            picked = job.selection["_selection"].chosen if job.selection else None
+            chosen = picked.backend.name if picked is not None else plan.quantum.backend
+            self.cluster.create(RESOURCE_CLAIMS, job_claim(
+                self._claim_name(job), plan.quantum.type, chosen), NAMESPACE)
         self._create_attempt(job)
+
+    @staticmethod
+    def _claim_name(job: JobState) -> str:
+        return f"{job.plan.id}-qpu"
 
     def _select(self, plan: JobPlan) -> dict[str, Any]:
         """What the user runs before submitting: ``fluence select`` (or a coin)."""
@@ -347,9 +361,10 @@ class Run:
             shared = self.arm == "fluence"
             if shared:
                 annotations[names.COORDINATION_ANNOTATION] = names.COORDINATION_SHARED
-            if shared or index == 0:  # natively only the pod that submits asks for the backend
+            asks = shared or index == 0  # natively only the pod that submits asks for it
+            if asks and not quantum.claim:
                 requests[names.extended_resource(quantum.type)] = "1"
-            if quantum.backend:
+            if quantum.backend and not quantum.claim:  # a claim pins it by its selector
                 annotations[names.REQUIRE_BACKEND_ANNOTATION] = quantum.backend
         limits = {k: v for k, v in requests.items() if names.virtual_type_of(k)}
         pod: KubeObject = {
@@ -380,7 +395,11 @@ class Run:
                 ],
             },
         }
-        if job.selection is not None:
+        if quantum is not None and quantum.claim and (self.arm == "fluence" or index == 0):
+            pod["spec"]["resourceClaims"] = [{"name": "qpu",
+                                              "resourceClaimName": self._claim_name(job)}]
+            pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "qpu"}]
+        elif job.selection is not None:
             select.annotate_manifest(pod, job.selection["_selection"])
         return pod
 
@@ -481,7 +500,7 @@ class Run:
         assert quantum is not None
         chosen = annotations_of(pod).get(
             names.BACKEND_ANNOTATION
-        )
+        ) or claim_env(self.cluster, pod).get(names.ENV_BACKEND)
         backend = chosen or quantum.backend or next(
             n for n, m in self.scenario.backends.items() if m.type == quantum.type)
         job.backend = backend
@@ -504,6 +523,8 @@ class Run:
     def _sidecar(self, pod: KubeObject, clock: ProcessClock) -> SidecarResult:
         """``fluence sidecar`` as its container runs it, with the env the webhook wrote."""
         env = container_env(pod, names.SIDECAR_CONTAINER)
+        if (pod.get("spec") or {}).get("resourceClaims"):
+            env.update(claim_env(self.cluster, pod))  # the kubelet plugin's CDI device
         settings = settings_from_env(env, sidecar_poll_interval=self.settings.sidecar_poll_interval,
                                      ungate_position=self.settings.ungate_position,
                                      find_task_timeout=self.settings.find_task_timeout)
@@ -560,6 +581,9 @@ class Run:
         ):
             job.done_at = self.engine.now
             self._remaining -= 1
+            if job.plan.quantum is not None and job.plan.quantum.claim:
+                # the Job's owner deletes the claim with it: the backend is free again
+                self.cluster.delete(RESOURCE_CLAIMS, self._claim_name(job), NAMESPACE)
 
     # -- what happened -------------------------------------------------------------------
 
