@@ -64,8 +64,9 @@ class BackendLedger:
         self._graph: ResourceGraph | None = None
         self._matcher: Matcher | None = None
         self._paths: dict[tuple[str, str], VirtualVertex] = {}
-        self._held_paths: frozenset[str] = frozenset()
-        """The vertex paths the graph holds for anything but a claim (as of :meth:`sync`)."""
+        self._held_paths: frozenset[str] | None = frozenset()
+        """The vertex paths the graph holds for anything but a claim, read when first asked
+        after a :meth:`sync` (None until then): a cycle without QPU claims never reads them."""
         dra.elsewhere = self.held_in_graph
 
     # -- claims to graph ---------------------------------------------------------------
@@ -80,9 +81,9 @@ class BackendLedger:
             self._matcher = matcher
             live = matcher.allocations()
             self.holds = {d: j for d, j in self.holds.items() if j in live}
-        if not self.holds and not any(d.id.driver == names.QPU_DRA_DRIVER
-                                      for d in self.dra.inventory.devices()):
-            self._held_paths = frozenset()  # no QPU driver: nothing to keep in step
+        if not self.holds and (not self._paths or not any(
+                d.id.driver == names.QPU_DRA_DRIVER for d in self.dra.inventory.devices())):
+            self._held_paths = frozenset()  # no backends, or no QPU driver: nothing to do
             return
         claimed = {d: key for d, key in self.dra.taken().items()
                    if d.driver == names.QPU_DRA_DRIVER}
@@ -93,10 +94,7 @@ class BackendLedger:
             published = {d.id: d for d in self.dra.inventory.devices() if d.id in unheld}
             for device, key in unheld.items():
                 self._hold(device, published.get(device), f"{key[0]}/{key[1]}", matcher)
-        ours = set(self.holds.values())
-        self._held_paths = frozenset(
-            vertex.path for jobid, allocation in matcher.allocations().items()
-            if jobid not in ours for vertex in allocation.virtual)
+        self._held_paths = None
 
     def _hold(self, device: DeviceId, published: Device | None, claim: str,
               matcher: Matcher) -> None:
@@ -119,9 +117,15 @@ class BackendLedger:
     def held_in_graph(self, device: Device) -> bool:
         """Whether the graph holds ``device``'s vertex (or one above or below it) for
         anything but a claim."""
-        if device.id.driver != names.QPU_DRA_DRIVER or not self._held_paths:
+        if device.id.driver != names.QPU_DRA_DRIVER:
             return False
-        vertex = self._vertex(device)
+        if self._held_paths is None:
+            assert self._matcher is not None
+            ours = set(self.holds.values())
+            self._held_paths = frozenset(
+                vertex.path for jobid, allocation in self._matcher.allocations().items()
+                if jobid not in ours for vertex in allocation.virtual)
+        vertex = self._vertex(device) if self._held_paths else None
         return vertex is not None and any(_overlaps(vertex.path, held)
                                            for held in self._held_paths)
 

@@ -214,8 +214,9 @@ def test_the_command_publishes_once_and_a_second_run_changes_nothing(
 
 def test_the_pods_of_one_job_sharing_one_claim_hold_one_backend(
         control_plane: ApiServer, tmp_path: Path) -> None:
-    """What docs/dra.md asks of a hybrid Job: every pod names the same claim, which is
-    allocated once (one backend for the whole group) and reserved for each pod."""
+    """A gang whose pods all name the same claim: it is allocated once (one backend for the
+    whole group) and reserved for each pod. (A shared hybrid Job's split gives the claim
+    to the scout alone: docs/dra.md.)"""
     kube = control_plane.cluster(qps=1000, burst=1000)
     namespace = "qpu-shared"
     ensure_namespace(kube, namespace)

@@ -16,6 +16,7 @@ import yaml
 from fluence_core import names
 from fluence_core.kube.api import DEVICE_CLASSES, PODS, RESOURCE_CLAIMS
 from fluence_core.resource_config import parse_resource_config
+from fluence_core.scheduler.status import collect_status
 from fluence_core.testing import (
     SchedulerHarness, claim_entries, make_device_request, make_resource_claim_dict,
 )
@@ -155,4 +156,6 @@ def test_with_two_backends_each_path_gets_its_own(tmp_path: Path) -> None:
     _by_claim(h, "fourth")
     h.cycle()
     assert (h.node_of("third"), h.node_of("fourth")) == (None, None)
-    assert h.scheduler.view.backends.holds, "the claimed backend is held in the graph"
+    shown = {path: holder for path, _type, holder in collect_status(h.scheduler).virtual}
+    assert shown[f"/cluster0/{device}"] == "default/claimed (ResourceClaim)"
+    assert shown[f"/cluster0/{backend}0"] == "default/asked"
