@@ -256,7 +256,8 @@ def test_a_backend_kube_scheduler_claimed_is_not_given_by_fluence_for_the_extend
         control_plane: ApiServer, tmp_path: Path) -> None:
     """kube-scheduler allocates the only backend to a claim; Fluence, asked for a QPU through
     the extended resource (its graph built from the driver's own file), gives it to no
-    one, and still not after a restart; a second backend published is given at once."""
+    one, and still not after a restart; a second backend published is given at once, and
+    then not by claim, by the same Fluence or a restarted one."""
     kube = control_plane.cluster(qps=1000, burst=1000)
     namespace = "qpu-mixed"
     ensure_namespace(kube, namespace)
@@ -308,3 +309,22 @@ def test_a_backend_kube_scheduler_claimed_is_not_given_by_fluence_for_the_extend
     placed = kube.get("pods", "fluence-ext", namespace) or {}
     assert placed["spec"].get("nodeName") in ("qa", "qb")
     assert placed["metadata"]["annotations"][names.BACKEND_ANNOTATION] == "spare"
+
+    # the other order: what Fluence gave for the extended resource it does not give by claim
+    spare = f'device.attributes["{names.QPU_DRA_DRIVER}"].backend == "spare"'
+    kube.create(RESOURCE_CLAIMS, make_resource_claim_dict("fluence-spare", [make_device_request(
+        "qpu", names.QPU_DEVICE_CLASS, 1, spare)], namespace=None), namespace)
+    kube.create("pods", make_pod_dict(
+        "fluence-spare", "100m", namespace=None, nodeSelector={"qpu-e2e": "yes"},
+        resourceClaims=claim_entries(qpu="fluence-spare")), namespace)
+    for attempt in ("same", "restarted"):
+        if attempt == "restarted":
+            scheduler = Scheduler(kube, load_settings(resources=resources))
+            scheduler.start()
+        else:
+            scheduler.pump(timeout=1)  # it hears of the new claim and pod
+        scheduler.schedule_once()
+        waiting = kube.get("pods", "fluence-spare", namespace) or {}
+        claim = kube.get(RESOURCE_CLAIMS, "fluence-spare", namespace) or {}
+        assert waiting["spec"].get("nodeName") is None, f"{attempt}: claimed a given backend"
+        assert not (claim.get("status") or {}).get("allocation"), attempt
