@@ -106,7 +106,9 @@ def claimed_backend(cluster: ClusterAPI, pod: Mapping[str, Any]) -> dict[str, st
 def _published_device(cluster: ClusterAPI, pool: str, device: str) -> dict[str, Any] | None:
     """The device as the newest generation of its pool publishes it, None if it is gone."""
     newest: tuple[int, dict[str, Any]] | None = None
-    for piece in cluster.list(RESOURCE_SLICES).items:
+    listed = cluster.list(RESOURCE_SLICES, label_selector=(
+        f"{names.MANAGED_BY_LABEL}={names.QPU_DRIVER_MANAGER}"))
+    for piece in listed.items:
         spec = piece.get("spec") or {}
         if spec.get("driver") != names.QPU_DRA_DRIVER or (spec.get("pool") or {}).get(
                 "name") != pool:

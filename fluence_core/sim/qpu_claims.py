@@ -59,7 +59,8 @@ def qpu_slice(config: ResourceConfig) -> KubeObject:
             name = _UNSAFE.sub("-", path.strip("/").lower()).strip("-")
             devices.append({"name": f"{name[:50]}-{len(devices)}", "attributes": published})
     return {"apiVersion": RESOURCE_SLICES.api_version, "kind": RESOURCE_SLICES.kind,
-            "metadata": {"name": "sim-qpu-cluster"},
+            "metadata": {"name": "sim-qpu-cluster",
+                         "labels": {names.MANAGED_BY_LABEL: names.QPU_DRIVER_MANAGER}},
             "spec": {"driver": names.QPU_DRA_DRIVER, "allNodes": True, "devices": devices,
                      "pool": {"name": POOL, "generation": 1, "resourceSliceCount": 1}}}
 
