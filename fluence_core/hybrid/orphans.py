@@ -12,6 +12,8 @@ Failed, or being deleted) it releases them through
 * Outcome: ``scout-lost`` (a warning log naming the group and a ``ScoutLost``
   Event on each worker), unless an ended scout had reported a release already
   (a worker the Job created after it): then that scout's status, task and session.
+  Either way the workers get the ended scout's backend: its annotations, or what
+  its QPU claim still holds (:func:`~fluence_core.hybrid.claims.claimed_backend`).
 * A group must look orphaned on **two sweeps in a row**: the Job controller
   creates an Indexed Job's pods in parallel (a worker may be admitted before its
   scout) and replaces a failed scout after a backoff; a scout seen live on the
@@ -35,6 +37,7 @@ from fluence_core import names
 from fluence_core.kube.api import PODS, TERMINAL_PHASES, ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
+from fluence_core.hybrid.claims import claimed_backend
 from fluence_core.hybrid.release import (
     RELEASE_STATUSES,
     controlling_job,
@@ -160,6 +163,8 @@ class OrphanSweep(Periodic):
                            key[0], key[1])
             return []
         annotations, lost = group.outcome()
+        for scout in group.scouts if names.BACKEND_ANNOTATION not in annotations else ():
+            annotations.update(claimed_backend(self.cluster, scout))  # its QPU by claim
         done, _running = release_workers(self.cluster, group.workers, self.gate, annotations)
         if not done:
             return done
