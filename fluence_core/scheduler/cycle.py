@@ -374,6 +374,8 @@ class Cycle:
         for change in claims:
             if change.allocation is not None:
                 self.view.dra.assume(change.claim.key, change.allocation)
+        if claims:
+            self.view.backends.sync(self.view.graph, self.view.matcher)
         result = self.binder.bind(Commit(pending, group, match, owner, record, extra, ctx,
                                          claims))
         if result.reason is None:
