@@ -68,8 +68,12 @@ def qpu_claims_of(pod: Mapping[str, Any], ctx: AdmissionContext) -> list[str]:
     neither, since a shared group exists to share one quantum task."""
     if pod_fields.asks_for_virtual(pod):
         return []
-    try:
-        found = qpu_claim_entries(pod, ctx.namespace, ctx.require_cluster())
+    cluster = ctx.require_cluster()
+    entries = tuple(sorted(str(sorted(e.items())) for e in pod_fields.spec(pod).get(
+        "resourceClaims") or []))
+    try:  # the pods of one Job name the same claims: read once for all of them
+        found: list[str] = ctx.cached(("qpu-claims", ctx.namespace, entries),
+                                      lambda: qpu_claim_entries(pod, ctx.namespace, cluster))
     except ClaimLookupError as error:
         raise AdmissionDenied(str(error)) from None
     if not found:
