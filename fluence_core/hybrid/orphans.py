@@ -9,11 +9,9 @@ Fluence's gate and no live scout (none there, or each one terminal: Succeeded,
 Failed, or being deleted) it releases them through
 :func:`fluence_core.hybrid.release.release_workers`, the step the report endpoint takes.
 
-* Outcome: ``scout-lost`` (a warning log naming the group and a ``ScoutLost``
-  Event on each worker), unless an ended scout had reported a release already
-  (a worker the Job created after it): then that scout's status, task and session.
-  Either way the workers get the ended scout's backend: its annotations, or what
-  its QPU claim still holds (:func:`~fluence_core.hybrid.claims.claimed_backend`).
+* Outcome: ``scout-lost`` (a warning log and a ``ScoutLost`` Event on each worker),
+  unless an ended scout had reported a release (a worker the Job made after it):
+  then its status, task and session; the backend is the ended scout's (or its claim's).
 * A group must look orphaned on **two sweeps in a row**: the Job controller
   creates an Indexed Job's pods in parallel (a worker may be admitted before its
   scout) and replaces a failed scout after a backoff; a scout seen live on the

@@ -5,11 +5,12 @@ matcher allocates as a virtual vertex, and a ResourceClaim of the QPU driver, wh
 devices are those same vertices published (their ``vertex`` attribute is the path
 under the cluster or the node). :class:`BackendLedger` makes each see the other:
 
-* **claims to graph**: every QPU device a claim holds (its status says so, or
+* **claims to graph**: for every QPU device a claim holds (its status says so, or
   Fluence allocated it and has not seen the write: :meth:`DraState.taken
-  <fluence_core.dra.state.DraState.taken>`) is held in the graph by a job of its
-  own, pinned to that vertex, so the matcher never gives it for the extended
-  resource; the job goes when the claim lets the device go;
+  <fluence_core.dra.state.DraState.taken>`) the backend instance it is part of (the
+  top vertex, which the extended resource allocates whole) is held in the graph by a
+  job pinned to it, so the matcher never gives it for the extended resource; the job
+  goes when no claim holds a device of that instance;
 * **graph to claims**: a device whose vertex (or a vertex above or below it) the
   graph holds for anything else is not free for a claim
   (:meth:`~fluence_core.dra.state.DraState.held_elsewhere`).
@@ -60,7 +61,8 @@ class BackendLedger:
     def __init__(self, dra: DraState) -> None:
         self.dra = dra
         self.holds: dict[DeviceId, int] = {}
-        """The graph job holding each claimed QPU device's vertex."""
+        """The graph job holding each claimed QPU device's backend instance (devices of one
+        instance share one job)."""
         self._graph: ResourceGraph | None = None
         self._matcher: Matcher | None = None
         self._paths: dict[tuple[str, str], VirtualVertex] = {}
@@ -88,7 +90,9 @@ class BackendLedger:
         claimed = {d: key for d, key in self.dra.taken().items()
                    if d.driver == names.QPU_DRA_DRIVER}
         for device in [d for d in self.holds if d not in claimed]:
-            matcher.cancel(self.holds.pop(device))
+            jobid = self.holds.pop(device)
+            if jobid not in self.holds.values():  # no other device of its instance is claimed
+                matcher.cancel(jobid)
         unheld = {d: key for d, key in claimed.items() if d not in self.holds}
         if unheld:
             published = {d.id: d for d in self.dra.inventory.devices() if d.id in unheld}
@@ -98,10 +102,17 @@ class BackendLedger:
 
     def _hold(self, device: DeviceId, published: Device | None, claim: str,
               matcher: Matcher) -> None:
-        vertex = self._vertex(published) if published is not None else None
-        if vertex is None:
+        found = self._vertex(published) if published is not None else None
+        if found is None or self._graph is None:
             logger.debug("QPU device %s (claim %s) is no vertex of the graph", device, claim)
             return
+        vertex = _instance_of(self._graph, found)
+        assert self._matcher is not None
+        live = self._matcher.allocations()
+        for jobid in set(self.holds.values()):
+            if jobid in live and [v.path for v in live[jobid].virtual] == [vertex.path]:
+                self.holds[device] = jobid  # its instance is held for another claimed device
+                return
         allocation = matcher.match_allocate(vertex_jobspec(vertex))
         if allocation is None or [v.path for v in allocation.virtual] != [vertex.path]:
             if allocation is not None:
@@ -133,6 +144,14 @@ class BackendLedger:
         own: Mapping[str, Any] = device.attributes.get(names.QPU_DRA_DRIVER) or {}
         path = own.get("vertex")
         return self._paths.get((device.id.pool, str(path))) if path is not None else None
+
+
+def _instance_of(graph: ResourceGraph, vertex: VirtualVertex) -> VirtualVertex:
+    """The top vertex of the backend instance ``vertex`` is part of: what the extended
+    resource allocates whole, so what a claim on any part of it holds in the graph."""
+    while vertex.parent is not None:
+        vertex = graph.virtual[vertex.parent]
+    return vertex
 
 
 def _vertex_index(graph: ResourceGraph) -> dict[tuple[str, str], VirtualVertex]:

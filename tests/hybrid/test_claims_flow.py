@@ -159,10 +159,10 @@ def test_a_job_asking_for_its_qpu_by_claim_gets_the_two_queue_flow(
     assert all(cluster.get(PODS, f"vqe-{i}", NAMESPACE)["spec"].get("nodeName") is None
                for i in (1, 2, 3))
     assert claimed_backend(cluster, scout)[names.BACKEND_ANNOTATION] == "sim_qpu"
-    # the claimed qpu is held in the graph too, vertex for vertex (one accounting)
+    # the claimed qpu is held in the graph too: its backend instance, whole (one accounting)
     [jobid] = scheduler.view.backends.holds.values()
     held = scheduler.matcher.allocations()[jobid]
-    assert [v.path for v in held.virtual] == ["/cluster0/sim_qpu0/qpu0"]
+    assert [v.path for v in held.virtual] == ["/cluster0/sim_qpu0"]
 
     # -- the sidecar: its env as injected, plus what the claim's CDI device sets -------------
     env = container_env(scout, names.SIDECAR_CONTAINER)

@@ -159,3 +159,37 @@ def test_with_two_backends_each_path_gets_its_own(tmp_path: Path) -> None:
     shown = {path: holder for path, _type, holder in collect_status(h.scheduler).virtual}
     assert shown[f"/cluster0/{device}"] == "default/claimed (ResourceClaim)"
     assert shown[f"/cluster0/{backend}0"] == "default/asked"
+
+
+NESTED = """\
+resources:
+  - type: qdevice
+    name: nested
+    attributes: {provider: braket}
+    with:
+      - type: qpu
+        count: 2
+"""
+
+
+def test_a_claimed_part_of_a_backend_holds_the_backend_for_the_extended_resource(
+        tmp_path: Path) -> None:
+    """A claim takes one ``qpu`` under a ``qdevice``; the extended resource allocates the
+    ``qdevice`` whole, so it waits, and is given once both claims on its parts are gone."""
+    h = _world(tmp_path, NESTED)
+    _by_claim(h, "first")
+    _by_claim(h, "second")
+    h.cycle()
+    devices = [d for c in ("first", "second") for d in _claimed(h, c)]
+    assert len(devices) == len(set(devices)) == 2  # its two qpus, one claim each
+    assert len(set(h.scheduler.view.backends.holds.values())) == 1  # one instance, one job
+    _by_resource(h, "asked")
+    h.cycle()
+    assert h.node_of("asked") is None
+    _gone(h, "first", claim=True)
+    h.cycle()
+    assert h.node_of("asked") is None, "the other claimed qpu still holds the qdevice"
+    _gone(h, "second", claim=True)
+    h.cycle()
+    h.cycle()
+    assert _backend(h, "asked") == "nested"
