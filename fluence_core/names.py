@@ -260,6 +260,10 @@ QPU_DRA_DRIVER: Final = f"qpu.{RESOURCE_DOMAIN}"
 """The driver of the ResourceSlices that publish the backends as network-attached devices;
 also the name of the DeviceClass of its ``qpu`` devices, so a claim reads like a GPU's."""
 QPU_DEVICE_CLASS: Final = QPU_DRA_DRIVER
+QPU_BACKENDS_CLASS: Final = f"backends.{RESOURCE_DOMAIN}"
+"""The DeviceClass of every device of the QPU driver (a claim names the ``type`` itself)."""
+QPU_CLASSES: Final = (QPU_DEVICE_CLASS, QPU_BACKENDS_CLASS)
+"""The DeviceClasses (deploy/qpu-driver.yaml) whose claims ask for a quantum backend."""
 QPU_DRIVER_MANAGER: Final = "fluence-dra-qpu"
 """The ``managed-by`` label value on the driver's slices: the slices it may replace."""
 QPU_CDI_KIND: Final = f"{RESOURCE_DOMAIN}/qpu"

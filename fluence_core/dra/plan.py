@@ -203,7 +203,8 @@ class DevicePlan:
         taken = self.state.taken()
         used = self.used
         found = allocate(todo, self.state.near(node, labels), self.state.classes,
-                         lambda d: d.id not in taken and d.id not in used,
+                         lambda d: (d.id not in taken and d.id not in used
+                                    and not self.state.held_elsewhere(d)),
                          self.state.memos.setdefault(node, {}))
         if isinstance(found, str):
             return found

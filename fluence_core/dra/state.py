@@ -16,7 +16,7 @@ one, clears its allocation. The watch shows that, and the device is free again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from fluence_core.dra.allocator import Memo
@@ -65,6 +65,9 @@ class DraState:
     memos: dict[str, Memo] = field(default_factory=dict)
     """Per node, which of its devices match each selector set (:data:`Memo`)."""
     _parsed: dict[ClaimKey, tuple[str, Claim | Exception]] = field(default_factory=dict)
+    elsewhere: Callable[[Device], bool] | None = None
+    """Whether a device is held outside the claims, by another accounting of the same thing
+    (the graph's backends, for the QPU driver's devices); None: nothing else holds any."""
 
     # -- feeding -----------------------------------------------------------------------
 
@@ -148,6 +151,10 @@ class DraState:
                 self._retake(key)
         assert self._taken is not None
         return self._taken
+
+    def held_elsewhere(self, device: Device) -> bool:
+        """Whether :attr:`elsewhere` holds ``device``: never free for a claim then."""
+        return self.elsewhere is not None and self.elsewhere(device)
 
     def _retake(self, key: ClaimKey) -> None:
         """Bring what ``key`` holds in the taken set up to date (its status and what

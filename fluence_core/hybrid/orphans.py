@@ -9,9 +9,9 @@ Fluence's gate and no live scout (none there, or each one terminal: Succeeded,
 Failed, or being deleted) it releases them through
 :func:`fluence_core.hybrid.release.release_workers`, the step the report endpoint takes.
 
-* Outcome: ``scout-lost`` (a warning log naming the group and a ``ScoutLost``
-  Event on each worker), unless an ended scout had reported a release already
-  (a worker the Job created after it): then that scout's status, task and session.
+* Outcome: ``scout-lost`` (a warning log and a ``ScoutLost`` Event on each worker),
+  unless an ended scout had reported a release (a worker the Job made after it):
+  then its status, task and session; the backend is the ended scout's (or its claim's).
 * A group must look orphaned on **two sweeps in a row**: the Job controller
   creates an Indexed Job's pods in parallel (a worker may be admitted before its
   scout) and replaces a failed scout after a backoff; a scout seen live on the
@@ -35,6 +35,7 @@ from fluence_core import names
 from fluence_core.kube.api import PODS, TERMINAL_PHASES, ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
+from fluence_core.hybrid.claims import claimed_backend
 from fluence_core.hybrid.release import (
     RELEASE_STATUSES,
     controlling_job,
@@ -160,6 +161,8 @@ class OrphanSweep(Periodic):
                            key[0], key[1])
             return []
         annotations, lost = group.outcome()
+        for scout in group.scouts if names.BACKEND_ANNOTATION not in annotations else ():
+            annotations.update(claimed_backend(self.cluster, scout))  # its QPU by claim
         done, _running = release_workers(self.cluster, group.workers, self.gate, annotations)
         if not done:
             return done

@@ -2,8 +2,10 @@
 
 The stamp carries the scout's outcome, task id and session, and the scout's backend
 annotations (the backend and its inherited attributes, as the scheduler wrote them
-on the scout). The workers' ``FLUXION_BACKEND`` / ``FLUXION_<ATTR>`` read those
-annotations through the downward API, so when a worker's containers start they
+on the scout, or, for a scout that holds its QPU by claim, as its claim's device
+says: :func:`~fluence_core.hybrid.claims.claimed_backend`). The workers'
+``FLUXION_BACKEND`` / ``FLUXION_<ATTR>`` read those annotations through the downward
+API, so when a worker's containers start they
 submit into the scout's session on the scout's backend. The stamp and the gate's
 removal are one JSON patch per worker, so no worker runs unstamped.
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluence_core import names
+from fluence_core.hybrid.claims import claimed_backend
 from fluence_core.kube.api import PODS, TERMINAL_PHASES, ClusterAPI, KubeObject
 from fluence_core.kube.errors import ApiError, NotFound
 from fluence_core.kube.meta import (
@@ -249,6 +252,8 @@ def apply_report(cluster: ClusterAPI, scout: Mapping[str, Any], report: Report,
         assert report.status is not None
         own[names.SCOUT_STATUS_ANNOTATION] = report.status
         stamped = stamp(scout, report.status, report.job_id, report.session)
+        if names.BACKEND_ANNOTATION not in stamped:
+            stamped.update(claimed_backend(cluster, scout))
         ungated, still = release(cluster, scout, gate, stamped)
         reply.update(ungated=ungated, running=still)
         if ungated:

@@ -29,6 +29,7 @@ from fluence_core.webhook import cel
 from fluence_core.webhook.admission import gangs
 from fluence_core.webhook import pod_fields
 from fluence_core.webhook.controller import pod_groups
+from fluence_core.hybrid.claims import ClaimLookupError, published_key, qpu_claim_entries
 from fluence_core.hybrid.credentials import copy_credentials
 from fluence_core.hybrid.orphans import OrphanSweep
 from fluence_core.hybrid.endpoint import ReportEndpoint
@@ -48,13 +49,39 @@ TOKEN_SECONDS = 3600
 """Lifetime of the sidecar's report token; the kubelet renews it at 80 % of that."""
 
 
-def backend_env(attribute_keys: tuple[str, ...]) -> list[dict[str, Any]]:
+def backend_env(attribute_keys: tuple[str, ...], *, claimed: bool = False,
+                ) -> list[dict[str, Any]]:
     """``FLUXION_BACKEND`` and ``FLUXION_<ATTR>``, read from the backend annotations through the
-    downward API (resolved by the kubelet when the container starts)."""
+    downward API (resolved by the kubelet when the container starts); ``claimed``: the
+    annotations a claim's device gives, keyed as the QPU driver publishes the attributes
+    (:func:`~fluence_core.hybrid.claims.claimed_backend`)."""
     return [annotation_env(names.ENV_BACKEND, names.BACKEND_ANNOTATION)] + [
-        annotation_env(names.env_name_for_attribute(key), names.attr_annotation(key))
+        annotation_env(names.env_name_for_attribute(key),
+                       names.attr_annotation(published_key(key) if claimed else key))
         for key in attribute_keys
     ]
+
+
+def qpu_claims_of(pod: Mapping[str, Any], ctx: AdmissionContext) -> list[str]:
+    """The pod's ``spec.resourceClaims`` entries that ask for a QPU, when it asks for none by
+    the extended resource (that path leaves its claims alone); refused when it asks for
+    neither, since a shared group exists to share one quantum task."""
+    if pod_fields.asks_for_virtual(pod):
+        return []
+    cluster = ctx.require_cluster()
+    entries = tuple(sorted(str(sorted(e.items())) for e in pod_fields.pod_spec(pod).get(
+        "resourceClaims") or []))
+    try:  # the pods of one Job name the same claims: read once for all of them
+        found: list[str] = ctx.cached(("qpu-claims", ctx.namespace, entries),
+                                      lambda: qpu_claim_entries(pod, ctx.namespace, cluster))
+    except ClaimLookupError as error:
+        raise AdmissionDenied(str(error)) from None
+    if not found:
+        raise AdmissionDenied(
+            f"coordination {names.COORDINATION_SHARED!r} needs a quantum backend: the extended "
+            f"resource {names.extended_resource('qpu')} or a claim of DeviceClass "
+            f"{' or '.join(names.QPU_CLASSES)}; none of spec.resourceClaims asks for one")
+    return found
 
 
 class QuantumSplitHandler(Handler):
@@ -79,6 +106,15 @@ class QuantumSplitHandler(Handler):
       ``FLUXION_BACKEND`` / ``FLUXION_<ATTR>`` from the backend annotations, which the
       release copies from the scout (:mod:`fluence_core.hybrid.release`).
 
+    A QPU asked for by claim (:func:`qpu_claims_of`) goes the same way: the scout keeps the
+    claim, and its sidecar uses it too (the kubelet plugin's CDI gives it the backend);
+    the workers lose it, from ``spec.resourceClaims`` and their containers, and the
+    containers that used it read the backend the release stamps from the scout's
+    allocation. Why the scout alone: the backend is allocated, and held, from the
+    scout's placement while the workers hold no node; a worker carrying a template's claim
+    would get a backend of its own, and one carrying the shared claim would pin itself to
+    the scout's allocation for no gain.
+
     A pod that arrives with the job controller's scheduling group is re-pointed (allowed
     at CREATE); that PodGroup, which would hold a gang of N the split never fills, is
     deleted by the controller only when its controller is the stored pod's own
@@ -91,9 +127,10 @@ class QuantumSplitHandler(Handler):
         f"{cel.label(names.GROUP_LABEL)} != ''",
         f"{cel.annotation(names.COORDINATION_ANNOTATION)} == "
         f"{cel.quoted(names.COORDINATION_SHARED)}",
-        cel.asks_for_virtual(), f"{cel.label(names.ROLE_LABEL)} == ''")
-    """A shared group's pod asking for a virtual resource, not split yet (a role says it is:
-    a split worker no longer asks, and a pod with a role gets nothing here)."""
+        cel.any_of(cel.asks_for_virtual(), cel.names_claims()),
+        f"{cel.label(names.ROLE_LABEL)} == ''")
+    """A shared group's pod asking for a virtual resource or naming claims, not split yet (a
+    role says it is: a split worker no longer asks, and a pod with a role gets nothing here)."""
 
     def __init__(self, settings: Settings) -> None:
         self.image = settings.hybrid.runtime_image
@@ -127,17 +164,19 @@ class QuantumSplitHandler(Handler):
                 f"(label {names.JOB_COMPLETION_INDEX}) to choose the scout"
             )
         size = gangs.group_size(pod, ctx)
+        claims = qpu_claims_of(pod, ctx)
         ops: JsonPatch = []  # the group label exists, so metadata.labels does too
         if index == 0:
             target = group + names.SCOUT_GROUP_SUFFIX
             ops.append(self._label(names.ROLE_SCOUT))
-            ops += self._scout(pod, group, size, ctx, ctx.resource_config.attribute_keys)
+            ops += self._scout(pod, group, size, ctx, ctx.resource_config.attribute_keys,
+                               claims)
             gangs.check_pod_group(
                 ctx, target, pod_groups.pod_group_min_count(target, group, size, names.ROLE_SCOUT))
         else:
             target = group
             ops.append(self._label(names.ROLE_WORKER))
-            ops += self._worker(pod, ctx)
+            ops += self._worker(pod, ctx, claims)
             gangs.check_pod_group(
                 ctx, target, pod_groups.pod_group_min_count(target, group, size, names.ROLE_WORKER))
         ops.append(
@@ -174,7 +213,7 @@ class QuantumSplitHandler(Handler):
 
     def _scout(
         self, pod: Mapping[str, Any], group: str, size: int, ctx: AdmissionContext,
-        attribute_keys: tuple[str, ...] = (),
+        attribute_keys: tuple[str, ...] = (), claims: list[str] | None = None,
     ) -> JsonPatch:
         spec = pod_fields.pod_spec(pod)
         ops: JsonPatch = []
@@ -235,7 +274,8 @@ class QuantumSplitHandler(Handler):
             field_env(names.ENV_POD_NAME, "metadata.name"),
             field_env(names.ENV_POD_NAMESPACE, "metadata.namespace"),
             pod_uid,
-            *backend_env(attribute_keys),
+            # With a claim, the backend comes from the claim's CDI device, not annotations.
+            *([] if claims else backend_env(attribute_keys)),
         ]
         credentials = copy_credentials(pod, {e["name"] for e in env})
         for warning in credentials.warnings:
@@ -253,6 +293,8 @@ class QuantumSplitHandler(Handler):
             ],
             "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
         }
+        if claims:
+            sidecar["resources"]["claims"] = [{"name": name} for name in claims]
         if credentials.env_from:
             sidecar["envFrom"] = credentials.env_from
         ops += add_to_list(spec, "/spec", "containers", sidecar)
@@ -274,9 +316,14 @@ class QuantumSplitHandler(Handler):
                 ]
         return []  # absent: added with the other variables
 
-    def _worker(self, pod: Mapping[str, Any], ctx: AdmissionContext) -> JsonPatch:
+    def _worker(self, pod: Mapping[str, Any], ctx: AdmissionContext,
+                claims: list[str] | None = None) -> JsonPatch:
         spec = pod_fields.pod_spec(pod)
         ops: JsonPatch = []
+        entries = spec.get("resourceClaims") or []
+        for index in reversed(range(len(entries))):
+            if entries[index].get("name") in (claims or ()):
+                ops.append({"op": "remove", "path": pointer("spec", "resourceClaims", index)})
         ops += add_to_list(spec, "/spec", "schedulingGates", {"name": self.gate})
         if not spec.get("priorityClassName"):
             ops += self._priority(ctx)
@@ -287,11 +334,13 @@ class QuantumSplitHandler(Handler):
             annotation_env(names.ENV_SCOUT_STATUS, names.SCOUT_STATUS_ANNOTATION),
         ]
         # The backend is the scout's: stamped on the worker at release, read at container start.
-        backend = backend_env(ctx.resource_config.attribute_keys)
+        backend = backend_env(ctx.resource_config.attribute_keys, claimed=bool(claims))
         for index, container in enumerate(spec.get("containers") or []):
             base = pointer("spec", "containers", index)
             asked = pod_fields.virtual_requests(container)
-            ops += add_env(container, base, env + backend if asked else env)
+            used = self._drop_claims(container, base, claims or [])
+            ops += used
+            ops += add_env(container, base, env + backend if asked or used else env)
             for resource, section in sorted(asked.items()):
                 ops.append({"op": "remove", "path": base + pointer("resources", section, resource)})
                 other = "limits" if section == "requests" else "requests"
@@ -300,6 +349,13 @@ class QuantumSplitHandler(Handler):
                         {"op": "remove", "path": base + pointer("resources", other, resource)}
                     )
         return ops
+
+    @staticmethod
+    def _drop_claims(container: Mapping[str, Any], base: str, claims: list[str]) -> JsonPatch:
+        """Ops removing the container's uses of ``claims`` (the scout's to hold)."""
+        uses = (container.get("resources") or {}).get("claims") or []
+        return [{"op": "remove", "path": base + pointer("resources", "claims", index)}
+                for index in reversed(range(len(uses))) if uses[index].get("name") in claims]
 
     def _priority(self, ctx: AdmissionContext) -> JsonPatch:
         """Name the class and its value: the Priority admission plugin ran before webhooks."""

@@ -212,6 +212,7 @@ class Scheduler:
         self.records.restore(owners, view.matcher, view.alive, self._vet, view.graph)
         self.fallback.account_unrestored()  # before pins: these are held with their owners
         view.pin_foreign_pods()
+        view.backends.sync(view.graph, view.matcher)  # the backends claims hold, after both
 
     def _vet(self, owner: g.Owner, record: HeldPlacement) -> str | None:
         """Why a record read at start cannot be trusted (:func:`distrust`), or None."""

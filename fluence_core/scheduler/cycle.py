@@ -176,6 +176,7 @@ class Cycle:
         veto = hook.fluence_prefilter(group=group, ctx=ctx)
         if veto:
             return self._fail(pending, f"prefilter: {veto}", "vetoed")
+        self.view.backends.sync(self.view.graph, self.view.matcher)
         devices = plan_group(self.view.dra, pending.pods, self.view.nodes)
         if isinstance(devices, str):
             return self._fail(pending, devices, "unschedulable")
@@ -381,6 +382,8 @@ class Cycle:
         for change in claims:
             if change.allocation is not None:
                 self.view.dra.assume(change.claim.key, change.allocation)
+        if claims:
+            self.view.backends.sync(self.view.graph, self.view.matcher)
         result = self.binder.bind(Commit(pending, group, match, owner, record, extra, ctx,
                                          claims))
         if result.reason is None:

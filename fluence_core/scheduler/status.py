@@ -167,6 +167,14 @@ def collect_status(scheduler: Scheduler) -> Status:
                         if (namespace, pod) in scheduler.view.pods]
                 _note_outside(outside, scheduler, f"{namespace}/{owner}", read_constraint(
                     scheduler.view.pod_groups.get((namespace, owner)), pods))
+    held_jobs = scheduler.matcher.allocations()
+    taken = scheduler.view.dra.taken()
+    for device, jobid in scheduler.view.backends.holds.items():
+        claim = taken.get(device)
+        if claim is None or jobid not in held_jobs:
+            continue
+        for v in held_jobs[jobid].virtual:
+            holders[v.path] = f"{claim[0]}/{claim[1]} (ResourceClaim)"
     for index in scheduler.graph.virtual_roots:
         vertex = scheduler.graph.virtual[index]
         holder = holders.get(vertex.path) or next(

@@ -20,6 +20,7 @@ from typing import Any
 from fluence_core.dra.state import PLURALS as DRA_PLURALS
 from fluence_core.dra.state import DraState
 from fluence_core.dra.vertices import DeviceVertices
+from fluence_core.scheduler.backend_ledger import BackendLedger
 from fluence_core.kube.api import DELETED, NODE_RESOURCE_TOPOLOGIES, RESYNC, KubeObject
 from fluence_core.errors import FluenceError
 from fluence_core.graph import ResourceGraph
@@ -93,6 +94,8 @@ class ClusterView:
         """Each node's NUMA zones, read from its NodeResourceTopology."""
         self.dra = DraState()
         """Devices, classes and claims (:mod:`fluence_core.dra`)."""
+        self.backends = BackendLedger(self.dra)
+        """The backends claims hold, held in the graph too, and the other way round."""
         """1.36 Workloads: their PodGroup templates may state a gang's topology."""
         self.unplaced: dict[g.PodKey, KubeObject] = {}
         """The cached pods that may still need placing (unbound, unfinished): a cycle groups

@@ -17,7 +17,7 @@ from typing import Any
 
 from fluence_core import names
 from fluence_core.hybrid.sidecar import SidecarResult
-from fluence_core.kube.api import PODS, KubeObject
+from fluence_core.kube.api import PODS, RESOURCE_CLAIMS, KubeObject
 from fluence_core.kube.errors import ApiError
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.kube.patch import apply_patch
@@ -26,6 +26,7 @@ from fluence_core.resource_config import ResourceConfig
 from fluence_core.runtime import select
 from fluence_core.sim.baseline import DEFAULT_SCHEDULER
 from fluence_core.sim.engine import Engine
+from fluence_core.sim.qpu_claims import job_claim
 from fluence_core.sim.scenario import RANDOM_POLICY, QuantumSpec, Scenario
 from fluence_core.sim.vendor import SimQueueProvider, SimTask, stable_rng
 from fluence_core.webhook.admission.review import AdmissionService
@@ -95,6 +96,11 @@ class JobState:
 
 
 
+def claim_name(job: JobState) -> str:
+    """The ResourceClaim a job asking for its QPU by claim shares among its pods."""
+    return f"{job.plan.id}-qpu"
+
+
 class JobController:
     """Creates each job's pods through admission, and a failed attempt's again."""
 
@@ -118,6 +124,11 @@ class JobController:
         job = self.jobs[plan.id]
         if plan.quantum is not None and plan.policy is not None:
             job.selection = self._select(plan)
+        if plan.quantum is not None and plan.quantum.claim:
+            picked = job.selection["_selection"].chosen if job.selection else None
+            chosen = picked.backend.name if picked is not None else plan.quantum.backend
+            self.cluster.create(RESOURCE_CLAIMS, job_claim(
+                claim_name(job), plan.quantum.type, chosen), NAMESPACE)
         self.create_attempt(job)
 
     def _select(self, plan: JobPlan) -> dict[str, Any]:
@@ -195,9 +206,10 @@ class JobController:
             shared = self.arm == "fluence"
             if shared:
                 annotations[names.COORDINATION_ANNOTATION] = names.COORDINATION_SHARED
-            if shared or index == 0:  # natively only the pod that submits asks for the backend
+            asks = shared or index == 0  # natively only the pod that submits asks for it
+            if asks and not quantum.claim:
                 requests[names.extended_resource(quantum.type)] = "1"
-            if quantum.backend:
+            if quantum.backend and not quantum.claim:  # a claim pins it by its selector
                 annotations[names.REQUIRE_BACKEND_ANNOTATION] = quantum.backend
         limits = {k: v for k, v in requests.items() if names.virtual_type_of(k)}
         pod: KubeObject = {
@@ -228,7 +240,11 @@ class JobController:
                 ],
             },
         }
-        if job.selection is not None:
+        if quantum is not None and quantum.claim and (self.arm == "fluence" or index == 0):
+            pod["spec"]["resourceClaims"] = [{"name": "qpu",
+                                              "resourceClaimName": claim_name(job)}]
+            pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "qpu"}]
+        elif job.selection is not None:
             select.annotate_manifest(pod, job.selection["_selection"])
         return pod
 

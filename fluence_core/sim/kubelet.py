@@ -19,7 +19,7 @@ from typing import Any
 from fluence_core import names
 from fluence_core.hybrid.reporter import LocalReporter
 from fluence_core.hybrid.sidecar import Sidecar, SidecarConfig, SidecarResult
-from fluence_core.kube.api import DELETED, PODS, KubeObject
+from fluence_core.kube.api import DELETED, PODS, RESOURCE_CLAIMS, KubeObject
 from fluence_core.kube.downward import container_env
 from fluence_core.kube.errors import ApiError
 from fluence_core.kube.fake import FakeCluster
@@ -28,7 +28,8 @@ from fluence_core.log import logger
 from fluence_core.runtime.provider import Backend, attributes_from_env, resolve_provider
 from fluence_core.settings import Settings, SettingsVariables, load_settings
 from fluence_core.sim.engine import Engine, Process, ProcessClock
-from fluence_core.sim.jobs import NAMESPACE, JobController, JobState, PodRecord
+from fluence_core.sim.qpu_claims import claim_env
+from fluence_core.sim.jobs import NAMESPACE, JobController, JobState, PodRecord, claim_name
 from fluence_core.sim.scenario import Scenario
 from fluence_core.sim.vendor import SimQueueProvider, stable_rng
 
@@ -151,7 +152,7 @@ class Kubelet:
         assert quantum is not None
         chosen = annotations_of(pod).get(
             names.BACKEND_ANNOTATION
-        )
+        ) or claim_env(self.cluster, pod).get(names.ENV_BACKEND)
         backend = chosen or quantum.backend or next(
             n for n, m in self.scenario.backends.items() if m.type == quantum.type)
         job.backend = backend
@@ -174,6 +175,8 @@ class Kubelet:
     def _sidecar(self, pod: KubeObject, clock: ProcessClock) -> SidecarResult:
         """``fluence sidecar`` as its container runs it, with the env the webhook wrote."""
         env = container_env(pod, names.SIDECAR_CONTAINER)
+        if (pod.get("spec") or {}).get("resourceClaims"):
+            env.update(claim_env(self.cluster, pod))  # the kubelet plugin's CDI device
         settings = settings_from_env(env, sidecar_poll_interval=self.settings.sidecar.poll_interval,
                                      ungate_position=self.settings.sidecar.ungate_position,
                                      find_task_timeout=self.settings.sidecar.find_task_timeout)
@@ -229,4 +232,7 @@ class Kubelet:
             p.finished_at is not None for p in job.pods.values()
         ):
             job.done_at = self.engine.now
+            if job.plan.quantum is not None and job.plan.quantum.claim:
+                # the Job's owner deletes the claim with it: the backend is free again
+                self.cluster.delete(RESOURCE_CLAIMS, claim_name(job), NAMESPACE)
             self.job_done()

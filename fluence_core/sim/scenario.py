@@ -141,6 +141,9 @@ class QuantumSpec(_Model):
     backend: str | None = None
     """Pinned backend (``require-backend``); the baselines' apps use it too."""
     shots: int = Field(default=1000, ge=1)
+    claim: bool = False
+    """Ask for the backend through a ResourceClaim of the QPU driver's class (the pods name
+    one claim per job) instead of the extended resource."""
 
 
 class JobSpec(_Model):
@@ -229,6 +232,7 @@ class Scenario(_Model):
             memory: 1Gi
             runtime: {min: 60, max: 90}         # the application's run time, seconds
             quantum: {type: qpu, backend: sv1, shots: 1000}   # hybrid: one task per gang
+                                                # (claim: true: the backend asked for by claim)
         sweep: {backends: [sv1, dm1], sizes: [2, 4, 8]}       # two-queue only
     """
 
@@ -273,6 +277,9 @@ class Scenario(_Model):
                 )
             if not any(b.type == quantum.type for b in self.backends.values()):
                 raise ValueError(f"workload[{i}].quantum.type: no backend serves {quantum.type!r}")
+            if quantum.claim and "first-fit" in self.schedulers:
+                raise ValueError(f"workload[{i}].quantum.claim: the first-fit arm allocates no "
+                                 "claims; use the fluence and gang-ungated arms")
         nodes = sum(group.count for group in self.cluster.nodes)
         if nodes > limits.MAX_SIM_NODES:
             raise ValueError(f"cluster.nodes: {nodes} nodes in all; the limit is"

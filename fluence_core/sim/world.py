@@ -45,6 +45,7 @@ from fluence_core.sim.engine import Engine, Process
 from fluence_core.sim.jobs import JobController, JobPlan, JobState, PodRecord
 from fluence_core.sim.kubelet import Kubelet
 from fluence_core.sim.metrics import job_metrics, run_metrics
+from fluence_core.sim.qpu_claims import qpu_objects
 from fluence_core.sim.scenario import Scenario
 from fluence_core.sim.vendor import BackendQueue, SimQueueProvider
 from fluence_core.webhook import build_service
@@ -122,6 +123,8 @@ class Run:
                         "status": {"capacity": allocatable, "allocatable": allocatable},
                     },
                 )
+        if any(p.quantum is not None and p.quantum.claim for p in self.plans):
+            qpu_objects(self.cluster, self.config)
         self.scheduler: Scheduler | FirstFitScheduler
         if self.arm == "first-fit":
             self.scheduler = FirstFitScheduler(self.cluster, clock=lambda: self.engine.now)

@@ -92,6 +92,11 @@ def asks_for_virtual() -> str:
                     f"{_names_virtual('c')}))" for section in ("containers", "initContainers")))
 
 
+def names_claims() -> str:
+    """CEL: the pod names ResourceClaims (:func:`~fluence_core.webhook.pod_fields.names_claims`)."""
+    return "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)"
+
+
 def is_quantum() -> str:
     """CEL for :func:`~fluence_core.webhook.pod_fields.is_quantum_pod`: asks for a virtual
     resource, or is a split's scout or worker by its role label."""

@@ -84,13 +84,22 @@ def is_quantum_pod(pod: Mapping[str, Any]) -> bool:
     return asks_for_virtual(pod) or role(pod) in (names.ROLE_SCOUT, names.ROLE_WORKER)
 
 
+def names_claims(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod names ResourceClaims (or templates) in ``spec.resourceClaims``."""
+    return bool(pod_spec(pod).get("resourceClaims"))
+
+
 def is_shared_quantum(pod: Mapping[str, Any]) -> bool:
     """A member of a grouped quantum job with ``coordination: shared`` (the quantum split's pods).
+
+    A pod that asks for its backend by claim says so only in the claim, which this module does
+    not read: a shared group's pod naming claims counts, and the split refuses it if none of
+    its claims asks for a QPU (:mod:`fluence_core.hybrid.claims`).
     """
     return (
         group_of(pod) is not None
         and coordination(pod) == names.COORDINATION_SHARED
-        and is_quantum_pod(pod)
+        and (is_quantum_pod(pod) or names_claims(pod))
     )
 
 

@@ -19,6 +19,7 @@ loopback port instead). The vendor queue is a fake (scripted, virtual time).
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import time
@@ -28,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from fluence_core import names
+from fluence_core.kube.api import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from fluence_core.kube.downward import container_env
 from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import Conflict
@@ -41,7 +44,9 @@ from fluence_core.hybrid.reporter import HttpsReporter, ReportError
 from fluence_core.hybrid.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.settings import load_settings
-from fluence_core.testing import indexed_job_pods, make_node_dict
+from fluence_core.testing import (
+    indexed_job_pods, make_device_request, make_node_dict, make_resource_claim_dict,
+)
 from fluence_core.testing_apiserver import (
     ApiServer,
     find_kubectl,
@@ -50,9 +55,14 @@ from fluence_core.testing_apiserver import (
     webhook_beside,
 )
 from fluence_core.webhook.main import Webhook
+from fluence_dra_qpu.driver import QpuDriver
+from fluence_dra_qpu.kubelet import Preparer
+from fluence_dra_qpu.protocol import dra_pb2
+from fluence_dra_qpu.publisher import SlicePublisher
 from tests.hybrid.case import RESOURCES, SCRIPT, sidecar_settings_from
 
 from tests.hybrid.test_flow import assert_released_worker
+from tests.hybrid.test_claims_flow import claim_job
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -129,12 +139,15 @@ ACCOUNT = "ci-deployer"
 SECRET = "aws-creds"
 
 
-def submit_job(flow: Flow) -> str:
+def submit_job(flow: Flow, claim: dict[str, str] | None = None) -> str:
     """The example Indexed Job of 4, kept to this test's nodes, running as its own
     ServiceAccount, its app reading AWS credentials from a Secret with envFrom; made by the
     job controller when it runs, else its pods are made as the controller would (index
-    label + annotation)."""
+    label + annotation). With ``claim`` (a resourceClaims entry), its QPU is asked for
+    through that claim instead of the extended resource."""
     (job,) = read_objects(REPO / "examples" / "quantum-shared-job.yaml", kind="Job")
+    if claim is not None:
+        job = claim_job(job, claim)
     spec = job["spec"]["template"]["spec"]
     spec["nodeSelector"] = {"e2e-ns": flow.ns}
     spec["serviceAccountName"] = ACCOUNT
@@ -435,3 +448,151 @@ def test_reports_with_another_pods_token_or_another_audience_are_refused(
     flow.note(f"the scout's own token, audience {audience!r}: {reply}")
     with capsys.disabled():
         print("\nscout report refusals e2e:\n  " + "\n  ".join(flow.log))
+
+
+QPU_CLAIM = "vqe-qpu"
+
+
+def _install_qpu_driver(flow: Flow) -> QpuDriver:
+    """The shipped DeviceClasses (cluster-wide, kept if there) and the driver publishing the
+    flow's resources file, the one the scheduler's graph is built from."""
+    for document in yaml.safe_load_all((REPO / "deploy" / "qpu-driver.yaml").read_text()):
+        if document and document.get("kind") == "DeviceClass":
+            try:
+                flow.kube.create(DEVICE_CLASSES, document)
+            except Conflict:
+                pass
+    driver = QpuDriver(SlicePublisher(flow.kube), flow.work / "resources.yaml", 1.0)
+    published = driver.step()
+    assert published is not None and published.published == {"cluster": 1}
+    return driver
+
+
+def _remove_qpu_slices(flow: Flow) -> None:
+    """The driver's slices are cluster-wide: another test's scheduler must not see them."""
+    for piece in flow.kube.list(RESOURCE_SLICES).items:
+        if (piece.get("spec") or {}).get("driver") == names.QPU_DRA_DRIVER:
+            flow.kube.delete(RESOURCE_SLICES, piece["metadata"]["name"])
+
+
+def test_the_hybrid_flow_with_the_qpu_asked_for_by_claim(
+        flow: Flow, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same Job asking for its QPU through a ResourceClaim of the QPU driver's class: the
+    API server's webhook call splits it, Fluence allocates the claim with the scout while
+    the workers wait holding nothing, the sidecar reads its backend from the claim's CDI
+    device (as the kubelet plugin prepares it), and the released workers read the backend
+    the scout's claim holds."""
+    kube = flow.kube
+    try:
+        (priority_class,) = read_objects(REPO / "deploy" / "fluence.yaml", kind="PriorityClass")
+        kube.create("priorityclasses", priority_class)
+    except Conflict:
+        pass
+    for suffix in ("n0", "n1", "n2"):
+        flow.node(suffix)
+    _install_qpu_driver(flow)
+    try:
+        _claim_flow(flow, monkeypatch)
+    finally:
+        _remove_qpu_slices(flow)
+    with capsys.disabled():
+        print("\nhybrid flow with a QPU claim e2e:\n  " + "\n  ".join(flow.log))
+
+
+def _claim_flow(flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    kube, ns = flow.kube, flow.ns
+    fake = f'device.attributes["{names.RESOURCE_DOMAIN}"].provider == "fake"'
+    kube.create(RESOURCE_CLAIMS, make_resource_claim_dict(QPU_CLAIM, [make_device_request(
+        "qpu", names.QPU_DEVICE_CLASS, 1, fake)], namespace=None), ns)
+    flow.start_webhook()
+    submit_job(flow, claim={"name": "qpu", "resourceClaimName": QPU_CLAIM})
+
+    # -- the split, as stored ----------------------------------------------------------------
+    pods = by_index(flow)
+    scout_name, worker_names = pods[0], [pods[i] for i in (1, 2, 3)]
+    scout = flow.pod(scout_name)
+    assert scout["metadata"]["labels"][names.ROLE_LABEL] == names.ROLE_SCOUT
+    assert scout["spec"]["resourceClaims"] == [{"name": "qpu", "resourceClaimName": QPU_CLAIM}]
+    sidecar = next(c for c in scout["spec"]["containers"] if c["name"] == names.SIDECAR_CONTAINER)
+    assert sidecar["resources"]["claims"] == [{"name": "qpu"}]
+    for name in worker_names:
+        worker = flow.pod(name)
+        assert worker["spec"]["schedulingGates"] == [{"name": names.QUANTUM_GATE}]
+        assert not worker["spec"].get("resourceClaims")
+        assert not worker["spec"]["containers"][0]["resources"].get("claims")
+    flow.settled()
+    groups = {g["metadata"]["name"]: g["spec"]["schedulingPolicy"]["gang"]["minCount"]
+              for g in kube.list("podgroups", ns).items
+              if not g["metadata"].get("deletionTimestamp")}
+    assert groups == {"vqe-scout": 1, "vqe": 3}
+    flow.note(f"webhook split: scout {scout_name} keeps claim {QPU_CLAIM} (sidecar uses it); "
+              f"workers {', '.join(worker_names)} gated, no claim")
+
+    # -- Fluence allocates the claim with the scout; the workers hold nothing ----------------
+    flow.start_scheduler()
+    scout = wait_for(lambda: (p := flow.pod(scout_name))["spec"].get("nodeName") and p,
+                     "the scout bound")
+    claim = kube.get(RESOURCE_CLAIMS, QPU_CLAIM, ns) or {}
+    [result] = claim["status"]["allocation"]["devices"]["results"]
+    assert result["driver"] == names.QPU_DRA_DRIVER
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == [scout_name]
+    flow.note(f"scheduler bound scout -> {scout['spec']['nodeName']}, claim {QPU_CLAIM} "
+              f"allocated {result['pool']}/{result['device']}, reserved for the scout")
+    time.sleep(2)  # every chance to (wrongly) touch the workers
+    for name in worker_names:
+        assert flow.pod(name)["spec"].get("nodeName") is None
+
+    # -- the sidecar: its env as injected, plus the claim's CDI device -----------------------
+    env = container_env(scout, names.SIDECAR_CONTAINER)
+    assert names.ENV_BACKEND not in env
+    cdi = flow.work / "cdi"
+    answer = Preparer(kube, flow.work / "resources.yaml", cdi).prepare(dra_pb2.Claim(
+        namespace=ns, name=QPU_CLAIM, uid=claim["metadata"]["uid"]))
+    assert answer.error == ""
+    spec = json.loads((cdi / f"fluence-qpu-{claim['metadata']['uid']}.json").read_text())
+    env.update(line.split("=", 1) for line in spec["devices"][0]["containerEdits"]["env"])
+    assert env[names.ENV_BACKEND] == "sim_qpu" and env["FLUXION_PROVIDER"] == "fake"
+    token_file = flow.work / "projected-token"
+    token_file.write_text(issue_token(flow, scout, flow.settings.hybrid.report_audience))
+    env[names.ENV_REPORT_TOKEN_FILE] = str(token_file)
+    env["FLUENCE_REPORT_URL"] = flow.report_url()
+    runtime = flow.work / "emptydir"
+    runtime.mkdir()
+    env[names.ENV_RUNTIME_DIR] = str(runtime)
+    sidecar_settings = sidecar_settings_from(monkeypatch, env)
+    clock = VirtualClock()
+    fake_queue = FakeQueueProvider(clock, {scout["metadata"]["uid"]: FakeTask(
+        "fake-task/0001", SCRIPT, session="session-42")})
+    real = collect_providers(get_plugin_manager(sidecar_settings))
+    runner = sidecar_from_env(sidecar_settings, HttpsReporter.from_settings(sidecar_settings),
+                              [*real, fake_queue], clock=clock)
+    gated_at: dict[float, bool] = {}
+    finished: set[str] = set()
+
+    def on_sleep(now: float) -> None:
+        workers = [flow.pod(n) for n in worker_names]
+        gated_at[now] = all(w["spec"].get("schedulingGates") for w in workers)
+        if gated_at[now]:
+            assert not any(w["spec"].get("nodeName") for w in workers)
+            return
+        if not finished:
+            wait_for(lambda: all(flow.pod(n)["spec"].get("nodeName") for n in worker_names),
+                     "the three workers bound", timeout=30)
+            flow.note(f"t={now:g}s (virtual) workers bound: " + ", ".join(
+                f"{n}->{flow.pod(n)['spec']['nodeName']}" for n in worker_names))
+            for name in worker_names:
+                kube.patch_status("pods", name, {"status": {"phase": "Succeeded"}}, ns)
+                finished.add(name)
+
+    clock.on_sleep = on_sleep
+    outcome = runner.run()
+    assert outcome.outcome is Outcome.READY and sorted(outcome.ungated) == sorted(worker_names)
+    assert gated_at[70] is True and gated_at[80] is False
+
+    # -- each worker read the backend the scout's claim holds --------------------------------
+    for name in worker_names:
+        after = flow.pod(name)
+        assert_released_worker(after)
+        seen = container_env(after, "app")
+        flow.note(f"worker {name}: {names.ENV_BACKEND}={seen[names.ENV_BACKEND]!r}, "
+                  f"FLUXION_DEVICE_ARN={seen['FLUXION_DEVICE_ARN']!r} (from the scout's claim)")

@@ -9,7 +9,9 @@ kube-scheduler allocates one backend, Fluence the other and refuses the one
 kube-scheduler holds, kube-scheduler then finds none left; across all claims no
 device is allocated twice. A changed file is published at the next generation
 with the same device names, so the held backends stay held; the kubelet plugin
-prepares Fluence's claim, as stored, into a CDI spec naming its backend.
+prepares Fluence's claim, as stored, into a CDI spec naming its backend. A
+backend kube-scheduler allocated to a claim is not given by Fluence for the
+extended resource either, before or after a restart of Fluence.
 
 Skipped without ``KUBEBUILDER_ASSETS`` or without kube-scheduler.
 """
@@ -212,8 +214,9 @@ def test_the_command_publishes_once_and_a_second_run_changes_nothing(
 
 def test_the_pods_of_one_job_sharing_one_claim_hold_one_backend(
         control_plane: ApiServer, tmp_path: Path) -> None:
-    """What docs/dra.md asks of a hybrid Job: every pod names the same claim, which is
-    allocated once (one backend for the whole group) and reserved for each pod."""
+    """A gang whose pods all name the same claim: it is allocated once (one backend for the
+    whole group) and reserved for each pod. (A shared hybrid Job's split gives the claim
+    to the scout alone: docs/dra.md.)"""
     kube = control_plane.cluster(qps=1000, burst=1000)
     namespace = "qpu-shared"
     ensure_namespace(kube, namespace)
@@ -247,3 +250,81 @@ def test_the_pods_of_one_job_sharing_one_claim_hold_one_backend(
     assert [(r["pool"], r["device"]) for r in results] in ([("cluster", "solo0")],
                                                            [("cluster", "spare0")])
     assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == ["job-0", "job-1"]
+
+
+def test_a_backend_kube_scheduler_claimed_is_not_given_by_fluence_for_the_extended_resource(
+        control_plane: ApiServer, tmp_path: Path) -> None:
+    """kube-scheduler allocates the only backend to a claim; Fluence, asked for a QPU through
+    the extended resource (its graph built from the driver's own file), gives it to no
+    one, and still not after a restart; a second backend published is given at once, and
+    then not by claim, by the same Fluence or a restarted one."""
+    kube = control_plane.cluster(qps=1000, burst=1000)
+    namespace = "qpu-mixed"
+    ensure_namespace(kube, namespace)
+    if kube.get(DEVICE_CLASSES, names.QPU_DEVICE_CLASS) is None:
+        for device_class in _shipped_device_classes():
+            kube.create(DEVICE_CLASSES, device_class)
+    for node in ("qa", "qb"):
+        if kube.get("nodes", node) is None:
+            kube.create("nodes", make_node_dict(node, 4, capacity=True,
+                                                labels={"qpu-e2e": "yes"}))
+    one = "resources:\n  - type: qpu\n    name: mixed\n    attributes: {region: ap-south-1}\n"
+    resources = tmp_path / "resources.yaml"
+    resources.write_text(one)
+    driver = QpuDriver(SlicePublisher(kube), resources, 1.0)
+    driver.step()
+    time.sleep(0.5)  # kube-scheduler's informers hear of the slice
+
+    kube.create(RESOURCE_CLAIMS, make_resource_claim_dict("kube-mixed", [make_device_request(
+        "qpu", names.QPU_DEVICE_CLASS)], namespace=None), namespace)
+    kube.create("pods", make_pod_dict(
+        "kube-mixed", "100m", namespace=None, scheduler="default-scheduler",
+        nodeSelector={"qpu-e2e": "yes"}, resourceClaims=claim_entries(qpu="kube-mixed")),
+        namespace)
+    wait_for(lambda: (kube.get("pods", "kube-mixed", namespace) or {}).get("spec", {}).get(
+        "nodeName"), "kube-scheduler to bind kube-mixed", 30)
+    stored = kube.get(RESOURCE_CLAIMS, "kube-mixed", namespace) or {}
+    assert [r["device"] for r in stored["status"]["allocation"]["devices"]["results"]] == [
+        "mixed0"]
+
+    qpu = names.extended_resource("qpu")
+    kube.create("pods", make_pod_dict(
+        "fluence-ext", "100m", namespace=None, extra={qpu: "1"}, limits={qpu: "1"},
+        nodeSelector={"qpu-e2e": "yes"}), namespace)
+    settings = load_settings(resources=resources)
+    for attempt in ("first", "restarted"):
+        scheduler = Scheduler(kube, settings)
+        scheduler.start()
+        scheduler.schedule_once()
+        placed = kube.get("pods", "fluence-ext", namespace) or {}
+        assert placed["spec"].get("nodeName") is None, f"{attempt}: given a claimed backend"
+        print(f"\n  Fluence ({attempt}) on fluence-ext: "
+              f"{(placed.get('metadata') or {}).get('annotations')}")
+
+    resources.write_text(one + "  - type: qpu\n    name: spare\n")
+    driver.step()
+    scheduler = Scheduler(kube, load_settings(resources=resources))
+    scheduler.start()
+    scheduler.schedule_once()
+    placed = kube.get("pods", "fluence-ext", namespace) or {}
+    assert placed["spec"].get("nodeName") in ("qa", "qb")
+    assert placed["metadata"]["annotations"][names.BACKEND_ANNOTATION] == "spare"
+
+    # the other order: what Fluence gave for the extended resource it does not give by claim
+    spare = f'device.attributes["{names.QPU_DRA_DRIVER}"].backend == "spare"'
+    kube.create(RESOURCE_CLAIMS, make_resource_claim_dict("fluence-spare", [make_device_request(
+        "qpu", names.QPU_DEVICE_CLASS, 1, spare)], namespace=None), namespace)
+    kube.create("pods", make_pod_dict(
+        "fluence-spare", "100m", namespace=None, nodeSelector={"qpu-e2e": "yes"},
+        resourceClaims=claim_entries(qpu="fluence-spare")), namespace)
+    for attempt in ("same", "restarted"):
+        if attempt == "restarted":
+            scheduler = Scheduler(kube, load_settings(resources=resources))
+            scheduler.start()
+        else:
+            scheduler.pump(timeout=1)  # it hears of the new claim and pod
+        scheduler.schedule_once()
+        waiting = kube.get("pods", "fluence-spare", namespace) or {}
+        claim = kube.get(RESOURCE_CLAIMS, "fluence-spare", namespace) or {}
+        assert waiting["spec"].get("nodeName") is None, f"{attempt}: claimed a given backend"
+        assert not (claim.get("status") or {}).get("allocation"), attempt

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from fluence_core import names
+from fluence_core.kube.api import RESOURCE_CLAIMS, RESOURCE_SLICES
 from fluence_core.kube.fake import FakeCluster
 from fluence_core.settings import Settings
 from fluence_core.hybrid.orphans import REASON, OrphanSweep, orphaned
@@ -157,3 +158,33 @@ def test_zero_interval_is_off(cluster) -> None:
     sweep.start()
     assert sweep._thread is None
     sweep.stop()
+
+
+def test_a_lost_scout_holding_its_qpu_by_claim_passes_on_that_backend(cluster) -> None:
+    """A scout that asked by claim carries no backend annotations; its workers get what
+    its claim still holds, read off the QPU driver's device."""
+    scout = stored(cluster, "qj-0")
+    cluster.delete("pods", "qj-0", "default")
+    for key in ("uid", "resourceVersion", "creationTimestamp"):
+        scout["metadata"].pop(key, None)
+    scout["metadata"]["annotations"] = {
+        k: v for k, v in scout["metadata"]["annotations"].items()
+        if k != names.BACKEND_ANNOTATION and not k.startswith(names.ATTR_ANNOTATION_PREFIX)}
+    scout["spec"]["resourceClaims"] = [{"name": "qpu", "resourceClaimName": "qj-qpu"}]
+    cluster.create("pods", scout, "default")
+    cluster.create(RESOURCE_SLICES, {"metadata": {"name": "qpus", "labels": {
+        names.MANAGED_BY_LABEL: names.QPU_DRIVER_MANAGER}}, "spec": {
+        "driver": names.QPU_DRA_DRIVER, "allNodes": True,
+        "pool": {"name": "cluster", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "east0", "attributes": {
+            "backend": {"string": "east"},
+            f"{names.RESOURCE_DOMAIN}/region": {"string": "us-east-1"}}}]}})
+    cluster.create(RESOURCE_CLAIMS, {"metadata": {"name": "qj-qpu"}, "spec": {}}, "default")
+    cluster.patch_status(RESOURCE_CLAIMS, "qj-qpu", {"status": {"allocation": {"devices": {
+        "results": [{"request": "qpu", "driver": names.QPU_DRA_DRIVER, "pool": "cluster",
+                     "device": "east0"}]}}}}, "default")
+    phase(cluster, "qj-0", "Failed")
+    assert sorted(sweep_twice(OrphanSweep(cluster, Settings()))) == ["qj-1", "qj-2"]
+    stamped = stored(cluster, "qj-1")["metadata"]["annotations"]
+    assert stamped[names.BACKEND_ANNOTATION] == "east"
+    assert stamped[names.attr_annotation("region")] == "us-east-1"
