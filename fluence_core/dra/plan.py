@@ -102,6 +102,7 @@ class DevicePlan:
     used: set[DeviceId] = field(default_factory=set)
     placed: dict[int, str] = field(default_factory=dict)
     _why: dict[int, Counter[str]] = field(default_factory=dict)
+    _shapes: dict[tuple[ClaimKey, ...], int] = field(default_factory=dict)
 
     def reset(self) -> None:
         """Forget every member's devices (the group missed, or is tried again)."""
@@ -112,7 +113,7 @@ class DevicePlan:
 
     def fits(self, index: int, node: str) -> bool:
         """Whether member ``index``'s claims can all be allocated (or used) from ``node``."""
-        found = self._check(index, node)
+        found = self._check(index, node, picking=False)
         if isinstance(found, str):
             self._why.setdefault(index, Counter())[found] += 1
             return False
@@ -150,7 +151,10 @@ class DevicePlan:
                  for k in claims]
         return [w for w in found if w.allocation is not None or w.consumers]
 
-    def _check(self, index: int, node: str) -> tuple[list[Picked], list[Claim]] | str:
+    def _check(self, index: int, node: str,
+               picking: bool = True) -> tuple[list[Picked], list[Claim]] | str:
+        """Member ``index``'s devices on ``node`` and the claims they are for, or why
+        not; without ``picking`` only whether (the devices may be left out)."""
         labels = labels_of(self.nodes.get(node) or {})
         todo = []
         for claim in self.members[index]:
@@ -161,14 +165,57 @@ class DevicePlan:
                 return f"ResourceClaim {claim.name} is allocated to devices out of reach"
         if not todo:
             return [], []
+        return self._allocate(todo, node, labels, picking)
+
+    def _allocate(self, todo: list[Claim], node: str, labels: Mapping[str, str],
+                  picking: bool) -> tuple[list[Picked], list[Claim]] | str:
+        """Devices for ``todo`` on ``node``, or why not. Whether claims of the same shape
+        fit on a node whose devices nobody took or let go since it was last asked is
+        known without a search (when the plan holds no devices of its own): a lone pod
+        checks a hundred nodes or more, most of them unchanged since the last pod asked."""
+        shape = self._shape(todo) if not self.used else None
+        if shape is not None:
+            known = self.state.verdict(node, shape)
+            if isinstance(known, str):
+                return _renamed(known, todo)
+            if known is None and not picking:
+                return [], todo
         taken = self.state.taken()
         used = self.used
         found = allocate(todo, self.state.near(node, labels), self.state.classes,
                          lambda d: d.id not in taken and d.id not in used,
                          self.state.memos.setdefault(node, {}))
         if isinstance(found, str):
+            if shape is not None:
+                self.state.remember(node, shape, _named(found, todo))
             return found
+        if shape is not None:
+            self.state.remember(node, shape, None)
         return found, todo
+
+    def _shape(self, todo: list[Claim]) -> int:
+        keys = tuple(c.key for c in todo)
+        found = self._shapes.get(keys)
+        if found is None:
+            found = self._shapes[keys] = self.state.shape(
+                tuple((c.requests, c.constraints) for c in todo))
+        return found
+
+
+_CLAIM = "\x00claim{}\x00"
+
+
+def _named(why: str, claims: Sequence[Claim]) -> str:
+    """``why`` with the claims' names as placeholders, to be told of other claims alike."""
+    for number, claim in enumerate(claims):
+        why = why.replace(f"{claim.namespace}/{claim.name}", _CLAIM.format(number))
+    return why
+
+
+def _renamed(why: str, claims: Sequence[Claim]) -> str:
+    for number, claim in enumerate(claims):
+        why = why.replace(_CLAIM.format(number), f"{claim.namespace}/{claim.name}")
+    return why
 
 
 def _selects(raw: Any, node: str, labels: Mapping[str, str]) -> bool:
