@@ -51,10 +51,17 @@ def pod_reference(pod: KubeObject) -> dict[str, str]:
             "uid": str(metadata.get("uid") or "")}
 
 
+class NotMadeYet(str):
+    """Why a group waits when a claim it names does not exist yet: no attempt was made,
+    as kube-scheduler's PreEnqueue keeps such a pod aside without a backoff until the
+    claim (or the pod's note of its template's claim) arrives."""
+
+
 def plan_group(state: DraState, pods: Sequence[KubeObject],
                nodes: Mapping[str, KubeObject]) -> DevicePlan | str | None:
-    """The group's plan, why it must wait, or None when none of its pods uses a claim;
-    ``nodes`` by name (network-attached devices select nodes by their labels)."""
+    """The group's plan, why it must wait (a :class:`NotMadeYet` when a claim does not
+    exist yet), or None when none of its pods uses a claim; ``nodes`` by name
+    (network-attached devices select nodes by their labels)."""
     members: list[list[Claim]] = []
     for pod in pods:
         metadata = metadata_of(pod)
@@ -66,11 +73,11 @@ def plan_group(state: DraState, pods: Sequence[KubeObject],
         claims = []
         for entry in entries:
             if entry.claim is None:
-                return (f"{where}: waiting for the ResourceClaim of its template claim "
-                        f"{entry.name!r} to be created")
+                return NotMadeYet(f"{where}: waiting for the ResourceClaim of its template "
+                                  f"claim {entry.name!r} to be created")
             found = state.claim(str(metadata.get("namespace") or "default"), entry.claim)
             if found is None:
-                return f'{where}: ResourceClaim "{entry.claim}" not found'
+                return NotMadeYet(f'{where}: ResourceClaim "{entry.claim}" not found')
             if isinstance(found, OutOfScope):
                 return f"{where}: {found}"
             if isinstance(found, Exception):

@@ -95,13 +95,17 @@ class Reporter:
         self._told.pop(pending.key, None)
 
     def fail(self, pending: g.PendingGroup, reason: str, result: str,
-             generation: int) -> CycleResult:
-        """An attempt failed at ``generation`` of the view; say why (once per reason)."""
+             generation: int, backoff: bool = True) -> CycleResult:
+        """An attempt failed at ``generation`` of the view; say why (once per reason).
+
+        Without ``backoff`` the group is tried again as soon as the view moves (it waits
+        for an object to be made, as kube-scheduler's PreEnqueue keeps a pod aside)."""
         self.metrics.attempts.labels(result=result).inc()
         self.failed_at[pending.key] = generation
         if len(pending.pods) == 1 and g.pod_group_name(pending.pods[0]) is None:
             self.unschedulable.add(g.pod_key(pending.pods[0]), generation)
-        self.backoff.failed(pending.key)
+        if backoff:
+            self.backoff.failed(pending.key)
         self.tell_waiting(pending, reason)
         return CycleResult(pending.key, reason=reason)
 
