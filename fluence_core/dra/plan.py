@@ -109,26 +109,52 @@ class DevicePlan:
     used: set[DeviceId] = field(default_factory=set)
     placed: dict[int, str] = field(default_factory=dict)
     _why: dict[int, Counter[str]] = field(default_factory=dict)
+    _unnamed: dict[int, Counter[str]] = field(default_factory=dict)
+    """Reasons known from a verdict, the claims' names still placeholders (:meth:`why`)."""
     _shapes: dict[tuple[ClaimKey, ...], int] = field(default_factory=dict)
+    _quick: dict[int, int | None] = field(default_factory=dict)
+    """Per member, the shape of its claims when all of them are still to allocate and the
+    plan holds no devices (the verdicts answer for it), else None."""
 
     def reset(self) -> None:
         """Forget every member's devices (the group missed, or is tried again)."""
         self.tentative, self.used, self.placed, self._why = {}, set(), {}, {}
+        self._unnamed, self._quick = {}, {}
 
     def uses_claims(self, index: int) -> bool:
         return bool(self.members[index])
 
     def fits(self, index: int, node: str) -> bool:
         """Whether member ``index``'s claims can all be allocated (or used) from ``node``."""
+        shape = self._quick.get(index, -1)
+        if shape == -1:
+            shape = self._quick[index] = self._quick_shape(index)
+        if shape is not None:
+            known = self.state.verdict(node, shape)
+            if known is None:
+                return True
+            if isinstance(known, str):
+                _count(self._unnamed, index, known)
+                return False
         found = self._check(index, node, picking=False)
         if isinstance(found, str):
-            self._why.setdefault(index, Counter())[found] += 1
+            _count(self._why, index, found)
             return False
         return True
 
+    def _quick_shape(self, index: int) -> int | None:
+        claims = self.members[index]
+        if self.used or not claims or any(
+                self.tentative.get(c.key) or self.state.allocation_of(c) for c in claims):
+            return None
+        return self._shape(claims)
+
     def why(self, index: int, nodes: int) -> str:
         """kube-scheduler's style of summary for a member no node took for its claims."""
-        reasons = self._why.get(index) or Counter({"cannot allocate all claims": nodes})
+        reasons = Counter(self._why.get(index) or {})
+        for reason, count in (self._unnamed.get(index) or {}).items():
+            reasons[_renamed(reason, self.members[index])] += count
+        reasons = reasons or Counter({"cannot allocate all claims": nodes})
         counted = ", ".join(f"{n} {why}" for why, n in reasons.most_common(3))
         return f"0/{nodes} nodes can allocate its claims: {counted}"
 
@@ -143,6 +169,7 @@ class DevicePlan:
             self.tentative[claim.key] = allocation_body(claim, mine, node, self.state.classes)
             self.used.update(p.device.id for p in mine)
         self.placed[index] = node
+        self._quick = {}
 
     def writes(self) -> list[ClaimWrite]:
         """One write per claim of the placed members (new allocations first)."""
@@ -210,6 +237,13 @@ class DevicePlan:
 
 
 _CLAIM = "\x00claim{}\x00"
+
+
+def _count(counters: dict[int, Counter[str]], index: int, reason: str) -> None:
+    counter = counters.get(index)
+    if counter is None:
+        counter = counters[index] = Counter()
+    counter[reason] += 1
 
 
 def _named(why: str, claims: Sequence[Claim]) -> str:

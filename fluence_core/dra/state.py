@@ -232,9 +232,13 @@ class DraState:
         """What :meth:`remember` kept for claims of ``shape`` on ``node`` (None: they fit,
         or why not), False when nothing holds since the node's :meth:`stamp` moved."""
         found = self.verdicts.get((node, shape))
-        if found is None or found[0] != self.stamp(node):
+        if found is None:
             return False
-        return found[1]
+        (epoch, here, network), why = found
+        if (epoch != self._epoch or here != self._changes.get(node, 0)
+                or network != self._changes.get(None, 0)):
+            return False
+        return why
 
     def remember(self, node: str, shape: int, why: str | None) -> None:
         self.verdicts[(node, shape)] = (self.stamp(node), why)
