@@ -313,6 +313,8 @@ def main() -> None:
     parser.add_argument("--qps", type=float, default=5000.0)
     parser.add_argument("--workloads", default="template,steady,gang")
     parser.add_argument("--baseline", type=Path, help="a checkout: its Fluence runs too")
+    parser.add_argument("--tree", type=Path,
+                        help="a checkout Fluence runs from (default: the installed one)")
     parser.add_argument("--skip", default="", help="peers to leave out (kube-scheduler,...)")
     parser.add_argument("--profile", type=Path, help="py-spy samples of Fluence go here")
     parser.add_argument("--output", type=Path, default=Path("bench_dra_perf.json"))
@@ -344,7 +346,8 @@ def main() -> None:
                                                                         args.devices)),
                      list(range(args.nodes)))
         kubeconfig = server.kubeconfig()
-        peers = [kube_scheduler_peer(binary, kubeconfig), fluence_peer(kubeconfig)]
+        peers = [kube_scheduler_peer(binary, kubeconfig),
+                 fluence_peer(kubeconfig, tree=args.tree)]
         if args.baseline is not None:
             peers.append(fluence_peer(kubeconfig, "before", args.baseline))
         peers = [p for p in peers if p.name not in args.skip.split(",")]
