@@ -364,11 +364,13 @@ def start_kube_scheduler(server: ApiServer, binary: Path, timeout: float = 60.0)
 @contextmanager
 def start_apiserver(assets: Path, workdir: Path, *, controller_manager: bool | None = None,
                     timeout: float = 90.0,
-                    apiserver_flags: Sequence[str] = ()) -> Iterator[ApiServer]:
+                    apiserver_flags: Sequence[str] = (),
+                    controller_manager_flags: Sequence[str] = ()) -> Iterator[ApiServer]:
     """Run etcd, kube-apiserver (and the controller manager when present) until the block exits.
 
     ``controller_manager`` None means "if the binary is in ``assets``". ``apiserver_flags``
-    are added to kube-apiserver's own (a benchmark's audit log, say).
+    are added to kube-apiserver's own (a benchmark's audit log, say), and
+    ``controller_manager_flags`` to the controller manager's (its client limits, say).
     """
     if controller_manager is None:
         controller_manager = os.access(assets / "kube-controller-manager", os.X_OK)
@@ -420,6 +422,7 @@ def start_apiserver(assets: Path, workdir: Path, *, controller_manager: bool | N
                 f"--feature-gates={FEATURE_GATES}",
                 "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
                 f"--cert-dir={workdir / 'kcm-certs'}",
+                *controller_manager_flags,
             ]
             _spawn(server, "kube-controller-manager", kcm)
         logger.info("test API server ready at %s (controller manager: %s)",

@@ -53,10 +53,17 @@ def pod_reference(pod: KubeObject) -> dict[str, str]:
             "uid": str(metadata.get("uid") or "")}
 
 
+class NotMadeYet(str):
+    """Why a group waits when a claim it names does not exist yet: no attempt was made,
+    as kube-scheduler's PreEnqueue keeps such a pod aside without a backoff until the
+    claim (or the pod's note of its template's claim) arrives."""
+
+
 def plan_group(state: DraState, pods: Sequence[KubeObject],
                nodes: Mapping[str, KubeObject]) -> DevicePlan | str | None:
-    """The group's plan, why it must wait, or None when none of its pods uses a claim;
-    ``nodes`` by name (network-attached devices select nodes by their labels)."""
+    """The group's plan, why it must wait (a :class:`NotMadeYet` when a claim does not
+    exist yet), or None when none of its pods uses a claim; ``nodes`` by name
+    (network-attached devices select nodes by their labels)."""
     members: list[list[Claim]] = []
     for pod in pods:
         metadata = metadata_of(pod)
@@ -68,11 +75,11 @@ def plan_group(state: DraState, pods: Sequence[KubeObject],
         claims = []
         for entry in entries:
             if entry.claim is None:
-                return (f"{where}: waiting for the ResourceClaim of its template claim "
-                        f"{entry.name!r} to be created")
+                return NotMadeYet(f"{where}: waiting for the ResourceClaim of its template "
+                                  f"claim {entry.name!r} to be created")
             found = state.claim(str(metadata.get("namespace") or "default"), entry.claim)
             if found is None:
-                return f'{where}: ResourceClaim "{entry.claim}" not found'
+                return NotMadeYet(f'{where}: ResourceClaim "{entry.claim}" not found')
             if isinstance(found, OutOfScope):
                 return f"{where}: {found}"
             if isinstance(found, Exception):
@@ -106,25 +113,52 @@ class DevicePlan:
     _why: dict[int, Counter[str]] = field(default_factory=dict)
     demands: list[Demand | None] = field(default_factory=list)
     """Each member's demand, once :meth:`ledger` made them."""
+    _unnamed: dict[int, Counter[str]] = field(default_factory=dict)
+    """Reasons known from a verdict, the claims' names still placeholders (:meth:`why`)."""
+    _shapes: dict[tuple[ClaimKey, ...], int] = field(default_factory=dict)
+    _quick: dict[int, int | None] = field(default_factory=dict)
+    """Per member, the shape of its claims when all of them are still to allocate and the
+    plan holds no devices (the verdicts answer for it), else None."""
 
     def reset(self) -> None:
         """Forget every member's devices (the group missed, or is tried again)."""
         self.tentative, self.used, self.placed, self._why = {}, set(), {}, {}
+        self._unnamed, self._quick = {}, {}
 
     def uses_claims(self, index: int) -> bool:
         return bool(self.members[index])
 
     def fits(self, index: int, node: str) -> bool:
         """Whether member ``index``'s claims can all be allocated (or used) from ``node``."""
-        found = self._check(index, node)
+        shape = self._quick.get(index, -1)
+        if shape == -1:
+            shape = self._quick[index] = self._quick_shape(index)
+        if shape is not None:
+            known = self.state.verdict(node, shape)
+            if known is None:
+                return True
+            if isinstance(known, str):
+                _count(self._unnamed, index, known)
+                return False
+        found = self._check(index, node, picking=False)
         if isinstance(found, str):
-            self._why.setdefault(index, Counter())[found] += 1
+            _count(self._why, index, found)
             return False
         return True
 
+    def _quick_shape(self, index: int) -> int | None:
+        claims = self.members[index]
+        if self.used or not claims or any(
+                self.tentative.get(c.key) or self.state.allocation_of(c) for c in claims):
+            return None
+        return self._shape(claims)
+
     def why(self, index: int, nodes: int) -> str:
         """kube-scheduler's style of summary for a member no node took for its claims."""
-        reasons = self._why.get(index) or Counter({"cannot allocate all claims": nodes})
+        reasons = Counter(self._why.get(index) or {})
+        for reason, count in (self._unnamed.get(index) or {}).items():
+            reasons[_renamed(reason, self.members[index])] += count
+        reasons = reasons or Counter({"cannot allocate all claims": nodes})
         counted = ", ".join(f"{n} {why}" for why, n in reasons.most_common(3))
         return f"0/{nodes} nodes can allocate its claims: {counted}"
 
@@ -139,6 +173,7 @@ class DevicePlan:
             self.tentative[claim.key] = allocation_body(claim, mine, node, self.state.classes)
             self.used.update(p.device.id for p in mine)
         self.placed[index] = node
+        self._quick = {}
 
     def ledger(self) -> DemandLedger | None:
         """A ledger for matching every member's devices with the group (and
@@ -189,7 +224,10 @@ class DevicePlan:
                  for k in claims]
         return [w for w in found if w.allocation is not None or w.consumers]
 
-    def _check(self, index: int, node: str) -> tuple[list[Picked], list[Claim]] | str:
+    def _check(self, index: int, node: str,
+               picking: bool = True) -> tuple[list[Picked], list[Claim]] | str:
+        """Member ``index``'s devices on ``node`` and the claims they are for, or why
+        not; without ``picking`` only whether (the devices may be left out)."""
         labels = labels_of(self.nodes.get(node) or {})
         todo = []
         for claim in self.members[index]:
@@ -200,6 +238,21 @@ class DevicePlan:
                 return f"ResourceClaim {claim.name} is allocated to devices out of reach"
         if not todo:
             return [], []
+        return self._allocate(todo, node, labels, picking)
+
+    def _allocate(self, todo: list[Claim], node: str, labels: Mapping[str, str],
+                  picking: bool) -> tuple[list[Picked], list[Claim]] | str:
+        """Devices for ``todo`` on ``node``, or why not. Whether claims of the same shape
+        fit on a node whose devices nobody took or let go since it was last asked is
+        known without a search (when the plan holds no devices of its own): a lone pod
+        checks a hundred nodes or more, most of them unchanged since the last pod asked."""
+        shape = self._shape(todo) if not self.used else None
+        if shape is not None:
+            known = self.state.verdict(node, shape)
+            if isinstance(known, str):
+                return _renamed(known, todo)
+            if known is None and not picking:
+                return [], todo
         taken = self.state.taken()
         used = self.used
         found = allocate(todo, self.state.near(node, labels), self.state.classes,
@@ -207,8 +260,43 @@ class DevicePlan:
                                     and not self.state.held_elsewhere(d)),
                          self.state.memos.setdefault(node, {}))
         if isinstance(found, str):
+            if shape is not None:
+                self.state.remember(node, shape, _named(found, todo))
             return found
+        if shape is not None:
+            self.state.remember(node, shape, None)
         return found, todo
+
+    def _shape(self, todo: list[Claim]) -> int:
+        keys = tuple(c.key for c in todo)
+        found = self._shapes.get(keys)
+        if found is None:
+            found = self._shapes[keys] = self.state.shape(
+                tuple((c.requests, c.constraints) for c in todo))
+        return found
+
+
+_CLAIM = "\x00claim{}\x00"
+
+
+def _count(counters: dict[int, Counter[str]], index: int, reason: str) -> None:
+    counter = counters.get(index)
+    if counter is None:
+        counter = counters[index] = Counter()
+    counter[reason] += 1
+
+
+def _named(why: str, claims: Sequence[Claim]) -> str:
+    """``why`` with the claims' names as placeholders, to be told of other claims alike."""
+    for number, claim in enumerate(claims):
+        why = why.replace(f"{claim.namespace}/{claim.name}", _CLAIM.format(number))
+    return why
+
+
+def _renamed(why: str, claims: Sequence[Claim]) -> str:
+    for number, claim in enumerate(claims):
+        why = why.replace(_CLAIM.format(number), f"{claim.namespace}/{claim.name}")
+    return why
 
 
 def allocation_body(claim: Claim, picked: Sequence[Picked], node: str,

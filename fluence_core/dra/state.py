@@ -16,7 +16,7 @@ one, clears its allocation. The watch shows that, and the device is free again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from fluence_core.dra.allocator import Memo
@@ -62,8 +62,21 @@ class DraState:
     _held: dict[ClaimKey, list[DeviceId]] = field(default_factory=dict)
     """What each claim holds in ``_taken``."""
     _near: dict[str, list[Device]] = field(default_factory=dict)
+    _local: dict[str, list[Device]] | None = None
+    """Node-local devices by node, built in one pass over the inventory."""
+    _network: list[Device] = field(default_factory=list)
+    _node_of: dict[DeviceId, str | None] = field(default_factory=dict)
     memos: dict[str, Memo] = field(default_factory=dict)
     """Per node, which of its devices match each selector set (:data:`Memo`)."""
+    verdicts: dict[tuple[str, int], tuple[tuple[int, int, int], str | None]] = field(
+        default_factory=dict)
+    """By node and :meth:`shape`, whether such claims could be allocated there (None) or
+    why not, with the :meth:`stamp` it was found at (:meth:`verdict`)."""
+    _shapes: dict[Hashable, int] = field(default_factory=dict)
+    _epoch: int = 0
+    _changes: dict[str | None, int] = field(default_factory=dict)
+    """Per node (None: network-attached devices), how often one of its devices was taken
+    or let go."""
     _parsed: dict[ClaimKey, tuple[str, Claim | Exception]] = field(default_factory=dict)
     elsewhere: Callable[[Device], bool] | None = None
     """Whether a device is held outside the claims, by another accounting of the same thing
@@ -75,15 +88,17 @@ class DraState:
         """A full listing of one kind."""
         if plural == SLICES:
             self.inventory.replace(items)
-            self._near, self.memos = {}, {}
+            self._devices_changed()
         elif plural == CLASSES:
-            self.classes, self.memos = {}, {}
+            self.classes = {}
+            self._selectors_changed()
             for obj in items:
                 self._put_class(obj)
         elif plural == CLAIMS:
             self.claims = {_key(obj): obj for obj in items}
             self._parsed = {}
             self._taken = None
+            self._epoch += 1
 
     def handle(self, plural: str, event: str, obj: KubeObject) -> None:
         """One watch event."""
@@ -93,13 +108,13 @@ class DraState:
                 self.inventory.remove(name)
             else:
                 self.inventory.put(obj)
-            self._near, self.memos = {}, {}
+            self._devices_changed()
         elif plural == CLASSES:
             if event == DELETED:
                 self.classes.pop(name, None)
             else:
                 self._put_class(obj)
-            self.memos = {}
+            self._selectors_changed()
         elif plural == CLAIMS:
             key = _key(obj)
             if event == DELETED:
@@ -110,6 +125,14 @@ class DraState:
                 if (obj.get("status") or {}).get("allocation") is not None:
                     self.assumed.pop(key, None)  # the write is seen: the claim says it now
             self._retake(key)
+
+    def _devices_changed(self) -> None:
+        self._near, self._local = {}, None
+        self._selectors_changed()
+
+    def _selectors_changed(self) -> None:
+        self.memos, self.verdicts = {}, {}
+        self._epoch += 1
 
     def _put_class(self, obj: KubeObject) -> None:
         try:
@@ -161,7 +184,8 @@ class DraState:
         Fluence assumed for it)."""
         if self._taken is None:
             return  # built in full when next asked
-        for device in self._held.pop(key, []):
+        before = self._held.pop(key, [])
+        for device in before:
             if self._taken.get(device) == key:
                 del self._taken[device]
         obj = self.claims.get(key)
@@ -171,20 +195,65 @@ class DraState:
             self._taken[device] = key
         if held:
             self._held[key] = held
+        if before != held:
+            self._index()
+            for device in {*before, *held}:
+                if device in self._node_of:
+                    where = self._node_of[device]
+                    self._changes[where] = self._changes.get(where, 0) + 1
 
     def near(self, node: str, labels: Mapping[str, str]) -> list[Device]:
         """The devices a pod on ``node`` can reach: its own, then network-attached ones."""
         found = self._near.get(node)
         if found is None:
-            devices = self.inventory.devices()
-            found = [d for d in devices if d.node == node]
-            found += [d for d in devices if d.node is None and d.reachable_from(node, labels)]
+            local = self._index()
+            found = list(local.get(node, ()))
+            found += [d for d in self._network if d.reachable_from(node, labels)]
             self._near[node] = found
         return found
 
+    def _index(self) -> dict[str, list[Device]]:
+        """The node-local devices by node (and the network-attached ones, and every
+        device's node), read from the inventory in one pass when it changed."""
+        if self._local is None:
+            self._local, self._network, self._node_of = {}, [], {}
+            for device in self.inventory.devices():
+                self._node_of[device.id] = device.node
+                if device.node is None:
+                    self._network.append(device)
+                else:
+                    self._local.setdefault(device.node, []).append(device)
+        return self._local
+
+    def stamp(self, node: str) -> tuple[int, int, int]:
+        """Changes when anything that decides what ``node`` can allocate may have: the
+        devices, classes or labels (every node), or a device it reaches taken or let go."""
+        return self._epoch, self._changes.get(node, 0), self._changes.get(None, 0)
+
+    def shape(self, requests: Hashable) -> int:
+        """A number for claims asking for ``requests`` (what they ask, not who): claims
+        alike share their :meth:`verdict`; hashing what they ask once per pod, not per node."""
+        return self._shapes.setdefault(requests, len(self._shapes))
+
+    def verdict(self, node: str, shape: int) -> str | None | bool:
+        """What :meth:`remember` kept for claims of ``shape`` on ``node`` (None: they fit,
+        or why not), False when nothing holds since the node's :meth:`stamp` moved."""
+        found = self.verdicts.get((node, shape))
+        if found is None:
+            return False
+        (epoch, here, network), why = found
+        if (epoch != self._epoch or here != self._changes.get(node, 0)
+                or network != self._changes.get(None, 0)):
+            return False
+        return why
+
+    def remember(self, node: str, shape: int, why: str | None) -> None:
+        self.verdicts[(node, shape)] = (self.stamp(node), why)
+
     def nodes_changed(self) -> None:
         """Node labels may have changed: which network devices a node reaches is read again."""
-        self._near, self.memos = {}, {}
+        self._near = {}
+        self._selectors_changed()
 
     # -- commits -----------------------------------------------------------------------
 

@@ -95,13 +95,17 @@ class Reporter:
         self._told.pop(pending.key, None)
 
     def fail(self, pending: g.PendingGroup, reason: str, result: str,
-             generation: int) -> CycleResult:
-        """An attempt failed at ``generation`` of the view; say why (once per reason)."""
+             generation: int, backoff: bool = True) -> CycleResult:
+        """An attempt failed at ``generation`` of the view; say why (once per reason).
+
+        Without ``backoff`` the group is tried again as soon as the view moves (it waits
+        for an object to be made, as kube-scheduler's PreEnqueue keeps a pod aside)."""
         self.metrics.attempts.labels(result=result).inc()
         self.failed_at[pending.key] = generation
         if len(pending.pods) == 1 and g.pod_group_name(pending.pods[0]) is None:
             self.unschedulable.add(g.pod_key(pending.pods[0]), generation)
-        self.backoff.failed(pending.key)
+        if backoff:
+            self.backoff.failed(pending.key)
         self.tell_waiting(pending, reason)
         return CycleResult(pending.key, reason=reason)
 
@@ -192,8 +196,8 @@ class Binder:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="bind") if workers else None
         self._members = (ThreadPoolExecutor(workers, thread_name_prefix="bind-member")
                          if workers else None)
-        """Binds a gang's members side by side (a pool of its own: a group's binding on
-        ``_pool`` waits for them)."""
+        """Binds a gang's members, and writes their claims, side by side (a pool of its
+        own: a group's binding on ``_pool`` waits for them)."""
         self.in_flight: set[g.PodKey] = set()
         """Pods whose binding runs on the pool: not pending, not yet bound."""
         self._owners_in_flight: set[g.Owner] = set()
@@ -278,7 +282,7 @@ class Binder:
             # The kubelet starts no pod whose claims are not allocated and reserved for it.
             # Claims go first: a record kept after a restart binds its members at once, so
             # it must never name members whose claims were not written.
-            claim_writes.write_all(self.cluster, commit.claims)
+            claim_writes.write_all(self.cluster, commit.claims, self._members)
             claims_written = True
             if annotations:  # a lone pod holding only compute has no record to write
                 patch = {"metadata": {"annotations": dict(annotations)}}

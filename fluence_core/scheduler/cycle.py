@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from fluence_core.kube.api import (
     PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, ClusterAPI,
 )
-from fluence_core.dra.plan import DevicePlan, plan_group
+from fluence_core.dra.plan import DevicePlan, NotMadeYet, plan_group
 from fluence_core.scheduler.joint import joint_match
 from fluence_core.errors import FluenceError
 from fluence_core.feasibility import nodes_to_find
@@ -179,7 +179,8 @@ class Cycle:
         self.view.backends.sync(self.view.graph, self.view.matcher)
         devices = plan_group(self.view.dra, pending.pods, self.view.nodes)
         if isinstance(devices, str):
-            return self._fail(pending, devices, "unschedulable")
+            return self.reporter.fail(pending, devices, "unschedulable", self.view.generation,
+                                      backoff=not isinstance(devices, NotMadeYet))
         self.devices = devices
         asked = group
         constrained = self.feasible.constrain(group, pending.pods)

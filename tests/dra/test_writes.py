@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
 import pytest
 
 from fluence_core import names
 from fluence_core.dra.claims import read_claim
 from fluence_core.dra.plan import ClaimWrite
-from fluence_core.dra.writes import undo, write
+from fluence_core.dra.writes import undo, write, write_all
 from fluence_core.kube.api import RESOURCE_CLAIMS
 from fluence_core.kube.errors import Conflict
 from fluence_core.kube.fake import FakeCluster
@@ -63,3 +67,43 @@ def test_undo_keeps_the_claims_of_pods_that_bound(cluster: FakeCluster) -> None:
     write(cluster, change)
     undo(cluster, [change], kept={"p"})
     assert _stored(cluster)["status"] == {"allocation": ALLOCATION, "reservedFor": [POD]}
+
+
+def _claims(cluster: FakeCluster, count: int) -> list[ClaimWrite]:
+    changes = []
+    for i in range(count):
+        cluster.create(RESOURCE_CLAIMS, make_resource_claim_dict(
+            f"c{i}", [make_device_request("r", "g")]))
+        stored = cluster.get(RESOURCE_CLAIMS, f"c{i}", "default")
+        assert stored is not None
+        device = {**ALLOCATION["devices"]["results"][0], "device": f"gpu{i}"}
+        changes.append(ClaimWrite(read_claim(stored), {"devices": {"results": [device]}},
+                                  ({"resource": "pods", "name": f"p{i}", "uid": f"u{i}"},)))
+    return changes
+
+
+def test_a_pool_writes_the_claims_side_by_side(cluster: FakeCluster) -> None:
+    changes = _claims(cluster, 6)
+    started = threading.Barrier(6, timeout=5)
+    real = cluster.patch_status
+
+    def meeting(*args: Any, **kwargs: Any) -> Any:
+        started.wait()  # every write is in flight at once, or this times out
+        return real(*args, **kwargs)
+    cluster.patch_status = meeting  # type: ignore[method-assign]
+    with ThreadPoolExecutor(6) as pool:
+        write_all(cluster, changes, pool)
+    for i in range(6):
+        stored = cluster.get(RESOURCE_CLAIMS, f"c{i}", "default")
+        assert stored is not None and stored["status"]["reservedFor"][0]["name"] == f"p{i}"
+
+
+def test_one_write_failing_on_the_pool_takes_back_the_others(cluster: FakeCluster) -> None:
+    changes = _claims(cluster, 4)
+    cluster.patch_status(RESOURCE_CLAIMS, "c2", {"status": {"allocation": ALLOCATION}},
+                         "default")  # c2 changed since it was read: its write conflicts
+    with ThreadPoolExecutor(4) as pool, pytest.raises(Conflict):
+        write_all(cluster, changes, pool)
+    for i in (0, 1, 3):
+        stored = cluster.get(RESOURCE_CLAIMS, f"c{i}", "default")
+        assert stored is not None and not (stored.get("status") or {}).get("allocation")

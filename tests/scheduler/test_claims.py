@@ -177,6 +177,32 @@ def test_a_pod_waits_for_its_template_claim_to_be_made(harness_factory: Factory)
     assert h.node_of("p") == "a" and _devices_of(h, "p-gpu") == ["a/gpu0"]
 
 
+def test_a_pod_waiting_for_its_claim_to_be_made_takes_no_backoff(
+        harness_factory: Factory) -> None:
+    h = _setup(harness_factory, "a")
+    _devices(h, "a")
+    h.add(_with_claim("p", "c"))
+    h.cycle()
+    assert 'ResourceClaim "c" not found' in _reason(h, "p")
+    _claim(h, "c")
+    h.cycle(after=0)  # the clock has not moved: the claim's arrival is enough
+    assert h.node_of("p") == "a"
+
+
+def test_a_pod_whose_claim_found_no_device_waits_out_its_backoff(
+        harness_factory: Factory) -> None:
+    h = _setup(harness_factory, "a")
+    h.add(_with_claim("p", "c"))
+    _claim(h, "c")
+    h.cycle()
+    assert h.node_of("p") is None
+    _devices(h, "a")
+    h.cycle(after=0)
+    assert h.node_of("p") is None
+    h.cycle()
+    assert h.node_of("p") == "a"
+
+
 def test_a_shared_claim_already_allocated_pins_its_next_pod(harness_factory: Factory) -> None:
     h = _setup(harness_factory, "a", "b")
     _devices(h, "a")
