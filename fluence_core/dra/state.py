@@ -175,6 +175,10 @@ class DraState:
         assert self._taken is not None
         return self._taken
 
+    def elsewhere_changed(self) -> None:
+        """What :attr:`elsewhere` holds changed: no remembered verdict stands."""
+        self._epoch += 1
+
     def held_elsewhere(self, device: Device) -> bool:
         """Whether :attr:`elsewhere` holds ``device``: never free for a claim then."""
         return self.elsewhere is not None and self.elsewhere(device)

@@ -67,8 +67,8 @@ class BackendLedger:
         self._matcher: Matcher | None = None
         self._paths: dict[tuple[str, str], VirtualVertex] = {}
         self._held_paths: frozenset[str] | None = frozenset()
-        """The vertex paths the graph holds for anything but a claim, read when first asked
-        after a :meth:`sync` (None until then): a cycle without QPU claims never reads them."""
+        """The vertex paths the graph holds for anything but a claim (None: to be read); read
+        at each :meth:`sync` only where the QPU driver publishes devices."""
         dra.elsewhere = self.held_in_graph
 
     # -- claims to graph ---------------------------------------------------------------
@@ -98,7 +98,9 @@ class BackendLedger:
             published = {d.id: d for d in self.dra.inventory.devices() if d.id in unheld}
             for device, key in unheld.items():
                 self._hold(device, published.get(device), f"{key[0]}/{key[1]}", matcher)
-        self._held_paths = None
+        before, self._held_paths = self._held_paths, None
+        if self._graph_holds() != before:
+            self.dra.elsewhere_changed()  # what a node could allocate before may differ now
 
     def _hold(self, device: DeviceId, published: Device | None, claim: str,
               matcher: Matcher) -> None:
@@ -130,15 +132,19 @@ class BackendLedger:
         anything but a claim."""
         if device.id.driver != names.QPU_DRA_DRIVER:
             return False
+        held = self._graph_holds()
+        vertex = self._vertex(device) if held else None
+        return vertex is not None and any(_overlaps(vertex.path, path) for path in held)
+
+    def _graph_holds(self) -> frozenset[str]:
+        """The vertex paths the graph holds for anything but a claim, read once per sync."""
         if self._held_paths is None:
             assert self._matcher is not None
             ours = set(self.holds.values())
             self._held_paths = frozenset(
                 vertex.path for jobid, allocation in self._matcher.allocations().items()
                 if jobid not in ours for vertex in allocation.virtual)
-        vertex = self._vertex(device) if self._held_paths else None
-        return vertex is not None and any(_overlaps(vertex.path, held)
-                                           for held in self._held_paths)
+        return self._held_paths
 
     def _vertex(self, device: Device) -> VirtualVertex | None:
         own: Mapping[str, Any] = device.attributes.get(names.QPU_DRA_DRIVER) or {}
