@@ -2,6 +2,7 @@
 # Build Fluence's image, and the images a local cluster needs, with no registry.
 #
 #   tests/cluster/images.sh [all|bases|fluence|pause|braket|archives] ...   (all: every image)
+#   tests/cluster/images.sh check-flux     only check the Flux install (below), build nothing
 #
 # What it makes (podman's local store, and docker-archives under $FLUENCE_CLUSTER_DIR/images
 # that tests/cluster/local-cluster.sh loads into each node's containerd):
@@ -205,15 +206,20 @@ archives() {
 }
 
 main() {
+    [[ $# -gt 0 ]] || set -- all
+    if [[ "$*" == check-flux ]]; then
+        check_flux
+        say "FLUX_PREFIX=$FLUX_PREFIX will do (flux-core's prefix: $FLUX_IMAGE_PREFIX)"
+        return
+    fi
     podman_conf
     command -v podman >/dev/null || die "podman is not installed (apt-get install podman buildah)"
     command -v buildah >/dev/null || die "buildah is not installed (apt-get install buildah)"
     mkdir -p "$STATE/images"
-    [[ $# -gt 0 ]] || set -- all
     for step in "$@"; do
         case $step in
-            all) debian_base; flux_base; pause_image; fluence_image; braket_image; archives ;;
-            bases) debian_base; flux_base; pause_image ;;
+            all) check_flux; debian_base; flux_base; pause_image; fluence_image; braket_image; archives ;;
+            bases) check_flux; debian_base; flux_base; pause_image ;;
             debian) debian_base ;;
             flux) flux_base ;;
             pause) pause_image ;;
@@ -221,7 +227,7 @@ main() {
             braket) braket_image ;;
             archives) archives ;;
             -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'; exit 0 ;;
-            *) die "unknown step $step (all, bases, debian, flux, pause, fluence, braket, archives)" ;;
+            *) die "unknown step $step (all, bases, debian, flux, pause, fluence, braket, archives, check-flux)" ;;
         esac
     done
 }
