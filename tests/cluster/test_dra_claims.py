@@ -97,7 +97,8 @@ def qpu(cluster: Cluster) -> Cluster:
          "the QPU kubelet plugin to register with both kubelets", timeout=180)
     devices = wait(lambda: (d := _slice_devices(cluster)) and "rigetti_cepheus" in d.values()
                    and d, "the driver to publish rigetti_cepheus", timeout=180)
-    print(f"\nthe driver's devices: {devices}")
+    print(f"\nthe driver publishes {len(devices)} devices, among them "
+          f"{sorted(n for n in devices if 'qubit' not in n)}")
     return cluster
 
 
