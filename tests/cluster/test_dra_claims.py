@@ -46,7 +46,10 @@ FILE = names.RESOURCE_DOMAIN
 """The domain of the resources file's attributes on each device."""
 WEST = f'device.attributes["{FILE}"].region == "us-west-1"'
 """deploy/fluence-resources.yaml's one backend, rigetti_cepheus, is in us-west-1."""
-LOCAL_SIMULATOR = f'device.attributes["{FILE}"].local_simulator == "braket_sv"'
+LOCAL_SIMULATOR = (f'"local_simulator" in device.attributes["{FILE}"] && '
+                   f'device.attributes["{FILE}"].local_simulator == "braket_sv"')
+"""Guarded: a selector reading an attribute a device lacks is an error, not false, under
+Fluence as under kube-scheduler, and the class's other qpu (rigetti_cepheus) has none."""
 BRAKET_IMAGE = "ghcr.io/flux-framework/fluence-example-braket-qaoa:0.1.0"
 DONE = "--- done"
 """What a claim pod prints once its work is over; it then sleeps, so its claim stays
