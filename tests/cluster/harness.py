@@ -60,6 +60,20 @@ def why_not() -> str:
     return ""
 
 
+def why_no_cdi() -> str:
+    """Why the cluster's containers cannot be given CDI devices (a containerd before 1.7;
+    ``CONTAINERD_BIN`` names another), or ''."""
+    done = subprocess.run(["bash", str(SCRIPT), "cdi"], capture_output=True, text=True,
+                          timeout=30)
+    return done.stdout.strip()
+
+
+def ctr() -> str:
+    """The ctr beside the containerd the nodes run: ``$CONTAINERD_BIN/ctr``, else PATH's."""
+    folder = os.environ.get("CONTAINERD_BIN")
+    return str(Path(folder) / "ctr") if folder else "ctr"
+
+
 @dataclass
 class Cluster:
     """kubectl on the local cluster, as its admin."""
@@ -118,7 +132,7 @@ def container_pid(pod: dict[str, Any]) -> int:
     container = pod["status"]["containerStatuses"][0]["containerID"].removeprefix(
         "containerd://")
     socket = STATE / pod["spec"]["nodeName"] / "containerd.sock"
-    listed = subprocess.run(["ctr", "--address", str(socket), "-n", "k8s.io", "tasks", "ls"],
+    listed = subprocess.run([ctr(), "--address", str(socket), "-n", "k8s.io", "tasks", "ls"],
                             capture_output=True, text=True, timeout=30, check=True).stdout
     for line in listed.splitlines()[1:]:
         task, pid, *_ = line.split()

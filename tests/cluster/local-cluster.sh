@@ -7,11 +7,19 @@
 #   tests/cluster/local-cluster.sh status    processes, nodes, Fluence's pods
 #   tests/cluster/local-cluster.sh down      delete pods, stop everything, remove what it made
 #   tests/cluster/local-cluster.sh env       print KUBECONFIG=... for a shell
+#   tests/cluster/local-cluster.sh missing   what this machine lacks for `up`, or nothing
+#   tests/cluster/local-cluster.sh cdi       why containers cannot get CDI devices here, or nothing
 #
 # Needs (root, a cgroup v1 or v2 host):
 #   $KUBEBUILDER_ASSETS (default /usr/local/kubebuilder/bin): etcd, kube-apiserver (1.36),
 #       kube-controller-manager, kube-scheduler, kube-proxy, kubelet, kubectl
-#   containerd 1.6+ and ctr, runc, CNI plugins bridge/host-local/loopback ($CNI_BIN, default
+#       (envtest's assets have no kubelet or kube-proxy: build those two from the same
+#       Kubernetes source, `make WHAT="cmd/kubelet cmd/kube-proxy"`, into that folder)
+#   containerd 1.6+ with containerd-shim-runc-v2 and ctr: $CONTAINERD_BIN, a folder holding the
+#       three, or else the first on $PATH. DRA drivers hand devices to containers through CDI,
+#       which needs containerd 1.7 or later (Debian bookworm's is 1.6.20; containerd 2.x builds
+#       from its source with Go, docs/dra.md says how)
+#   runc, CNI plugins bridge/host-local/loopback ($CNI_BIN, default
 #       /usr/lib/cni), iptables, iproute2, openssl, util-linux (unshare, nsenter), python3
 #   the images of tests/cluster/images.sh (load and deploy use them)
 #
@@ -21,9 +29,10 @@
 #   - each node: its own containerd (root, state, socket, a base OCI spec with no rlimits),
 #     its own CNI bridge cni-flN with pod subnet 10.244.N.0/24, its own kubelet (root dir,
 #     ports, pod logs dir, cgroup root /fluence-node-N); containerd and kubelet share a
-#     private mount namespace in which /var/lib/kubelet/device-plugins and
+#     private mount namespace in which /var/lib/kubelet/device-plugins,
+#     /var/lib/kubelet/plugins_registry, /var/lib/kubelet/plugins, /var/run/cdi and
 #     /var/log/containers are the node's own folders, so two kubelets on one host keep
-#     two device-plugin sockets and two log folders;
+#     their own device-plugin and DRA plugin sockets, CDI specs and log folders;
 #   - one kube-proxy (both nodes share the host's network), services in 10.96.0.0/24;
 #   - cluster_dns.py on 10.213.0.1:53 answers <service>.<namespace>.svc names from the API.
 # Everything lives under $FLUENCE_CLUSTER_DIR (default /var/tmp/fluence-cluster); `down`
@@ -35,6 +44,9 @@ REPO=$(cd "$HERE/../.." && pwd)
 STATE=${FLUENCE_CLUSTER_DIR:-/var/tmp/fluence-cluster}
 KUBE_BIN=${KUBEBUILDER_ASSETS:-/usr/local/kubebuilder/bin}
 CNI_BIN=${CNI_BIN:-/usr/lib/cni}
+CONTAINERD_BIN=${CONTAINERD_BIN:-}
+# containerd finds its shim on $PATH: the chosen folder goes first, for every command here.
+[[ -n "$CONTAINERD_BIN" ]] && PATH=$CONTAINERD_BIN:$PATH
 NODES=${FLUENCE_CLUSTER_NODES:-2}
 FEATURE_GATES=GenericWorkload=true,GangScheduling=true,WorkloadWithJob=true
 RUNTIME_CONFIG=scheduling.k8s.io/v1alpha2=true
@@ -46,6 +58,10 @@ CLUSTER_CIDR=10.244.0.0/16
 ETCD_PORT=12379
 PAUSE_IMAGE=localhost/fluence-local/pause:1
 CGROUP_CONTROLLERS=(cpu cpuacct cpuset memory devices freezer blkio pids systemd)
+# Host paths a kubelet, its plugins or containerd use whatever the kubelet's --root-dir: each
+# node's mount namespace gets its own folder there (node_up); `down` removes the ones it made.
+FIXED_DIRS=(/var/lib/kubelet/device-plugins /var/lib/kubelet/plugins_registry
+            /var/lib/kubelet/plugins /var/run/cdi /var/log/containers)
 KUBECTL=("$KUBE_BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig")
 
 say() { printf '[cluster] %s\n' "$*" >&2; }
@@ -61,7 +77,16 @@ missing() {
     for b in etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl; do
         [[ -x "$KUBE_BIN/$b" ]] || gone+=("$KUBE_BIN/$b")
     done
-    for b in containerd ctr runc iptables ip openssl unshare nsenter python3; do
+    if [[ ! -x "$KUBE_BIN/kubelet" || ! -x "$KUBE_BIN/kube-proxy" ]]; then
+        gone+=("(envtest's assets have no kubelet or kube-proxy: build them from the same"
+               "Kubernetes source, make WHAT=\"cmd/kubelet cmd/kube-proxy\", into $KUBE_BIN)")
+    fi
+    if [[ -n "$CONTAINERD_BIN" ]]; then
+        for b in containerd containerd-shim-runc-v2 ctr; do
+            [[ -x "$CONTAINERD_BIN/$b" ]] || gone+=("$CONTAINERD_BIN/$b (CONTAINERD_BIN)")
+        done
+    fi
+    for b in containerd containerd-shim-runc-v2 ctr runc iptables ip openssl unshare nsenter python3; do
         command -v "$b" >/dev/null || gone+=("$b")
     done
     for b in bridge host-local loopback; do
@@ -69,6 +94,28 @@ missing() {
     done
     [[ $(id -u) == 0 ]] || gone+=("root")
     echo "${gone[*]:-}"
+}
+
+# The version of the containerd this script runs, MAJOR.MINOR.PATCH, or nothing.
+containerd_version() {
+    containerd --version 2>/dev/null | awk '{print $3}' | sed -e 's/^v//' -e 's/[~+-].*//'
+}
+
+# Why a container cannot be given a CDI device here (DRA drivers hand theirs that way),
+# or nothing.
+no_cdi() {
+    local version major minor
+    command -v containerd >/dev/null || { echo "no containerd on PATH or in CONTAINERD_BIN"; return; }
+    version=$(containerd_version)
+    IFS=. read -r major minor _ <<< "$version"
+    if [[ ! "$major" =~ ^[0-9]+$ || ! "$minor" =~ ^[0-9]+$ ]]; then
+        echo "cannot tell the version of $(command -v containerd) from 'containerd --version'"
+    elif ((major < 1 || (major == 1 && minor < 7))); then
+        echo "containerd $version ($(command -v containerd)) has no CDI, which DRA drivers use" \
+             "to hand devices to containers (it came in 1.7): set CONTAINERD_BIN to a folder" \
+             "with containerd 1.7+ or 2.x, containerd-shim-runc-v2 and ctr (docs/dra.md says" \
+             "how to build containerd 2.x)"
+    fi
 }
 
 # -- processes ---------------------------------------------------------------------------
@@ -251,24 +298,52 @@ cgroup_root() {  # a cgroup root of the node's own in every v1 hierarchy (or the
     done
 }
 
-node_up() {
-    local n=$1 d=$STATE/node-$n ip
-    ip=$(node_ip "$n")
-    mkdir -p "$d"/{containerd,cni,cni-ipam,kubelet,certs,pod-logs,device-plugins,containers-log}
-    # containerd and the kubelet share a mount namespace of their own.
-    touch "$STATE/ns/node-$n"
-    unshare --mount="$STATE/ns/node-$n" --propagation private true
-    mkdir -p /var/lib/kubelet/device-plugins /var/log/containers
-    nsenter --mount="$STATE/ns/node-$n" -- mount --bind "$d/device-plugins" /var/lib/kubelet/device-plugins
-    nsenter --mount="$STATE/ns/node-$n" -- mount --bind "$d/containers-log" /var/log/containers
-    cat > "$d/cni/10-fluence.conflist" <<EOF
-{"cniVersion": "1.0.0", "name": "fluence-node-$n", "plugins": [
-  {"type": "bridge", "bridge": "cni-fl$n", "isGateway": true, "ipMasq": false,
-   "hairpinMode": true,
-   "ipam": {"type": "host-local", "dataDir": "$d/cni-ipam",
-            "ranges": [[{"subnet": "10.244.$n.0/24"}]],
-            "routes": [{"dst": "0.0.0.0/0"}]}}]}
+# The node's containerd configuration: version 3 for containerd 2.x, version 2 before.
+# CDI (1.7 and later) reads only /var/run/cdi, the node's own folder in its mount namespace.
+containerd_config() {
+    local d=$1 version major minor cdi=""
+    version=$(containerd_version)
+    IFS=. read -r major minor _ <<< "$version"
+    if ((major >= 2)); then
+        cat > "$d/containerd.toml" <<EOF
+version = 3
+root = "$d/containerd/root"
+state = "$d/containerd/state"
+[grpc]
+  address = "$d/containerd.sock"
+[ttrpc]
+  address = "$d/containerd.sock.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$d/containerd/opt"
+# NRI's socket is a fixed host path two containerds would share; nothing here uses NRI.
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "$PAUSE_IMAGE"
+[plugins."io.containerd.cri.v1.runtime"]
+  # why these two: the version 2 configuration below
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_cdi = true
+  cdi_spec_dirs = ["/var/run/cdi"]
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      base_runtime_spec = "$STATE/base-runtime-spec.json"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["$CNI_BIN"]
+    conf_dir = "$d/cni"
 EOF
+        return
+    fi
+    if ((major == 1 && minor >= 7)); then
+        cdi=$'  enable_cdi = true\n  cdi_spec_dirs = ["/var/run/cdi"]'
+    fi
     cat > "$d/containerd.toml" <<EOF
 version = 2
 root = "$d/containerd/root"
@@ -286,6 +361,7 @@ state = "$d/containerd/state"
   restrict_oom_score_adj = true
   # the pods' network namespaces under this node's state, not in the host's /run/netns
   netns_mounts_under_state_dir = true
+${cdi}
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -298,6 +374,34 @@ state = "$d/containerd/state"
     bin_dir = "$CNI_BIN"
     conf_dir = "$d/cni"
 EOF
+}
+
+node_up() {
+    local n=$1 d=$STATE/node-$n ip
+    ip=$(node_ip "$n")
+    mkdir -p "$d"/{containerd,cni,cni-ipam,kubelet,certs,pod-logs,device-plugins,containers-log,cdi}
+    # The kubelet finds plugins in <root-dir>/plugins_registry; a plugin's pod mounts the
+    # fixed /var/lib/kubelet/plugins_registry: the node's namespace makes them one folder.
+    mkdir -p "$d"/kubelet/{plugins_registry,plugins}
+    # containerd and the kubelet share a mount namespace of their own.
+    touch "$STATE/ns/node-$n"
+    unshare --mount="$STATE/ns/node-$n" --propagation private true
+    local own
+    for own in device-plugins:/var/lib/kubelet/device-plugins \
+               kubelet/plugins_registry:/var/lib/kubelet/plugins_registry \
+               kubelet/plugins:/var/lib/kubelet/plugins cdi:/var/run/cdi \
+               containers-log:/var/log/containers; do
+        nsenter --mount="$STATE/ns/node-$n" -- mount --bind "$d/${own%%:*}" "${own#*:}"
+    done
+    cat > "$d/cni/10-fluence.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "fluence-node-$n", "plugins": [
+  {"type": "bridge", "bridge": "cni-fl$n", "isGateway": true, "ipMasq": false,
+   "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": "$d/cni-ipam",
+            "ranges": [[{"subnet": "10.244.$n.0/24"}]],
+            "routes": [{"dst": "0.0.0.0/0"}]}}]}
+EOF
+    containerd_config "$d"
     start "containerd-$n" nsenter --mount="$STATE/ns/node-$n" -- \
         containerd --config "$d/containerd.toml"
     cgroup_root "fluence-node-$n"
@@ -350,8 +454,11 @@ up() {
     mkdir -p "$STATE/ns"
     touch "$STATE/up"
     [[ -d /var/lib/kubelet ]] || touch "$STATE/made-var-lib-kubelet"
-    [[ -d /var/log/containers ]] || touch "$STATE/made-var-log-containers"
     [[ -d /var/lib/cni ]] || touch "$STATE/made-var-lib-cni"
+    local dir
+    for dir in "${FIXED_DIRS[@]}"; do  # the mount points of every node's own folders
+        [[ -d $dir ]] || { echo "$dir" >> "$STATE/made-dirs"; mkdir -p "$dir"; }
+    done
     # mount namespaces are pinned by bind mounts on files of a private mount
     mount --bind "$STATE/ns" "$STATE/ns"
     mount --make-private "$STATE/ns"
@@ -399,6 +506,8 @@ deploy() {
     kubectl -n fluence-system rollout status deployment/fluence-webhook --timeout=180s
     kubectl -n fluence-system rollout status deployment/fluence --timeout=180s
     kubectl -n fluence-system rollout status daemonset/fluence-device-plugin --timeout=180s
+    kubectl -n fluence-system rollout status deployment/fluence-qpu-driver --timeout=180s
+    kubectl -n fluence-system rollout status daemonset/fluence-qpu-kubelet-plugin --timeout=180s
 }
 
 status() {
@@ -487,8 +596,10 @@ down() {
     done
     # 5. the fixed host paths, when this script made them
     rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+    [[ -f "$STATE/made-dirs" ]] && tac "$STATE/made-dirs" | while read -r dir; do
+        rmdir "$dir" 2>/dev/null || true
+    done
     [[ -f "$STATE/made-var-lib-kubelet" ]] && rm -rf /var/lib/kubelet
-    [[ -f "$STATE/made-var-log-containers" ]] && rmdir /var/log/containers 2>/dev/null
     [[ -f "$STATE/made-var-lib-cni" ]] && rm -rf /var/lib/cni
     local images=$STATE/images
     find "$STATE" -mindepth 1 -maxdepth 1 ! -name images ! -name containers.conf ! -name tier.lock \
@@ -516,6 +627,7 @@ main() {
         down) down ;;
         env) echo "KUBECONFIG=$STATE/admin.kubeconfig" ;;
         missing) missing ;;
+        cdi) no_cdi ;;
         -h|--help|help|"") usage ;;
         *) usage; die "unknown command $1" ;;
     esac

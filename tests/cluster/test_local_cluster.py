@@ -67,7 +67,7 @@ def gang_job(name: str, size: int, cpu: str, seconds: int = 3) -> str:
                         "resources": {"requests": {"cpu": cpu, "memory": "32Mi"}}}]}}}})
 
 
-def test_the_scheduler_webhook_and_device_plugins_become_ready_from_the_manifests(
+def test_the_scheduler_webhook_device_plugins_and_qpu_driver_become_ready(
         cluster: Cluster) -> None:
     pods = list_pods(cluster, SYSTEM)
     print("\nfluence-system after kubectl apply -k tests/cluster/overlay:")
@@ -76,9 +76,11 @@ def test_the_scheduler_webhook_and_device_plugins_become_ready_from_the_manifest
     for pod in pods:
         apps.setdefault(pod["metadata"]["labels"]["app.kubernetes.io/name"], []).append(pod)
     assert sorted((app, len(found)) for app, found in apps.items()) == [
-        ("fluence", 2), ("fluence-device-plugin", 2), ("fluence-webhook", 1)]
+        ("fluence", 2), ("fluence-device-plugin", 2), ("fluence-qpu-driver", 1),
+        ("fluence-qpu-kubelet-plugin", 2), ("fluence-webhook", 1)]
     assert all(is_ready(pod) for pod in pods)
-    assert {p["spec"]["nodeName"] for p in apps["fluence-device-plugin"]} == {"node-1", "node-2"}
+    for daemon in ("fluence-device-plugin", "fluence-qpu-kubelet-plugin"):
+        assert {p["spec"]["nodeName"] for p in apps[daemon]} == {"node-1", "node-2"}
     assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {
         "localhost/fluence-local/fluence:0.1.0"}
 
