@@ -12,6 +12,11 @@ Releasing is the resourceclaim controller's job (kube-controller-manager): it
 removes a finished or deleted pod from ``reservedFor`` and, when a claim with
 the ``resource.kubernetes.io/delete-protection`` finalizer is reserved for no
 one, clears its allocation. The watch shows that, and the device is free again.
+
+Preemption sees two overlays on the taken set (:meth:`DraState.taken`): the claims
+its victims alone hold count as free while it tries a set of victims (:meth:`freeing`),
+since the controller deallocates them once those pods are gone; and the devices a
+nominated group was promised stay taken for everyone else until it binds (:meth:`hold`).
 """
 
 from __future__ import annotations
@@ -65,6 +70,14 @@ class DraState:
     memos: dict[str, Memo] = field(default_factory=dict)
     """Per node, which of its devices match each selector set (:data:`Memo`)."""
     _parsed: dict[ClaimKey, tuple[str, Claim | Exception]] = field(default_factory=dict)
+    _freed: frozenset[ClaimKey] = frozenset()
+    """Claims whose devices count as free (a preemption's trial: :meth:`freeing`)."""
+    _holds: dict[str, frozenset[DeviceId]] = field(default_factory=dict)
+    """Devices promised to each nominated group, taken for everyone else (:meth:`hold`)."""
+    _seen: dict[DeviceId, ClaimKey] | None = None
+    """:meth:`taken` with both overlays applied, built when first asked after a change."""
+    _reserved_by: dict[str, set[ClaimKey]] | None = None
+    """Pod uid -> the allocated claims reserved for it, built when first asked."""
 
     # -- feeding -----------------------------------------------------------------------
 
@@ -80,7 +93,7 @@ class DraState:
         elif plural == CLAIMS:
             self.claims = {_key(obj): obj for obj in items}
             self._parsed = {}
-            self._taken = None
+            self._taken, self._seen, self._reserved_by = None, None, None
 
     def handle(self, plural: str, event: str, obj: KubeObject) -> None:
         """One watch event."""
@@ -106,6 +119,7 @@ class DraState:
                 self.claims[key] = obj
                 if (obj.get("status") or {}).get("allocation") is not None:
                     self.assumed.pop(key, None)  # the write is seen: the claim says it now
+            self._reserved_by = None
             self._retake(key)
 
     def _put_class(self, obj: KubeObject) -> None:
@@ -141,7 +155,20 @@ class DraState:
         return self.assumed.get(claim.key)
 
     def taken(self) -> Mapping[DeviceId, ClaimKey]:
-        """Every device some claim holds, and which claim."""
+        """Every device some claim holds, and which claim (a device held for a nominated
+        group names no claim: an empty key), less the claims a trial frees."""
+        claimed = self._claimed()
+        if not self._freed and not self._holds:
+            return claimed
+        if self._seen is None:
+            seen = {d: k for d, k in claimed.items() if k not in self._freed}
+            for devices in self._holds.values():
+                for device in devices:
+                    seen.setdefault(device, ("", ""))
+            self._seen = seen
+        return self._seen
+
+    def _claimed(self) -> dict[DeviceId, ClaimKey]:
         if self._taken is None:
             self._taken, self._held = {}, {}
             for key in {*self.claims, *self.assumed}:
@@ -149,9 +176,54 @@ class DraState:
         assert self._taken is not None
         return self._taken
 
+    def still_claimed(self, devices: Iterable[DeviceId]) -> list[DeviceId]:
+        """The ``devices`` some claim still holds (a victim's not deallocated yet)."""
+        claimed = self._claimed()
+        return [d for d in devices if d in claimed]
+
+    # -- preemption --------------------------------------------------------------------
+
+    def freed_by(self, uids: Iterable[str]) -> frozenset[ClaimKey]:
+        """The allocated claims reserved for pods of ``uids`` and for no one else: the
+        resourceclaim controller deallocates them once those pods are gone."""
+        if self._reserved_by is None:
+            index: dict[str, set[ClaimKey]] = {}
+            for key, obj in self.claims.items():
+                status = obj.get("status") or {}
+                if status.get("allocation") is None:
+                    continue
+                for consumer in status.get("reservedFor") or ():
+                    if isinstance(consumer, Mapping) and consumer.get("uid"):
+                        index.setdefault(str(consumer["uid"]), set()).add(key)
+            self._reserved_by = index
+        going = set(uids)
+        found = set()
+        for uid in going:
+            for key in self._reserved_by.get(uid, ()):
+                consumers = (self.claims[key].get("status") or {}).get("reservedFor") or ()
+                if all(isinstance(c, Mapping) and str(c.get("uid")) in going
+                       for c in consumers):
+                    found.add(key)
+        return frozenset(found)
+
+    def freeing(self, keys: frozenset[ClaimKey]) -> None:
+        """Count the devices of ``keys`` as free until called again (empty: none)."""
+        if keys != self._freed:
+            self._freed, self._seen = keys, None
+
+    def hold(self, group: str, devices: frozenset[DeviceId]) -> None:
+        """Keep ``devices`` taken for everyone but ``group`` until :meth:`unhold`."""
+        self._holds[group], self._seen = devices, None
+
+    def unhold(self, group: str) -> frozenset[DeviceId]:
+        """Give back what :meth:`hold` kept for ``group`` (and say what it was)."""
+        self._seen = None
+        return self._holds.pop(group, frozenset())
+
     def _retake(self, key: ClaimKey) -> None:
         """Bring what ``key`` holds in the taken set up to date (its status and what
         Fluence assumed for it)."""
+        self._seen = None
         if self._taken is None:
             return  # built in full when next asked
         for device in self._held.pop(key, []):

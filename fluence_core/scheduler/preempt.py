@@ -23,6 +23,12 @@ A terminating victim is held again from what it requests (a pin) where room is l
 beside the nomination, so nothing else lands there before it is gone. A nomination is
 dropped, its room given back, when the group is no longer pending and ready, or its
 pods changed.
+
+**Devices.** A victim's devices count as freed when its claims are reserved for victims
+alone: the resourceclaim controller deallocates those once the victims are gone. So a
+group with claims may preempt; the devices its match took are held for it with its
+cores, and it binds once its victims are gone and their claims no longer hold them,
+its claims then allocated on the nodes it was nominated to.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from fluence_core.dra.devices import DeviceId
+from fluence_core.dra.plan import DevicePlan
 from fluence_core.kube.api import PODS, PRIORITY_CLASSES, ClusterAPI
 from fluence_core.errors import TopologyError
 from fluence_core.kube.errors import ApiError
@@ -68,6 +76,8 @@ class Nomination:
     pods: frozenset[g.PodKey]
     victims: dict[g.PodKey, str]
     """Each evicted pod and its uid (a new pod of the same name is not the victim)."""
+    devices: frozenset[DeviceId] = frozenset()
+    """The devices the group's match took, held for it until it binds."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +125,12 @@ class Preemptor:
         if left:
             return (f"waiting for {len(left)} preempted pod(s) to terminate: "
                     + ", ".join(f"{ns}/{name}" for ns, name in sorted(left)[:5]))
+        claimed = self.view.dra.still_claimed(sorted(nomination.devices))
+        if claimed:
+            return (f"waiting for {len(claimed)} device(s) of preempted pods' claims to be "
+                    "deallocated: " + ", ".join(str(d) for d in claimed[:5]))
         del self.nominations[pending.key]
+        self.view.dra.unhold(pending.key)
         return nomination
 
     def keep_only(self, keys: Iterable[str]) -> None:
@@ -128,6 +143,7 @@ class Preemptor:
     def _drop(self, key: str, why: str) -> None:
         nomination = self.nominations.pop(key)
         self.view.release_match(nomination.match)
+        self.view.dra.unhold(key)
         self.view.generation += 1
         logger.info("group %s: the room preemption made is given back: %s", key, why)
 
@@ -139,10 +155,12 @@ class Preemptor:
     # -- choosing victims ------------------------------------------------------------------
 
     def make_room(self, pending: g.PendingGroup, group: Group,
-                  match: Match | None = None) -> GroupMatch | None:
+                  match: Match | None = None,
+                  devices: DevicePlan | None = None) -> GroupMatch | None:
         """Evict the least disruptive set of lower-priority pods that lets ``group`` fit (by
-        ``match``, the cycle's own way of matching it) and nominate it there; return its
-        match, held. None, with nothing touched, when no such set exists."""
+        ``match``, the cycle's own way of matching it, which allocates ``devices``, the
+        group's claims, in each match) and nominate it there; return its match, held with
+        the devices it took. None, with nothing touched, when no such set exists."""
         matching = match if match is not None else self._match
         priority = self.priority_of(pending)
         pool = self._pool()
@@ -155,7 +173,7 @@ class Preemptor:
             best = self._best_scope(group, level, pool, priority, matching)
         if best is None:
             return None
-        return self._preempt(pending, group, best, pool, matching)
+        return self._preempt(pending, group, best, pool, matching, devices)
 
     def priority_of(self, pending: g.PendingGroup) -> int:
         """The group's priority: its PodGroup's own when it states one, else its pods'."""
@@ -273,7 +291,7 @@ class Preemptor:
     # -- evicting --------------------------------------------------------------------------
 
     def _preempt(self, pending: g.PendingGroup, group: Group, chosen: _Candidate,
-                 pool: _Pool, match: Match) -> GroupMatch | None:
+                 pool: _Pool, match: Match, devices: DevicePlan | None) -> GroupMatch | None:
         """Take ``chosen``'s victims out, match the group in its scope, then evict them and
         nominate the group; on a miss put everything back."""
         scoped = _within(group, chosen.nodes) or group
@@ -288,9 +306,13 @@ class Preemptor:
         logger.info("group %s: preempting %d pod(s) in %s (highest priority %d)",
                     pending.key, len(chosen.victims), chosen.scope, chosen.cost.highest)
         victims = [m for m, _ in chosen.victims]
+        held = frozenset(devices.used) if devices is not None else frozenset()
+        trial.keep_devices()
+        if held:
+            self.view.dra.hold(pending.key, held)
         self._evict(pending, trial, victims)
         pool.forget({m.key for m in victims})
-        self._nominate(pending, scoped, outcome, victims)
+        self._nominate(pending, scoped, outcome, victims, held)
         return outcome
 
     def _evict(self, pending: g.PendingGroup, trial: _Trial, victims: list[Member]) -> None:
@@ -321,10 +343,10 @@ class Preemptor:
             self.cluster.delete(PODS, name, namespace)
 
     def _nominate(self, pending: g.PendingGroup, group: Group, match: GroupMatch,
-                  victims: list[Member]) -> None:
+                  victims: list[Member], devices: frozenset[DeviceId]) -> None:
         self.nominations[pending.key] = Nomination(
             group, match, frozenset(g.pod_key(p) for p in pending.pods),
-            {m.key: str(metadata_of(m.pod).get("uid") or "") for m in victims})
+            {m.key: str(metadata_of(m.pod).get("uid") or "") for m in victims}, devices)
         for pod in pending.pods:
             namespace, name = g.pod_key(pod)
             node = match.placements[f"{namespace}/{name}"].node
@@ -510,7 +532,9 @@ class _Pool:
 class _Trial:
     """Members taken out of the matcher for a dry run: each touched record holds, in the
     matcher, its allocations less what its leaving members hold (nothing once they all
-    leave); :meth:`undo` holds every record as it was."""
+    leave), and the claims reserved for leaving members alone count as free
+    (:meth:`~fluence_core.dra.state.DraState.freeing`); :meth:`undo` holds every record
+    as it was, and frees no claim."""
 
     def __init__(self, view: ClusterView, pool: _Pool) -> None:
         self.view = view
@@ -518,10 +542,13 @@ class _Trial:
         self._records: dict[int, HeldPlacement] = {}
         self._leaving: dict[int, set[g.PodKey]] = {}
         self._held: dict[int, dict[str, Allocation]] = {}
+        self._uids: dict[g.PodKey, str] = {}
+        """Each leaving member's pod uid (whose claims it may free)."""
 
     def take(self, members: Iterable[Member]) -> None:
         touched = set()
         for member in members:
+            self._uids[member.key] = str(metadata_of(member.pod).get("uid") or "")
             self._leaving.setdefault(id(member.record), set()).add(member.key)
             self._records[id(member.record)] = member.record
             touched.add(id(member.record))
@@ -530,6 +557,7 @@ class _Trial:
     def give_back(self, members: Iterable[Member]) -> None:
         touched = set()
         for member in members:
+            self._uids.pop(member.key, None)
             self._leaving[id(member.record)].discard(member.key)
             touched.add(id(member.record))
         self._apply(touched)
@@ -537,7 +565,13 @@ class _Trial:
     def undo(self) -> None:
         for leaving in self._leaving.values():
             leaving.clear()
+        self._uids.clear()
         self._apply(set(self._records))
+
+    def keep_devices(self) -> None:
+        """The trial stands (its members are evicted): no claim counts as free any more,
+        the victims' devices being taken until the controller deallocates them."""
+        self.view.dra.freeing(frozenset())
 
     def changed(self) -> list[tuple[g.Owner, HeldPlacement, dict[str, Allocation]]]:
         """Each record some member left, with what it holds now."""
@@ -563,3 +597,5 @@ class _Trial:
             for allocation in restore_order(now.values()):
                 matcher.restore(allocation)
             self._held[rid] = now
+        dra = self.view.dra
+        dra.freeing(dra.freed_by(uid for uid in self._uids.values() if uid))
