@@ -1,34 +1,25 @@
 """Making room for a higher-priority group by evicting lower-priority pods, as few as may be.
 
 Victims are chosen as kube-scheduler chooses them, with gangs as units
-(:mod:`~fluence_core.scheduler.victims`). The room is sought in *scopes*: each node for a
-lone pod, each domain of its required level for a group that requires a topology level
-(it never leaves it). In a scope every lower-priority pod that may go is taken out of the
-matcher; if the group then fits, the most important are given back one after another
-(highest priority first, then the longest running) while it still fits, and a gang that
-would be left below its ``minCount`` goes whole. The scope whose victims hurt least
-(:func:`~fluence_core.scheduler.victims.disruption`) is chosen, the likeliest scopes
-tried first and the search stopped at a set none could beat but by a later start. A
-group bound to no domain takes pods out least important first until it fits, then gives
-back what it can. Only then are the victims taken out for good and evicted. Every step
-is a real match on the view's matcher, restricted to the scope, so the embedded matcher
-and Fluxion take the same victims: the choice depends on the room each scope has, not on
-where a matcher would rather go.
+(:mod:`~fluence_core.scheduler.victims`), in *scopes*: each node for a lone pod, each
+domain of its required level for a group that requires one. In a scope every
+lower-priority pod that may go is taken out of the matcher; if the group then fits, the
+most important are given back (highest priority, then longest running) while it still
+fits, and a gang left below its ``minCount`` goes whole. The scope whose victims hurt
+least (:func:`~fluence_core.scheduler.victims.disruption`) is chosen, the likeliest tried
+first. A group bound to no domain takes pods out least important first until it fits,
+then gives back what it can. Every step is a real match on the view's matcher, so the
+embedded matcher and Fluxion take the same victims. A victim's devices count as freed
+when its claims are reserved for victims alone: the resourceclaim controller deallocates
+those once the victims are gone.
 
-**Nominate, then bind.** An evicted pod runs until its kubelet has stopped it. The group
-is not bound meanwhile: its match stays held (so nothing else takes the room), its pods
-are told where they are going (``status.nominatedNodeName``, as kube-scheduler writes
-it), and :meth:`Preemptor.claim` hands the match to the cycle once every victim is gone.
-A terminating victim is held again from what it requests (a pin) where room is left
-beside the nomination, so nothing else lands there before it is gone. A nomination is
-dropped, its room given back, when the group is no longer pending and ready, or its
-pods changed.
-
-**Devices.** A victim's devices count as freed when its claims are reserved for victims
-alone: the resourceclaim controller deallocates those once the victims are gone. So a
-group with claims may preempt; the devices its match took are held for it with its
-cores, and it binds once its victims are gone and their claims no longer hold them,
-its claims then allocated on the nodes it was nominated to.
+**Nominate, then bind.** An evicted pod runs until its kubelet has stopped it. The
+group's match stays held meanwhile, with the devices it took (nothing else takes them),
+its pods are told where they are going (``status.nominatedNodeName``), and
+:meth:`Preemptor.claim` hands the match to the cycle once every victim is gone and no
+claim holds those devices any more. A terminating victim is held again from what it
+requests (a pin) where room is left beside the nomination. A nomination is dropped, its
+room given back, when the group is no longer pending and ready, or its pods changed.
 """
 
 from __future__ import annotations
