@@ -432,3 +432,34 @@ def test_a_gang_with_claims_preempts_the_least_important_devices(
     assert sorted(h.node_of(f"m{i}") or "" for i in range(2)) == ["a", "b"]
     taken = [d for name in ("m0", "m1", "c0", "c1") for d in _devices_of(h, name)]
     assert len(taken) == 6 == len(set(taken))
+
+
+def test_a_zone_required_gang_with_claims_preempts_inside_one_zone_only(
+        harness_factory: Factory) -> None:
+    zones = {"a0": "a", "a1": "a", "b0": "b", "b1": "b"}
+    h = harness_factory(*(node(n, 8, zone=z, hostname=True) for n, z in zones.items()),
+                        resources=f"topology:\n  levels: [{ZONE}]\n")
+    h.cluster.create(DEVICE_CLASSES, make_device_class_dict(
+        "gpu", f'device.driver == "{DRIVER}"'))
+    priorities = {"a0": 1, "a1": 5, "b0": 1, "b1": 3}
+    for name, priority in priorities.items():
+        _devices(h, name, count=1)
+        _claim(h, f"low-{name}")
+        h.add(_with_claim(f"low-{name}", f"low-{name}", priority=priority,
+                          nodeSelector={"kubernetes.io/hostname": name}))
+    h.cycle()
+    assert all(h.node_of(f"low-{n}") == n for n in zones)
+    h.add(pod_group("g", 2, topology=[ZONE]))
+    for i in range(2):
+        _claim(h, f"c{i}")
+        h.add(_with_claim(f"m{i}", f"c{i}", group="g", priority=100))
+    h.cycle()
+    # a0 and b0 (both priority 1) would be the cheapest pair, but they span two zones;
+    # inside one, zone b's victims (at most priority 3) hurt less than zone a's (5)
+    assert sorted(n for n in zones if _gone(h, f"low-{n}")) == ["b0", "b1"]
+    for name in ("b0", "b1"):
+        _deallocate(h, f"low-{name}")
+    h.cycle()
+    assert sorted(h.node_of(f"m{i}") or "" for i in range(2)) == ["b0", "b1"]
+    assert sorted(d for i in range(2) for d in _devices_of(h, f"c{i}")) == [
+        "b0/gpu0", "b1/gpu0"]
