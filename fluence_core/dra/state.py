@@ -176,10 +176,11 @@ class DraState:
         assert self._taken is not None
         return self._taken
 
-    def still_claimed(self, devices: Iterable[DeviceId]) -> list[DeviceId]:
-        """The ``devices`` some claim still holds (a victim's not deallocated yet)."""
+    def still_claimed(self, devices: Iterable[DeviceId]) -> dict[DeviceId, ClaimKey]:
+        """The ``devices`` some claim still holds (a victim's not deallocated yet), and
+        which claim."""
         claimed = self._claimed()
-        return [d for d in devices if d in claimed]
+        return {d: claimed[d] for d in devices if d in claimed}
 
     # -- preemption --------------------------------------------------------------------
 

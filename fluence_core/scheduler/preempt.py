@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from fluence_core.dra.devices import DeviceId
 from fluence_core.dra.plan import DevicePlan
+from fluence_core.dra.state import ClaimKey
 from fluence_core.kube.api import PODS, PRIORITY_CLASSES, ClusterAPI
 from fluence_core.errors import TopologyError
 from fluence_core.kube.errors import ApiError
@@ -69,6 +70,8 @@ class Nomination:
     """Each evicted pod and its uid (a new pod of the same name is not the victim)."""
     devices: frozenset[DeviceId] = frozenset()
     """The devices the group's match took, held for it until it binds."""
+    freed: frozenset[ClaimKey] = frozenset()
+    """The victims' claims that hold some of them until the controller deallocates them."""
 
 
 @dataclass(frozen=True)
@@ -117,9 +120,13 @@ class Preemptor:
             return (f"waiting for {len(left)} preempted pod(s) to terminate: "
                     + ", ".join(f"{ns}/{name}" for ns, name in sorted(left)[:5]))
         claimed = self.view.dra.still_claimed(sorted(nomination.devices))
+        if any(key not in nomination.freed for key in claimed.values()):
+            # another scheduler allocated one to a claim of its own meanwhile
+            self._drop(pending.key, "a device it was promised went to another claim")
+            return None
         if claimed:
             return (f"waiting for {len(claimed)} device(s) of preempted pods' claims to be "
-                    "deallocated: " + ", ".join(str(d) for d in claimed[:5]))
+                    "deallocated: " + ", ".join(str(d) for d in list(claimed)[:5]))
         del self.nominations[pending.key]
         self.view.dra.unhold(pending.key)
         return nomination
@@ -298,12 +305,12 @@ class Preemptor:
                     pending.key, len(chosen.victims), chosen.scope, chosen.cost.highest)
         victims = [m for m, _ in chosen.victims]
         held = frozenset(devices.used) if devices is not None else frozenset()
-        trial.keep_devices()
+        freed = trial.keep_devices()
         if held:
             self.view.dra.hold(pending.key, held)
         self._evict(pending, trial, victims)
         pool.forget({m.key for m in victims})
-        self._nominate(pending, scoped, outcome, victims, held)
+        self._nominate(pending, scoped, outcome, victims, held, freed)
         return outcome
 
     def _evict(self, pending: g.PendingGroup, trial: _Trial, victims: list[Member]) -> None:
@@ -334,10 +341,11 @@ class Preemptor:
             self.cluster.delete(PODS, name, namespace)
 
     def _nominate(self, pending: g.PendingGroup, group: Group, match: GroupMatch,
-                  victims: list[Member], devices: frozenset[DeviceId]) -> None:
+                  victims: list[Member], devices: frozenset[DeviceId],
+                  freed: frozenset[ClaimKey]) -> None:
         self.nominations[pending.key] = Nomination(
             group, match, frozenset(g.pod_key(p) for p in pending.pods),
-            {m.key: str(metadata_of(m.pod).get("uid") or "") for m in victims}, devices)
+            {m.key: str(metadata_of(m.pod).get("uid") or "") for m in victims}, devices, freed)
         for pod in pending.pods:
             namespace, name = g.pod_key(pod)
             node = match.placements[f"{namespace}/{name}"].node
@@ -559,10 +567,14 @@ class _Trial:
         self._uids.clear()
         self._apply(set(self._records))
 
-    def keep_devices(self) -> None:
+    def keep_devices(self) -> frozenset[ClaimKey]:
         """The trial stands (its members are evicted): no claim counts as free any more,
-        the victims' devices being taken until the controller deallocates them."""
-        self.view.dra.freeing(frozenset())
+        the victims' devices being taken until the controller deallocates them; returns
+        the claims it had freed."""
+        dra = self.view.dra
+        freed = dra.freed_by(uid for uid in self._uids.values() if uid)
+        dra.freeing(frozenset())
+        return freed
 
     def changed(self) -> list[tuple[g.Owner, HeldPlacement, dict[str, Allocation]]]:
         """Each record some member left, with what it holds now."""

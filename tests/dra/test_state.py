@@ -91,8 +91,8 @@ def test_a_held_device_stays_taken_after_its_claim_is_deallocated_until_unheld()
     state = DraState()
     state.replace("resourceclaims", [_reserved("victim", GPU0, "v1")])
     state.hold("default/high", frozenset({GPU0}))
-    assert state.still_claimed([GPU0]) == [GPU0]
+    assert state.still_claimed([GPU0]) == {GPU0: ("default", "victim")}
     state.handle("resourceclaims", MODIFIED, _claim("victim"))  # the controller deallocates
-    assert state.still_claimed([GPU0]) == [] and GPU0 in state.taken()
+    assert state.still_claimed([GPU0]) == {} and GPU0 in state.taken()
     assert state.unhold("default/high") == {GPU0}
     assert state.taken() == {}

@@ -463,3 +463,25 @@ def test_a_zone_required_gang_with_claims_preempts_inside_one_zone_only(
     assert sorted(h.node_of(f"m{i}") or "" for i in range(2)) == ["b0", "b1"]
     assert sorted(d for i in range(2) for d in _devices_of(h, f"c{i}")) == [
         "b0/gpu0", "b1/gpu0"]
+
+
+def test_a_promised_device_another_scheduler_allocates_meanwhile_is_never_given_twice(
+        harness_factory: Factory) -> None:
+    h = _setup(harness_factory, "a")
+    _devices(h, "a", count=1)
+    for name in ("low", "high", "theirs"):
+        _claim(h, name)
+    h.add(_with_claim("low", "low", priority=1))
+    h.cycle()
+    h.add(_with_claim("high", "high", priority=100))
+    h.cycle()
+    assert _gone(h, "low")
+    # kube-scheduler, which does not see the nomination, takes the freed device
+    _deallocate(h, "low")
+    h.cluster.patch_status(RESOURCE_CLAIMS, "theirs", {"status": {"allocation": {"devices": {
+        "results": [{"request": "r", "driver": DRIVER, "pool": "a", "device": "gpu0"}]}}}},
+        "default")
+    h.cycle()
+    assert h.node_of("high") is None
+    assert _status(h, "high").get("allocation") is None
+    assert "default/high" not in h.scheduler.cycle.preemptor.nominations
