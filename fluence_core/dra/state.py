@@ -12,6 +12,11 @@ Releasing is the resourceclaim controller's job (kube-controller-manager): it
 removes a finished or deleted pod from ``reservedFor`` and, when a claim with
 the ``resource.kubernetes.io/delete-protection`` finalizer is reserved for no
 one, clears its allocation. The watch shows that, and the device is free again.
+
+Preemption sees two overlays on the taken set (:meth:`DraState.taken`): the claims
+its victims alone hold count as free while it tries a set of victims (:meth:`freeing`),
+since the controller deallocates them once those pods are gone; and the devices a
+nominated group was promised stay taken for everyone else until it binds (:meth:`hold`).
 """
 
 from __future__ import annotations
@@ -81,6 +86,14 @@ class DraState:
     elsewhere: Callable[[Device], bool] | None = None
     """Whether a device is held outside the claims, by another accounting of the same thing
     (the graph's backends, for the QPU driver's devices); None: nothing else holds any."""
+    _freed: frozenset[ClaimKey] = frozenset()
+    """Claims whose devices count as free (a preemption's trial: :meth:`freeing`)."""
+    _holds: dict[str, frozenset[DeviceId]] = field(default_factory=dict)
+    """Devices promised to each nominated group, taken for everyone else (:meth:`hold`)."""
+    _seen: dict[DeviceId, ClaimKey] | None = None
+    """:meth:`taken` with both overlays applied, built when first asked after a change."""
+    _reserved_by: dict[str, set[ClaimKey]] | None = None
+    """Pod uid -> the allocated claims reserved for it, built when first asked."""
 
     # -- feeding -----------------------------------------------------------------------
 
@@ -97,7 +110,7 @@ class DraState:
         elif plural == CLAIMS:
             self.claims = {_key(obj): obj for obj in items}
             self._parsed = {}
-            self._taken = None
+            self._taken, self._seen, self._reserved_by = None, None, None
             self._epoch += 1
 
     def handle(self, plural: str, event: str, obj: KubeObject) -> None:
@@ -124,6 +137,7 @@ class DraState:
                 self.claims[key] = obj
                 if (obj.get("status") or {}).get("allocation") is not None:
                     self.assumed.pop(key, None)  # the write is seen: the claim says it now
+            self._reserved_by = None
             self._retake(key)
 
     def _devices_changed(self) -> None:
@@ -167,7 +181,20 @@ class DraState:
         return self.assumed.get(claim.key)
 
     def taken(self) -> Mapping[DeviceId, ClaimKey]:
-        """Every device some claim holds, and which claim."""
+        """Every device some claim holds, and which claim (a device held for a nominated
+        group names no claim: an empty key), less the claims a trial frees."""
+        claimed = self._claimed()
+        if not self._freed and not self._holds:
+            return claimed
+        if self._seen is None:
+            seen = {d: k for d, k in claimed.items() if k not in self._freed}
+            for devices in self._holds.values():
+                for device in devices:
+                    seen.setdefault(device, ("", ""))
+            self._seen = seen
+        return self._seen
+
+    def _claimed(self) -> dict[DeviceId, ClaimKey]:
         if self._taken is None:
             self._taken, self._held = {}, {}
             for key in {*self.claims, *self.assumed}:
@@ -183,9 +210,58 @@ class DraState:
         """Whether :attr:`elsewhere` holds ``device``: never free for a claim then."""
         return self.elsewhere is not None and self.elsewhere(device)
 
+    def still_claimed(self, devices: Iterable[DeviceId]) -> dict[DeviceId, ClaimKey]:
+        """The ``devices`` some claim still holds (a victim's not deallocated yet), and
+        which claim."""
+        claimed = self._claimed()
+        return {d: claimed[d] for d in devices if d in claimed}
+
+    # -- preemption --------------------------------------------------------------------
+
+    def freed_by(self, uids: Iterable[str]) -> frozenset[ClaimKey]:
+        """The allocated claims reserved for pods of ``uids`` and for no one else: the
+        resourceclaim controller deallocates them once those pods are gone."""
+        if self._reserved_by is None:
+            index: dict[str, set[ClaimKey]] = {}
+            for key, obj in self.claims.items():
+                status = obj.get("status") or {}
+                if status.get("allocation") is None:
+                    continue
+                for consumer in status.get("reservedFor") or ():
+                    if isinstance(consumer, Mapping) and consumer.get("uid"):
+                        index.setdefault(str(consumer["uid"]), set()).add(key)
+            self._reserved_by = index
+        going = set(uids)
+        found = set()
+        for uid in going:
+            for key in self._reserved_by.get(uid, ()):
+                consumers = (self.claims[key].get("status") or {}).get("reservedFor") or ()
+                if all(isinstance(c, Mapping) and str(c.get("uid")) in going
+                       for c in consumers):
+                    found.add(key)
+        return frozenset(found)
+
+    def freeing(self, keys: frozenset[ClaimKey]) -> None:
+        """Count the devices of ``keys`` as free until called again (empty: none)."""
+        if keys != self._freed:
+            self._freed, self._seen = keys, None
+            self._epoch += 1  # what every node could allocate may differ now
+
+    def hold(self, group: str, devices: frozenset[DeviceId]) -> None:
+        """Keep ``devices`` taken for everyone but ``group`` until :meth:`unhold`."""
+        self._holds[group], self._seen = devices, None
+        self._epoch += 1
+
+    def unhold(self, group: str) -> frozenset[DeviceId]:
+        """Give back what :meth:`hold` kept for ``group`` (and say what it was)."""
+        self._seen = None
+        self._epoch += 1
+        return self._holds.pop(group, frozenset())
+
     def _retake(self, key: ClaimKey) -> None:
         """Bring what ``key`` holds in the taken set up to date (its status and what
         Fluence assumed for it)."""
+        self._seen = None
         if self._taken is None:
             return  # built in full when next asked
         before = self._held.pop(key, [])

@@ -212,10 +212,9 @@ class Cycle:
                 if isinstance(outcome, GroupMatch) and again:
                     outcome = GroupMiss(group, "compute", MatchOutcome.BUSY, [])
                 vetoed.update(again)
-            # A group with claims is never a preemptor yet: the room held for it until its
-            # victims are gone would be bound without its devices (docs/dra.md).
-            if (isinstance(outcome, GroupMiss) and self.devices is None
-                    and self.preemptor.make_room(pending, group, self.match) is not None):
+            if (isinstance(outcome, GroupMiss)
+                    and self.preemptor.make_room(pending, group, self.match,
+                                                 self.devices) is not None):
                 return self._nominated(pending, ctx) or self._fail(
                     pending, "preemption made room but holds none", "error")
             if isinstance(outcome, GroupMiss):
@@ -237,8 +236,35 @@ class Cycle:
         if isinstance(held, str):
             self.reporter.tell_waiting(pending, held)
             return CycleResult(pending.key, reason=held)
+        devices = self._devices_at(pending, held.match)
+        if isinstance(devices, str):
+            self.view.release_match(held.match)
+            self.view.generation += 1
+            logger.info("group %s: the room preemption made is given back: %s",
+                        pending.key, devices)
+            return None  # matched as any group
+        self.devices = devices
         logger.info("group %s: its victims are gone; binding into the room made", pending.key)
         return self._commit(pending, held.group, held.match, ctx)
+
+    def _devices_at(self, pending: g.PendingGroup, match: GroupMatch) -> DevicePlan | None | str:
+        """The group's claims allocated anew on the nodes its nomination holds (its victims'
+        devices now free, and held for it meanwhile), or why they cannot be."""
+        devices = plan_group(self.view.dra, pending.pods, self.view.nodes)
+        if devices is None or isinstance(devices, str):
+            return devices
+        for index, pod in enumerate(pending.pods):
+            if not devices.uses_claims(index):
+                continue
+            namespace, name = g.pod_key(pod)
+            node = match.placements[f"{namespace}/{name}"].node
+            if node is None:
+                return f"pod {namespace}/{name} was nominated to no node"
+            try:
+                devices.take(index, node)
+            except ValueError as error:
+                return str(error)
+        return devices
 
     def match(self, group: Group, exclude: list[str] | None = None) -> GroupMatch | GroupMiss:
         """Match ``group`` on the graph, all-or-nothing, never on the ``exclude`` nodes: its

@@ -1,28 +1,25 @@
 """Making room for a higher-priority group by evicting lower-priority pods, as few as may be.
 
 Victims are chosen as kube-scheduler chooses them, with gangs as units
-(:mod:`~fluence_core.scheduler.victims`). The room is sought in *scopes*: each node for a
-lone pod, each domain of its required level for a group that requires a topology level
-(it never leaves it). In a scope every lower-priority pod that may go is taken out of the
-matcher; if the group then fits, the most important are given back one after another
-(highest priority first, then the longest running) while it still fits, and a gang that
-would be left below its ``minCount`` goes whole. The scope whose victims hurt least
-(:func:`~fluence_core.scheduler.victims.disruption`) is chosen, the likeliest scopes
-tried first and the search stopped at a set none could beat but by a later start. A
-group bound to no domain takes pods out least important first until it fits, then gives
-back what it can. Only then are the victims taken out for good and evicted. Every step
-is a real match on the view's matcher, restricted to the scope, so the embedded matcher
-and Fluxion take the same victims: the choice depends on the room each scope has, not on
-where a matcher would rather go.
+(:mod:`~fluence_core.scheduler.victims`), in *scopes*: each node for a lone pod, each
+domain of its required level for a group that requires one. In a scope every
+lower-priority pod that may go is taken out of the matcher; if the group then fits, the
+most important are given back (highest priority, then longest running) while it still
+fits, and a gang left below its ``minCount`` goes whole. The scope whose victims hurt
+least (:func:`~fluence_core.scheduler.victims.disruption`) is chosen, the likeliest tried
+first. A group bound to no domain takes pods out least important first until it fits,
+then gives back what it can. Every step is a real match on the view's matcher, so the
+embedded matcher and Fluxion take the same victims. A victim's devices count as freed
+when its claims are reserved for victims alone: the resourceclaim controller deallocates
+those once the victims are gone.
 
-**Nominate, then bind.** An evicted pod runs until its kubelet has stopped it. The group
-is not bound meanwhile: its match stays held (so nothing else takes the room), its pods
-are told where they are going (``status.nominatedNodeName``, as kube-scheduler writes
-it), and :meth:`Preemptor.claim` hands the match to the cycle once every victim is gone.
-A terminating victim is held again from what it requests (a pin) where room is left
-beside the nomination, so nothing else lands there before it is gone. A nomination is
-dropped, its room given back, when the group is no longer pending and ready, or its
-pods changed.
+**Nominate, then bind.** An evicted pod runs until its kubelet has stopped it. The
+group's match stays held meanwhile, with the devices it took (nothing else takes them),
+its pods are told where they are going (``status.nominatedNodeName``), and
+:meth:`Preemptor.claim` hands the match to the cycle once every victim is gone and no
+claim holds those devices any more. A terminating victim is held again from what it
+requests (a pin) where room is left beside the nomination. A nomination is dropped, its
+room given back, when the group is no longer pending and ready, or its pods changed.
 """
 
 from __future__ import annotations
@@ -32,6 +29,9 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from fluence_core.dra.devices import DeviceId
+from fluence_core.dra.plan import DevicePlan
+from fluence_core.dra.state import ClaimKey
 from fluence_core.kube.api import PODS, PRIORITY_CLASSES, ClusterAPI
 from fluence_core.errors import TopologyError
 from fluence_core.kube.errors import ApiError
@@ -68,6 +68,10 @@ class Nomination:
     pods: frozenset[g.PodKey]
     victims: dict[g.PodKey, str]
     """Each evicted pod and its uid (a new pod of the same name is not the victim)."""
+    devices: frozenset[DeviceId] = frozenset()
+    """The devices the group's match took, held for it until it binds."""
+    freed: frozenset[ClaimKey] = frozenset()
+    """The victims' claims that hold some of them until the controller deallocates them."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,16 @@ class Preemptor:
         if left:
             return (f"waiting for {len(left)} preempted pod(s) to terminate: "
                     + ", ".join(f"{ns}/{name}" for ns, name in sorted(left)[:5]))
+        claimed = self.view.dra.still_claimed(sorted(nomination.devices))
+        if any(key not in nomination.freed for key in claimed.values()):
+            # another scheduler allocated one to a claim of its own meanwhile
+            self._drop(pending.key, "a device it was promised went to another claim")
+            return None
+        if claimed:
+            return (f"waiting for {len(claimed)} device(s) of preempted pods' claims to be "
+                    "deallocated: " + ", ".join(str(d) for d in list(claimed)[:5]))
         del self.nominations[pending.key]
+        self.view.dra.unhold(pending.key)
         return nomination
 
     def keep_only(self, keys: Iterable[str]) -> None:
@@ -128,6 +141,7 @@ class Preemptor:
     def _drop(self, key: str, why: str) -> None:
         nomination = self.nominations.pop(key)
         self.view.release_match(nomination.match)
+        self.view.dra.unhold(key)
         self.view.generation += 1
         logger.info("group %s: the room preemption made is given back: %s", key, why)
 
@@ -139,10 +153,12 @@ class Preemptor:
     # -- choosing victims ------------------------------------------------------------------
 
     def make_room(self, pending: g.PendingGroup, group: Group,
-                  match: Match | None = None) -> GroupMatch | None:
+                  match: Match | None = None,
+                  devices: DevicePlan | None = None) -> GroupMatch | None:
         """Evict the least disruptive set of lower-priority pods that lets ``group`` fit (by
-        ``match``, the cycle's own way of matching it) and nominate it there; return its
-        match, held. None, with nothing touched, when no such set exists."""
+        ``match``, the cycle's own way of matching it, which allocates ``devices``, the
+        group's claims, in each match) and nominate it there; return its match, held with
+        the devices it took. None, with nothing touched, when no such set exists."""
         matching = match if match is not None else self._match
         priority = self.priority_of(pending)
         pool = self._pool()
@@ -155,7 +171,7 @@ class Preemptor:
             best = self._best_scope(group, level, pool, priority, matching)
         if best is None:
             return None
-        return self._preempt(pending, group, best, pool, matching)
+        return self._preempt(pending, group, best, pool, matching, devices)
 
     def priority_of(self, pending: g.PendingGroup) -> int:
         """The group's priority: its PodGroup's own when it states one, else its pods'."""
@@ -273,7 +289,7 @@ class Preemptor:
     # -- evicting --------------------------------------------------------------------------
 
     def _preempt(self, pending: g.PendingGroup, group: Group, chosen: _Candidate,
-                 pool: _Pool, match: Match) -> GroupMatch | None:
+                 pool: _Pool, match: Match, devices: DevicePlan | None) -> GroupMatch | None:
         """Take ``chosen``'s victims out, match the group in its scope, then evict them and
         nominate the group; on a miss put everything back."""
         scoped = _within(group, chosen.nodes) or group
@@ -288,9 +304,13 @@ class Preemptor:
         logger.info("group %s: preempting %d pod(s) in %s (highest priority %d)",
                     pending.key, len(chosen.victims), chosen.scope, chosen.cost.highest)
         victims = [m for m, _ in chosen.victims]
+        held = frozenset(devices.used) if devices is not None else frozenset()
+        freed = trial.keep_devices()
+        if held:
+            self.view.dra.hold(pending.key, held)
         self._evict(pending, trial, victims)
         pool.forget({m.key for m in victims})
-        self._nominate(pending, scoped, outcome, victims)
+        self._nominate(pending, scoped, outcome, victims, held, freed)
         return outcome
 
     def _evict(self, pending: g.PendingGroup, trial: _Trial, victims: list[Member]) -> None:
@@ -321,10 +341,11 @@ class Preemptor:
             self.cluster.delete(PODS, name, namespace)
 
     def _nominate(self, pending: g.PendingGroup, group: Group, match: GroupMatch,
-                  victims: list[Member]) -> None:
+                  victims: list[Member], devices: frozenset[DeviceId],
+                  freed: frozenset[ClaimKey]) -> None:
         self.nominations[pending.key] = Nomination(
             group, match, frozenset(g.pod_key(p) for p in pending.pods),
-            {m.key: str(metadata_of(m.pod).get("uid") or "") for m in victims})
+            {m.key: str(metadata_of(m.pod).get("uid") or "") for m in victims}, devices, freed)
         for pod in pending.pods:
             namespace, name = g.pod_key(pod)
             node = match.placements[f"{namespace}/{name}"].node
@@ -510,7 +531,9 @@ class _Pool:
 class _Trial:
     """Members taken out of the matcher for a dry run: each touched record holds, in the
     matcher, its allocations less what its leaving members hold (nothing once they all
-    leave); :meth:`undo` holds every record as it was."""
+    leave), and the claims reserved for leaving members alone count as free
+    (:meth:`~fluence_core.dra.state.DraState.freeing`); :meth:`undo` holds every record
+    as it was, and frees no claim."""
 
     def __init__(self, view: ClusterView, pool: _Pool) -> None:
         self.view = view
@@ -518,10 +541,13 @@ class _Trial:
         self._records: dict[int, HeldPlacement] = {}
         self._leaving: dict[int, set[g.PodKey]] = {}
         self._held: dict[int, dict[str, Allocation]] = {}
+        self._uids: dict[g.PodKey, str] = {}
+        """Each leaving member's pod uid (whose claims it may free)."""
 
     def take(self, members: Iterable[Member]) -> None:
         touched = set()
         for member in members:
+            self._uids[member.key] = str(metadata_of(member.pod).get("uid") or "")
             self._leaving.setdefault(id(member.record), set()).add(member.key)
             self._records[id(member.record)] = member.record
             touched.add(id(member.record))
@@ -530,6 +556,7 @@ class _Trial:
     def give_back(self, members: Iterable[Member]) -> None:
         touched = set()
         for member in members:
+            self._uids.pop(member.key, None)
             self._leaving[id(member.record)].discard(member.key)
             touched.add(id(member.record))
         self._apply(touched)
@@ -537,7 +564,17 @@ class _Trial:
     def undo(self) -> None:
         for leaving in self._leaving.values():
             leaving.clear()
+        self._uids.clear()
         self._apply(set(self._records))
+
+    def keep_devices(self) -> frozenset[ClaimKey]:
+        """The trial stands (its members are evicted): no claim counts as free any more,
+        the victims' devices being taken until the controller deallocates them; returns
+        the claims it had freed."""
+        dra = self.view.dra
+        freed = dra.freed_by(uid for uid in self._uids.values() if uid)
+        dra.freeing(frozenset())
+        return freed
 
     def changed(self) -> list[tuple[g.Owner, HeldPlacement, dict[str, Allocation]]]:
         """Each record some member left, with what it holds now."""
@@ -563,3 +600,5 @@ class _Trial:
             for allocation in restore_order(now.values()):
                 matcher.restore(allocation)
             self._held[rid] = now
+        dra = self.view.dra
+        dra.freeing(dra.freed_by(uid for uid in self._uids.values() if uid))

@@ -63,3 +63,36 @@ def test_an_out_of_scope_claim_reads_as_its_reason() -> None:
     state.handle("resourceclaims", ADDED, body)
     found = state.claim("default", "c")
     assert isinstance(found, ValueError) and "adminAccess" in str(found)
+
+
+GPU1 = DeviceId("gpu.example.com", "n1", "gpu1")
+
+
+def _reserved(name: str, device: DeviceId, *uids: str) -> dict[str, Any]:
+    body = _claim(name, _allocation(device))
+    body["status"]["reservedFor"] = [{"resource": "pods", "name": u, "uid": u} for u in uids]
+    return body
+
+
+def test_only_claims_reserved_for_leaving_pods_alone_are_freed() -> None:
+    state = DraState()
+    state.replace("resourceclaims", [_reserved("alone", GPU0, "v1"),
+                                     _reserved("shared", GPU1, "v1", "stays")])
+    assert state.freed_by(["v1"]) == {("default", "alone")}
+    assert state.freed_by(["v1", "stays"]) == {("default", "alone"), ("default", "shared")}
+    assert state.freed_by(["other"]) == frozenset()
+    state.freeing(state.freed_by(["v1"]))
+    assert state.taken() == {GPU1: ("default", "shared")}
+    state.freeing(frozenset())
+    assert set(state.taken()) == {GPU0, GPU1}
+
+
+def test_a_held_device_stays_taken_after_its_claim_is_deallocated_until_unheld() -> None:
+    state = DraState()
+    state.replace("resourceclaims", [_reserved("victim", GPU0, "v1")])
+    state.hold("default/high", frozenset({GPU0}))
+    assert state.still_claimed([GPU0]) == {GPU0: ("default", "victim")}
+    state.handle("resourceclaims", MODIFIED, _claim("victim"))  # the controller deallocates
+    assert state.still_claimed([GPU0]) == {} and GPU0 in state.taken()
+    assert state.unhold("default/high") == {GPU0}
+    assert state.taken() == {}

@@ -69,7 +69,7 @@ class Dra:
         return name
 
     def pod(self, name: str, count: int = 1, *selectors: str, group: str | None = None,
-            cpu: str = "1", **exactly: Any) -> str:
+            cpu: str = "1", priority_class: str | None = None, **exactly: Any) -> str:
         """A pod with one claim of ``count`` devices; returns the claim's name (known at
         once for a named claim, once the controller made it for a template's)."""
         request = make_device_request("gpu", self.device_class, count, *selectors, **exactly)
@@ -82,9 +82,10 @@ class Dra:
             self.kube.create(RESOURCE_CLAIMS, make_resource_claim_dict(
                 name, [request], namespace=None), self.ns)
             entries = claim_entries(gpu=name)
+        spec: dict[str, Any] = {"priorityClassName": priority_class} if priority_class else {}
         self.kube.create("pods", make_pod_dict(
             name, cpu, namespace=None, group=group, nodeSelector={"e2e-ns": self.ns},
-            resourceClaims=entries), self.ns)
+            resourceClaims=entries, **spec), self.ns)
         return name
 
     def claim_of(self, pod: str) -> dict[str, Any] | None:
@@ -213,3 +214,50 @@ def test_a_finished_pods_device_is_released_by_the_controller_and_reused(
     dra.kube.patch_status("pods", "first", {"status": {"phase": "Succeeded"}}, dra.ns)
     wait_for(lambda: dra.node_of("second"), "second bound once the device is released", 60)
     assert dra.node_of("second") == node and dra.devices_of("second") == [f"{node}/gpu0"]
+
+
+def _evicted(dra: Dra, pod: str) -> bool:
+    found = dra.kube.get("pods", pod, dra.ns)
+    return found is None or bool(found["metadata"].get("deletionTimestamp"))
+
+
+def test_a_pod_with_a_claim_preempts_for_a_device_only_low_priority_claims_hold(
+        dra: Dra) -> None:
+    """Every device is held by a low-priority pod's claim and cores abound: the
+    high-priority pod evicts one of them, waits until its victim is gone and its claim
+    deallocated, then binds with that device; nothing is allocated twice."""
+    node = dra.node("n0", 2)
+    classes = []
+    for value in (10, 500):
+        name = f"{dra.ns}-p{value}"
+        dra.kube.create("priorityclasses", {"metadata": {"name": name}, "value": value})
+        classes.append(name)
+    try:
+        dra.start()
+        lows = [dra.pod(f"low-{i}", priority_class=classes[0]) for i in range(2)]
+        wait_for(lambda: all(dra.node_of(p) for p in lows), "the low pods bound", 30)
+        before = {p: dra.devices_of(p) for p in lows}
+        assert sorted(sum(before.values(), [])) == [f"{node}/gpu0", f"{node}/gpu1"]
+        dra.pod("high", priority_class=classes[1])
+        wait_for(lambda: any(_evicted(dra, p) for p in lows), "a victim evicted", 30)
+        victims = [p for p in lows if _evicted(dra, p)]
+        assert len(victims) == 1, f"evicted {victims}: one device is enough"
+        assert dra.node_of("high") is None, "bound beside its victim"
+        victim = victims[0]
+        freed = before[victim]
+        claim = dra.claim_of(victim)
+        # the test stands in for the kubelet; the resourceclaim controller (or the test,
+        # without one) deallocates the victim's claim
+        dra.kube.delete("pods", victim, dra.ns, grace_period_seconds=0)
+        if not dra.templates and claim is not None:
+            dra.kube.patch_status(RESOURCE_CLAIMS, victim, {"status": {
+                "allocation": None, "reservedFor": None}}, dra.ns)
+        wait_for(lambda: dra.node_of("high"), "high bound once its victim is gone", 30)
+        assert dra.node_of("high") == node
+        assert dra.devices_of("high") == freed
+        survivor = next(p for p in lows if p != victim)
+        assert dra.devices_of(survivor) == before[survivor]
+        assert not set(dra.devices_of("high")) & set(dra.devices_of(survivor))
+    finally:
+        for name in classes:
+            dra.kube.delete("priorityclasses", name)

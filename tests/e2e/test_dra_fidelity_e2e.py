@@ -33,7 +33,7 @@ from fluence_core.testing import (
 )
 from tests.e2e.peer import with_kube_scheduler
 from fluence_core.testing_apiserver import (
-    ApiServer, ensure_namespace, wait_for,
+    ApiServer, ensure_namespace, scheduler_beside, wait_for,
 )
 
 pytestmark = pytest.mark.e2e
@@ -55,7 +55,9 @@ class Case:
     taken: list[tuple[str, str]] = field(default_factory=list)
     """(pool, device) allocated to a claim of someone else's before the pod comes."""
     kube_binds: bool = True
-    """What kube-scheduler must answer (the case is built to make it)."""
+    """Whether kube-scheduler v1.36 evicts: not for devices (its DRA filter's "cannot
+    allocate all claims" makes preemption "not helpful"), nor for a gang's pods (with
+    WorkloadAwarePreemption on, a gang's pod is "not eligible" for pod preemption)."""
 
 
 def _gpus(node: str, *models: str, numa: list[int] | None = None,
@@ -356,3 +358,207 @@ def test_a_gang_needing_two_devices_a_member_is_placed_as_kube_scheduler_places_
             assert all(not d for d in devices.values())
     finally:
         _tear_down(kube, index, case)
+
+
+@dataclass
+class Preemption:
+    """A preemption case: ``nodes`` nodes of 4 cores and ``per_node`` devices, each with
+    ``per_node`` low-priority pods of ``low_cpu`` (each with a claim of one device when
+    ``low_claims``), then a high-priority preemptor of ``members`` pods (a gang when more
+    than one) of ``high_cpu``, each asking for ``count`` devices."""
+
+    name: str
+    nodes: int
+    per_node: int
+    members: int
+    count: int
+    low_cpu: str = "100m"
+    high_cpu: str = "100m"
+    low_claims: bool = True
+    kube_preempts: bool = True
+    """What kube-scheduler must answer (the case is built to make it)."""
+
+
+@dataclass
+class PreemptionRun:
+    evicted: list[str]
+    nodes: list[str | None]
+    """Each preemptor member's node (None: not bound)."""
+    problem: str | None
+
+
+PREEMPTIONS = [
+    Preemption("a pod with a claim, low pods hold the cores", 1, 2, 1, 1, low_cpu="2",
+               high_cpu="2", low_claims=False),
+    Preemption("a gang of 2 x 2 devices, low pods hold the cores", 2, 2, 2, 2, low_cpu="2",
+               high_cpu="2", low_claims=False, kube_preempts=False),
+    Preemption("a pod with a claim, low claims hold every device", 1, 2, 1, 1,
+               kube_preempts=False),
+    Preemption("a gang of 2 x 2 devices, low claims hold every device", 2, 2, 2, 2,
+               kube_preempts=False),
+]
+LOW_PRIORITY, HIGH_PRIORITY = 10, 500
+
+
+def _low_pods(kube: KubeCluster, index: int, case: Preemption, run: str,
+              scheduler: str) -> list[str]:
+    lows = []
+    for n in range(case.nodes):
+        for d in range(case.per_node):
+            name = f"{run}-low-{n}-{d}"
+            more: dict[str, Any] = {}
+            if case.low_claims:
+                kube.create(RESOURCE_CLAIMS, make_resource_claim_dict(
+                    name, [_request()], namespace=None), NAMESPACE)
+                more["resourceClaims"] = claim_entries(gpu=name)
+            kube.create("pods", make_pod_dict(
+                name, case.low_cpu, namespace=None, scheduler=scheduler,
+                priorityClassName=f"{NAMESPACE}-p{LOW_PRIORITY}",
+                nodeSelector={"dra-case": str(index), "dra-node": f"n{n}"}, **more), NAMESPACE)
+            lows.append(name)
+    return lows
+
+
+def _preemptor(kube: KubeCluster, index: int, case: Preemption, run: str,
+               scheduler: str) -> list[str]:
+    group = f"{run}-high" if case.members > 1 else None
+    if group is not None:
+        kube.create("podgroups", make_pod_group_dict(group, case.members, NAMESPACE), NAMESPACE)
+    members = []
+    for m in range(case.members):
+        name = f"{run}-high-{m}"
+        kube.create(RESOURCE_CLAIMS, make_resource_claim_dict(
+            name, [_request(case.count)], namespace=None), NAMESPACE)
+        kube.create("pods", make_pod_dict(
+            name, case.high_cpu, namespace=None, scheduler=scheduler, group=group,
+            priorityClassName=f"{NAMESPACE}-p{HIGH_PRIORITY}",
+            nodeSelector={"dra-case": str(index)}, resourceClaims=claim_entries(gpu=name)),
+            NAMESPACE)
+        members.append(name)
+    return members
+
+
+def _claimed(kube: KubeCluster, name: str) -> list[tuple[str, str]]:
+    claim = kube.get(RESOURCE_CLAIMS, name, NAMESPACE) or {}
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return [(r["pool"], r["device"]) for r in (allocation.get("devices") or {}).get("results")
+            or []]
+
+
+def _gone_or_going(kube: KubeCluster, pod: str) -> bool:
+    found = kube.get("pods", pod, NAMESPACE)
+    return found is None or bool(found["metadata"].get("deletionTimestamp"))
+
+
+def _scheduled_message(kube: KubeCluster, pod: str) -> str:
+    found = kube.get("pods", pod, NAMESPACE) or {}
+    return next((str(c.get("message")) for c in (found.get("status") or {}).get("conditions")
+                 or () if c.get("type") == "PodScheduled"), "no PodScheduled condition")
+
+
+def _preempt_with(kube: KubeCluster, index: int, case: Preemption, run: str,
+                  scheduler: str) -> PreemptionRun:
+    """Bind the low pods, add the preemptor, stand in for the kubelet (the victims go) and
+    the resourceclaim controller (their claims are deallocated), and see where it binds."""
+    for n in range(case.nodes):
+        node = _node_name(index, f"n{n}")
+        kube.create("nodes", make_node_dict(node, 4, capacity=True, labels={
+            "dra-case": str(index), "dra-node": f"n{n}"}))
+        kube.create(RESOURCE_SLICES, _renamed(index, _gpus(f"n{n}", *["t4"] * case.per_node)))
+    time.sleep(0.3)
+    lows, members = _low_pods(kube, index, case, run, scheduler), []
+    try:
+        node_of = {p: "" for p in lows}
+
+        def bound(pods: list[str]) -> bool:
+            for pod in pods:
+                node_of[pod] = ((kube.get("pods", pod, NAMESPACE) or {}).get("spec") or {}
+                                ).get("nodeName") or ""
+            return all(node_of[p] for p in pods)
+
+        wait_for(lambda: bound(lows), f"{scheduler}'s low pods bound", 30)
+        members = _preemptor(kube, index, case, run, scheduler)
+        try:
+            wait_for(lambda: any(_gone_or_going(kube, p) for p in lows), "a victim", 30)
+        except AssertionError:
+            return PreemptionRun([], [None] * len(members),
+                                 f"no victim: {_scheduled_message(kube, members[0])}")
+        time.sleep(2)  # every eviction of one preemption is issued before it is nominated
+        evicted = [p for p in lows if _gone_or_going(kube, p)]
+        for pod in evicted:
+            kube.delete("pods", pod, NAMESPACE, grace_period_seconds=0)
+            if case.low_claims:
+                kube.patch_status(RESOURCE_CLAIMS, pod, {"status": {
+                    "allocation": None, "reservedFor": None}}, NAMESPACE)
+        try:
+            wait_for(lambda: bound(members), f"{scheduler}'s preemptor bound", 30)
+        except AssertionError:
+            pass
+        nodes = [node_of.get(m) or None for m in members]
+        problem = None
+        if any(n is None for n in nodes):
+            problem = "the preemptor is not bound whole"
+        everyone = [d for p in lows + members if p not in evicted for d in _claimed(kube, p)]
+        if len(everyone) != len(set(everyone)):
+            problem = f"a device allocated twice: {sorted(everyone)}"
+        for member, node in zip(members, nodes, strict=True):
+            mine = _claimed(kube, member)
+            if node is not None and (len(mine) != case.count
+                                     or any(pool != node for pool, _ in mine)):
+                problem = f"{member} on {node} holds {mine}"
+        return PreemptionRun(evicted, nodes, problem)
+    finally:
+        for pod in lows + members:
+            kube.delete("pods", pod, NAMESPACE, grace_period_seconds=0)
+            _drop_claim(kube, pod)
+        if case.members > 1:
+            kube.delete("podgroups", f"{run}-high", NAMESPACE)
+        for n in range(case.nodes):
+            kube.delete(RESOURCE_SLICES, f"d{index}-n{n}-gpus")
+            kube.delete("nodes", _node_name(index, f"n{n}"))
+        time.sleep(0.3)
+
+
+def test_a_preemptor_with_claims_evicts_as_kube_scheduler_does(
+        control_plane: ApiServer) -> None:
+    """kube-scheduler and Fluence each preempt for a pod, then a gang, whose claims only
+    low-priority claims' devices can satisfy: both evict as many, both end with every
+    claim allocated on its member's node, and no device allocated twice."""
+    kube = control_plane.cluster(qps=1000, burst=1000)
+    ensure_namespace(kube, NAMESPACE)
+    if kube.get(DEVICE_CLASSES, CLASS) is None:
+        kube.create(DEVICE_CLASSES, make_device_class_dict(CLASS, f'device.driver == "{DRIVER}"'))
+    for value in (LOW_PRIORITY, HIGH_PRIORITY):
+        if kube.get("priorityclasses", f"{NAMESPACE}-p{value}") is None:
+            kube.create("priorityclasses", {"metadata": {"name": f"{NAMESPACE}-p{value}"},
+                                            "value": value})
+    problems = []
+    rows = []
+    for number, case in enumerate(PREEMPTIONS):
+        index = 200 + 2 * number
+        theirs = _preempt_with(kube, index, case, f"pk{number}", "default-scheduler")
+        with scheduler_beside(kube, load_settings()):
+            ours = _preempt_with(kube, index + 1, case, f"pf{number}", "fluence")
+        rows.append((case.name, theirs, ours))
+        if ours.problem:
+            problems.append(f"{case.name}: fluence: {ours.problem}")
+        if not case.kube_preempts:
+            if theirs.evicted:
+                problems.append(f"{case.name}: kube-scheduler was not to preempt: "
+                                f"{theirs.evicted}")
+            continue
+        if theirs.problem:
+            problems.append(f"{case.name}: kube: {theirs.problem}")
+        if len(theirs.evicted) != len(ours.evicted):
+            problems.append(f"{case.name}: kube evicts {theirs.evicted}, fluence {ours.evicted}")
+    print("\nDRA preemption (kube-scheduler v1.36 vs fluence):")
+    print(f"  {'case':58s} {'kube: evicted, nodes':34s} fluence: evicted, nodes")
+    for name, theirs, ours in rows:
+        def shown(run: PreemptionRun) -> str:
+            nodes = sorted(n.split("-", 1)[1] if n else "-" for n in run.nodes)
+            return f"{len(run.evicted)}, {','.join(nodes)}" + (" !" if run.problem else "")
+        print(f"  {name:58s} {shown(theirs):34s} {shown(ours)}")
+        for who, run in (("kube", theirs), ("fluence", ours)):
+            if run.problem:
+                print(f"    {who}: {run.problem}")
+    assert not problems, "\n".join(problems)

@@ -368,18 +368,146 @@ def test_garbled_slices_and_claims_leave_the_others_placed(harness_factory: Fact
     assert h.scheduler.view.dra.inventory.devices()
 
 
-def test_a_pod_with_claims_evicts_no_one_and_waits(harness_factory: Factory) -> None:
+def _deallocate(h: Harness, claim: str) -> None:
+    """What the resourceclaim controller does once no pod holds the claim."""
+    h.cluster.patch_status(RESOURCE_CLAIMS, claim, {"status": {
+        "allocation": None, "reservedFor": None}}, "default")
+
+
+def _gone(h: Harness, name: str) -> bool:
+    return h.cluster.get(PODS, name, "default") is None
+
+
+def test_a_pod_with_claims_preempts_for_the_devices_its_victim_frees(
+        harness_factory: Factory) -> None:
     h = _setup(harness_factory, "a")
     _devices(h, "a")
-    _claim(h, "c")
-    h.add(pod("low", "8", priority=1))
+    for name in ("low1", "low2", "high"):
+        _claim(h, name)
+    h.add(_with_claim("low1", "low1", priority=1), _with_claim("low2", "low2", priority=1))
     h.cycle()
-    assert h.node_of("low") == "a"
-    h.add(_with_claim("high", "c", priority=100))
+    held = {claim: _devices_of(h, claim) for claim in ("low1", "low2")}
+    assert sorted(sum(held.values(), [])) == ["a/gpu0", "a/gpu1"]
+    h.add(_with_claim("high", "high", priority=100))
+    h.cycle()
+    # cores abound: the device is the room, so one victim, not both
+    victims = [name for name in ("low1", "low2") if _gone(h, name)]
+    assert len(victims) == 1, victims
+    victim = victims[0]
+    h.cycle()
+    assert h.node_of("high") is None  # its victim's claim still holds the device
+    assert "deallocated" in _reason(h, "high")
+    assert _status(h, "high").get("allocation") is None
+    _deallocate(h, victim)
+    # the device is free now, but held for the nominated pod until it binds
+    taken = h.scheduler.view.dra.taken()
+    assert any(f"{d.pool}/{d.device}" == held[victim][0] for d in taken)
+    h.cycle()
+    assert h.node_of("high") == "a"
+    assert _devices_of(h, "high") == held[victim]
+    survivor = "low2" if victim == "low1" else "low1"
+    assert _devices_of(h, survivor) == held[survivor]
+
+
+def test_a_device_shared_with_a_pod_that_stays_is_freed_by_no_victim(
+        harness_factory: Factory) -> None:
+    h = _setup(harness_factory, "a")
+    _devices(h, "a", count=1)
+    _claim(h, "shared")
+    _claim(h, "mine")
+    h.add(_with_claim("keeper", "shared", priority=200))
+    h.cycle()
+    h.add(_with_claim("low", "shared", priority=1))
+    h.cycle()
+    assert h.node_of("keeper") == "a" == h.node_of("low")
+    h.add(_with_claim("high", "mine", priority=100))
     h.cycle()
     h.cycle()
-    # the room held for a preemptor until its victims go would be bound without its
-    # devices, so a pod with claims is no preemptor yet
-    assert h.cluster.get(PODS, "low", "default") is not None
+    # evicting low would free no device: keeper, which outranks high, still holds it
+    assert not _gone(h, "low")
     assert h.node_of("high") is None
-    assert _status(h, "c").get("allocation") is None
+    assert _status(h, "mine").get("allocation") is None
+
+
+def test_a_gang_with_claims_preempts_the_least_important_devices(
+        harness_factory: Factory) -> None:
+    h = harness_factory(*(node(n, 8, hostname=True) for n in "abc"))
+    h.cluster.create(DEVICE_CLASSES, make_device_class_dict(
+        "gpu", f'device.driver == "{DRIVER}"'))
+    for n in "abc":
+        _devices(h, n)
+    lows = {"a0": ("a", 1), "a1": ("a", 1), "b0": ("b", 1), "c0": ("c", 5), "c1": ("c", 5)}
+    for name, (where, priority) in lows.items():
+        _claim(h, name, 1, f'device.driver == "{DRIVER}"')
+        h.add(_with_claim(name, name, priority=priority,
+                          nodeSelector={"kubernetes.io/hostname": where}))
+    h.cycle()
+    assert {name: h.node_of(name) for name in lows} == {n: w for n, (w, _) in lows.items()}
+    h.add(pod_group("g", 2))
+    for i in range(2):
+        _claim(h, f"m{i}", 2)
+        h.add(_with_claim(f"m{i}", f"m{i}", group="g", priority=100))
+    h.cycle()
+    # two whole nodes of devices are needed: a and b hold only priority-1 claims, and b
+    # frees its second device with one victim; c's priority-5 pods stay
+    assert sorted(n for n in lows if _gone(h, n)) == ["a0", "a1", "b0"]
+    assert [h.node_of(f"m{i}") for i in range(2)] == [None, None]
+    for name in ("a0", "a1", "b0"):
+        _deallocate(h, name)
+    h.cycle()
+    assert sorted(h.node_of(f"m{i}") or "" for i in range(2)) == ["a", "b"]
+    taken = [d for name in ("m0", "m1", "c0", "c1") for d in _devices_of(h, name)]
+    assert len(taken) == 6 == len(set(taken))
+
+
+def test_a_zone_required_gang_with_claims_preempts_inside_one_zone_only(
+        harness_factory: Factory) -> None:
+    zones = {"a0": "a", "a1": "a", "b0": "b", "b1": "b"}
+    h = harness_factory(*(node(n, 8, zone=z, hostname=True) for n, z in zones.items()),
+                        resources=f"topology:\n  levels: [{ZONE}]\n")
+    h.cluster.create(DEVICE_CLASSES, make_device_class_dict(
+        "gpu", f'device.driver == "{DRIVER}"'))
+    priorities = {"a0": 1, "a1": 5, "b0": 1, "b1": 3}
+    for name, priority in priorities.items():
+        _devices(h, name, count=1)
+        _claim(h, f"low-{name}")
+        h.add(_with_claim(f"low-{name}", f"low-{name}", priority=priority,
+                          nodeSelector={"kubernetes.io/hostname": name}))
+    h.cycle()
+    assert all(h.node_of(f"low-{n}") == n for n in zones)
+    h.add(pod_group("g", 2, topology=[ZONE]))
+    for i in range(2):
+        _claim(h, f"c{i}")
+        h.add(_with_claim(f"m{i}", f"c{i}", group="g", priority=100))
+    h.cycle()
+    # a0 and b0 (both priority 1) would be the cheapest pair, but they span two zones;
+    # inside one, zone b's victims (at most priority 3) hurt less than zone a's (5)
+    assert sorted(n for n in zones if _gone(h, f"low-{n}")) == ["b0", "b1"]
+    for name in ("b0", "b1"):
+        _deallocate(h, f"low-{name}")
+    h.cycle()
+    assert sorted(h.node_of(f"m{i}") or "" for i in range(2)) == ["b0", "b1"]
+    assert sorted(d for i in range(2) for d in _devices_of(h, f"c{i}")) == [
+        "b0/gpu0", "b1/gpu0"]
+
+
+def test_a_promised_device_another_scheduler_allocates_meanwhile_is_never_given_twice(
+        harness_factory: Factory) -> None:
+    h = _setup(harness_factory, "a")
+    _devices(h, "a", count=1)
+    for name in ("low", "high", "theirs"):
+        _claim(h, name)
+    h.add(_with_claim("low", "low", priority=1))
+    h.cycle()
+    h.add(_with_claim("high", "high", priority=100))
+    h.cycle()
+    assert _gone(h, "low")
+    # kube-scheduler, which does not see the nomination, takes the freed device
+    _deallocate(h, "low")
+    h.cluster.patch_status(RESOURCE_CLAIMS, "theirs", {"status": {"allocation": {"devices": {
+        "results": [{"request": "r", "driver": DRIVER, "pool": "a", "device": "gpu0"}]}}}},
+        "default")
+    h.cycle()
+    assert h.node_of("high") is None
+    assert _status(h, "high").get("allocation") is None
+    assert "default/high" not in h.scheduler.cycle.preemptor.nominations
