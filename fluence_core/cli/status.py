@@ -68,7 +68,7 @@ def status() -> None:
         for column in ("owner", "slice", "domain", "nodes"):
             slices.add_column(column)
         for h, s in sliced:
-            slices.add_row(h.owner, str(s.index), s.domain, ", ".join(s.nodes))
+            slices.add_row(h.owner, s.shown, s.domain, ", ".join(s.nodes))
         console.print(slices)
     grouped = [(h.podset_group, h.owner, "held", h.domain or "-") for h in report.held
                if h.podset_group]

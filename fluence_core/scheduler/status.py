@@ -25,7 +25,7 @@ from fluence_core.errors import TopologyError
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation
 from fluence_core.matcher.domains import DomainRow, ZoneRow, hierarchy, zone_rows
-from fluence_core.matcher.jobspec import slice_of
+from fluence_core.matcher.jobspec import slice_span
 from fluence_core.pod_requests import CPU, MEMORY, pod_requests
 from fluence_core.quantity import MIB
 from fluence_core.scheduler import groups as g
@@ -75,6 +75,13 @@ class HeldSlice:
     index: int
     nodes: list[str]
     domain: str
+    last: int = -1
+    """The last slice of a run held by one allocation (-1: this slice alone)."""
+
+    @property
+    def shown(self) -> str:
+        """``3``, or ``0-15`` for a run of slices held by one allocation."""
+        return f"{self.index}-{self.last}" if self.last > self.index else str(self.index)
 
 
 @dataclass
@@ -234,19 +241,19 @@ def _reservation(pending: g.PendingGroup) -> ReservationInfo | None:
 
 def _slices(scheduler: Scheduler, allocations: Mapping[str, Allocation]) -> list[HeldSlice]:
     """The slices of a sliced group's record, in order (none for a group not sliced)."""
-    nodes: dict[int, set[str]] = {}
+    nodes: dict[tuple[int, int], set[str]] = {}
     for kind, allocation in allocations.items():
-        index = slice_of(kind)
-        if index is not None:
-            nodes.setdefault(index, set()).update(share.node for share in allocation.nodes)
+        span = slice_span(kind)
+        if span is not None:
+            nodes.setdefault(span, set()).update(share.node for share in allocation.nodes)
     graph = scheduler.graph
     rows = []
-    for index, held in sorted(nodes.items()):
+    for (index, last), held in sorted(nodes.items()):
         known = [node for node in held if graph.has_node(node)]
         common = graph.common_domain(known) if known else ()
         domain = "/".join(common) if common else (known[0] if len(held) == 1 and known
                                                    else "-")
-        rows.append(HeldSlice(index, sorted(held), domain))
+        rows.append(HeldSlice(index, sorted(held), domain, last if last > index else -1))
     return rows
 
 
