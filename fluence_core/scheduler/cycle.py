@@ -309,12 +309,15 @@ class Cycle:
             return fail_all(outcome.detail or outcome.reason, "unschedulable")
         nodes = {key: placement.node for key, placement in outcome.placements.items()}
         self.view.release_match(outcome)
-        matches: list[tuple[g.PendingGroup, Group, GroupMatch]] = []
+        shares: list[Group] = []
         start = 0
-        for member, group in zip(members, groups, strict=True):
-            share = podset_groups.pinned(dataclasses.replace(
-                group, pods=joint.pods[start:start + len(group.pods)]), nodes)
+        for group in groups:
+            shares.append(dataclasses.replace(
+                group, pods=joint.pods[start:start + len(group.pods)]))
             start += len(group.pods)
+        matches: list[tuple[g.PendingGroup, Group, GroupMatch]] = []
+        for member, share in zip(members, podset_groups.on_their_nodes(shares, nodes),
+                                 strict=True):
             placed = self.match(share)
             vetoed, _ = self._filtered(share, placed, ctx)
             if isinstance(placed, GroupMiss) or vetoed:

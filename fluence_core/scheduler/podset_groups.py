@@ -203,3 +203,14 @@ def pinned(group: Group, nodes: Mapping[str, str | None] | frozenset[str]) -> Gr
         pods.append(dataclasses.replace(pod, allowed=allowed, preferred=tuple(
             tier & allowed for tier in pod.preferred if tier & allowed)))
     return dataclasses.replace(group, pods=tuple(pods))
+
+
+def on_their_nodes(shares: Sequence[Group], nodes: Mapping[str, str | None]) -> list[Group]:
+    """Each gang's share of a joint match held to the nodes ``nodes`` gave its pods: to the
+    set of them when no two gangs' sets meet (one jobspec per gang, as any gang), else each
+    pod to its own node (so a gang cannot take room the joint match gave another)."""
+    sets = [frozenset(n for p in share.pods if (n := nodes.get(p.key)) is not None)
+            for share in shares]
+    disjoint = sum(len(s) for s in sets) == len(frozenset().union(*sets))
+    return [pinned(share, held) if disjoint else pinned(share, nodes)
+            for share, held in zip(shares, sets, strict=True)]

@@ -140,3 +140,14 @@ def test_a_gang_waits_while_the_other_gang_of_its_group_has_no_pods(
     h.cycle()
     assert h.node_of("leader0") is None
     assert "waits for gang default/workers" in _reason(h, "leader0")
+
+
+def test_gangs_sharing_a_node_in_the_joint_match_each_hold_their_own_pods_there(
+        harness_factory: Callable[..., Harness]) -> None:
+    nodes = [node(f"r{r}-{i}", cpu=8, labels={names.RACK_LABEL: f"r{r}"})
+             for r, size in enumerate((1, 2)) for i in range(size)]
+    h = harness_factory(*nodes, *_gang("leader", 1), *_gang("workers", 3), resources=LEVELS)
+    h.cycle()
+    placed = [h.node_of(p) for p in ("leader0", "workers0", "workers1", "workers2")]
+    assert None not in placed and {str(n).split("-")[0] for n in placed} == {"r1"}, placed
+    assert sorted(placed) == ["r1-0", "r1-0", "r1-1", "r1-1"], "two pods of 4 cores a node"
