@@ -1,6 +1,7 @@
 """Groups of PodSets on a real kube-apiserver: a JobSet's leader gang and worker gang that
 name one ``podset-group-name`` share one rack, and a group no rack can hold places none of
-its gangs (skipped without KUBEBUILDER_ASSETS)."""
+its gangs; gangs of one group stating different levels wait, saying so (skipped without
+KUBEBUILDER_ASSETS)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from fluence_core import names
 from fluence_core.kube.client import KubeCluster
 from fluence_core.settings import load_settings
 from fluence_core.testing import make_pod_dict, make_pod_group_dict
-from tests.e2e.test_slices_e2e import Blocks
+from tests.e2e.test_slices_e2e import BLOCK_LABEL, Blocks
 from tests.e2e.test_scheduler_e2e import running
 
 pytestmark = pytest.mark.e2e
@@ -27,18 +28,20 @@ def racks(kube: KubeCluster, kube_namespace: str) -> Iterator[Blocks]:
         yield harness
 
 
-def _jobset(racks: Blocks, gangs: dict[str, int]) -> None:
+def _jobset(racks: Blocks, gangs: dict[str, int],
+            stated: dict[str, dict[str, str]] | None = None) -> None:
     """The PodGroups the webhook's controller makes for a JobSet's Jobs (the topology the
     Jobs state, and the JobSet they belong to), all made before any pod, as the Jobs are;
     then each Job's pods of 4 cores."""
+    said = {name: (stated or {}).get(name, STATED) for name in gangs}
     for name, size in gangs.items():
         racks.kube.create("podgroups", make_pod_group_dict(
             name, size, racks.ns, annotations={
-                **STATED, names.PODSET_GROUP_WORKLOAD_ANNOTATION: "JobSet/js"}), racks.ns)
+                **said[name], names.PODSET_GROUP_WORKLOAD_ANNOTATION: "JobSet/js"}), racks.ns)
     for name, size in gangs.items():
         for i in range(size):
             racks.kube.create("pods", make_pod_dict(
-                f"{name}-{i}", "4", annotations=STATED, namespace=racks.ns, group=name,
+                f"{name}-{i}", "4", annotations=said[name], namespace=racks.ns, group=name,
                 nodeSelector={"e2e-ns": racks.ns}), racks.ns)
 
 
@@ -64,3 +67,17 @@ def test_a_group_no_rack_can_hold_places_none_of_its_gangs(racks: Blocks) -> Non
                and "group of PodSets lw" in racks.why("workers-0"),
                "both gangs' FailedScheduling events naming the group")
     assert not any(racks.node_of(p) for p in ["leader-0", *(f"workers-{i}" for i in range(3))])
+
+
+def test_gangs_of_one_group_stating_different_levels_wait_saying_so(racks: Blocks) -> None:
+    for r in range(2):
+        for i in range(2):
+            racks.labelled(f"r{r}-{i}", **{BLOCK_LABEL: "x", names.RACK_LABEL: f"r{r}"})
+    racks.start_scheduler(load_settings(topology_levels=[BLOCK_LABEL, names.RACK_LABEL]))
+    blockwide = {**STATED, names.KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: BLOCK_LABEL}
+    _jobset(racks, {"leader": 1, "workers": 2}, {"workers": blockwide})
+    racks.wait(lambda: "must state the same topology" in racks.why("workers-0"),
+               "the FailedScheduling event naming the disagreement")
+    why = racks.why("workers-0")
+    assert f"required {names.RACK_LABEL}" in why and f"required {BLOCK_LABEL}" in why, why
+    assert not any(racks.node_of(p) for p in ("leader-0", "workers-0", "workers-1"))
