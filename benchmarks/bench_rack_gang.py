@@ -21,7 +21,7 @@ reading back a node per pod), the median CPU time of this process over the same 
 (Fluxion matches in-process, so it is counted; on shared cores wall time waits for a core,
 CPU time does not), the wall ratio to ``flat``, and where the gang went (racks used).
 ``--matchers`` picks the matchers (``embedded,fluxion``; Fluxion only with
-``FLUENCE_FLUXION_LIB``).
+``FLUENCE_FLUXION_LIB``), ``--ways`` the ways (``sliced``: that and ``flat``).
 Then ``--singles`` lone pods (1 core, and 500m from the shared pool) are matched on the
 empty cluster behind the shared pool, as the scheduler runs them, with levels and flat:
 what the default best fit costs a single pod. The Fluxion matcher joins when
@@ -121,7 +121,10 @@ def run(make: Callable[[ResourceGraph], Matcher], args: argparse.Namespace) -> d
         ways["sliced"] = ((ZONE, RACK), Constraint(
             required=(ZONE.label,), slices=(SliceLayer(RACK.label, args.slice),)))
     found = {}
+    chosen = [way.strip() for way in args.ways.split(",")] if args.ways else list(ways)
     for way, (levels, constraint) in ways.items():
+        if way not in chosen and way != "flat":  # flat is every ratio's baseline
+            continue
         graph = ResourceGraph(infos, levels=levels)
         matcher = make(graph)
         singles = fill(graph, matcher, args.fill, args.seed)
@@ -163,6 +166,9 @@ def main() -> None:
     parser.add_argument("--slice", type=int, default=16,
                         help="pods per rack slice in the sliced way (0: no sliced way)")
     parser.add_argument("--singles", type=int, default=500)
+    parser.add_argument("--ways", default="",
+                        help="the ways to time, comma-separated (default: all; flat, the "
+                             "baseline, always)")
     parser.add_argument("--policy", default="first", help="the matchers' policy")
     parser.add_argument("--matchers", default="embedded,fluxion",
                         help="which matchers (fluxion only with FLUENCE_FLUXION_LIB)")

@@ -231,6 +231,12 @@ KUEUE_SLICE_CONSTRAINTS_ANNOTATION: Final = (
     "kueue.x-k8s.io/podset-slice-required-topology-constraints")
 """Slices in up to three layers, widest first, as JSON: ``[{"topology": <label>, "size":
 <pods>}, ...]``; each layer's size divides the one before it."""
+KUEUE_PODSET_GROUP_ANNOTATION: Final = "kueue.x-k8s.io/podset-group-name"
+"""On the pods (or PodGroup, Job, JobSet) of several gangs of one workload: the gangs that
+name the same group share one domain of their required level, matched together."""
+PODSET_GROUP_WORKLOAD_ANNOTATION: Final = f"{DOMAIN}/podset-group-workload"
+"""On a PodGroup the webhook's controller made for a Job of a JobSet: ``JobSet/<name>``, the
+workload whose gangs a :data:`KUEUE_PODSET_GROUP_ANNOTATION` names together."""
 
 # A Flux cluster inside an Indexed Job or JobSet (plugin fluence-flux).
 FLUX_ANNOTATION: Final = f"{DOMAIN}/flux"

@@ -43,7 +43,8 @@ def read_constraint(
     its ``spec.podGroupTemplateRef`` names, which controllers are expected to copy but may
     not have yet), Kueue's ``podset-required-topology`` and Fluence's ``topology-required``.
     Preferred: Kueue's ``podset-preferred-topology`` and Fluence's ``topology-preferred``.
-    Slices: Kueue's slice annotations (:func:`read_slices`).
+    Slices: Kueue's slice annotations (:func:`read_slices`). The group of PodSets it shares
+    a domain with: Kueue's ``podset-group-name``.
     The annotations count on the PodGroup (where the webhook's controller carries what a
     Job, JobSet or TrainJob states) and on the pods. What cannot be read (members that
     disagree, a malformed field) becomes :attr:`Constraint.error`: reading never fails,
@@ -90,7 +91,8 @@ def _read_constraint(
     for entries, pod_name in by_pods.items():
         stated.add(entries, f"pod {pod_name}")
     return Constraint(tuple(stated.required), tuple(stated.preferred), stated.unconstrained,
-                      "; ".join(stated.sources), slices=stated.slices)
+                      "; ".join(stated.sources), slices=stated.slices,
+                      podset_group=stated.podset_group)
 
 
 @dataclass
@@ -101,6 +103,7 @@ class _Stated:
     sources: list[str] = field(default_factory=list)
     slices: tuple[SliceLayer, ...] = ()
     slices_from: str = ""
+    podset_group: str = ""
 
     def add(self, entries: Iterable[str], who: str) -> None:
         own: dict[str, str] = {}
@@ -114,6 +117,11 @@ class _Stated:
                 self.preferred.append(value)
             elif key == names.KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION:
                 self.unconstrained = self.unconstrained or value.lower() == "true"
+            elif key == names.KUEUE_PODSET_GROUP_ANNOTATION:
+                if self.podset_group and self.podset_group != value:
+                    raise TopologyError(f"{who}: annotation {key} is {value}, but the group "
+                                        f"already names {self.podset_group}")
+                self.podset_group = value
             else:
                 own[key] = value
             self.sources.append(f"{who} annotation {key}")
@@ -207,7 +215,7 @@ _PREFERRED = (names.TOPOLOGY_PREFERRED_ANNOTATION, names.KUEUE_PREFERRED_TOPOLOG
 _SLICES = (names.KUEUE_SLICE_REQUIRED_TOPOLOGY_ANNOTATION, names.KUEUE_SLICE_SIZE_ANNOTATION,
            names.KUEUE_SLICE_CONSTRAINTS_ANNOTATION)
 _ANNOTATIONS = (*_REQUIRED, *_PREFERRED, names.KUEUE_UNCONSTRAINED_TOPOLOGY_ANNOTATION,
-                *_SLICES)
+                *_SLICES, names.KUEUE_PODSET_GROUP_ANNOTATION)
 TOPOLOGY_ANNOTATIONS = _ANNOTATIONS
 """Every annotation a workload may state its topology with."""
 

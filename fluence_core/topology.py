@@ -80,6 +80,9 @@ class Constraint:
     group is not matched, and waits with this reason (:func:`attempts` raises it)."""
     slices: tuple[SliceLayer, ...] = ()
     """Slices of the group, widest layer first; each layer's size divides the one above."""
+    podset_group: str = ""
+    """Kueue's ``podset-group-name``: the group shares one domain with the other gangs of its
+    workload that name the same group (``fluence_core.scheduler.podset_groups``)."""
 
     @property
     def stated(self) -> bool:

@@ -127,3 +127,19 @@ def test_a_malformed_slice_annotation_is_an_error_naming_it(
 def test_slice_annotations_are_carried_from_a_workload() -> None:
     job = {"metadata": {"annotations": {**SLICE_PAIR, "other": "x"}}}
     assert stated_annotations(None, job) == SLICE_PAIR
+
+
+def test_a_group_of_podsets_is_read_from_the_pods_or_the_pod_group() -> None:
+    named = {names.KUEUE_PODSET_GROUP_ANNOTATION: "lw"}
+    assert read_constraint(None, [pod("a", **named), pod("b", **named)]).podset_group == "lw"
+    group = make_pod_group_dict("g", 2, "ns", annotations=named)
+    assert read_constraint(group, [pod("a")]).podset_group == "lw"
+    assert read_constraint(None, [pod("a")]).podset_group == ""
+
+
+def test_a_pod_group_and_pods_naming_two_groups_of_podsets_is_an_error() -> None:
+    group = make_pod_group_dict("g", 1, "ns",
+                                annotations={names.KUEUE_PODSET_GROUP_ANNOTATION: "lw"})
+    read = read_constraint(group, [pod("a", **{names.KUEUE_PODSET_GROUP_ANNOTATION: "other"})])
+    assert "pod ns/a: annotation kueue.x-k8s.io/podset-group-name is other" in read.error
+    assert "already names lw" in read.error

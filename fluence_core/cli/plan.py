@@ -113,7 +113,9 @@ def explain_topology(group: Group, graph: ResourceGraph, before: dict[int, dict[
         f"preferred {', '.join(stated.preferred)}" if stated.preferred else "",
         "unconstrained" if stated.unconstrained else "",
         "slices " + " > ".join(f"{layer.size} pods per {layer.key}" for layer in stated.slices)
-        if stated.slices else "") if part)
+        if stated.slices else "",
+        f"group of PodSets {stated.podset_group} (its gangs share one domain; the pods here "
+        "are matched as the whole group)" if stated.podset_group else "") if part)
     lines.append(f"  the group states: {said} ({stated.source})" if said else
                  "  the group states nothing: the smallest domain that holds it, else anywhere")
     try:

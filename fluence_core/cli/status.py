@@ -68,8 +68,19 @@ def status() -> None:
         for column in ("owner", "slice", "domain", "nodes"):
             slices.add_column(column)
         for h, s in sliced:
-            slices.add_row(h.owner, str(s.index), s.domain, ", ".join(s.nodes))
+            slices.add_row(h.owner, s.shown, s.domain, ", ".join(s.nodes))
         console.print(slices)
+    grouped = [(h.podset_group, h.owner, "held", h.domain or "-") for h in report.held
+               if h.podset_group]
+    grouped += [(p.podset_group, p.group, "pending", "-") for p in report.pending
+                if p.podset_group]
+    if grouped:
+        podsets = Table(title="Groups of PodSets (their gangs share one domain)")
+        for column in ("group of PodSets", "gang", "state", "domain"):
+            podsets.add_column(column)
+        for member in sorted(grouped):
+            podsets.add_row(*member)
+        console.print(podsets)
     pending = Table(title="Pending groups")
     for column in ("group", "pods", "why it waits"):
         pending.add_column(column)

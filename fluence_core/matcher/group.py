@@ -342,6 +342,8 @@ class _Slice:
     placement: SlicePlacement
     allocations: dict[str, Allocation]
     placements: dict[str, PodPlacement]
+    covers: int = 1
+    """How many slices, from this one on, its allocations hold (a run held by one match)."""
 
 
 class _Slicer:
@@ -384,8 +386,9 @@ class _Slicer:
         allocations: dict[str, Allocation] = {}
         placements: dict[str, PodPlacement] = {}
         for held in self.held:
+            first = held.placement.index
             for kind, allocation in held.allocations.items():
-                allocations[slice_kind(kind, held.placement.index)] = allocation
+                allocations[slice_kind(kind, first, first + held.covers - 1)] = allocation
             placements.update(held.placements)
         logger.debug("group %s placed in %d slices: %s", self.group.name, len(self.held),
                      "; ".join(" ".join(h.placement.domains) for h in self.held))
@@ -399,6 +402,8 @@ class _Slicer:
         if not self._may_hold(pods, parts, layer.size):
             self._no_domain(pods[: layer.size], 1, len(pods) // layer.size, layer.key, where)
             return False
+        if depth + 1 == len(self.layers) and self._hold_runs(pods, parts, layer.size, where):
+            return True
         known: dict[tuple[Domain, Any], tuple[int, ...] | None] = {}
         for start in range(0, len(pods), layer.size):
             chunk = pods[start: start + layer.size]
@@ -424,6 +429,67 @@ class _Slicer:
                 self._no_domain(chunk, start // layer.size + 1, len(pods) // layer.size,
                                 layer.key, where)
                 return False
+        return True
+
+    def _hold_runs(self, pods: list[PodRequest], parts: Mapping[Domain, list[NodeVertex]],
+                   size: int, where: tuple[str, ...]) -> bool:
+        """Hold the narrowest slices of ``pods`` of one shape in runs, one match per domain:
+        the domain of each slice is chosen as slice by slice (:meth:`_tightness`, tightest
+        first), its room counted down by the slice's pods, cores and GPUs (exact for one
+        shape: each pod takes one of a node's places for that shape, wherever it lands), so
+        each domain takes one run of consecutive slices; then each run is matched at once,
+        held to its domain's nodes. A matcher walks its graph once per domain, not once per
+        slice. False, holding nothing, for several shapes or when a run's match misses:
+        slice by slice decides then."""
+        shape = _shape_of(pods)
+        if shape is None or len(pods) <= size:
+            return False
+        cores, gpus, _ = need(dataclasses.replace(self.group, pods=tuple(pods[:size])))
+        room: dict[Domain, list[int]] = {}
+        for domain, nodes in parts.items():
+            found = self._tightness(nodes, pods[:size], shape)
+            if found is not None:
+                room[domain] = ([found[0], found[2], found[1]] if gpus
+                                else [found[0], found[1], found[2]])  # pods, cores, GPUs
+        runs: list[tuple[Domain, int, int]] = []
+        for start in range(0, len(pods), size):
+            fitting = [d for d, (n, c, g) in room.items() if n >= size and c >= cores
+                       and g >= gpus]
+            if not fitting:
+                return False
+            chosen = min(fitting, key=lambda d: ((room[d][0], room[d][2], room[d][1]) if gpus
+                                                 else tuple(room[d]), d))
+            left = room[chosen]
+            left[0], left[1], left[2] = left[0] - size, left[1] - cores, left[2] - gpus
+            if runs and runs[-1][0] == chosen:
+                runs[-1] = (chosen, runs[-1][1], start + size)
+            else:
+                runs.append((chosen, start, start + size))
+        mark = len(self.held)
+        for domain, start, stop in runs:
+            here = (*where, f"{self.layers[-1].key}={'/'.join(domain)}")
+            if not self._hold_run(pods[start:stop], parts[domain], here, size):
+                self._give_back(mark)
+                self.miss = None
+                return False
+        return True
+
+    def _hold_run(self, run: list[PodRequest], nodes: Sequence[NodeVertex],
+                  where: tuple[str, ...], size: int) -> bool:
+        """Hold consecutive slices of ``size`` pods in one match inside ``nodes``."""
+        part = _held_inside(dataclasses.replace(self.group, pods=tuple(run)), nodes)
+        specs = group_jobspecs(part, self.graph, exclude_nodes=self.exclude)
+        outcome = _match_specs(part, self.graph, self.matcher, specs, self.level)
+        if isinstance(outcome, GroupMiss):
+            return False
+        self._count(outcome.allocations.values(), -1)
+        count = len(run) // size
+        for number in range(count):
+            chunk = run[number * size: (number + 1) * size]
+            placement = SlicePlacement(len(self.held), tuple(p.key for p in chunk), where)
+            self.held.append(_Slice(
+                placement, outcome.allocations if number == 0 else {},
+                {p.key: outcome.placements[p.key] for p in chunk}, count if number == 0 else 1))
         return True
 
     def _may_hold(self, pods: Sequence[PodRequest], parts: Mapping[Domain, list[NodeVertex]],

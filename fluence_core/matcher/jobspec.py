@@ -84,16 +84,29 @@ def is_compute(kind: str) -> bool:
 _SLICE = "-slice"
 
 
-def slice_kind(kind: str, index: int) -> str:
+def slice_kind(kind: str, index: int, last: int | None = None) -> str:
     """The kind of slice ``index``'s jobspec ``kind`` in a sliced group's allocations
-    (``compute-slice3``; a compute kind stays one, as records and restarts read it)."""
-    return f"{kind}{_SLICE}{index}"
+    (``compute-slice3``; a compute kind stays one, as records and restarts read it), or of
+    slices ``index`` to ``last`` held by one allocation (``compute-slice0-15``)."""
+    span = f"-{last}" if last is not None and last != index else ""
+    return f"{kind}{_SLICE}{index}{span}"
+
+
+def slice_span(kind: str) -> tuple[int, int] | None:
+    """The first and last slice a kind of a sliced group's allocations holds (None: not
+    sliced)."""
+    head, found, text = kind.rpartition(_SLICE)
+    first, dash, last = text.partition("-")
+    if not (found and head and first.isdigit() and (not dash or last.isdigit())):
+        return None
+    return int(first), int(last) if dash else int(first)
 
 
 def slice_of(kind: str) -> int | None:
-    """The slice a kind of a sliced group's allocations belongs to (None: not sliced)."""
-    head, found, index = kind.rpartition(_SLICE)
-    return int(index) if found and head and index.isdigit() else None
+    """The (first) slice a kind of a sliced group's allocations belongs to (None: not
+    sliced)."""
+    span = slice_span(kind)
+    return span[0] if span is not None else None
 
 
 def compute_jobspec(

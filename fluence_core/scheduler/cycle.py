@@ -38,6 +38,7 @@ from fluence_core.matcher.base import MatchOutcome
 from fluence_core.models import Group
 from fluence_core.plugins import FluencePluginManager
 from fluence_core.scheduler import groups as g
+from fluence_core.scheduler import podset_groups
 from fluence_core.scheduler.binder import Binder, Commit, CycleResult, Reporter
 from fluence_core.scheduler.context import SchedulingContext
 from fluence_core.scheduler.feasible import FeasibleNodes, Storage, filters_of
@@ -119,7 +120,7 @@ class Cycle:
             reservations.begin(pending, also_waiting=still)
             results: list[CycleResult] = []
             started = self.reporter.clock()
-            for reached, group in enumerate(pending):
+            for reached, group in enumerate(podset_groups.join(pending)):
                 if results and self._over_budget(started):  # one attempt at least
                     logger.debug("cycle ends after %d of %d groups: new pods arrived",
                                  reached, len(pending))
@@ -127,6 +128,8 @@ class Cycle:
                 self.reporter.seen(group.key)
                 if not group.ready:
                     self.reporter.tell_arriving(group, group.waiting or "waiting")
+                    for fellow in group.fellows:
+                        self.reporter.tell_arriving(fellow, _with_fellow(group))
                     continue
                 self.reporter.arrivals.forget(group.key)
                 if self.reporter.failed_at.get(group.key) == view.generation:
@@ -165,6 +168,19 @@ class Cycle:
 
     def _attempt(self, pending: g.PendingGroup) -> CycleResult:
         ctx = self.context()
+        fellowship = podset_groups.fellowship_of(pending) if pending.pod_group else None
+        if fellowship is not None:
+            absent = podset_groups.absent_fellows(pending, fellowship, self.view.pods,
+                                                  self.view.pod_groups)
+            if absent:
+                why = (f"waits for gang {absent[0]} of its group of PodSets, placed together: "
+                       "it has no pods yet")
+                self.reporter.tell_waiting(pending, why)  # ready itself: told at once
+                for member in pending.fellows:
+                    self.reporter.tell_arriving(member, why)
+                return CycleResult(pending.key, reason=why)
+        if pending.fellows:
+            return self._attempt_together(pending, ctx)
         nominated = self._nominated(pending, ctx)
         if nominated is not None:
             return nominated
@@ -183,7 +199,7 @@ class Cycle:
                                       backoff=not isinstance(devices, NotMadeYet))
         self.devices = devices
         asked = group
-        constrained = self.feasible.constrain(group, pending.pods)
+        constrained = self._near_fellows(pending, self.feasible.constrain(group, pending.pods))
         if isinstance(constrained, str):
             return self._fail(pending, constrained, "unschedulable")
         group = constrained
@@ -192,7 +208,8 @@ class Cycle:
             if isinstance(outcome, GroupMiss) and self.feasible.partial:
                 # the search stopped at enough feasible nodes, but the graph had no room on
                 # them: every node is asked before the pod waits or preempts
-                widened = self.feasible.constrain(asked, pending.pods, every_node=True)
+                widened = self._near_fellows(
+                    pending, self.feasible.constrain(asked, pending.pods, every_node=True))
                 if isinstance(widened, str):
                     return self._fail(pending, widened, "unschedulable")
                 group = widened
@@ -225,6 +242,98 @@ class Cycle:
                 return self._fail(pending, f"{why}; {reserved}" if reserved else why,
                                   "unschedulable")
         return self._commit(pending, group, outcome, ctx)
+
+    def _near_fellows(self, pending: g.PendingGroup, group: Group | str) -> Group | str:
+        """A gang of a group of PodSets whose fellows were placed before it, held to their
+        domain (:func:`~fluence_core.scheduler.podset_groups.pinned_domain`); any other
+        group as it is."""
+        if isinstance(group, str) or pending.pod_group is None:
+            return group
+        fellowship = podset_groups.fellowship_of(pending)
+        if fellowship is None:
+            return group
+        view = self.view
+        placed = podset_groups.placed_fellow_nodes(pending, fellowship, view.pods,
+                                                   view.pod_groups, view.node_of)
+        domain = podset_groups.pinned_domain(view.graph, group.topology, placed)
+        if domain is None:
+            return group
+        logger.debug("group %s: held to the domain of its %s on %s", pending.key,
+                     podset_groups.describe(fellowship), placed[0])
+        return podset_groups.pinned(group, domain)
+
+    def _attempt_together(self, lead: g.PendingGroup, ctx: SchedulingContext) -> CycleResult:
+        """Place the gangs of one group of PodSets (``lead`` and its fellows) all or none:
+        one joint match chooses the domain and each pod's node, then each gang is matched on
+        the nodes its pods got there and committed as its own (module
+        :mod:`~fluence_core.scheduler.podset_groups`)."""
+        members = [lead, *lead.fellows]
+        fellowship = podset_groups.fellowship_of(lead)
+        together = podset_groups.describe(fellowship) if fellowship else "group of PodSets"
+
+        def fail_all(reason: str, result: str) -> CycleResult:
+            for member in members[1:]:
+                self._fail(member, f"{together}: {reason}", result)
+            return self._fail(lead, f"{together}: {reason}", result)
+
+        waiting = next((m for m in members if not m.ready), None)
+        if waiting is not None:
+            self.reporter.tell_waiting(lead, _with_fellow(waiting))  # ready itself
+            for member in members[1:]:
+                self.reporter.tell_arriving(member, waiting.waiting or "waiting"
+                                            if member is waiting else _with_fellow(waiting))
+            return CycleResult(lead.key, reason=waiting.waiting)
+        try:
+            groups = [member.requests() for member in members]
+        except ValueError as error:
+            return fail_all(f"cannot read the pods' requests: {error}", "error")
+        common = podset_groups.common_constraint(members, groups)
+        if isinstance(common, str):
+            return fail_all(common, "unschedulable")
+        for member, group in zip(members, groups, strict=True):
+            veto = self.manager.hook.fluence_prefilter(group=group, ctx=ctx)
+            if veto:
+                return fail_all(f"prefilter: {veto} (gang {member.key})", "vetoed")
+            if plan_group(self.view.dra, member.pods, self.view.nodes) is not None:
+                return fail_all(f"gang {member.key} uses resource claims, which a group of "
+                                "PodSets cannot hold yet", "unschedulable")
+        pods = [pod for member in members for pod in member.pods]
+        joint = self.feasible.constrain(Group(
+            lead.key, tuple(r for group in groups for r in group.pods), lead.namespace,
+            common), pods)
+        if isinstance(joint, str):
+            return fail_all(joint, "unschedulable")
+        try:
+            outcome = self.match(joint)
+        except FluenceError as error:
+            return fail_all(str(error), "error")
+        if isinstance(outcome, GroupMiss):
+            return fail_all(outcome.detail or outcome.reason, "unschedulable")
+        nodes = {key: placement.node for key, placement in outcome.placements.items()}
+        self.view.release_match(outcome)
+        shares: list[Group] = []
+        start = 0
+        for group in groups:
+            shares.append(dataclasses.replace(
+                group, pods=joint.pods[start:start + len(group.pods)]))
+            start += len(group.pods)
+        matches: list[tuple[g.PendingGroup, Group, GroupMatch]] = []
+        for member, share in zip(members, podset_groups.on_their_nodes(shares, nodes),
+                                 strict=True):
+            placed = self.match(share)
+            vetoed, _ = self._filtered(share, placed, ctx)
+            if isinstance(placed, GroupMiss) or vetoed:
+                for _, _, held in matches:
+                    self.view.release_match(held)
+                why = (_veto_reason(vetoed) if vetoed else
+                       placed.detail or placed.reason if isinstance(placed, GroupMiss) else "")
+                return fail_all(f"gang {member.key} could not hold its share of the joint "
+                                f"placement: {why}", "unschedulable")
+            matches.append((member, share, placed))
+        results = [self._commit(member, share, placed, ctx) for member, share, placed in matches]
+        placed_pods = {pod: node for result in results for pod, node in result.placed.items()}
+        reasons = [result.reason for result in results if result.reason]
+        return CycleResult(lead.key, placed_pods, "; ".join(reasons) or None)
 
     def _nominated(self, pending: g.PendingGroup, ctx: SchedulingContext) -> CycleResult | None:
         """Bind a group into the room preemption made for it once its victims are gone; until
@@ -423,6 +532,12 @@ def _storage(cluster: ClusterAPI) -> Storage:
     """What VolumeBinding reads, listed when a pod with claims is placed."""
     return (cluster.list(PERSISTENT_VOLUME_CLAIMS).items, cluster.list(PERSISTENT_VOLUMES).items,
             cluster.list(STORAGE_CLASSES).items)
+
+
+def _with_fellow(waiting: g.PendingGroup) -> str:
+    """Why a gang of a group of PodSets waits for another of them."""
+    return (f"waits for gang {waiting.key} of its group of PodSets, placed together: "
+            f"{waiting.waiting or 'not ready'}")
 
 
 def _veto_reason(vetoed: Mapping[str, str]) -> str:

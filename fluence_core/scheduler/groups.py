@@ -9,7 +9,7 @@ each pod alone. A pod without one is a group of one. Gated pods
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from fluence_core import names
@@ -86,6 +86,9 @@ class PendingGroup:
     created: str = ""
     template: KubeObject | None = None
     """The Workload's ``podGroupTemplates[]`` entry its PodGroup was made from, if seen."""
+    fellows: list[PendingGroup] = field(default_factory=list)
+    """The other gangs of its group of PodSets, attempted with it
+    (:mod:`~fluence_core.scheduler.podset_groups`)."""
 
     @property
     def ready(self) -> bool:

@@ -25,10 +25,11 @@ from fluence_core.errors import TopologyError
 from fluence_core.log import logger
 from fluence_core.matcher.base import Allocation
 from fluence_core.matcher.domains import DomainRow, ZoneRow, hierarchy, zone_rows
-from fluence_core.matcher.jobspec import slice_of
+from fluence_core.matcher.jobspec import slice_span
 from fluence_core.pod_requests import CPU, MEMORY, pod_requests
 from fluence_core.quantity import MIB
 from fluence_core.scheduler import groups as g
+from fluence_core.scheduler import podset_groups
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.stated_topology import read_constraint
 from fluence_core.topology import Constraint, label_keys, level_index
@@ -74,6 +75,13 @@ class HeldSlice:
     index: int
     nodes: list[str]
     domain: str
+    last: int = -1
+    """The last slice of a run held by one allocation (-1: this slice alone)."""
+
+    @property
+    def shown(self) -> str:
+        """``3``, or ``0-15`` for a run of slices held by one allocation."""
+        return f"{self.index}-{self.last}" if self.last > self.index else str(self.index)
 
 
 @dataclass
@@ -84,6 +92,10 @@ class HeldGroup:
     nodes: list[str]
     virtual: list[str]
     slices: list[HeldSlice] = field(default_factory=list)
+    podset_group: str = ""
+    """The group of PodSets it shares a domain with (:func:`podset_groups.describe`)."""
+    domain: str = ""
+    """The narrowest domain holding all its nodes ("" for none)."""
 
 
 @dataclass
@@ -100,6 +112,8 @@ class PendingInfo:
     group: str
     pods: int
     why: str
+    podset_group: str = ""
+    """The group of PodSets it is placed with (:func:`podset_groups.describe`), if any."""
 
 
 @dataclass
@@ -156,17 +170,18 @@ def collect_status(scheduler: Scheduler) -> Status:
             for a in record.allocations.values():
                 for v in a.virtual:
                     holders[v.path] = f"{namespace}/{owner}"
-            status.held.append(
-                HeldGroup(
-                    f"{resource}/{namespace}/{owner}", record.pods, record.jobids, nodes, virtual,
-                    _slices(scheduler, record.allocations),
-                )
-            )
+            entry = HeldGroup(
+                f"{resource}/{namespace}/{owner}", record.pods, record.jobids, nodes, virtual,
+                _slices(scheduler, record.allocations), domain=_domain(scheduler, nodes))
+            status.held.append(entry)
             if resource == "podgroups":
                 pods = [scheduler.view.pods[(namespace, pod)] for pod in record.pods
                         if (namespace, pod) in scheduler.view.pods]
-                _note_outside(outside, scheduler, f"{namespace}/{owner}", read_constraint(
-                    scheduler.view.pod_groups.get((namespace, owner)), pods))
+                pod_group = scheduler.view.pod_groups.get((namespace, owner))
+                _note_outside(outside, scheduler, f"{namespace}/{owner}",
+                              read_constraint(pod_group, pods))
+                entry.podset_group = _podset_group(g.PendingGroup(
+                    f"{namespace}/{owner}", namespace, pods, pod_group=pod_group))
     held_jobs = scheduler.matcher.allocations()
     taken = scheduler.view.dra.taken()
     for device, jobid in scheduler.view.backends.holds.items():
@@ -189,7 +204,8 @@ def collect_status(scheduler: Scheduler) -> Status:
     for pending in g.pending_groups(scheduler.view.pods.values(), scheduler.view.pod_groups,
                                      workloads=scheduler.view.workloads):
         status.pending.append(
-            PendingInfo(pending.key, len(pending.pods), pending.waiting or _last_reason(pending))
+            PendingInfo(pending.key, len(pending.pods), pending.waiting or _last_reason(pending),
+                        _podset_group(pending))
         )
         reservation = _reservation(pending)
         if reservation is not None:
@@ -198,6 +214,19 @@ def collect_status(scheduler: Scheduler) -> Status:
                       read_constraint(pending.pod_group, pending.pods, pending.template))
     status.outside = [OutsideKey(key, groups) for key, groups in sorted(outside.items())]
     return status
+
+
+def _podset_group(pending: g.PendingGroup) -> str:
+    """How the group of PodSets a gang belongs to is shown ("" for none)."""
+    fellowship = podset_groups.fellowship_of(pending)
+    return podset_groups.describe(fellowship) if fellowship is not None else ""
+
+
+def _domain(scheduler: Scheduler, nodes: list[str]) -> str:
+    """The narrowest domain holding all of ``nodes``, as ``zone/rack`` ("" for none)."""
+    graph = scheduler.graph
+    known = [node for node in nodes if graph.has_node(node)]
+    return "/".join(graph.common_domain(known)) if known and graph.levels else ""
 
 
 def _reservation(pending: g.PendingGroup) -> ReservationInfo | None:
@@ -220,19 +249,19 @@ def _reservation(pending: g.PendingGroup) -> ReservationInfo | None:
 
 def _slices(scheduler: Scheduler, allocations: Mapping[str, Allocation]) -> list[HeldSlice]:
     """The slices of a sliced group's record, in order (none for a group not sliced)."""
-    nodes: dict[int, set[str]] = {}
+    nodes: dict[tuple[int, int], set[str]] = {}
     for kind, allocation in allocations.items():
-        index = slice_of(kind)
-        if index is not None:
-            nodes.setdefault(index, set()).update(share.node for share in allocation.nodes)
+        span = slice_span(kind)
+        if span is not None:
+            nodes.setdefault(span, set()).update(share.node for share in allocation.nodes)
     graph = scheduler.graph
     rows = []
-    for index, held in sorted(nodes.items()):
+    for (index, last), held in sorted(nodes.items()):
         known = [node for node in held if graph.has_node(node)]
         common = graph.common_domain(known) if known else ()
         domain = "/".join(common) if common else (known[0] if len(held) == 1 and known
                                                    else "-")
-        rows.append(HeldSlice(index, sorted(held), domain))
+        rows.append(HeldSlice(index, sorted(held), domain, last if last > index else -1))
     return rows
 
 

@@ -155,6 +155,10 @@ class ClusterView:
         """Whether the cache has this pod, not finished."""
         return g.alive(self.pods, namespace, pod)
 
+    def node_of(self, key: g.PodKey) -> str | None:
+        """The node a live pod is bound to, or being bound to; None for none."""
+        return self._placed_on.get(key)
+
     def pods_on(self, node: str) -> int:
         """Live pods bound, or being bound, to ``node``."""
         return self._pods_per_node.get(node, 0)

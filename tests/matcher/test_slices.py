@@ -14,6 +14,7 @@ from fluence_core import names
 from fluence_core.graph import ResourceGraph
 from fluence_core.matcher.base import MatchOutcome
 from fluence_core.matcher.group import GroupMatch, GroupMiss, match_group
+from fluence_core.matcher.jobspec import slice_kind, slice_of, slice_span
 from fluence_core.models import Group, NodeInfo, PodRequest
 from fluence_core.topology import Constraint, Level, SliceLayer
 
@@ -215,3 +216,23 @@ def test_slices_are_cut_in_pod_index_order_not_name_order(matcher_factory: Facto
     assert isinstance(result, GroupMatch)
     assert [s.pods for s in result.slices][-1] == tuple(
         f"default/g-{i}" for i in (8, 9, 10, 11)), "g-10 comes after g-9, as Kueue counts"
+
+
+def test_slices_of_one_shape_are_held_one_match_per_rack_tightest_rack_first(
+        matcher_factory: Factory) -> None:
+    graph = ResourceGraph([node(f"a-{i}", "x", "a") for i in range(2)]
+                          + [node(f"b-{i}", "x", "b") for i in range(6)], levels=LEVELS)
+    result = match_group(gang(8, sliced(2)), graph, matcher_factory(graph, "first"))
+    assert isinstance(result, GroupMatch), getattr(result, "reason", "")
+    assert sorted(result.allocations) == ["compute-slice0", "compute-slice1-3"]
+    assert [{rack_of(graph, result.placements[k].node) for k in s.pods}
+            for s in result.slices] == [{"a"}, {"b"}, {"b"}, {"b"}]
+    assert [s.index for s in result.slices] == [0, 1, 2, 3]
+
+
+def test_slice_kinds_name_the_run_of_slices_one_allocation_holds() -> None:
+    assert slice_kind("compute", 3) == "compute-slice3"
+    assert slice_kind("compute", 1, 3) == "compute-slice1-3"
+    assert slice_span("compute-slice1-3") == (1, 3) and slice_of("compute-slice1-3") == 1
+    assert slice_span("compute-slice3") == (3, 3)
+    assert slice_span("compute") is None and slice_span("compute-slicex") is None

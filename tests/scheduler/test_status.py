@@ -7,7 +7,7 @@ from typing import Callable
 import pytest
 
 from fluence_core import names
-from fluence_core.kube.api import NODE_RESOURCE_TOPOLOGIES, PODS
+from fluence_core.kube.api import NODE_RESOURCE_TOPOLOGIES, PODGROUPS, PODS
 from fluence_core.scheduler.core import Scheduler
 from fluence_core.scheduler.status import NodeUse, collect_status
 from fluence_core.settings import load_settings
@@ -198,3 +198,35 @@ def test_status_names_a_topology_key_outside_the_hierarchy_and_who_uses_it(
     viewer.start()
     outside = collect_status(viewer).outside
     assert [(k.key, k.groups) for k in outside] == [(island, ["default/g"])]
+
+
+def test_status_shows_the_group_of_podsets_of_each_gang_and_the_rack_it_holds(
+    harness_factory: Callable[..., Harness],
+) -> None:
+    racked = [node(f"n{i}", labels={names.RACK_LABEL: "r1" if i else "r0"}) for i in range(5)]
+    stated = {names.KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: names.RACK_LABEL,
+              names.KUEUE_PODSET_GROUP_ANNOTATION: "lw"}
+    gangs = []
+    for name, size in (("leader", 1), ("workers", 3), ("late", 2)):
+        made = pod_group(name, size)
+        made["metadata"]["ownerReferences"] = [{"kind": "JobSet", "name": "js",
+                                                "controller": True}]
+        gangs += [made, *(pod(f"{name}{i}", "4", group=name, annotations=stated)
+                          for i in range(size if name != "late" else 1))]
+    h = harness_factory(*racked, *gangs, resources="topology:\n  levels: [" +
+                        names.RACK_LABEL + "]\n")
+    h.cycle()  # "late" has 1 of 2 pods: the whole group waits
+    viewer = Scheduler(h.cluster, load_settings(), config=h.config, read_only=True)
+    viewer.start()
+    report = collect_status(viewer)
+    assert {p.group: p.podset_group for p in report.pending} == {
+        f"default/{name}": "group of PodSets lw of default/JobSet/js"
+        for name in ("leader", "workers", "late")}
+    h.cluster.delete(PODGROUPS, "late", "default")
+    h.cluster.delete(PODS, "late0", "default")
+    h.cycle()
+    viewer = Scheduler(h.cluster, load_settings(), config=h.config, read_only=True)
+    viewer.start()
+    held = {g.owner: (g.podset_group, g.domain) for g in collect_status(viewer).held}
+    assert held == {f"podgroups/default/{name}": ("group of PodSets lw of default/JobSet/js",
+                                                  "r1") for name in ("leader", "workers")}

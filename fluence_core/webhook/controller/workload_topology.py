@@ -10,7 +10,9 @@ would be lost. So the webhook's controller, when it makes a Job's PodGroup, puts
   TrainJob), which the scheduler reads on the PodGroup as on the pods, and
 * the one required level as ``spec.schedulingConstraints.topology[0].key``, the 1.36
   field that kube-scheduler and other tools read too (kept by the API server only with
-  the gate ``TopologyAwareWorkloadScheduling``; the annotations need no gate).
+  the gate ``TopologyAwareWorkloadScheduling``; the annotations need no gate), and
+* for a Job of a JobSet whose gangs share a group of PodSets, the JobSet's name, which
+  scopes that group to it.
 
 The owners are read (one GET each) only when the PodGroup is about to be made, and only
 those a controlling owner reference names with its uid: a JobSet or TrainJob of that
@@ -22,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fluence_core import names
 from fluence_core.kube.api import JOBSETS, TRAINJOBS, ClusterAPI, Resource
 from fluence_core.kube.errors import ApiError
 from fluence_core.log import logger
@@ -58,10 +61,16 @@ def owners_of_job(cluster: ClusterAPI, job: Mapping[str, Any]) -> list[Mapping[s
 
 
 def stated_for_job(cluster: ClusterAPI | None, job: Mapping[str, Any]) -> dict[str, str]:
-    """The topology annotations a Job's PodGroup carries (module docstring)."""
+    """The topology annotations a Job's PodGroup carries (module docstring), and, when they
+    name a group of PodSets, the workload that group belongs to: the Job's JobSet, whose
+    other Jobs' gangs name the same group."""
     template = (job.get("spec") or {}).get("template") or {}
     owners = owners_of_job(cluster, job) if cluster is not None else []
-    return stated_annotations(template, job, *owners)
+    stated = stated_annotations(template, job, *owners)
+    if names.KUEUE_PODSET_GROUP_ANNOTATION in stated and owners:
+        stated[names.PODSET_GROUP_WORKLOAD_ANNOTATION] = (
+            f"{OWNER_CHAIN[0][0]}/{metadata_of(owners[0]).get('name')}")
+    return stated
 
 
 def with_topology(body: dict[str, Any], stated: Mapping[str, str]) -> dict[str, Any]:

@@ -138,3 +138,24 @@ def test_the_webhooks_slim_job_keeps_the_topology_and_owners_it_states() -> None
     assert slim["metadata"]["annotations"] == {REQUIRED: "rack"}
     assert slim["metadata"]["ownerReferences"] == [{"kind": "JobSet", "name": "js"}]
     assert slim["spec"]["template"]["metadata"]["annotations"] == {PREFERRED: "rack"}
+
+
+def test_a_group_of_podsets_on_a_jobs_template_is_scoped_to_its_jobset(
+        settings, cluster) -> None:
+    jobset = _jobset(cluster, {names.KUEUE_REQUIRED_TOPOLOGY_ANNOTATION: names.RACK_LABEL})
+    grouped = _owned_by(job(), "JobSet", jobset)
+    grouped["spec"]["template"]["metadata"]["annotations"] = {
+        names.KUEUE_PODSET_GROUP_ANNOTATION: "lw"}
+    _admit_job(settings, cluster, grouped)
+    carried = _made(cluster)["metadata"]["annotations"]
+    assert carried[names.KUEUE_PODSET_GROUP_ANNOTATION] == "lw"
+    assert carried[names.PODSET_GROUP_WORKLOAD_ANNOTATION] == "JobSet/js"
+    assert read_constraint(_made(cluster), []).podset_group == "lw"
+
+
+def test_a_lone_jobs_group_of_podsets_names_no_workload(settings, cluster) -> None:
+    grouped = job()
+    grouped["metadata"]["annotations"] = {names.KUEUE_PODSET_GROUP_ANNOTATION: "lw"}
+    _admit_job(settings, cluster, grouped)
+    carried = _made(cluster)["metadata"]["annotations"]
+    assert carried == {names.KUEUE_PODSET_GROUP_ANNOTATION: "lw"}
