@@ -4,7 +4,9 @@
     KUBE_SCHEDULER=/usr/local/kubebuilder/bin/kube-scheduler \\
         python benchmarks/bench_scale.py --nodes 500,1000 [--pods 2000] \\
             [--workloads basic,gangs3,...] [--qps 5000] [--json bench-scale.json] \\
-            [--matchers embedded,fluxion] [--fluxion-lib PATH]
+            [--matchers embedded,fluxion] [--fluxion-lib PATH] \\
+            [--create-threads 16] [--apiserver-flag=--max-requests-inflight=800 ...] \\
+            [--etcd-flag=--quota-backend-bytes=8589934592 ...]
 
 For each node count a fresh etcd + kube-apiserver (with an audit log) gets that
 many fake nodes shaped like scheduler_perf's default node (4 CPUs, or
@@ -52,6 +54,13 @@ included); and the API server's and etcd's CPU over the same window, in cores:
 near 2 on this 2-core machine, the API server is the ceiling for both. The audit
 log costs the API server some CPU; both schedulers pay it alike. Rows print as
 they come, a side-by-side table at the end, and all of it goes to ``--json``.
+
+For a run at many nodes, what limits each scheduler is in each row too: its
+cores over the window (near 1 for a Python scheduler is its one interpreter
+lock), and the peak RSS of kube-apiserver and etcd with etcd's database size.
+The nodes are made by ``--create-threads`` clients, and the time that took is
+printed; ``--apiserver-flag`` and ``--etcd-flag`` (repeatable) reach those
+processes' command lines (inflight limits, the backend quota).
 """
 
 from __future__ import annotations
@@ -267,6 +276,13 @@ class Result:
     api_by_kind: dict[str, float]
     apiserver_cores: float
     etcd_cores: float
+    scheduler_cores: float = 0.0
+    """The scheduler's CPU seconds over the timed window, a second."""
+    apiserver_rss_mib: float = 0.0
+    """kube-apiserver's peak RSS (VmHWM, its whole life so far)."""
+    etcd_rss_mib: float = 0.0
+    etcd_db_mib: float = 0.0
+    """etcd's database file at the window's end (the backend quota bounds it)."""
 
 
 class AuditReader:
@@ -294,16 +310,23 @@ class Bench:
     """One API server with its nodes, where the schedulers take turns."""
 
     def __init__(self, server: ApiServer, nodes: int, workdir: Path, qps: float,
-                 node_cpu: int = 4) -> None:
+                 node_cpu: int = 4, threads: int = 16) -> None:
         self.server = server
         self.kube: KubeCluster = server.cluster(qps=5000, burst=5000,
                                                 user_agent=audit.BENCH_AGENT)
         self.nodes = nodes
         self.workdir = workdir
         self.limits = (qps, int(qps))
+        self.threads = threads
         self.audit = AuditReader(workdir / "audit.log")
+        started = time.monotonic()
         _in_parallel(lambda i: self.kube.create("nodes", _node(i, node_cpu)),
-                     list(range(nodes)))
+                     list(range(nodes)), threads)
+        made = time.monotonic() - started
+        print(f"{nodes} nodes created in {made:.1f} s ({nodes / max(made, 1e-3):.0f}/s, "
+              f"{threads} clients); kube-apiserver {self._rss('kube-apiserver'):.0f} MiB, "
+              f"etcd {self._rss('etcd'):.0f} MiB, etcd db {self._etcd_db_mib():.0f} MiB",
+              flush=True)
         for name, value in (("bench-low", 10), ("bench-high", 1000)):
             self.kube.create("priorityclasses", {"metadata": {"name": name}, "value": value})
 
@@ -329,7 +352,7 @@ class Bench:
         def one(pod: dict[str, Any]) -> None:
             self.kube.create("pods", pod, namespace)
             created[pod["metadata"]["name"]] = time.time()
-        _in_parallel(one, batch.pods)
+        _in_parallel(one, batch.pods, self.threads)
         return created
 
     def stream(self, batch: Batch, namespace: str) -> dict[str, float]:
@@ -396,6 +419,14 @@ class Bench:
         delete_workload(self.kube, namespace)
         return result
 
+    def _rss(self, name: str) -> float:
+        process = self.server.processes.get(name)
+        return _peak_rss_mib(process.pid) if process is not None else 0.0
+
+    def _etcd_db_mib(self) -> float:
+        db = self.workdir / "etcd" / "member" / "snap" / "db"
+        return db.stat().st_size / 2**20 if db.exists() else 0.0
+
     def _cpu(self, pid: int) -> dict[str, float]:
         figures = {"scheduler": _cpu_seconds(pid)}
         for name in ("kube-apiserver", "etcd"):
@@ -454,6 +485,10 @@ class Bench:
             apiserver_cores=round((after.get("kube-apiserver", 0) - before.get(
                 "kube-apiserver", 0)) / window, 2),
             etcd_cores=round((after.get("etcd", 0) - before.get("etcd", 0)) / window, 2),
+            scheduler_cores=round((after["scheduler"] - before["scheduler"]) / window, 2),
+            apiserver_rss_mib=round(self._rss("kube-apiserver")),
+            etcd_rss_mib=round(self._rss("etcd")),
+            etcd_db_mib=round(self._etcd_db_mib()),
         )
 
 
@@ -465,9 +500,11 @@ def _row(r: Result) -> str:
     return (f"{r.nodes:5d} {r.workload:12} {r.scheduler:16} {r.bound:6d}/{r.pods:<6d} "
             f"{r.pods_per_s:8.1f} pods/s{_arrivals(r)}  first bind {r.first_bind_s:5.2f} s  "
             f"gang p50 {r.gang_p50:7.2f} p99 {r.gang_p99:7.2f} s  "
-            f"cpu {r.cpu_seconds:7.1f} s  rss {r.peak_rss_mib:6.0f} MiB  "
+            f"cpu {r.cpu_seconds:7.1f} s ({r.scheduler_cores:.2f} cores)  "
+            f"rss {r.peak_rss_mib:6.0f} MiB  "
             f"api {r.api_per_pod:5.2f}/pod  apiserver {r.apiserver_cores:.2f} "
-            f"etcd {r.etcd_cores:.2f} cores")
+            f"etcd {r.etcd_cores:.2f} cores  apiserver rss {r.apiserver_rss_mib:.0f} "
+            f"etcd rss {r.etcd_rss_mib:.0f} db {r.etcd_db_mib:.0f} MiB")
 
 
 def _arrivals(r: Result) -> str:
@@ -528,12 +565,28 @@ def main() -> None:
                         help="libreapi_cli.so for --matchers fluxion")
     parser.add_argument("--baseline", help="Fluence at this git ref takes its turn too, as "
                         "'before' (from a worktree of its own)")
+    parser.add_argument("--create-threads", type=int, default=16,
+                        help="clients creating the nodes and a backlog's pods at once")
+    parser.add_argument("--apiserver-flag", action="append", default=[], metavar="FLAG",
+                        help="a kube-apiserver flag, as --apiserver-flag=--max-requests-"
+                        "inflight=800 (repeatable)")
+    parser.add_argument("--etcd-flag", action="append", default=[], metavar="FLAG",
+                        help="an etcd flag, as --etcd-flag=--quota-backend-bytes=8589934592 "
+                        "(repeatable)")
     parser.add_argument("--json", type=Path, default=Path("bench-scale.json"))
     args = parser.parse_args()
     workloads = args.workloads.split(",")
     unknown = [w for w in workloads if w not in WORKLOADS]
     if unknown:
         raise SystemExit(f"unknown workloads {unknown}: choose from {list(WORKLOADS)}")
+    if args.create_threads < 1:
+        raise SystemExit(f"--create-threads must be at least 1, not {args.create_threads}")
+    for option, flags in (("--apiserver-flag", args.apiserver_flag),
+                          ("--etcd-flag", args.etcd_flag)):
+        odd = [f for f in flags if not f.startswith("--")]
+        if odd:
+            raise SystemExit(f"{option} takes flags that start with --, as "
+                             f"{option}=--name=value; not {odd}")
     assets, reason = find_assets()
     if assets is None:
         raise SystemExit(f"needs a real API server: {reason}")
@@ -562,8 +615,10 @@ def run(args: argparse.Namespace, assets: Path, binary: Path, wanted: list[str],
     for nodes in (int(n) for n in args.nodes.split(",")):
         with tempfile.TemporaryDirectory() as tmp, \
                 start_apiserver(assets, Path(tmp), controller_manager=False,
-                                apiserver_flags=audit.flags(Path(tmp))) as server:
-            bench = Bench(server, nodes, Path(tmp), args.qps, args.node_cpu)
+                                apiserver_flags=[*audit.flags(Path(tmp)), *args.apiserver_flag],
+                                etcd_flags=args.etcd_flag) as server:
+            bench = Bench(server, nodes, Path(tmp), args.qps, args.node_cpu,
+                          args.create_threads)
             kubeconfig = server.kubeconfig()
             peers = {"kube-scheduler": kube_scheduler_peer(binary, kubeconfig)}
             for matcher in args.matchers.split(","):

@@ -96,8 +96,8 @@ def _pod_group(name: str, size: int) -> dict[str, Any]:
             "spec": {"schedulingPolicy": {"gang": {"minCount": size}}}}
 
 
-def _in_parallel(action: Callable[[Any], Any], items: list[Any]) -> None:
-    with ThreadPoolExecutor(16) as pool:
+def _in_parallel(action: Callable[[Any], Any], items: list[Any], threads: int = 16) -> None:
+    with ThreadPoolExecutor(threads) as pool:
         list(pool.map(action, items))
 
 

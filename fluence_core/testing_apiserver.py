@@ -365,12 +365,14 @@ def start_kube_scheduler(server: ApiServer, binary: Path, timeout: float = 60.0)
 def start_apiserver(assets: Path, workdir: Path, *, controller_manager: bool | None = None,
                     timeout: float = 90.0,
                     apiserver_flags: Sequence[str] = (),
-                    controller_manager_flags: Sequence[str] = ()) -> Iterator[ApiServer]:
+                    controller_manager_flags: Sequence[str] = (),
+                    etcd_flags: Sequence[str] = ()) -> Iterator[ApiServer]:
     """Run etcd, kube-apiserver (and the controller manager when present) until the block exits.
 
     ``controller_manager`` None means "if the binary is in ``assets``". ``apiserver_flags``
-    are added to kube-apiserver's own (a benchmark's audit log, say), and
-    ``controller_manager_flags`` to the controller manager's (its client limits, say).
+    are added to kube-apiserver's own (a benchmark's audit log, say),
+    ``controller_manager_flags`` to the controller manager's (its client limits, say), and
+    ``etcd_flags`` to etcd's (a larger backend quota for a benchmark of many nodes).
     """
     if controller_manager is None:
         controller_manager = os.access(assets / "kube-controller-manager", os.X_OK)
@@ -388,6 +390,7 @@ def start_apiserver(assets: Path, workdir: Path, *, controller_manager: bool | N
             f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
             f"--initial-cluster=e2e=http://127.0.0.1:{peer_port}",
             "--experimental-watch-progress-notify-interval=1s",
+            *etcd_flags,
         ]
         _spawn(server, "etcd", etcd)
         _wait_port(server, "etcd", etcd_port, deadline)
