@@ -267,7 +267,8 @@ def test_the_braket_example_runs_on_its_local_simulator_through_a_claim(
     if not (IMAGES / BRAKET_ARCHIVE).is_file():
         pytest.skip(f"the QAOA example's image is not built ({IMAGES / BRAKET_ARCHIVE}: "
                     "tests/cluster/images.sh braket archives)")
-    script = ("echo FLUXION_LOCAL_SIMULATOR=$FLUXION_LOCAL_SIMULATOR\n"
+    script = ("echo FLUXION_BACKEND=$FLUXION_BACKEND\n"
+              "echo FLUXION_LOCAL_SIMULATOR=$FLUXION_LOCAL_SIMULATOR\n"
               "python /app/app.py 2>&1; echo \"exit $?\"")
     with _run(local_simulator, "claim-qaoa", names.SCHEDULER_NAME, LOCAL_SIMULATOR,
                     BRAKET_IMAGE, script, timeout=360, cpu="200m", memory="512Mi") as run:
