@@ -121,6 +121,12 @@ class Flow:
     def close(self) -> None:
         self.scheduling.close()
         self.webhook.close()
+        # No kubelet ends these pods: remove them now, so no later test's scheduler finds
+        # one still holding the backend (the namespace's deletion would wait on them).
+        for job in self.kube.list("jobs", self.ns).items:
+            self.kube.delete("jobs", job["metadata"]["name"], self.ns, propagation="Orphan")
+        for pod in self.kube.list("pods", self.ns).items:
+            self.kube.delete("pods", pod["metadata"]["name"], self.ns, grace_period_seconds=0)
         for node in self.nodes:
             self.kube.delete("nodes", node)
 
