@@ -5,9 +5,12 @@ the ``resource.kubernetes.io/delete-protection`` finalizer (so the
 resourceclaim controller may later clear the allocation, and the claim cannot
 vanish while allocated), then its ``status.allocation`` and ``reservedFor``
 in one status write. A claim already allocated only gets the pods added to
-``reservedFor``. Every write carries the resourceVersion the scheduler read, so
-a claim someone else changed meanwhile (kube-scheduler allocating it too) is a
-Conflict: the group is rolled back and tried again, never allocated twice.
+``reservedFor``. Every write carries the resourceVersion it read. On a Conflict
+the claim is read again and the write made afresh, as kube-scheduler retries,
+unless what the match relied on moved: a claim allocated meanwhile (by
+kube-scheduler, say), one whose allocation changed or went, or one being
+deleted. Those raise, the group is rolled back and matched again, and no device
+is ever allocated twice.
 
 :func:`write_all` writes a group's claims side by side when given a pool (a gang
 of 64 members has 128 writes to make before its first bind), all or none.
@@ -24,15 +27,52 @@ from typing import Any
 from fluence_core import names
 from fluence_core.dra.plan import ClaimWrite
 from fluence_core.kube.api import RESOURCE_CLAIMS, ClusterAPI, KubeObject
-from fluence_core.kube.errors import ApiError
+from fluence_core.kube.errors import ApiError, Conflict
 from fluence_core.kube.meta import metadata_of
 from fluence_core.log import logger
 
 
+CONFLICT_ATTEMPTS = 5
+"""Writes of one claim, the first included, before a run of Conflicts is given up."""
+
+
 def write(cluster: ClusterAPI, change: ClaimWrite) -> KubeObject:
     """Write one claim (see the module docstring); raises the API's error."""
+    obj = change.claim.obj
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            return _write_once(cluster, change, obj)
+        except Conflict:
+            if attempt == CONFLICT_ATTEMPTS:
+                raise
+            obj = _still_as_matched(cluster, change)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def _still_as_matched(cluster: ClusterAPI, change: ClaimWrite) -> KubeObject:
+    """The claim read again after a Conflict, if the match still holds for it; raises
+    a Conflict naming what moved otherwise."""
     claim = change.claim
-    obj = claim.obj
+    current = cluster.get(RESOURCE_CLAIMS, claim.name, claim.namespace)
+    moved: str | None = None
+    if current is None or metadata_of(current).get("deletionTimestamp"):
+        moved = "got deleted"
+    else:
+        allocation = (current.get("status") or {}).get("allocation")
+        if change.allocation is not None and allocation:
+            moved = "got allocated elsewhere"
+        elif change.allocation is None and allocation != claim.allocation:
+            moved = "had its allocation changed"
+    if moved is not None or current is None:
+        raise Conflict(409, f"claim {claim.namespace}/{claim.name} {moved} in the meantime",
+                       "Conflict")
+    logger.debug("claim %s/%s changed since it was read: writing it again",
+                 claim.namespace, claim.name)
+    return current
+
+
+def _write_once(cluster: ClusterAPI, change: ClaimWrite, obj: KubeObject) -> KubeObject:
+    claim = change.claim
     version = metadata_of(obj).get("resourceVersion")
     if change.allocation is not None:
         finalizers = list(metadata_of(obj).get("finalizers") or [])
@@ -42,8 +82,10 @@ def write(cluster: ClusterAPI, change: ClaimWrite) -> KubeObject:
                 "finalizers": [*finalizers, names.CLAIM_PROTECTION_FINALIZER]}},
                 claim.namespace)
             version = metadata_of(obj).get("resourceVersion")
+    reserved = [dict(r) for r in (obj.get("status") or {}).get("reservedFor") or []]
+    there = {r.get("uid") for r in reserved}
     status: dict[str, Any] = {"reservedFor": [
-        *(dict(r) for r in claim.reserved_for), *(dict(c) for c in change.consumers)]}
+        *reserved, *(dict(c) for c in change.consumers if c["uid"] not in there)]}
     if change.allocation is not None:
         status["allocation"] = dict(change.allocation)
     written = cluster.patch_status(RESOURCE_CLAIMS, claim.name,

@@ -95,15 +95,23 @@ class Reporter:
         self._told.pop(pending.key, None)
 
     def fail(self, pending: g.PendingGroup, reason: str, result: str,
-             generation: int, backoff: bool = True) -> CycleResult:
+             generation: int, backoff: bool = True,
+             until_change: bool = True) -> CycleResult:
         """An attempt failed at ``generation`` of the view; say why (once per reason).
 
         Without ``backoff`` the group is tried again as soon as the view moves (it waits
-        for an object to be made, as kube-scheduler's PreEnqueue keeps a pod aside)."""
+        for an object to be made, as kube-scheduler's PreEnqueue keeps a pod aside).
+        Without ``until_change`` it is tried again once its backoff expires, whether or not
+        the view moved: a refused write or bind is the API's trouble, not the cluster's
+        shape, and kube-scheduler sends such a pod to its backoff queue, not to the
+        unschedulable pool."""
         self.metrics.attempts.labels(result=result).inc()
-        self.failed_at[pending.key] = generation
-        if len(pending.pods) == 1 and g.pod_group_name(pending.pods[0]) is None:
-            self.unschedulable.add(g.pod_key(pending.pods[0]), generation)
+        if not until_change:
+            self.failed_at.pop(pending.key, None)
+        else:
+            self.failed_at[pending.key] = generation
+            if len(pending.pods) == 1 and g.pod_group_name(pending.pods[0]) is None:
+                self.unschedulable.add(g.pod_key(pending.pods[0]), generation)
         if backoff:
             self.backoff.failed(pending.key)
         self.tell_waiting(pending, reason)
@@ -339,7 +347,7 @@ class Binder:
                 if member is not None and not self.records.covers(key, member):
                     self.view.pin(key, member)
         return self.reporter.fail(commit.pending, f"binding failed: {error}", "error",
-                                  self.view.generation)
+                                  self.view.generation, until_change=False)
 
     def _bind_all(self, pending: g.PendingGroup, placements: Mapping[str, PodPlacement],
                   bound: dict[str, str]) -> None:

@@ -50,7 +50,7 @@ def test_a_new_allocation_gets_the_finalizer_the_allocation_and_the_pod(
 def test_a_claim_changed_since_it_was_read_is_a_conflict(cluster: FakeCluster) -> None:
     change = _change(cluster)
     cluster.patch_status(RESOURCE_CLAIMS, "c", {"status": {"allocation": ALLOCATION}}, "default")
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict, match="got allocated elsewhere in the meantime"):
         write(cluster, change)
 
 
@@ -107,3 +107,39 @@ def test_one_write_failing_on_the_pool_takes_back_the_others(cluster: FakeCluste
     for i in (0, 1, 3):
         stored = cluster.get(RESOURCE_CLAIMS, f"c{i}", "default")
         assert stored is not None and not (stored.get("status") or {}).get("allocation")
+
+
+def test_a_claim_touched_since_it_was_read_is_written_again_with_its_new_version(
+        cluster: FakeCluster) -> None:
+    change = _change(cluster)
+    other = {"resource": "pods", "name": "q", "uid": "u2"}
+    cluster.patch(RESOURCE_CLAIMS, "c", {"metadata": {"labels": {"touched": "yes"}}}, "default")
+    cluster.patch_status(RESOURCE_CLAIMS, "c", {"status": {"reservedFor": [other]}}, "default")
+    write(cluster, change)
+    stored = _stored(cluster)
+    assert stored["status"] == {"allocation": ALLOCATION, "reservedFor": [other, POD]}
+    assert stored["metadata"]["labels"] == {"touched": "yes"}  # type: ignore[index]
+
+
+def test_a_claim_whose_allocation_went_meanwhile_is_not_reserved(cluster: FakeCluster) -> None:
+    cluster.patch_status(RESOURCE_CLAIMS, "c", {"status": {"allocation": ALLOCATION}}, "default")
+    reserve_only = ClaimWrite(read_claim(_stored(cluster)), None, (POD,))
+    cluster.patch_status(RESOURCE_CLAIMS, "c", {"status": {"allocation": None}}, "default")
+    with pytest.raises(Conflict, match="had its allocation changed in the meantime"):
+        write(cluster, reserve_only)
+    assert not _stored(cluster)["status"].get("reservedFor")  # type: ignore[attr-defined]
+
+
+def test_a_claim_being_deleted_is_not_written(cluster: FakeCluster) -> None:
+    change = _change(cluster)
+    cluster.patch(RESOURCE_CLAIMS, "c", {"metadata": {
+        "deletionTimestamp": "2026-12-02T00:00:00Z"}}, "default")
+    with pytest.raises(Conflict, match="got deleted in the meantime"):
+        write(cluster, change)
+
+
+def test_a_pod_already_reserved_is_not_added_twice(cluster: FakeCluster) -> None:
+    change = _change(cluster)
+    cluster.patch_status(RESOURCE_CLAIMS, "c", {"status": {"reservedFor": [POD]}}, "default")
+    write(cluster, change)
+    assert _stored(cluster)["status"]["reservedFor"] == [POD]  # type: ignore[index]

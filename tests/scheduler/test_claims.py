@@ -511,3 +511,48 @@ def test_a_promised_device_another_scheduler_allocates_meanwhile_is_never_given_
     assert h.node_of("high") is None
     assert _status(h, "high").get("allocation") is None
     assert "default/high" not in h.scheduler.cycle.preemptor.nominations
+
+
+class _RefusingClaimWriteOnce:
+    """A cluster that refuses the first status write of ``claim`` (a webhook or an
+    apiserver hiccup), then accepts: nothing in the cluster changes meanwhile."""
+
+    def __init__(self, inner: FakeCluster, claim: str) -> None:
+        self.inner, self.claim, self.refused = inner, claim, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def patch_status(self, resource: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        if resource == RESOURCE_CLAIMS and name == self.claim and not self.refused:
+            self.refused += 1
+            raise ApiError(500, "etcdserver: request timed out", "InternalError")
+        return self.inner.patch_status(resource, name, *args, **kwargs)
+
+
+def test_a_pod_whose_claim_write_was_refused_is_tried_again_after_its_backoff(
+        harness_factory: Factory) -> None:
+    h = _setup(harness_factory, "a")
+    _devices(h, "a")
+    _claim(h, "shared")
+    h.add(_with_claim("p1", "shared"))
+    h.cycle()
+    assert h.node_of("p1") == "a"
+    refusing = _RefusingClaimWriteOnce(h.cluster, "shared")
+    scheduler = Scheduler(refusing, load_settings(),  # type: ignore[arg-type]
+                          clock=h.clock)
+    scheduler.start()
+    h.add(_with_claim("p2", "shared"))
+    scheduler.pump()
+    (result,) = scheduler.schedule_once()
+    assert refusing.refused == 1 and result.reason is not None
+    assert "request timed out" in result.reason
+    scheduler.pump()
+    h.now += 0.5  # within the first backoff (1 s): not tried yet
+    assert scheduler.schedule_once() == []
+    assert scheduler.next_wakeup() == 1.0 + h.now - 0.5
+    h.now += 1.0  # nothing changed in the cluster; the backoff alone brings it back
+    scheduler.pump()
+    scheduler.schedule_once()
+    assert h.node_of("p2") == "a"
+    assert [r["name"] for r in _status(h, "shared")["reservedFor"]] == ["p1", "p2"]
