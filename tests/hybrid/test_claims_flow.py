@@ -23,27 +23,25 @@ from fluence_core.hybrid.claims import claimed_backend, qpu_claim_entries, publi
 from fluence_core.hybrid.reporter import LocalReporter
 from fluence_core.hybrid.sidecar import Outcome, VirtualClock, sidecar_from_env
 from fluence_core.kube.api import (
-    DEVICE_CLASSES, NAMESPACES, PODGROUPS, PODS, PRIORITY_CLASSES, RESOURCE_CLAIM_TEMPLATES,
+    DEVICE_CLASSES, PODGROUPS, PODS, RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
 )
 from fluence_core.kube.downward import container_env
 from fluence_core.kube.fake import FakeCluster
-from fluence_core.kube.manifests import read_objects
 from fluence_core.plugins import get_plugin_manager
 from fluence_core.runtime.fake_provider import FakeQueueProvider, FakeTask
 from fluence_core.runtime.provider import collect_providers
 from fluence_core.scheduler.core import Scheduler
-from fluence_core.settings import load_settings
 from fluence_core.testing import (
-    indexed_job_pods, make_device_request, make_node_dict, make_resource_claim_dict,
+    indexed_job_pods, make_device_request, make_resource_claim_dict,
 )
 from fluence_core.webhook import build_service
 from fluence_dra_qpu.driver import QpuDriver
 from fluence_dra_qpu.kubelet import Preparer
 from fluence_dra_qpu.protocol import dra_pb2
 from fluence_dra_qpu.publisher import SlicePublisher
-from tests.hybrid.case import RESOURCES, SCRIPT, sidecar_settings_from
-from tests.hybrid.test_flow import admit, by_name, env_sources
+from tests.hybrid.case import SCRIPT, sidecar_settings_from
+from tests.hybrid.test_flow import admit, by_name, env_sources, flow_world
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -90,20 +88,9 @@ def cdi_env(cluster: FakeCluster, resources: Path, claim: str, cdi: Path) -> dic
 
 @pytest.fixture
 def world(tmp_path: Path) -> dict[str, Any]:
-    resources = tmp_path / "resources.yaml"
-    resources.write_text(RESOURCES)
-    settings = load_settings(resources=resources, runtime_image="example.org/fluence:flow",
-                             quantum_gate=GATE)
-    cluster = FakeCluster()
-    cluster.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
-    for name in ("n0", "n1", "n2"):
-        cluster.create("nodes", make_node_dict(name, 4, "16Gi", capacity=True))
-    (priority_class,) = read_objects(REPO / "deploy" / "fluence.yaml", kind="PriorityClass")
-    cluster.create(PRIORITY_CLASSES, priority_class)
-    qpu_driver(cluster, resources)
-    (job,) = read_objects(REPO / "examples" / "quantum-shared-job.yaml", kind="Job")
-    return {"settings": settings, "cluster": cluster, "job": job, "resources": resources,
-            "tmp": tmp_path}
+    found = flow_world(tmp_path)
+    qpu_driver(found["cluster"], found["resources"])
+    return found
 
 
 def test_a_job_asking_for_its_qpu_by_claim_gets_the_two_queue_flow(

@@ -75,8 +75,10 @@ def by_name(pod: dict[str, Any], name: str, section: str = "containers") -> dict
     return next(c for c in pod["spec"].get(section) or [] if c["name"] == name)
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> dict[str, Any]:
+def flow_world(tmp_path: Path) -> dict[str, Any]:
+    """What every hybrid flow test starts from: the settings over ``resources.yaml``, a
+    cluster of three 4-core nodes with the PriorityClass exactly as deploy/fluence.yaml
+    installs it, and the example Job (not created)."""
     resources = tmp_path / "resources.yaml"
     resources.write_text(RESOURCES)
     settings = load_settings(resources=resources, runtime_image="example.org/fluence:flow",
@@ -85,13 +87,19 @@ def world(tmp_path: Path) -> dict[str, Any]:
     cluster.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     for name in ("n0", "n1", "n2"):
         cluster.create("nodes", make_node_dict(name, 4, "16Gi", capacity=True))
-    # The PriorityClass exactly as deploy/fluence.yaml installs it.
     (priority_class,) = read_objects(REPO / "deploy" / "fluence.yaml", kind="PriorityClass")
     cluster.create(PRIORITY_CLASSES, priority_class)
     (job,) = read_objects(REPO / "examples" / "quantum-shared-job.yaml", kind="Job")
-    job = cluster.create("jobs", job, NAMESPACE)
-    return {"settings": settings, "cluster": cluster, "job": job, "priority_class": priority_class,
-            "runtime": tmp_path / "emptydir"}
+    return {"settings": settings, "cluster": cluster, "job": job, "resources": resources,
+            "priority_class": priority_class, "tmp": tmp_path}
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Any]:
+    found = flow_world(tmp_path)
+    found["job"] = found["cluster"].create("jobs", found["job"], NAMESPACE)
+    found["runtime"] = tmp_path / "emptydir"
+    return found
 
 
 def test_webhook_scheduler_and_sidecar_release_the_workers_together(
