@@ -66,6 +66,9 @@ def allocate(claims: Sequence[Claim], reachable: Sequence[Device],
                 if device_class is None:
                     return (f"ResourceClaim {claim.namespace}/{claim.name}: DeviceClass "
                             f"{choice.device_class!r} does not exist")
+                if device_class.unusable is not None:
+                    return (f"ResourceClaim {claim.namespace}/{claim.name}: DeviceClass "
+                            f"{choice.device_class!r} cannot be used: {device_class.unusable}")
                 key = (device_class.name, device_class.selectors, choice.selectors)
                 found = memo.get(key)
                 if found is None:
@@ -232,4 +235,13 @@ class _Search:
                     return (f"ResourceClaim {claim.namespace}/{claim.name}: request "
                             f"{request.name!r} wants {amount} device(s) of class "
                             f"{wanted.device_class!r}; too few free ones match")
+        for index, claim in enumerate(self.claims):
+            for constraint in claim.constraints:
+                domain, name = constraint.attribute
+                bound = [d for request in claim.requests for choice in request.choices
+                         if constraint.covers(choice.request) or choice.name in constraint.requests
+                         for d in self.matching[(index, choice)]]
+                if bound and not any(name in d.attributes.get(domain, {}) for d in bound):
+                    return (f"ResourceClaim {claim.namespace}/{claim.name}: matchAttribute "
+                            f"{domain}/{name}: no matching device has this attribute")
         return "cannot allocate all claims together (their constraints or shared devices)"

@@ -102,7 +102,7 @@ class Selector:
         try:
             self.program = _ENVIRONMENT.compile(expression)
         except Exception as error:  # the runtime raises RuntimeError with its parser's report
-            raise SelectorError(f"CEL selector {expression!r} does not compile: "
+            raise SelectorError(f"CEL selector {shown(expression)} does not compile: "
                                 f"{_first_line(error)}") from None
         self.domains = frozenset(m.group(2) for m in _DOMAIN.finditer(expression))
 
@@ -166,7 +166,7 @@ def _evaluate(selector: Selector, device: Device) -> bool | str:
         data = {"driver": data["driver"],
                 "attributes": {**{d: {} for d in missing}, **data["attributes"]},
                 "capacity": {**{d: {} for d in missing}, **data["capacity"]}}
-    where = f"CEL selector {selector.expression!r} on device {device.id}"
+    where = f"CEL selector {shown(selector.expression)} on device {device.id}"
     try:
         result = selector.program.eval(data={"device": data})
         value = result.value()
@@ -178,6 +178,18 @@ def _evaluate(selector: Selector, device: Device) -> bool | str:
     if kind != cel.Type.BOOL:
         return f"{where} yields {kind.name().lower()}, not a bool"
     return bool(value)
+
+
+SHOWN: Final = 120
+"""Characters of an expression a reason quotes: enough to find it, and a selector of
+100,000 characters does not become a pod condition of that size."""
+
+
+def shown(expression: str) -> str:
+    """``expression`` quoted for a reason, cut to :data:`SHOWN` characters."""
+    if len(expression) <= SHOWN:
+        return repr(expression)
+    return f"{expression[:SHOWN]!r}... ({len(expression)} characters)"
 
 
 def _first_line(error: object) -> str:

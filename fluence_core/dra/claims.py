@@ -97,11 +97,32 @@ class DeviceClass:
     name: str
     selectors: tuple[str, ...]
     config: tuple[Mapping[str, Any], ...]
+    unusable: str | None = None
+    """Why the class cannot be read (its claims are refused with this), or None."""
+
+
+def _listed(raw: Any, where: str) -> list[Any]:
+    """``raw`` as a list (absent: empty); ValueError naming ``where`` when it is not one.
+    A string or a mapping is iterable too, and would otherwise be read item by item."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ValueError(f"{where} is not a list")
+    return raw
+
+
+def _object(raw: Any, where: str) -> Mapping[str, Any]:
+    """``raw`` as a mapping (absent: empty); ValueError naming ``where`` otherwise."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where} is not an object")
+    return raw
 
 
 def _selectors(raw: Any, where: str) -> tuple[str, ...]:
     found = []
-    for index, selector in enumerate(raw or []):
+    for index, selector in enumerate(_listed(raw, f"{where}.selectors")):
         cel = (selector or {}).get("cel") if isinstance(selector, Mapping) else None
         expression = (cel or {}).get("expression") if isinstance(cel, Mapping) else None
         if not isinstance(expression, str) or not expression.strip():
@@ -111,10 +132,11 @@ def _selectors(raw: Any, where: str) -> tuple[str, ...]:
 
 
 def read_class(obj: KubeObject) -> DeviceClass:
+    """The class; ValueError names what is malformed (the class is then unusable)."""
     name = str(metadata_of(obj).get("name"))
-    spec = obj.get("spec") or {}
+    spec = _object(obj.get("spec"), f"DeviceClass {name}: spec")
     return DeviceClass(name, _selectors(spec.get("selectors"), f"DeviceClass {name}: spec"),
-                       tuple(spec.get("config") or ()))
+                       tuple(_listed(spec.get("config"), f"DeviceClass {name}: spec.config")))
 
 
 def _choice(raw: Mapping[str, Any], name: str, request: str, where: str) -> Choice:
@@ -132,47 +154,83 @@ def _choice(raw: Mapping[str, Any], name: str, request: str, where: str) -> Choi
     mode = raw.get("allocationMode") or EXACT_COUNT
     if mode not in (EXACT_COUNT, ALL):
         raise ValueError(f"{where}: allocationMode {mode!r} is neither ExactCount nor All")
-    count = int(raw.get("count") or 1) if mode == EXACT_COUNT else 0
-    if mode == EXACT_COUNT and count < 1:
+    count = raw.get("count", 1) if mode == EXACT_COUNT else 0
+    if count is None:
+        count = 1
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ValueError(f"{where}: count {count!r} is not an integer")
+    if mode == EXACT_COUNT and count < 1:  # 0 is no default for 1: the API refuses it
         raise ValueError(f"{where}: count must be at least 1")
     return Choice(name, request, device_class, _selectors(raw.get("selectors"), where),
                   mode, count)
 
 
 def read_claim(obj: KubeObject) -> Claim:
-    """The claim; :class:`OutOfScope` or ValueError (malformed) name what and where."""
+    """The claim; :class:`OutOfScope` or ValueError (malformed) name what and where.
+
+    Every part is checked for its shape before it is read: a string where a list belongs
+    is iterable too, and would be read character by character into a wrong claim."""
     metadata = metadata_of(obj)
     namespace, name = str(metadata.get("namespace") or "default"), str(metadata.get("name"))
     where = f"ResourceClaim {namespace}/{name}"
-    devices = (obj.get("spec") or {}).get("devices") or {}
+    spec = _object(obj.get("spec"), f"{where}: spec")
+    devices = _object(spec.get("devices"), f"{where}: spec.devices")
     requests = []
-    for index, raw in enumerate(devices.get("requests") or []):
+    for index, raw in enumerate(_listed(devices.get("requests"),
+                                        f"{where}: spec.devices.requests")):
+        raw = _object(raw, f"{where}: spec.devices.requests[{index}]")
         request = str(raw.get("name") or "")
         here = f"{where}: spec.devices.requests[{index}] ({request})"
         if raw.get("exactly") is not None:
-            requests.append(Request(request, (_choice(raw["exactly"], request, request, here),)))
-        elif raw.get("firstAvailable"):
-            choices = tuple(
-                _choice(sub, f"{request}/{sub.get('name')}", request,
-                        f"{here}.firstAvailable[{i}]")
-                for i, sub in enumerate(raw["firstAvailable"]))
-            requests.append(Request(request, choices))
+            exactly = _object(raw["exactly"], f"{here}.exactly")
+            requests.append(Request(request, (_choice(exactly, request, request, here),)))
+        elif raw.get("firstAvailable") is not None:
+            subs = _listed(raw["firstAvailable"], f"{here}.firstAvailable")
+            if not subs:
+                raise ValueError(f"{here}: firstAvailable is empty")
+            choices = []
+            for i, sub in enumerate(subs):
+                sub = _object(sub, f"{here}.firstAvailable[{i}]")
+                choices.append(_choice(sub, f"{request}/{sub.get('name')}", request,
+                                       f"{here}.firstAvailable[{i}]"))
+            requests.append(Request(request, tuple(choices)))
         else:
             raise ValueError(f"{here}: neither exactly nor firstAvailable")
     constraints = []
-    for index, raw in enumerate(devices.get("constraints") or []):
+    for index, raw in enumerate(_listed(devices.get("constraints"),
+                                        f"{where}: spec.devices.constraints")):
         here = f"{where}: spec.devices.constraints[{index}]"
+        raw = _object(raw, here)
         if raw.get("distinctAttribute"):
             raise OutOfScope(f"{here}: distinctAttribute is not supported by fluence yet")
         attribute = raw.get("matchAttribute")
         if not isinstance(attribute, str) or "/" not in attribute:
             raise ValueError(f"{here}: matchAttribute must be a fully qualified name")
         domain, _, short = attribute.rpartition("/")
-        constraints.append(MatchAttribute((domain, short), frozenset(raw.get("requests") or ())))
-    status = obj.get("status") or {}
+        bound = _listed(raw.get("requests"), f"{here}.requests")
+        constraints.append(MatchAttribute((domain, short), frozenset(map(str, bound))))
+    config = _listed(devices.get("config"), f"{where}: spec.devices.config")
+    status = _object(obj.get("status"), f"{where}: status")
+    allocation = _allocation(status.get("allocation"), f"{where}: status.allocation")
+    reserved = _listed(status.get("reservedFor"), f"{where}: status.reservedFor")
+    for index, consumer in enumerate(reserved):
+        _object(consumer, f"{where}: status.reservedFor[{index}]")
     return Claim(namespace, name, str(metadata.get("uid") or ""), tuple(requests),
-                 tuple(constraints), tuple(devices.get("config") or ()),
-                 status.get("allocation"), tuple(status.get("reservedFor") or ()), obj)
+                 tuple(constraints), tuple(config), allocation, tuple(reserved), obj)
+
+
+def _allocation(raw: Any, where: str) -> Mapping[str, Any] | None:
+    """A claim's ``status.allocation``, checked for the shape the scheduler reads: a claim
+    whose allocation names no readable device must not pass for one allocated (its pod
+    would be placed with devices no one can tell)."""
+    if raw is None:
+        return None
+    allocation = _object(raw, where)
+    devices = _object(allocation.get("devices"), f"{where}.devices")
+    for index, result in enumerate(_listed(devices.get("results"), f"{where}.devices.results")):
+        _object(result, f"{where}.devices.results[{index}]")
+    _object(allocation.get("nodeSelector"), f"{where}.nodeSelector")
+    return allocation
 
 
 @dataclass(frozen=True)
@@ -186,28 +244,52 @@ class PodClaim:
 
 
 def pod_claims(pod: KubeObject) -> list[PodClaim]:
-    """The pod's claims (empty: it uses none); ValueError when an entry is malformed."""
+    """The pod's claims (empty: it uses none); ValueError names the malformed entry.
+
+    Each entry has a name of its own and names exactly one of a claim and a template, as
+    the API server requires: an entry read any other way could give the pod a claim that
+    is not the one it asked for."""
     spec = pod.get("spec") or {}
-    entries = spec.get("resourceClaims") or []
+    entries = _listed(spec.get("resourceClaims") or None, "spec.resourceClaims")
     if not entries:
         return []
-    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get(
-        "resourceClaimStatuses") or [] if isinstance(s, Mapping)}
+    statuses: dict[str, Mapping[str, Any]] = {}
+    raw_statuses = (pod.get("status") or {}).get("resourceClaimStatuses")
+    for index, status in enumerate(_listed(raw_statuses, "status.resourceClaimStatuses")):
+        here = f"status.resourceClaimStatuses[{index}]"
+        status = _object(status, here)
+        named = status.get("resourceClaimName")
+        if named is not None and not isinstance(named, str):
+            raise ValueError(f"{here} ({status.get('name')}): resourceClaimName is not a string")
+        statuses[str(status.get("name"))] = status
     found = []
-    for entry in entries:
-        if not isinstance(entry, Mapping):
-            raise ValueError(f"spec.resourceClaims: {entry!r:.60} is not an entry")
-        name = str(entry.get("name") or "")
-        if entry.get("resourceClaimName"):
-            found.append(PodClaim(name, str(entry["resourceClaimName"]), False))
-        elif entry.get("resourceClaimTemplateName"):
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        entry = _object(entry, f"spec.resourceClaims[{index}]")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"spec.resourceClaims[{index}] has no name")
+        here = f"spec.resourceClaims[{index}] ({name})"
+        if name in seen:
+            raise ValueError(f"{here}: the name is used twice")
+        seen.add(name)
+        claim, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+        for field_name, value in (("resourceClaimName", claim),
+                                  ("resourceClaimTemplateName", template)):
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{here}: {field_name} is not a string")
+        if claim and template:
+            raise ValueError(f"{here}: names both a claim and a template")
+        if claim:
+            found.append(PodClaim(name, claim, False))
+        elif template:
             status = statuses.get(name)
             if status is not None and not status.get("resourceClaimName"):
                 continue  # the controller decided this pod needs no claim for it
-            claim = status.get("resourceClaimName") if status is not None else None
-            found.append(PodClaim(name, claim, True))
+            made = status.get("resourceClaimName") if status is not None else None
+            found.append(PodClaim(name, made, True))
         else:
-            raise ValueError(f"spec.resourceClaims[{name}]: names neither a claim nor a template")
+            raise ValueError(f"{here}: names neither a claim nor a template")
     return found
 
 

@@ -23,10 +23,11 @@ the reason and never offered, so they are never allocated wrongly.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from fluence_core.feasibility.selectors import NodeSelector, SelectorError
 from fluence_core.kube.api import KubeObject
@@ -128,17 +129,32 @@ def qualify(name: str, driver: str) -> tuple[str, str]:
     return (domain, rest) if slash else (driver, name)
 
 
+INT64: Final = range(-(2**63), 2**63)
+
+SEMVER: Final = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?")
+"""A ``version`` attribute as the API server accepts it: semantic versioning 2.0.0."""
+
+
 def _attribute(raw: Any, where: str) -> AttributeValue | Version:
+    """One attribute, checked as the API server checks it: an ``int`` past int64 or a
+    ``version`` that is not semantic versioning never reaches a selector, which would fail
+    on that device and so for every claim that looks at the node."""
     if not isinstance(raw, Mapping) or len(raw) != 1:
         raise ValueError(f"{where}: expected exactly one of bool, int, string, version")
     (kind, value), = raw.items()
     if kind == "bool" and isinstance(value, bool):
         return value
     if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+        if value not in INT64:
+            raise ValueError(f"{where}: int={value} is out of int64")
         return value
     if kind == "string" and isinstance(value, str):
         return value
     if kind == "version" and isinstance(value, str):
+        if not SEMVER.fullmatch(value):
+            raise ValueError(f"{where}: {value!r} is not a semantic version")
         return Version(value)
     raise ValueError(f"{where}: {kind}={value!r} is not a device attribute")
 
@@ -166,25 +182,36 @@ def read_devices(slice_obj: KubeObject) -> list[Device]:
     if not isinstance(driver, str) or not driver or not isinstance(pool, str) or not pool:
         raise ValueError(f"ResourceSlice {name}: spec.driver and spec.pool.name are required")
     per_device = bool(spec.get("perDeviceNodeSelection"))
+    listed = spec.get("devices")
+    if listed is not None and not isinstance(listed, list):
+        raise ValueError(f"ResourceSlice {name}: spec.devices is not a list")
     devices = []
-    for index, raw in enumerate(spec.get("devices") or []):
+    for index, raw in enumerate(listed or []):
         where = f"ResourceSlice {name}: spec.devices[{index}]"
         if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
             raise ValueError(f"{where}: a device needs a name")
         attributes: dict[str, dict[str, AttributeValue | Version]] = {}
-        for key, value in (raw.get("attributes") or {}).items():
+        for key, value in _mapping(raw.get("attributes"), f"{where}.attributes").items():
             domain, short = qualify(str(key), driver)
             attributes.setdefault(domain, {})[short] = _attribute(
                 value, f"{where}.attributes[{key}]")
         capacity: dict[str, dict[str, Fraction]] = {}
-        for key, value in (raw.get("capacity") or {}).items():
+        for key, value in _mapping(raw.get("capacity"), f"{where}.capacity").items():
             domain, short = qualify(str(key), driver)
+            if not isinstance(value, Mapping):
+                raise ValueError(f"{where}.capacity[{key}]: {value!r:.60} is not an object "
+                                 "with a value")
             try:
-                amount = parse_quantity(str((value or {}).get("value")))
-            except (QuantityError, AttributeError) as error:
+                amount = parse_quantity(str(value.get("value")))
+            except QuantityError as error:
                 raise ValueError(f"{where}.capacity[{key}]: {error}") from None
             capacity.setdefault(domain, {})[short] = amount
         source = raw if per_device else spec
+        placements = [k for k in ("nodeName", "nodeSelector", "allNodes") if source.get(k)]
+        if len(placements) > 1:
+            raise ValueError(f"{where if per_device else f'ResourceSlice {name}: spec'}: "
+                             f"{' and '.join(placements)} are set; exactly one of nodeName, "
+                             "nodeSelector and allNodes must be")
         node = source.get("nodeName") or None
         raw_selector = source.get("nodeSelector")
         try:
@@ -197,6 +224,33 @@ def read_devices(slice_obj: KubeObject) -> list[Device]:
             all_nodes=bool(source.get("allNodes")), node_selector=selector,
             raw_selector=raw_selector, unsupported=_unsupported(raw)))
     return devices
+
+
+def _mapping(raw: Any, where: str) -> Mapping[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where} is not an object")
+    return raw
+
+
+def _pool_of(spec: Any) -> tuple[tuple[str, str], int, int]:
+    """A slice's (driver, pool name), generation and ``resourceSliceCount``; ValueError
+    when they are not what the API server requires. A count of 0 or less would make a
+    pool complete with no slice at all, and a count taken from a string would be a guess."""
+    if not isinstance(spec, Mapping):
+        raise ValueError("spec is not an object")
+    pool = spec.get("pool")
+    if not isinstance(pool, Mapping):
+        raise ValueError("spec.pool is not an object")
+    generation, count = pool.get("generation"), pool.get("resourceSliceCount")
+    generation = 0 if generation is None else generation
+    count = 1 if count is None else count
+    if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
+        raise ValueError(f"spec.pool.generation {generation!r} is not a non-negative integer")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"spec.pool.resourceSliceCount {count!r} is not a positive integer")
+    return (str(spec.get("driver")), str(pool.get("name"))), generation, count
 
 
 @dataclass
@@ -234,12 +288,8 @@ class Inventory:
         newest: dict[tuple[str, str], tuple[int, int, list[KubeObject]]] = {}
         for name, slice_obj in self.slices.items():
             try:
-                spec = slice_obj.get("spec") or {}
-                pool = spec.get("pool") or {}
-                key = (str(spec.get("driver")), str(pool.get("name")))
-                generation = int(pool.get("generation") or 0)
-                count = int(pool.get("resourceSliceCount") or 1)
-            except (AttributeError, TypeError, ValueError) as error:
+                key, generation, count = _pool_of(slice_obj.get("spec"))
+            except ValueError as error:
                 logger.error("ResourceSlice %s is left out: its pool cannot be read (%s)",
                              name, error)
                 continue
@@ -276,7 +326,8 @@ class Inventory:
         try:
             devices = read_devices(slice_obj)
         except (ValueError, TypeError, AttributeError) as error:
-            logger.error("ResourceSlice %s is left out: %s", name, error)
+            logger.error("ResourceSlice %s is left out: %s", name,
+                         str(error).removeprefix(f"ResourceSlice {name}: "))
             devices = []
         self._parsed[name] = (version, devices)
         return devices

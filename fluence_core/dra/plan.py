@@ -82,8 +82,8 @@ def plan_group(state: DraState, pods: Sequence[KubeObject],
                 return NotMadeYet(f'{where}: ResourceClaim "{entry.claim}" not found')
             if isinstance(found, OutOfScope):
                 return f"{where}: {found}"
-            if isinstance(found, Exception):
-                return f"{where}: ResourceClaim {entry.claim} cannot be read: {found}"
+            if isinstance(found, Exception):  # its message names the claim
+                return f"{where}: {found}"
             if entry.template and not owned_by(found, str(metadata.get("uid") or "")):
                 return f"{where}: ResourceClaim {entry.claim} was not created for this pod"
             if metadata_of(found.obj).get("deletionTimestamp"):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from fluence_core.dra.allocator import Memo
 from fluence_core.dra.claims import Claim, DeviceClass, read_claim, read_class
@@ -66,6 +67,9 @@ class DraState:
     """Built once from every claim, then kept up to date claim by claim (:meth:`_retake`)."""
     _held: dict[ClaimKey, list[DeviceId]] = field(default_factory=dict)
     """What each claim holds in ``_taken``."""
+    _holders: dict[DeviceId, list[ClaimKey]] = field(default_factory=dict)
+    """Every claim naming each device: more than one only when something else allocated a
+    device twice, and then the device stays taken until the last of them lets it go."""
     _near: dict[str, list[Device]] = field(default_factory=dict)
     _local: dict[str, list[Device]] | None = None
     """Node-local devices by node, built in one pass over the inventory."""
@@ -135,7 +139,7 @@ class DraState:
                 self.assumed.pop(key, None)
             else:
                 self.claims[key] = obj
-                if (obj.get("status") or {}).get("allocation") is not None:
+                if _status_of(obj).get("allocation") is not None:
                     self.assumed.pop(key, None)  # the write is seen: the claim says it now
             self._reserved_by = None
             self._retake(key)
@@ -149,11 +153,15 @@ class DraState:
         self._epoch += 1
 
     def _put_class(self, obj: KubeObject) -> None:
+        """Read the class; one that cannot be read is kept as unusable, with why, so its
+        claims' pods are told what is wrong with it rather than that it does not exist."""
+        name = str(metadata_of(obj).get("name"))
         try:
             found = read_class(obj)
-        except ValueError as error:
-            logger.error("DeviceClass %s is left out: %s", metadata_of(obj).get("name"), error)
-            return
+        except (ValueError, TypeError, AttributeError) as error:
+            why = str(error).removeprefix(f"DeviceClass {name}: ")
+            logger.error("DeviceClass %s is left out: %s", name, why)
+            found = DeviceClass(name, (), (), unusable=why)
         self.classes[found.name] = found
 
     # -- reading -----------------------------------------------------------------------
@@ -170,7 +178,8 @@ class DraState:
         try:
             found: Claim | Exception = read_claim(obj)
         except (ValueError, TypeError, AttributeError) as error:
-            found = error if isinstance(error, ValueError) else ValueError(str(error))
+            found = error if isinstance(error, ValueError) else ValueError(
+                f"ResourceClaim {namespace}/{name}: {error}")
         self._parsed[(namespace, name)] = (version, found)
         return found
 
@@ -196,7 +205,7 @@ class DraState:
 
     def _claimed(self) -> dict[DeviceId, ClaimKey]:
         if self._taken is None:
-            self._taken, self._held = {}, {}
+            self._taken, self._held, self._holders = {}, {}, {}
             for key in {*self.claims, *self.assumed}:
                 self._retake(key)
         assert self._taken is not None
@@ -224,10 +233,10 @@ class DraState:
         if self._reserved_by is None:
             index: dict[str, set[ClaimKey]] = {}
             for key, obj in self.claims.items():
-                status = obj.get("status") or {}
+                status = _status_of(obj)
                 if status.get("allocation") is None:
                     continue
-                for consumer in status.get("reservedFor") or ():
+                for consumer in _consumers(status):
                     if isinstance(consumer, Mapping) and consumer.get("uid"):
                         index.setdefault(str(consumer["uid"]), set()).add(key)
             self._reserved_by = index
@@ -235,7 +244,7 @@ class DraState:
         found = set()
         for uid in going:
             for key in self._reserved_by.get(uid, ()):
-                consumers = (self.claims[key].get("status") or {}).get("reservedFor") or ()
+                consumers = _consumers(_status_of(self.claims[key]))
                 if all(isinstance(c, Mapping) and str(c.get("uid")) in going
                        for c in consumers):
                     found.add(key)
@@ -266,13 +275,20 @@ class DraState:
             return  # built in full when next asked
         before = self._held.pop(key, [])
         for device in before:
-            if self._taken.get(device) == key:
-                del self._taken[device]
+            holders = [k for k in self._holders.pop(device, []) if k != key]
+            if holders:  # another claim names it too: still taken, by that one
+                self._holders[device] = holders
+                self._taken[device] = holders[0]
+            else:
+                self._taken.pop(device, None)
         obj = self.claims.get(key)
-        held = allocated_devices((obj.get("status") or {}).get("allocation")) if obj else []
+        held = allocated_devices(_status_of(obj).get("allocation")) if obj else []
         held += allocated_devices(self.assumed.get(key))
         for device in held:
             self._taken[device] = key
+            holders = self._holders.setdefault(device, [])
+            if key not in holders:
+                holders.append(key)
         if held:
             self._held[key] = held
         if before != held:
@@ -349,3 +365,17 @@ class DraState:
 def _key(obj: KubeObject) -> ClaimKey:
     metadata = metadata_of(obj)
     return str(metadata.get("namespace") or "default"), str(metadata.get("name"))
+
+
+def _status_of(obj: KubeObject) -> Mapping[str, Any]:
+    """A claim's status, or nothing when it is not an object: the taken set is built from
+    every claim, and one garbled status must not stop it (:func:`read_claim` tells the pods
+    that use such a claim what is wrong)."""
+    status = obj.get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def _consumers(status: Mapping[str, Any]) -> list[Any]:
+    """A status's ``reservedFor``, or nothing when it is not a list."""
+    reserved = status.get("reservedFor")
+    return reserved if isinstance(reserved, list) else []
