@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from fluence_core.kube.api import KubeObject
+from fluence_core.dra.shape import list_at, object_at
 from fluence_core.kube.meta import metadata_of, owner_references_of
 
 EXACT_COUNT: Final = "ExactCount"
@@ -101,28 +102,9 @@ class DeviceClass:
     """Why the class cannot be read (its claims are refused with this), or None."""
 
 
-def _listed(raw: Any, where: str) -> list[Any]:
-    """``raw`` as a list (absent: empty); ValueError naming ``where`` when it is not one.
-    A string or a mapping is iterable too, and would otherwise be read item by item."""
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise ValueError(f"{where} is not a list")
-    return raw
-
-
-def _object(raw: Any, where: str) -> Mapping[str, Any]:
-    """``raw`` as a mapping (absent: empty); ValueError naming ``where`` otherwise."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{where} is not an object")
-    return raw
-
-
 def _selectors(raw: Any, where: str) -> tuple[str, ...]:
     found = []
-    for index, selector in enumerate(_listed(raw, f"{where}.selectors")):
+    for index, selector in enumerate(list_at(raw, f"{where}.selectors")):
         cel = (selector or {}).get("cel") if isinstance(selector, Mapping) else None
         expression = (cel or {}).get("expression") if isinstance(cel, Mapping) else None
         if not isinstance(expression, str) or not expression.strip():
@@ -134,9 +116,9 @@ def _selectors(raw: Any, where: str) -> tuple[str, ...]:
 def read_class(obj: KubeObject) -> DeviceClass:
     """The class; ValueError names what is malformed (the class is then unusable)."""
     name = str(metadata_of(obj).get("name"))
-    spec = _object(obj.get("spec"), f"DeviceClass {name}: spec")
+    spec = object_at(obj.get("spec"), f"DeviceClass {name}: spec")
     return DeviceClass(name, _selectors(spec.get("selectors"), f"DeviceClass {name}: spec"),
-                       tuple(_listed(spec.get("config"), f"DeviceClass {name}: spec.config")))
+                       tuple(list_at(spec.get("config"), f"DeviceClass {name}: spec.config")))
 
 
 def _choice(raw: Mapping[str, Any], name: str, request: str, where: str) -> Choice:
@@ -173,48 +155,48 @@ def read_claim(obj: KubeObject) -> Claim:
     metadata = metadata_of(obj)
     namespace, name = str(metadata.get("namespace") or "default"), str(metadata.get("name"))
     where = f"ResourceClaim {namespace}/{name}"
-    spec = _object(obj.get("spec"), f"{where}: spec")
-    devices = _object(spec.get("devices"), f"{where}: spec.devices")
+    spec = object_at(obj.get("spec"), f"{where}: spec")
+    devices = object_at(spec.get("devices"), f"{where}: spec.devices")
     requests = []
-    for index, raw in enumerate(_listed(devices.get("requests"),
+    for index, raw in enumerate(list_at(devices.get("requests"),
                                         f"{where}: spec.devices.requests")):
-        raw = _object(raw, f"{where}: spec.devices.requests[{index}]")
+        raw = object_at(raw, f"{where}: spec.devices.requests[{index}]")
         request = str(raw.get("name") or "")
         here = f"{where}: spec.devices.requests[{index}] ({request})"
         if raw.get("exactly") is not None:
-            exactly = _object(raw["exactly"], f"{here}.exactly")
+            exactly = object_at(raw["exactly"], f"{here}.exactly")
             requests.append(Request(request, (_choice(exactly, request, request, here),)))
         elif raw.get("firstAvailable") is not None:
-            subs = _listed(raw["firstAvailable"], f"{here}.firstAvailable")
+            subs = list_at(raw["firstAvailable"], f"{here}.firstAvailable")
             if not subs:
                 raise ValueError(f"{here}: firstAvailable is empty")
             choices = []
             for i, sub in enumerate(subs):
-                sub = _object(sub, f"{here}.firstAvailable[{i}]")
+                sub = object_at(sub, f"{here}.firstAvailable[{i}]")
                 choices.append(_choice(sub, f"{request}/{sub.get('name')}", request,
                                        f"{here}.firstAvailable[{i}]"))
             requests.append(Request(request, tuple(choices)))
         else:
             raise ValueError(f"{here}: neither exactly nor firstAvailable")
     constraints = []
-    for index, raw in enumerate(_listed(devices.get("constraints"),
+    for index, raw in enumerate(list_at(devices.get("constraints"),
                                         f"{where}: spec.devices.constraints")):
         here = f"{where}: spec.devices.constraints[{index}]"
-        raw = _object(raw, here)
+        raw = object_at(raw, here)
         if raw.get("distinctAttribute"):
             raise OutOfScope(f"{here}: distinctAttribute is not supported by fluence yet")
         attribute = raw.get("matchAttribute")
         if not isinstance(attribute, str) or "/" not in attribute:
             raise ValueError(f"{here}: matchAttribute must be a fully qualified name")
         domain, _, short = attribute.rpartition("/")
-        bound = _listed(raw.get("requests"), f"{here}.requests")
+        bound = list_at(raw.get("requests"), f"{here}.requests")
         constraints.append(MatchAttribute((domain, short), frozenset(map(str, bound))))
-    config = _listed(devices.get("config"), f"{where}: spec.devices.config")
-    status = _object(obj.get("status"), f"{where}: status")
+    config = list_at(devices.get("config"), f"{where}: spec.devices.config")
+    status = object_at(obj.get("status"), f"{where}: status")
     allocation = _allocation(status.get("allocation"), f"{where}: status.allocation")
-    reserved = _listed(status.get("reservedFor"), f"{where}: status.reservedFor")
+    reserved = list_at(status.get("reservedFor"), f"{where}: status.reservedFor")
     for index, consumer in enumerate(reserved):
-        _object(consumer, f"{where}: status.reservedFor[{index}]")
+        object_at(consumer, f"{where}: status.reservedFor[{index}]")
     return Claim(namespace, name, str(metadata.get("uid") or ""), tuple(requests),
                  tuple(constraints), tuple(config), allocation, tuple(reserved), obj)
 
@@ -225,11 +207,11 @@ def _allocation(raw: Any, where: str) -> Mapping[str, Any] | None:
     would be placed with devices no one can tell)."""
     if raw is None:
         return None
-    allocation = _object(raw, where)
-    devices = _object(allocation.get("devices"), f"{where}.devices")
-    for index, result in enumerate(_listed(devices.get("results"), f"{where}.devices.results")):
-        _object(result, f"{where}.devices.results[{index}]")
-    _object(allocation.get("nodeSelector"), f"{where}.nodeSelector")
+    allocation = object_at(raw, where)
+    devices = object_at(allocation.get("devices"), f"{where}.devices")
+    for index, result in enumerate(list_at(devices.get("results"), f"{where}.devices.results")):
+        object_at(result, f"{where}.devices.results[{index}]")
+    object_at(allocation.get("nodeSelector"), f"{where}.nodeSelector")
     return allocation
 
 
@@ -250,14 +232,14 @@ def pod_claims(pod: KubeObject) -> list[PodClaim]:
     the API server requires: an entry read any other way could give the pod a claim that
     is not the one it asked for."""
     spec = pod.get("spec") or {}
-    entries = _listed(spec.get("resourceClaims") or None, "spec.resourceClaims")
+    entries = list_at(spec.get("resourceClaims") or None, "spec.resourceClaims")
     if not entries:
         return []
     statuses: dict[str, Mapping[str, Any]] = {}
     raw_statuses = (pod.get("status") or {}).get("resourceClaimStatuses")
-    for index, status in enumerate(_listed(raw_statuses, "status.resourceClaimStatuses")):
+    for index, status in enumerate(list_at(raw_statuses, "status.resourceClaimStatuses")):
         here = f"status.resourceClaimStatuses[{index}]"
-        status = _object(status, here)
+        status = object_at(status, here)
         named = status.get("resourceClaimName")
         if named is not None and not isinstance(named, str):
             raise ValueError(f"{here} ({status.get('name')}): resourceClaimName is not a string")
@@ -265,7 +247,7 @@ def pod_claims(pod: KubeObject) -> list[PodClaim]:
     found = []
     seen: set[str] = set()
     for index, entry in enumerate(entries):
-        entry = _object(entry, f"spec.resourceClaims[{index}]")
+        entry = object_at(entry, f"spec.resourceClaims[{index}]")
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             raise ValueError(f"spec.resourceClaims[{index}] has no name")

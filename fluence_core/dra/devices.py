@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final, TypeAlias
 
+from fluence_core.dra.shape import list_at, object_at
 from fluence_core.feasibility.selectors import NodeSelector, SelectorError
 from fluence_core.kube.api import KubeObject
 from fluence_core.kube.meta import metadata_of
@@ -182,21 +183,19 @@ def read_devices(slice_obj: KubeObject) -> list[Device]:
     if not isinstance(driver, str) or not driver or not isinstance(pool, str) or not pool:
         raise ValueError(f"ResourceSlice {name}: spec.driver and spec.pool.name are required")
     per_device = bool(spec.get("perDeviceNodeSelection"))
-    listed = spec.get("devices")
-    if listed is not None and not isinstance(listed, list):
-        raise ValueError(f"ResourceSlice {name}: spec.devices is not a list")
     devices = []
-    for index, raw in enumerate(listed or []):
+    listed = list_at(spec.get("devices"), f"ResourceSlice {name}: spec.devices")
+    for index, raw in enumerate(listed):
         where = f"ResourceSlice {name}: spec.devices[{index}]"
         if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
             raise ValueError(f"{where}: a device needs a name")
         attributes: dict[str, dict[str, AttributeValue | Version]] = {}
-        for key, value in _mapping(raw.get("attributes"), f"{where}.attributes").items():
+        for key, value in object_at(raw.get("attributes"), f"{where}.attributes").items():
             domain, short = qualify(str(key), driver)
             attributes.setdefault(domain, {})[short] = _attribute(
                 value, f"{where}.attributes[{key}]")
         capacity: dict[str, dict[str, Fraction]] = {}
-        for key, value in _mapping(raw.get("capacity"), f"{where}.capacity").items():
+        for key, value in object_at(raw.get("capacity"), f"{where}.capacity").items():
             domain, short = qualify(str(key), driver)
             if not isinstance(value, Mapping):
                 raise ValueError(f"{where}.capacity[{key}]: {value!r:.60} is not an object "
@@ -224,14 +223,6 @@ def read_devices(slice_obj: KubeObject) -> list[Device]:
             all_nodes=bool(source.get("allNodes")), node_selector=selector,
             raw_selector=raw_selector, unsupported=_unsupported(raw)))
     return devices
-
-
-def _mapping(raw: Any, where: str) -> Mapping[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{where} is not an object")
-    return raw
 
 
 def _pool_of(spec: Any) -> tuple[tuple[str, str], int, int]:
