@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import queue
 import signal
-import subprocess
 import threading
 import time
 from typing import Any
@@ -33,7 +32,9 @@ from fluence_core.kube.client import KubeCluster
 from fluence_core.kube.errors import ApiError
 from fluence_core.testing_apiserver import ApiServer
 from tests.e2e.test_dra_e2e import Dra
-from tests.e2e.test_restart_sigkill_e2e import Process, env, spawn, watch_binds
+from tests.e2e.test_restart_sigkill_e2e import (
+    Process, env, spawn, stop_gracefully, watch_binds,
+)
 
 pytestmark = pytest.mark.e2e
 __all__ = ["env"]  # the fixture, shared with the first SIGKILL test
@@ -97,14 +98,6 @@ def watch_claims(kube: KubeCluster, ns: str, ledger: ClaimLedger,
     except ApiError:
         if not stop.is_set():
             raise
-
-
-def _stop(process: Process) -> None:
-    process.popen.send_signal(signal.SIGTERM)
-    try:
-        process.popen.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.popen.kill()
 
 
 def test_sigkill_while_gangs_with_claims_bind(apiserver: ApiServer, kube: KubeCluster,
@@ -174,7 +167,7 @@ def test_sigkill_while_gangs_with_claims_bind(apiserver: ApiServer, kube: KubeCl
     finally:
         stop.set()
         if process is not None:
-            _stop(process)
+            stop_gracefully(process)
         dra.close()
     print(f"\n{len(gangs)} gangs, {sum(gangs.values())} pods with a claim each, "
           f"{attempts} SIGKILLs ({kills} while a gang was bound in part), "

@@ -196,11 +196,7 @@ def test_sigkill_twice_while_gangs_bind(kube: KubeCluster, kube_namespace: str,
                     finished.add(name)
     finally:
         stop.set()
-        process.popen.send_signal(signal.SIGTERM)
-        try:
-            process.popen.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.popen.kill()
+        stop_gracefully(process)
 
     assert kills == KILLS, f"only {kills} of {attempts} kills landed while a gang was bound in part"
     spreads = {g: max(t.values()) - min(t.values()) for g, t in bound_at.items()}
@@ -294,7 +290,8 @@ def _placed(kube: KubeCluster, ns: str) -> dict[str, tuple[str, str]]:
             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
 
 
-def _stop(process: Process) -> None:
+def stop_gracefully(process: Process) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within 30 s."""
     process.popen.send_signal(signal.SIGTERM)
     try:
         process.popen.wait(timeout=30)
@@ -384,6 +381,6 @@ def test_sigkill_keeps_a_millicore_qpu_holder_running_and_its_qpu_held(
     finally:
         for process in (first, restarted):
             if process is not None and process.popen.poll() is None:
-                _stop(process)
+                stop_gracefully(process)
         for pod in kube.list("pods", ns).items:  # nothing left for later tests' schedulers
             kube.delete("pods", pod["metadata"]["name"], ns, grace_period_seconds=0)
